@@ -1,0 +1,24 @@
+// The reflector service: consumes `reflect` (one job per finished cycle) and hosts the TTL
+// sweep's job scheduler. Wiring only.
+import type { Config } from '../../shared/config.ts';
+import { createRuntime } from '../../shared/runtime.ts';
+import { startService, stopOnSignals } from '../../shared/service.ts';
+import { processReflectJob } from '../../shared/reflector.ts';
+import { MAINTENANCE_QUEUE, REFLECT_QUEUE } from '../../shared/queues.ts';
+import { scheduleSweep, sweep } from '../../shared/sweeper.ts';
+import { failGoalOnFinalFailure } from '../../shared/final-failure.ts';
+
+export async function main(cfg: Config, opts: { concurrency: number }) {
+  const rt = createRuntime(cfg, 'reflector');
+  if (cfg.providerNotice) rt.logger.warn(cfg.providerNotice);
+  const svc = await startService({
+    rt, name: 'reflector', queueName: REFLECT_QUEUE, role: 'reflector', concurrency: opts.concurrency,
+    handler: (job, signal) => processReflectJob(rt, job, signal),
+    onFinalFailure: failGoalOnFinalFailure(rt, 'reflection'),
+    sideQueues: [{ queueName: MAINTENANCE_QUEUE, role: 'sweeper', concurrency: 1, handler: () => sweep(rt) }],
+    reportQueues: rt.queues.allNames(),
+    onStart: () => scheduleSweep(rt),
+  });
+  stopOnSignals(svc, rt.logger);
+  return svc;
+}

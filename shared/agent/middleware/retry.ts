@@ -1,0 +1,38 @@
+// Retry with exponential backoff and jitter on 429, 5xx, timeouts, connection errors and
+// malformed bodies; honours retry-after (0 included). In a worker, a 429 is not retried
+// here: it becomes ProviderRateLimitError so the whole queue pauses (fleet flow control).
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ModelCallError } from '../../providers/types.ts';
+import { ProviderRateLimitError } from '../../errors/index.ts';
+import type { MiddlewareDeps, ModelMiddleware } from './types.ts';
+
+export function backoffMs(attempt: number, base: number, max: number, random = Math.random): number {
+  const exp = Math.min(max, base * 2 ** attempt);
+  return Math.round(exp / 2 + random() * (exp / 2));
+}
+
+export function retry(deps: Pick<MiddlewareDeps, 'retry' | 'logger'>): ModelMiddleware {
+  const maxRetries = deps.retry?.maxRetries ?? 3;
+  const base = deps.retry?.baseDelayMs ?? 500;
+  const max = deps.retry?.maxDelayMs ?? 30_000;
+  return async (req, ctx, next) => {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await next(req);
+      } catch (err) {
+        if (!(err instanceof ModelCallError) || !err.retryable) throw err;
+        if (err.kind === 'rate_limit' && deps.retry?.rateLimitToQueue) {
+          throw new ProviderRateLimitError(err.message, err.retryAfterMs ?? backoffMs(attempt, base, max));
+        }
+        if (attempt >= maxRetries) throw err;
+        const wait = err.retryAfterMs ?? backoffMs(attempt, base, max);
+        deps.logger.info({ goalId: ctx.goalId, role: ctx.role, threadId: ctx.threadId, attempt: attempt + 1, waitMs: wait, kind: err.kind }, 'retrying model call');
+        try {
+          await sleep(Math.min(wait, max), undefined, { signal: ctx.signal });
+        } catch {
+          throw new ModelCallError('model call aborted', 'aborted');
+        }
+      }
+    }
+  };
+}

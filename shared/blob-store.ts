@@ -1,0 +1,61 @@
+// Where artifacts over the spill threshold live. The hash keeps only a pointer (blobRef).
+// Storage sits behind this small protocol; the directory store is the default (a shared
+// volume in compose and k8s).
+import { createHash } from 'node:crypto';
+import { mkdir, readFile, rm, writeFile, rename, readdir } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+
+export interface BlobStore {
+  put(goalId: string, content: string): Promise<string>;
+  get(ref: string): Promise<string>;
+  delete(ref: string): Promise<void>;
+  deleteGoal(goalId: string): Promise<void>;
+  listGoals(): Promise<string[]>;
+}
+
+const REF_RE = /^[a-z0-9]{6,32}\/[a-f0-9]{64}$/;
+
+export class DirBlobStore implements BlobStore {
+  readonly root: string;
+  constructor(dir: string, prefix: string) {
+    this.root = resolve(dir, prefix);
+  }
+
+  private path(ref: string): string {
+    // Refs come from our own hash, but never trust a path built from stored data.
+    if (!REF_RE.test(ref)) throw new Error(`bad blob ref ${JSON.stringify(ref)}`);
+    return join(this.root, ref);
+  }
+
+  async put(goalId: string, content: string): Promise<string> {
+    const ref = `${goalId}/${createHash('sha256').update(content).digest('hex')}`;
+    const file = this.path(ref);
+    await mkdir(join(this.root, goalId), { recursive: true });
+    // Write then rename, so a reader never sees half a blob.
+    const tmp = `${file}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
+    await writeFile(tmp, content, 'utf8');
+    await rename(tmp, file);
+    return ref;
+  }
+
+  async get(ref: string): Promise<string> {
+    return readFile(this.path(ref), 'utf8');
+  }
+
+  async delete(ref: string): Promise<void> {
+    await rm(this.path(ref), { force: true });
+  }
+
+  async deleteGoal(goalId: string): Promise<void> {
+    if (!/^[a-z0-9]{6,32}$/.test(goalId)) return;
+    await rm(join(this.root, goalId), { recursive: true, force: true });
+  }
+
+  async listGoals(): Promise<string[]> {
+    try {
+      return (await readdir(this.root, { withFileTypes: true })).filter((d) => d.isDirectory()).map((d) => d.name);
+    } catch {
+      return [];
+    }
+  }
+}

@@ -1,0 +1,232 @@
+// One config, validated by zod: defaults < config file (DEEPQ_CONFIG, JSON or YAML) < env.
+// A bad value stops the process at start with the field's path in the message.
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import YAML from 'yaml';
+import { ConfigError } from './errors/index.ts';
+import {
+  AgentSpecSchema,
+  DEFAULT_ROLES,
+  REFLECTOR_PROMPT,
+  RoleSpecSchema,
+  plannerPrompt,
+} from './roles.ts';
+
+const PriceSchema = z.object({
+  inputPerMTok: z.number().nonnegative(),
+  outputPerMTok: z.number().nonnegative(),
+  cacheReadPerMTok: z.number().nonnegative().default(0),
+  cacheWritePerMTok: z.number().nonnegative().default(0),
+});
+
+const BudgetsSchema = z.object({
+  maxTokens: z.number().int().positive().optional(),
+  maxSteps: z.number().int().positive().optional(),
+  maxSeconds: z.number().positive().optional(),
+});
+export type Budgets = z.infer<typeof BudgetsSchema>;
+
+export const ConfigSchema = z
+  .object({
+    redisUrl: z.string().regex(/^rediss?:\/\//, 'must start with redis:// or rediss://').default('redis://127.0.0.1:6379'),
+    prefix: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'letters, digits, _ . - only').default('deepq'),
+    modelProvider: z.enum(['anthropic', 'scripted']).optional(),
+    anthropicApiKey: z.string().min(1).optional(),
+    anthropicBaseUrl: z.string().url().optional(),
+    modelTimeoutMs: z.number().int().positive().default(120_000),
+    models: z
+      .object({ HIGH: z.string().min(1), LOW: z.string().min(1) })
+      .default({ HIGH: 'claude-sonnet-4-5', LOW: 'claude-haiku-4-5' }),
+    scriptedLatencyMs: z.number().int().nonnegative().default(0),
+    roles: z
+      .array(RoleSpecSchema)
+      .min(3, 'deepq needs 3 to 8 roles')
+      .max(8, 'deepq needs 3 to 8 roles')
+      .default(DEFAULT_ROLES as never)
+      .refine((roles) => new Set(roles.map((r) => r.name)).size === roles.length, 'role names must be unique'),
+    planner: AgentSpecSchema.partial().default({}),
+    reflector: AgentSpecSchema.partial().default({}),
+    maxDepth: z.number().int().min(1).max(100).default(5),
+    subtaskAttempts: z.number().int().min(1).max(20).default(3),
+    budgets: BudgetsSchema.default({}),
+    vfs: z
+      .object({
+        blobDir: z.string().min(1).default('.deepq-blobs'),
+        spillBytes: z.number().int().positive().default(100 * 1024),
+        maxArtifactBytes: z.number().int().positive().default(5 * 1024 * 1024),
+        maxFilesPerGoal: z.number().int().positive().default(500),
+        evictDoneAfterSteps: z.number().int().nonnegative().default(3),
+        evictAnyAfterSteps: z.number().int().positive().default(20),
+        toolResultMaxChars: z.number().int().positive().default(50_000),
+      })
+      .default({} as never),
+    retentionSeconds: z.number().int().positive().default(86_400),
+    sweepIntervalSeconds: z.number().int().positive().default(60),
+    /** Backstop EXPIRE on every goal key, refreshed on activity. */
+    goalKeyTtlSeconds: z.number().int().positive().default(7 * 86_400),
+    transcriptTtlSeconds: z.number().int().positive().default(86_400),
+    eventsMaxLen: z.number().int().positive().default(2000),
+    concurrency: z.number().int().min(1).max(1000).default(8),
+    drainTimeoutMs: z.number().int().positive().default(25_000),
+    lockDurationMs: z.number().int().positive().default(30_000),
+    stalledIntervalMs: z.number().int().positive().default(15_000),
+    metricsPort: z.number().int().min(0).max(65535).default(0),
+    logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    prices: z.record(z.string(), PriceSchema).default({
+      'claude-sonnet-4-5': { inputPerMTok: 3, outputPerMTok: 15, cacheReadPerMTok: 0.3, cacheWritePerMTok: 3.75 },
+      'claude-haiku-4-5': { inputPerMTok: 1, outputPerMTok: 5, cacheReadPerMTok: 0.1, cacheWritePerMTok: 1.25 },
+      scripted: { inputPerMTok: 0, outputPerMTok: 0, cacheReadPerMTok: 0, cacheWritePerMTok: 0 },
+    }),
+  })
+  .strict();
+
+export type Config = z.infer<typeof ConfigSchema> & {
+  modelProvider: 'anthropic' | 'scripted';
+  /** Set when the provider was chosen by default rather than asked for. */
+  providerNotice?: string;
+};
+
+/** Env var → config path, and how to parse it. */
+const ENV_MAP: Record<string, { path: string[]; kind: 'string' | 'int' | 'number' }> = {
+  REDIS_URL: { path: ['redisUrl'], kind: 'string' },
+  DEEPQ_PREFIX: { path: ['prefix'], kind: 'string' },
+  DEEPQ_MODEL_PROVIDER: { path: ['modelProvider'], kind: 'string' },
+  ANTHROPIC_API_KEY: { path: ['anthropicApiKey'], kind: 'string' },
+  ANTHROPIC_BASE_URL: { path: ['anthropicBaseUrl'], kind: 'string' },
+  DEEPQ_MODEL_TIMEOUT_MS: { path: ['modelTimeoutMs'], kind: 'int' },
+  DEEPQ_MODEL_HIGH: { path: ['models', 'HIGH'], kind: 'string' },
+  DEEPQ_MODEL_LOW: { path: ['models', 'LOW'], kind: 'string' },
+  DEEPQ_SCRIPTED_LATENCY_MS: { path: ['scriptedLatencyMs'], kind: 'int' },
+  DEEPQ_MAX_DEPTH: { path: ['maxDepth'], kind: 'int' },
+  DEEPQ_SUBTASK_ATTEMPTS: { path: ['subtaskAttempts'], kind: 'int' },
+  DEEPQ_BLOB_DIR: { path: ['vfs', 'blobDir'], kind: 'string' },
+  DEEPQ_SPILL_BYTES: { path: ['vfs', 'spillBytes'], kind: 'int' },
+  DEEPQ_MAX_ARTIFACT_BYTES: { path: ['vfs', 'maxArtifactBytes'], kind: 'int' },
+  DEEPQ_MAX_FILES_PER_GOAL: { path: ['vfs', 'maxFilesPerGoal'], kind: 'int' },
+  DEEPQ_RETENTION_SECONDS: { path: ['retentionSeconds'], kind: 'int' },
+  DEEPQ_SWEEP_INTERVAL_SECONDS: { path: ['sweepIntervalSeconds'], kind: 'int' },
+  DEEPQ_GOAL_KEY_TTL_SECONDS: { path: ['goalKeyTtlSeconds'], kind: 'int' },
+  DEEPQ_CONCURRENCY: { path: ['concurrency'], kind: 'int' },
+  DEEPQ_DRAIN_TIMEOUT_MS: { path: ['drainTimeoutMs'], kind: 'int' },
+  DEEPQ_LOCK_DURATION_MS: { path: ['lockDurationMs'], kind: 'int' },
+  DEEPQ_STALLED_INTERVAL_MS: { path: ['stalledIntervalMs'], kind: 'int' },
+  DEEPQ_MAX_TOKENS: { path: ['budgets', 'maxTokens'], kind: 'int' },
+  DEEPQ_MAX_STEPS: { path: ['budgets', 'maxSteps'], kind: 'int' },
+  DEEPQ_MAX_SECONDS: { path: ['budgets', 'maxSeconds'], kind: 'number' },
+  METRICS_PORT: { path: ['metricsPort'], kind: 'int' },
+  LOG_LEVEL: { path: ['logLevel'], kind: 'string' },
+};
+export const CONFIG_ENV_VARS = ['DEEPQ_CONFIG', ...Object.keys(ENV_MAP)];
+
+function setPath(target: Record<string, unknown>, path: string[], value: unknown): void {
+  let node = target;
+  for (const key of path.slice(0, -1)) {
+    if (typeof node[key] !== 'object' || node[key] === null) node[key] = {};
+    node = node[key] as Record<string, unknown>;
+  }
+  node[path[path.length - 1]!] = value;
+}
+
+function parseEnvValue(name: string, raw: string, kind: 'string' | 'int' | 'number'): unknown {
+  if (kind === 'string') return raw;
+  const n = Number(raw);
+  if (raw.trim() === '' || !Number.isFinite(n) || (kind === 'int' && !Number.isInteger(n))) {
+    throw new ConfigError(`invalid environment variable ${name}=${JSON.stringify(raw)}: expected ${kind === 'int' ? 'an integer' : 'a number'}`);
+  }
+  return n;
+}
+
+function readConfigFile(path: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`cannot read config file ${path}: ${(err as Error).message}`);
+  }
+  let data: unknown;
+  try {
+    data = /\.ya?ml$/i.test(path) ? YAML.parse(text) : JSON.parse(text);
+  } catch (err) {
+    throw new ConfigError(`config file ${path} is not valid ${/\.ya?ml$/i.test(path) ? 'YAML' : 'JSON'}: ${(err as Error).message}`);
+  }
+  if (data === null || data === undefined) return {};
+  if (typeof data !== 'object' || Array.isArray(data)) throw new ConfigError(`config file ${path} must hold an object`);
+  return data as Record<string, unknown>;
+}
+
+export function formatZodIssues(error: z.ZodError): string {
+  return error.issues
+    .map((i) => `${i.path.length ? i.path.join('.') : '(root)'}: ${i.message}`)
+    .join('; ');
+}
+
+/** Load config from an optional file and the environment. Throws ConfigError naming the field. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Record<string, unknown> = {}): Config {
+  const raw: Record<string, unknown> = env.DEEPQ_CONFIG ? readConfigFile(env.DEEPQ_CONFIG) : {};
+  const source: string[] = [];
+  for (const [name, spec] of Object.entries(ENV_MAP)) {
+    const value = env[name];
+    if (value === undefined || value === '') continue;
+    setPath(raw, spec.path, parseEnvValue(name, value, spec.kind));
+    source.push(name);
+  }
+  Object.assign(raw, overrides);
+  const parsed = ConfigSchema.safeParse(raw);
+  if (!parsed.success) {
+    const where = env.DEEPQ_CONFIG ? ` (file ${env.DEEPQ_CONFIG} and environment)` : '';
+    throw new ConfigError(`invalid config${where}: ${formatZodIssues(parsed.error)}`);
+  }
+  const cfg = parsed.data;
+  let providerNotice: string | undefined;
+  let modelProvider = cfg.modelProvider;
+  if (!modelProvider) {
+    modelProvider = cfg.anthropicApiKey ? 'anthropic' : 'scripted';
+    providerNotice = cfg.anthropicApiKey
+      ? 'deepq: DEEPQ_MODEL_PROVIDER unset and ANTHROPIC_API_KEY found: using the anthropic provider'
+      : 'deepq: no ANTHROPIC_API_KEY: using the offline scripted model (canned outputs, not a real LLM)';
+  }
+  if (modelProvider === 'anthropic' && !cfg.anthropicApiKey) {
+    throw new ConfigError('invalid config: anthropicApiKey (ANTHROPIC_API_KEY) is required when DEEPQ_MODEL_PROVIDER=anthropic');
+  }
+  return { ...cfg, modelProvider, providerNotice };
+}
+
+export function roleNames(cfg: Config): string[] {
+  return cfg.roles.map((r) => r.name);
+}
+
+/** Planner and reflector are agents too, built by the same factory from the same spec shape. */
+export function plannerSpec(cfg: Config) {
+  return AgentSpecSchema.parse({
+    systemPrompt: plannerPrompt(roleNames(cfg)),
+    tools: [],
+    tier: 'HIGH',
+    maxTurns: 1,
+    contract: 'plan',
+    middleware: ['logging', 'tokens', 'tier-routing', 'retry', 'prompt-cache'],
+    ...cfg.planner,
+  });
+}
+
+export function reflectorSpec(cfg: Config) {
+  return AgentSpecSchema.parse({
+    systemPrompt: REFLECTOR_PROMPT,
+    tools: [],
+    tier: 'LOW',
+    maxTurns: 1,
+    contract: 'reflection',
+    middleware: ['logging', 'tokens', 'tier-routing', 'retry', 'prompt-cache'],
+    ...cfg.reflector,
+  });
+}
+
+/** Redacts the password in a Redis URL for logs and errors. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return '<unparseable url>';
+  }
+}

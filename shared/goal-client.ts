@@ -1,0 +1,154 @@
+// The producer side: enqueue goals, read their status, cancel and resume them.
+import type { Redis } from 'ioredis';
+import type { Config } from './config.ts';
+import { GoalRequestSchema, GoalIdSchema, isTerminal, parseOrThrow, type GoalRequest } from './contracts.ts';
+import { GoalStore, newGoalId, totalTokens, type GoalRecord } from './goal-store.ts';
+import { Queues, PLAN_QUEUE, REFLECT_QUEUE, planJobId, reflectJobId, subagentQueueName, subtaskJobId } from './queues.ts';
+import { VirtualFs, type FileEntry } from './vfs.ts';
+import { DirBlobStore } from './blob-store.ts';
+import { UnknownGoalError, ValidationError } from './errors/index.ts';
+import { createRedis } from './redis.ts';
+
+/** The `--json` / `status --json` object. */
+export interface GoalSummary {
+  goalId: string;
+  status: string;
+  steps: number;
+  artifacts: string[];
+  createdAt: number;
+  finishedAt: number | null;
+}
+
+export function estimateCost(goal: GoalRecord, prices: Config['prices']): number {
+  let usd = 0;
+  for (const [key, u] of Object.entries(goal.usage)) {
+    const model = key.split('|')[1] ?? '';
+    const p = prices[model];
+    if (!p) continue;
+    usd += (u.input * p.inputPerMTok + u.output * p.outputPerMTok + u.cache_read * p.cacheReadPerMTok + u.cache_write * p.cacheWritePerMTok) / 1e6;
+  }
+  return usd;
+}
+
+export class GoalClient {
+  readonly goals: GoalStore;
+  readonly vfs: VirtualFs;
+  readonly queues: Queues;
+  constructor(readonly cfg: Config, readonly redis: Redis = createRedis(cfg.redisUrl, 'deepq:cli')) {
+    this.goals = new GoalStore(redis, cfg.prefix, { keyTtlSeconds: cfg.goalKeyTtlSeconds, eventsMaxLen: cfg.eventsMaxLen });
+    this.vfs = new VirtualFs(redis, cfg.prefix, new DirBlobStore(cfg.vfs.blobDir, cfg.prefix), { ...cfg.vfs, keyTtlSeconds: cfg.goalKeyTtlSeconds, eventsMaxLen: cfg.eventsMaxLen });
+    this.queues = new Queues(redis, cfg);
+  }
+
+  async enqueue(input: { goal: string; budgets?: GoalRequest['budgets']; review?: boolean }): Promise<string> {
+    const req = parseOrThrow(GoalRequestSchema, input, 'goal request');
+    const goalId = newGoalId();
+    const budgets = { ...this.cfg.budgets, ...stripUndefined(req.budgets) };
+    await this.goals.create(goalId, req.goal, budgets, req.review);
+    await this.queues.addPlan({ goalId, step: 1 });
+    return goalId;
+  }
+
+  async get(goalId: string): Promise<GoalRecord> {
+    if (!GoalIdSchema.safeParse(goalId).success) throw new UnknownGoalError(goalId);
+    return this.goals.mustGet(goalId);
+  }
+
+  async summary(goalId: string): Promise<GoalSummary> {
+    const g = await this.get(goalId);
+    const files = await this.vfs.index(goalId);
+    return {
+      goalId, status: g.status, steps: g.step,
+      artifacts: files.filter((f) => f.status !== 'evicted').map((f) => f.name),
+      createdAt: g.createdAt, finishedAt: g.finishedAt,
+    };
+  }
+
+  async artifacts(goalId: string): Promise<FileEntry[]> {
+    await this.get(goalId);
+    return (await this.vfs.index(goalId)).filter((f) => f.status !== 'evicted');
+  }
+
+  async read(goalId: string, name: string): Promise<string | null> {
+    return this.vfs.read(goalId, name);
+  }
+
+  /** Polls until the goal is terminal or paused for a human. */
+  async waitFor(goalId: string, opts: { timeoutMs?: number; pollMs?: number; stopOnPause?: boolean } = {}): Promise<GoalRecord> {
+    const deadline = opts.timeoutMs ? Date.now() + opts.timeoutMs : Infinity;
+    for (;;) {
+      const g = await this.get(goalId);
+      if (isTerminal(g.status) || ((opts.stopOnPause ?? true) && g.status === 'awaiting_human')) return g;
+      if (Date.now() > deadline) throw new Error(`timed out waiting for goal ${goalId} (status ${g.status})`);
+      await new Promise((r) => setTimeout(r, opts.pollMs ?? 100));
+    }
+  }
+
+  /** Stops the goal across all processes; artifacts stay until the TTL sweep. */
+  async cancel(goalId: string): Promise<{ cancelled: boolean; status: string }> {
+    const g = await this.get(goalId);
+    const moved = await this.goals.transition(goalId, { to: 'cancelled', fields: { reason: 'cancelled by user' }, event: { type: 'finished', status: 'cancelled', step: g.step } });
+    // Abort running model calls everywhere; remove what still waits.
+    await this.redis.publish(this.goals.keys.cancelChannel(), goalId);
+    const step = Math.max(g.step, g.planStep, 1);
+    for (let s = Math.max(1, step - 1); s <= step + 1; s++) {
+      await this.removeJob(PLAN_QUEUE, planJobId(goalId, s));
+      await this.removeJob(REFLECT_QUEUE, reflectJobId(goalId, s));
+      for (const role of this.cfg.roles) for (let i = 0; i < 5; i++) await this.removeJob(subagentQueueName(role.name), subtaskJobId(goalId, s, i));
+    }
+    return { cancelled: moved, status: (await this.get(goalId)).status };
+  }
+
+  private async removeJob(queue: string, jobId: string): Promise<void> {
+    const job = await this.queues.get(queue).getJob(jobId);
+    if (!job) return;
+    const state = await job.getState();
+    if (state === 'waiting' || state === 'delayed' || state === 'prioritized' || state === 'waiting-children') {
+      await job.remove({ removeChildren: true }).catch(() => {});
+    }
+  }
+
+  /**
+   * Carries on a goal awaiting a human. After a review pause the reflector's decision
+   * applies; after an escalation it re-plans. With a note it always re-plans, note included.
+   */
+  async resume(goalId: string, note?: string): Promise<{ status: string; action: string }> {
+    const g = await this.get(goalId);
+    if (g.status !== 'awaiting_human') throw new ValidationError(`goal ${goalId} is ${g.status}, not awaiting_human: nothing to resume`);
+    const decision = g.reflection?.decision;
+    if (!note && g.pausedFor === 'review' && decision === 'end') {
+      await this.goals.transition(goalId, { from: ['awaiting_human'], to: 'done', fields: { pausedFor: '' }, event: { type: 'resumed', step: g.step, action: 'end' } });
+      await this.goals.appendEvent(goalId, { type: 'finished', status: 'done', step: g.step });
+      return { status: 'done', action: 'end' };
+    }
+    const action = note ? 'replan with note' : g.pausedFor === 'review' ? (decision ?? 'continue') : 'replan';
+    const ok = await this.goals.transition(goalId, {
+      from: ['awaiting_human'], to: 'queued',
+      fields: { pausedFor: '', note: note ?? '', reason: '' },
+      event: { type: 'resumed', step: g.step, action, ...(note ? { note: note.slice(0, 500) } : {}) },
+    });
+    if (!ok) throw new ValidationError(`goal ${goalId} changed state while resuming; try again`);
+    const resumes = await this.redis.hincrby(this.goals.keys.goal(goalId), 'resumes', 1);
+    await this.queues.addPlan({ goalId, step: g.step + 1 }, resumes);
+    return { status: 'queued', action };
+  }
+
+  async list(status?: string) {
+    const goals = await this.goals.list({ status });
+    return goals.map((g) => ({
+      goalId: g.goalId, status: g.status, step: g.step, tokens: totalTokens(g.tokens),
+      costUsd: estimateCost(g, this.cfg.prices), ageSeconds: Math.round((Date.now() - g.createdAt) / 1000), goal: g.goal.slice(0, 80),
+    }));
+  }
+
+  async close(): Promise<void> {
+    await this.queues.close();
+    this.redis.disconnect();
+  }
+}
+
+function stripUndefined<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+export { ValidationError };

@@ -1,0 +1,191 @@
+// The goal's own hash, its timeline stream and the goals index.
+import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { Keys } from './keys.ts';
+import { runScript } from './scripts.ts';
+import { UnknownGoalError } from './errors/index.ts';
+import { isTerminal, type GoalStatus, type Plan, type Reflection } from './contracts.ts';
+import type { Budgets } from './config.ts';
+
+export const TOKEN_KINDS = ['input', 'output', 'cache_read', 'cache_write'] as const;
+export type TokenKind = (typeof TOKEN_KINDS)[number];
+export type Usage = Record<TokenKind, number>;
+
+export interface GoalRecord {
+  goalId: string;
+  goal: string;
+  status: GoalStatus;
+  step: number;
+  depth: number;
+  createdAt: number;
+  updatedAt: number;
+  finishedAt: number | null;
+  reason: string | null;
+  review: boolean;
+  budgets: Budgets;
+  plan: Plan | null;
+  planStep: number;
+  reflection: (Reflection & { step: number }) | null;
+  note: string | null;
+  pausedFor: 'review' | 'escalation' | null;
+  tokens: Usage;
+  /** Per `<role>|<model>`, each kind. */
+  usage: Record<string, Usage>;
+}
+
+export interface TimelineEvent {
+  type: string;
+  at: number;
+  step?: number;
+  [k: string]: unknown;
+}
+
+export function newGoalId(): string {
+  return randomBytes(6).toString('hex');
+}
+
+export interface GoalStoreOptions {
+  keyTtlSeconds: number;
+  eventsMaxLen: number;
+}
+
+export class GoalStore {
+  readonly keys: Keys;
+  constructor(
+    readonly redis: Redis,
+    prefix: string,
+    readonly opts: GoalStoreOptions = { keyTtlSeconds: 7 * 86400, eventsMaxLen: 2000 },
+  ) {
+    this.keys = new Keys(prefix);
+  }
+
+  async create(goalId: string, goal: string, budgets: Budgets, review: boolean, now = Date.now()): Promise<void> {
+    const key = this.keys.goal(goalId);
+    const event: TimelineEvent = { type: 'created', at: now, goal: goal.slice(0, 200) };
+    const ok = await this.redis
+      .multi()
+      .hsetnx(key, 'createdAt', String(now))
+      .hset(key, {
+        goal, status: 'queued', step: '0', depth: '0', updatedAt: String(now),
+        review: review ? '1' : '0', budgets: JSON.stringify(budgets), planStep: '0',
+      })
+      .expire(key, this.opts.keyTtlSeconds)
+      .zadd(this.keys.goalsIndex(), now, goalId)
+      .xadd(this.keys.events(goalId), 'MAXLEN', '~', this.opts.eventsMaxLen, '*', 'e', JSON.stringify(event))
+      .expire(this.keys.events(goalId), this.opts.keyTtlSeconds)
+      .exec();
+    if (!ok) throw new Error('goal creation failed');
+  }
+
+  async get(goalId: string): Promise<GoalRecord | null> {
+    const h = await this.redis.hgetall(this.keys.goal(goalId));
+    if (!h.status) return null;
+    return parseGoal(goalId, h);
+  }
+
+  async mustGet(goalId: string): Promise<GoalRecord> {
+    const g = await this.get(goalId);
+    if (!g) throw new UnknownGoalError(goalId);
+    return g;
+  }
+
+  /**
+   * Atomic status move (see lua/goalTransition.lua). `from` lists the statuses it may leave;
+   * omitted, any non-terminal status. Returns false when refused (e.g. already terminal).
+   */
+  async transition(
+    goalId: string,
+    change: { from?: GoalStatus[]; to?: GoalStatus; fields?: Record<string, string | number>; event?: Omit<TimelineEvent, 'at'> },
+    now = Date.now(),
+  ): Promise<boolean> {
+    const event = change.event ? JSON.stringify({ ...change.event, at: now }) : '';
+    const prev = await runScript(
+      this.redis,
+      'goalTransition',
+      [this.keys.goal(goalId), this.keys.events(goalId)],
+      [change.from?.join(',') || '*', change.to ?? '', now, JSON.stringify(change.fields ?? {}), event, this.opts.eventsMaxLen, this.opts.keyTtlSeconds],
+    );
+    return prev !== null && prev !== false;
+  }
+
+  async appendEvent(goalId: string, event: Omit<TimelineEvent, 'at'>, now = Date.now()): Promise<void> {
+    await this.redis.xadd(this.keys.events(goalId), 'MAXLEN', '~', this.opts.eventsMaxLen, '*', 'e', JSON.stringify({ ...event, at: now }));
+  }
+
+  async events(goalId: string, afterId = '-', count = 1000): Promise<{ id: string; event: TimelineEvent }[]> {
+    const start = afterId === '-' ? '-' : `(${afterId}`;
+    const rows = await this.redis.xrange(this.keys.events(goalId), start, '+', 'COUNT', count);
+    return rows.map(([id, fields]) => ({ id, event: JSON.parse(fields[1] ?? '{}') as TimelineEvent }));
+  }
+
+  /** Adds model usage to the goal's totals; returns the new grand total of tokens. */
+  async addUsage(goalId: string, role: string, model: string, usage: Usage): Promise<number> {
+    const key = this.keys.goal(goalId);
+    const m = this.redis.multi();
+    for (const kind of TOKEN_KINDS) {
+      if (!usage[kind]) continue;
+      m.hincrby(key, `tokens.${kind}`, usage[kind]);
+      m.hincrby(key, `usage.${role}|${model}.${kind}`, usage[kind]);
+    }
+    m.hmget(key, ...TOKEN_KINDS.map((k) => `tokens.${k}`));
+    const res = await m.exec();
+    const last = res?.[res.length - 1]?.[1] as (string | null)[] | undefined;
+    return (last ?? []).reduce((s, v) => s + Number(v ?? 0), 0);
+  }
+
+  async list(opts: { status?: string; limit?: number } = {}): Promise<GoalRecord[]> {
+    const ids = await this.redis.zrevrange(this.keys.goalsIndex(), 0, (opts.limit ?? 1000) - 1);
+    const out: GoalRecord[] = [];
+    for (const id of ids) {
+      const g = await this.get(id);
+      if (g && (!opts.status || g.status === opts.status)) out.push(g);
+    }
+    return out;
+  }
+}
+
+export function totalTokens(u: Usage): number {
+  return TOKEN_KINDS.reduce((s, k) => s + (u[k] ?? 0), 0);
+}
+
+function json<T>(s: string | undefined): T | null {
+  if (!s) return null;
+  try {
+    return JSON.parse(s) as T;
+  } catch {
+    return null;
+  }
+}
+
+function parseGoal(goalId: string, h: Record<string, string>): GoalRecord {
+  const tokens = Object.fromEntries(TOKEN_KINDS.map((k) => [k, Number(h[`tokens.${k}`] ?? 0)])) as Usage;
+  const usage: Record<string, Usage> = {};
+  for (const [field, value] of Object.entries(h)) {
+    const m = /^usage\.(.+)\.(input|output|cache_read|cache_write)$/.exec(field);
+    if (!m) continue;
+    usage[m[1]!] ??= { input: 0, output: 0, cache_read: 0, cache_write: 0 };
+    usage[m[1]!]![m[2] as TokenKind] = Number(value);
+  }
+  return {
+    goalId,
+    goal: h.goal ?? '',
+    status: h.status as GoalStatus,
+    step: Number(h.step ?? 0),
+    depth: Number(h.depth ?? 0),
+    createdAt: Number(h.createdAt ?? 0),
+    updatedAt: Number(h.updatedAt ?? 0),
+    finishedAt: h.finishedAt ? Number(h.finishedAt) : null,
+    reason: h.reason || null,
+    review: h.review === '1',
+    budgets: json<Budgets>(h.budgets) ?? {},
+    plan: json<Plan>(h.plan),
+    planStep: Number(h.planStep ?? 0),
+    reflection: json<Reflection & { step: number }>(h.reflection),
+    note: h.note || null,
+    pausedFor: (h.pausedFor as GoalRecord['pausedFor']) || null,
+    tokens,
+    usage,
+  };
+}
+
+export { isTerminal };

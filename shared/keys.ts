@@ -1,0 +1,45 @@
+// The Redis key layout. Every key of a goal lives under `<prefix>:goal:<goalId>`.
+export class Keys {
+  constructor(readonly prefix: string) {}
+  goal(goalId: string): string {
+    return `${this.prefix}:goal:${goalId}`;
+  }
+  /** Artifact metadata: name → JSON entry (never the content). */
+  files(goalId: string): string {
+    return `${this.goal(goalId)}:files`;
+  }
+  /** Inline artifact contents: name → content (spilled ones live in the blob store). */
+  content(goalId: string): string {
+    return `${this.goal(goalId)}:content`;
+  }
+  events(goalId: string): string {
+    return `${this.goal(goalId)}:events`;
+  }
+  transcript(goalId: string, threadId: string): string {
+    return `${this.goal(goalId)}:thread:${threadId}`;
+  }
+  /** Every key a goal can own, transcripts aside (they are found by SCAN). */
+  goalKeys(goalId: string): string[] {
+    return [this.goal(goalId), this.files(goalId), this.content(goalId), this.events(goalId)];
+  }
+  goalPattern(goalId: string): string {
+    return `${this.goal(goalId)}:*`;
+  }
+  /** Sorted set of goal ids by creation time (for `deepq goals` and the sweep). */
+  goalsIndex(): string {
+    return `${this.prefix}:goals`;
+  }
+  cancelChannel(): string {
+    return `${this.prefix}:cancel`;
+  }
+}
+
+/** `goal-<goalId>--<role>-<short>`, the seed's thread id shape. */
+export function threadIdFor(goalId: string, role: string, short: string): string {
+  return `goal-${goalId}--${role}-${short}`;
+}
+
+export function goalIdFromThreadId(threadId: string): string | null {
+  const m = /^goal-([a-z0-9]+)--[a-z][a-z0-9-]*-[A-Za-z0-9]+$/.exec(threadId);
+  return m ? m[1]! : null;
+}

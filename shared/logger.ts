@@ -1,0 +1,45 @@
+// pino JSON logs; secrets never reach the output.
+import { pino, type Logger } from 'pino';
+
+export const REDACT_PATHS = [
+  'apiKey', '*.apiKey', 'anthropicApiKey', '*.anthropicApiKey', 'password', '*.password',
+  'headers.authorization', '*.headers.authorization', 'headers["x-api-key"]', '*.headers["x-api-key"]',
+];
+
+const SECRET_PATTERNS: RegExp[] = [
+  /sk-ant-[A-Za-z0-9_-]+/g,
+  /(rediss?:\/\/[^:@/\s]*:)[^@\s]+@/g,
+];
+
+/** Scrubs API keys and Redis passwords from free text (error messages, log strings). */
+export function scrubSecrets(text: string, extraSecrets: string[] = []): string {
+  let out = text.replace(SECRET_PATTERNS[0]!, 'sk-ant-***').replace(SECRET_PATTERNS[1]!, '$1***@');
+  for (const s of extraSecrets) if (s && s.length >= 6) out = out.split(s).join('***');
+  return out;
+}
+
+export function createLogger(level: string, bindings: Record<string, unknown> = {}, secrets: string[] = []): Logger {
+  return pino({
+    level,
+    base: { pid: process.pid, ...bindings },
+    redact: { paths: REDACT_PATHS, censor: '***' },
+    hooks: {
+      // Redaction by path misses secrets inside strings (an error message echoing a URL).
+      logMethod(args, method) {
+        const scrubbed = args.map((a) => (typeof a === 'string' ? scrubSecrets(a, secrets) : a));
+        return method.apply(this, scrubbed as Parameters<typeof method>);
+      },
+    },
+    formatters: {
+      log(obj) {
+        const err = obj.err as { message?: string; stack?: string } | undefined;
+        if (err && typeof err === 'object') {
+          return { ...obj, err: { ...err, message: scrubSecrets(String(err.message ?? ''), secrets), stack: scrubSecrets(String(err.stack ?? ''), secrets) } };
+        }
+        return obj;
+      },
+    },
+  });
+}
+
+export type { Logger };

@@ -1,0 +1,35 @@
+-- Per-cycle eviction (P51): drop entries that are done and older than N steps, and any
+-- entry older than M steps. An evicted name leaves a tombstone, itself dropped N steps later.
+-- KEYS[1] files, KEYS[2] content, KEYS[3] events stream
+-- ARGV[1] current step, ARGV[2] done-after steps, ARGV[3] any-after steps, ARGV[4] now,
+-- ARGV[5] events max length
+-- Returns a flat list: name, reason, blobRef ('' if inline), ...
+local step = tonumber(ARGV[1])
+local doneAfter = tonumber(ARGV[2])
+local anyAfter = tonumber(ARGV[3])
+local out = {}
+local all = redis.call('HGETALL', KEYS[1])
+for i = 1, #all, 2 do
+  local name = all[i]
+  local e = cjson.decode(all[i + 1])
+  if e.status == 'evicted' then
+    if step - (e.evictedStep or e.step) > doneAfter then redis.call('HDEL', KEYS[1], name) end
+  else
+    local age = step - e.step
+    local reason = nil
+    if e.status == 'done' and age > doneAfter then reason = 'done_aged' end
+    if age > anyAfter then reason = 'max_age' end
+    if reason then
+      local tomb = { status = 'evicted', step = e.step, evictedStep = step, reason = reason, bytes = 0,
+                     version = e.version, role = e.role, updatedAt = tonumber(ARGV[4]) }
+      redis.call('HSET', KEYS[1], name, cjson.encode(tomb))
+      redis.call('HDEL', KEYS[2], name)
+      table.insert(out, name)
+      table.insert(out, reason)
+      table.insert(out, e.blobRef or '')
+      redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'e',
+        cjson.encode({ type = 'evicted', step = step, name = name, reason = reason, at = tonumber(ARGV[4]) }))
+    end
+  end
+end
+return out

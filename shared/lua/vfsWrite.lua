@@ -1,0 +1,54 @@
+-- Writes one artifact atomically and idempotently.
+-- KEYS[1] files (name -> meta JSON), KEYS[2] content (name -> inline content), KEYS[3] goal hash
+-- ARGV[1] name, ARGV[2] meta JSON (no version), ARGV[3] inline content ('' when spilled)
+-- ARGV[4] '1' if inline, ARGV[5] expected version ('' = any), ARGV[6] writer id
+-- ARGV[7] max live files, ARGV[8] key TTL seconds
+-- Returns {version, previous blobRef or ''}, or an error reply naming the problem.
+local name = ARGV[1]
+local meta = cjson.decode(ARGV[2])
+local curRaw = redis.call('HGET', KEYS[1], name)
+local cur = nil
+if curRaw then cur = cjson.decode(curRaw) end
+local version
+if cur and cur.status ~= 'evicted' then
+  if cur.writer == ARGV[6] then
+    -- The same writer again (a retried job): overwrite in place, same version.
+    version = cur.version
+  else
+    if ARGV[5] ~= '' and tonumber(ARGV[5]) ~= cur.version then
+      return redis.error_reply('VERSION_CONFLICT ' .. name .. ' is at version ' .. cur.version .. ', expected ' .. ARGV[5])
+    end
+    version = cur.version + 1
+  end
+else
+  if ARGV[5] ~= '' and tonumber(ARGV[5]) ~= 0 and not (cur and tonumber(ARGV[5]) == cur.version) then
+    return redis.error_reply('VERSION_CONFLICT ' .. name .. ' does not exist, expected version ' .. ARGV[5])
+  end
+  local maxFiles = tonumber(ARGV[7])
+  if redis.call('HLEN', KEYS[1]) >= maxFiles then
+    local live = 0
+    for _, v in ipairs(redis.call('HVALS', KEYS[1])) do
+      if cjson.decode(v).status ~= 'evicted' then live = live + 1 end
+    end
+    if live >= maxFiles then
+      return redis.error_reply('TOO_MANY_FILES the goal already has ' .. live .. ' files (max ' .. maxFiles .. ')')
+    end
+  end
+  version = 1
+  if cur then version = cur.version + 1 end
+end
+meta.version = version
+meta.writer = ARGV[6]
+local oldBlob = ''
+if cur and cur.blobRef and cur.blobRef ~= meta.blobRef then oldBlob = cur.blobRef end
+redis.call('HSET', KEYS[1], name, cjson.encode(meta))
+if ARGV[4] == '1' then
+  redis.call('HSET', KEYS[2], name, ARGV[3])
+else
+  redis.call('HDEL', KEYS[2], name)
+end
+local ttl = tonumber(ARGV[8])
+redis.call('EXPIRE', KEYS[1], ttl)
+redis.call('EXPIRE', KEYS[2], ttl)
+redis.call('EXPIRE', KEYS[3], ttl)
+return { version, oldBlob }

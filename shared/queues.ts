@@ -1,0 +1,94 @@
+// Queue names, deterministic job ids and job options. Every BullMQ key lives under the
+// deepq prefix, beside the goal keys.
+import { FlowProducer, Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
+import type { Config } from './config.ts';
+import type { Plan } from './contracts.ts';
+import type { PlanJob, ReflectJob, SubagentJob } from './contracts.ts';
+
+export const PLAN_QUEUE = 'plan';
+export const REFLECT_QUEUE = 'reflect';
+export const MAINTENANCE_QUEUE = 'maintenance';
+export const SWEEP_SCHEDULER_ID = 'ttl-sweep';
+
+export function subagentQueueName(role: string): string {
+  return `subagent-${role}`;
+}
+
+/** `<goalId>:<step>:<index>` for subtasks; the plan and reflect jobs use the same shape. */
+export function subtaskJobId(goalId: string, step: number, index: number): string {
+  return `${goalId}:${step}:${index}`;
+}
+export function planJobId(goalId: string, step: number, attempt = 0): string {
+  // A resumed goal may plan the same step again: the attempt suffix keeps ids unique then.
+  return `${goalId}:${step}:plan${attempt ? `-r${attempt}` : ''}`;
+}
+export function reflectJobId(goalId: string, step: number): string {
+  return `${goalId}:${step}:reflect`;
+}
+
+export function baseJobOptions(cfg: Config): JobsOptions {
+  return {
+    attempts: cfg.subtaskAttempts,
+    backoff: { type: 'exponential', delay: 1000 },
+    // Completed jobs stay an hour so a re-delivered plan cannot re-create finished children.
+    removeOnComplete: { age: 3600, count: 50_000 },
+    removeOnFail: { age: 7 * 86400, count: 50_000 },
+  };
+}
+
+export class Queues {
+  private readonly queues = new Map<string, Queue>();
+  private flowProducer?: FlowProducer;
+  constructor(
+    private readonly connection: ConnectionOptions,
+    private readonly cfg: Config,
+  ) {}
+
+  get(name: string): Queue {
+    let q = this.queues.get(name);
+    if (!q) {
+      q = new Queue(name, { connection: this.connection, prefix: this.cfg.prefix, defaultJobOptions: baseJobOptions(this.cfg) });
+      q.on('error', () => {});
+      this.queues.set(name, q);
+    }
+    return q;
+  }
+
+  flows(): FlowProducer {
+    if (!this.flowProducer) {
+      this.flowProducer = new FlowProducer({ connection: this.connection, prefix: this.cfg.prefix });
+      this.flowProducer.on('error', () => {});
+    }
+    return this.flowProducer;
+  }
+
+  async addPlan(data: PlanJob, attempt = 0): Promise<void> {
+    await this.get(PLAN_QUEUE).add('plan', data, { jobId: planJobId(data.goalId, data.step, attempt) });
+  }
+
+  /** One cycle = one flow: a reflect parent whose children are the subtasks (run in parallel). */
+  async dispatchCycle(goalId: string, step: number, plan: Plan): Promise<void> {
+    const opts = baseJobOptions(this.cfg);
+    await this.flows().add({
+      name: 'reflect',
+      queueName: REFLECT_QUEUE,
+      data: { goalId, step } satisfies ReflectJob,
+      opts: { ...opts, jobId: reflectJobId(goalId, step) },
+      children: plan.subtasks.map((t, index) => ({
+        name: t.role,
+        queueName: subagentQueueName(t.role),
+        data: { goalId, step, index, ...t } satisfies SubagentJob,
+        // A failed child never cancels its siblings; the reflector reads its reason.
+        opts: { ...opts, jobId: subtaskJobId(goalId, step, index), ignoreDependencyOnFailure: true },
+      })),
+    });
+  }
+
+  allNames(): string[] {
+    return [PLAN_QUEUE, REFLECT_QUEUE, MAINTENANCE_QUEUE, ...this.cfg.roles.map((r) => subagentQueueName(r.name))];
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled([...[...this.queues.values()].map((q) => q.close()), this.flowProducer?.close()]);
+  }
+}

@@ -1,0 +1,28 @@
+// Redis connections. BullMQ needs maxRetriesPerRequest: null on its connections so that
+// blocking commands survive a Redis restart; ioredis reconnects by itself.
+import { Redis } from 'ioredis';
+
+export function createRedis(url: string, name?: string): Redis {
+  const client = new Redis(url, {
+    maxRetriesPerRequest: null,
+    connectionName: name,
+    retryStrategy: (times) => Math.min(times * 200, 2000),
+    // rediss:// turns TLS on by itself in ioredis.
+  });
+  // Errors surface through readiness and job failures; an unhandled 'error' event would crash.
+  client.on('error', () => {});
+  return client;
+}
+
+export async function pingRedis(client: Redis, timeoutMs = 1000): Promise<boolean> {
+  if (client.status !== 'ready') return false;
+  try {
+    const res = await Promise.race([
+      client.ping(),
+      new Promise<never>((_, reject) => setTimeout(() => reject(new Error('timeout')), timeoutMs).unref()),
+    ]);
+    return res === 'PONG';
+  } catch {
+    return false;
+  }
+}

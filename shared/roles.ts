@@ -1,0 +1,83 @@
+// Built-in agent definitions. A role is data: prompt, tools, middleware, tier, limits and
+// output contract. Adding a role is a config entry plus `deepq worker --role <name>`.
+import { z } from 'zod';
+
+export const TOOL_NAMES = ['read_file', 'write_file', 'list_files'] as const;
+export const MIDDLEWARE_NAMES = ['logging', 'tokens', 'tier-routing', 'retry', 'prompt-cache'] as const;
+export const CONTRACT_NAMES = ['summary', 'code', 'critique', 'plan', 'reflection', 'text'] as const;
+
+export const RoleNameSchema = z
+  .string()
+  .regex(/^[a-z][a-z0-9-]{0,40}$/, 'role names are lower-case letters, digits and dashes (max 41 chars)');
+
+export const AgentSpecSchema = z.object({
+  systemPrompt: z.string().min(1),
+  tools: z.array(z.enum(TOOL_NAMES)).default([]),
+  middleware: z.array(z.enum(MIDDLEWARE_NAMES)).default([...MIDDLEWARE_NAMES]),
+  tier: z.enum(['HIGH', 'LOW']).default('HIGH'),
+  maxTurns: z.number().int().min(1).max(200).default(30),
+  maxTokens: z.number().int().min(16).max(64000).default(4096),
+  contract: z.enum(CONTRACT_NAMES).default('text'),
+});
+export type AgentSpec = z.infer<typeof AgentSpecSchema>;
+
+export const RoleSpecSchema = AgentSpecSchema.extend({
+  name: RoleNameSchema,
+  /** Fleet-wide cap on jobs of this role running at once (BullMQ global concurrency). */
+  fleetConcurrency: z.number().int().min(1).optional(),
+});
+export type RoleSpec = z.infer<typeof RoleSpecSchema>;
+
+const SUBAGENT_MIDDLEWARE = ['logging', 'tokens', 'tier-routing', 'retry', 'prompt-cache'] as const;
+
+export const DEFAULT_ROLES: z.input<typeof RoleSpecSchema>[] = [
+  {
+    name: 'research-specialist',
+    systemPrompt:
+      'You are a research specialist. Given an instruction and reference files, produce a ' +
+      'fact-dense summary with inline citations. Return ONLY the summary. Do NOT plan, ' +
+      'delegate, or ask questions.',
+    tools: ['read_file', 'list_files'],
+    middleware: [...SUBAGENT_MIDDLEWARE],
+    tier: 'LOW',
+    contract: 'summary',
+  },
+  {
+    name: 'code-writer',
+    systemPrompt:
+      'You are a code writer. Given a spec, produce runnable code. Return ONLY code in one ' +
+      'fenced block. Do NOT explain or plan.',
+    tools: ['read_file', 'list_files', 'write_file'],
+    middleware: [...SUBAGENT_MIDDLEWARE],
+    tier: 'HIGH',
+    contract: 'code',
+  },
+  {
+    name: 'critic',
+    systemPrompt:
+      'You are a critic. Given an artifact and a spec, list concrete defects as JSON: ' +
+      '[{"line": int, "issue": str, "severity": str}]. Return ONLY the JSON. Do NOT rewrite ' +
+      'the artifact.',
+    tools: ['read_file', 'list_files'],
+    middleware: [...SUBAGENT_MIDDLEWARE],
+    tier: 'LOW',
+    contract: 'critique',
+  },
+];
+
+export function plannerPrompt(roles: string[]): string {
+  return (
+    'You are the planner. Decompose the user\'s goal into 1-5 subtasks assigned to the ' +
+    `available roles: ${roles.join(', ')}.\n` +
+    'Return ONLY JSON: {"subtasks": [{"role": str, "instruction": str, "expected_artifact": str, ' +
+    '"read_files": [str]}]}. Artifact names are unique within the plan; read_files may only ' +
+    'name files that exist in the index. Do not execute subtasks. Do not write file contents.'
+  );
+}
+
+export const REFLECTOR_PROMPT =
+  'You are the reflection node. Given the goal, the plan and the file index (name, status, ' +
+  'bytes), decide what happens next. Return ONLY JSON: {"decision": ' +
+  '"continue"|"replan"|"end"|"escalate", "reason": str}. Use "end" when the goal is met, ' +
+  '"continue" to run the next cycle of the plan, "replan" when the plan is wrong, "escalate" ' +
+  'when a human must decide.';

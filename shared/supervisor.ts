@@ -1,0 +1,67 @@
+// `deepq up`: every service as its own child process, each with its own metrics port.
+// Ctrl-C / SIGTERM stops them all cleanly; a child that dies is restarted.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+export const BIN = fileURLToPath(new URL('../bin/deepq.mjs', import.meta.url));
+
+export interface ChildSpec {
+  name: string;
+  args: string[];
+  port: number;
+}
+
+export function planChildren(roles: string[], portBase: number, replicas = 1): ChildSpec[] {
+  const specs: ChildSpec[] = [
+    { name: 'planner', args: ['planner'], port: 0 },
+    { name: 'reflector', args: ['reflector'], port: 0 },
+  ];
+  for (const role of roles) {
+    for (let r = 0; r < replicas; r++) specs.push({ name: replicas > 1 ? `worker-${role}-${r + 1}` : `worker-${role}`, args: ['worker', '--role', role], port: 0 });
+  }
+  return specs.map((s, i) => ({ ...s, port: portBase === 0 ? 0 : portBase + i }));
+}
+
+export interface Supervisor {
+  children: Map<string, ChildProcess>;
+  stop(timeoutMs?: number): Promise<void>;
+}
+
+export function supervise(specs: ChildSpec[], opts: { env?: NodeJS.ProcessEnv; stdio?: 'inherit' | 'ignore' | 'pipe'; onExit?: (name: string, code: number | null) => void } = {}): Supervisor {
+  const children = new Map<string, ChildProcess>();
+  let stopping = false;
+  const launch = (spec: ChildSpec, restarts = 0) => {
+    const child = spawn(process.execPath, [BIN, ...spec.args], {
+      env: { ...process.env, ...opts.env, METRICS_PORT: String(spec.port) },
+      stdio: opts.stdio ?? 'inherit',
+    });
+    children.set(spec.name, child);
+    child.on('exit', (code, signal) => {
+      opts.onExit?.(spec.name, code);
+      if (stopping) return;
+      process.stderr.write(`deepq up: ${spec.name} exited (${signal ?? code}); restarting\n`);
+      setTimeout(() => launch(spec, restarts + 1), Math.min(5000, 250 * 2 ** restarts)).unref();
+    });
+  };
+  for (const s of specs) launch(s);
+  return {
+    children,
+    async stop(timeoutMs = 30_000) {
+      stopping = true;
+      await Promise.all(
+        [...children.values()].map(
+          (c) =>
+            new Promise<void>((resolve) => {
+              if (c.exitCode !== null || c.signalCode !== null) return resolve();
+              const t = setTimeout(() => c.kill('SIGKILL'), timeoutMs);
+              c.once('exit', () => {
+                clearTimeout(t);
+                resolve();
+              });
+              c.kill('SIGTERM');
+            }),
+        ),
+      );
+    },
+  };
+}

@@ -1,0 +1,162 @@
+// The virtual filesystem: a goal's artifacts in two Redis hashes (metadata, inline content),
+// large contents spilled to the blob store. Writes are atomic and idempotent (lua/vfsWrite.lua).
+import type { Redis } from 'ioredis';
+import { Keys } from './keys.ts';
+import { runScript } from './scripts.ts';
+import type { BlobStore } from './blob-store.ts';
+import { artifactNameProblem } from './contracts.ts';
+import { VersionConflictError, VfsLimitError } from './errors/index.ts';
+
+export type EntryStatus = 'active' | 'done' | 'failed' | 'evicted';
+
+export interface FileEntry {
+  name: string;
+  status: EntryStatus;
+  step: number;
+  bytes: number;
+  role?: string;
+  threadId?: string;
+  version: number;
+  updatedAt: number;
+  writer?: string;
+  blobRef?: string;
+  evictedStep?: number;
+  reason?: string;
+}
+
+export interface VfsOptions {
+  spillBytes: number;
+  maxArtifactBytes: number;
+  maxFilesPerGoal: number;
+  evictDoneAfterSteps: number;
+  evictAnyAfterSteps: number;
+  keyTtlSeconds: number;
+  eventsMaxLen: number;
+}
+
+export interface WriteMeta {
+  status: Exclude<EntryStatus, 'evicted'>;
+  step: number;
+  role?: string;
+  threadId?: string;
+  /** Who writes: a retry by the same writer overwrites in place. */
+  writer: string;
+  /** Optimistic concurrency: the version the writer last saw (0 = must not exist). */
+  expectedVersion?: number;
+}
+
+export interface EvictedEntry {
+  name: string;
+  reason: 'done_aged' | 'max_age';
+}
+
+export interface VfsObserver {
+  onEvicted?(reason: string, count: number): void;
+  onWrite?(bytes: number, spilled: boolean): void;
+}
+
+export class VirtualFs {
+  readonly keys: Keys;
+  constructor(
+    readonly redis: Redis,
+    prefix: string,
+    readonly blobs: BlobStore,
+    readonly opts: VfsOptions,
+    readonly observer: VfsObserver = {},
+  ) {
+    this.keys = new Keys(prefix);
+  }
+
+  /** Throws VfsLimitError naming the rule a name or size breaks. */
+  check(name: string, content: string): number {
+    const problem = artifactNameProblem(name);
+    if (problem) throw new VfsLimitError(problem);
+    const bytes = Buffer.byteLength(content, 'utf8');
+    if (bytes > this.opts.maxArtifactBytes) {
+      throw new VfsLimitError(`artifact ${name} is ${bytes} bytes (max ${this.opts.maxArtifactBytes})`);
+    }
+    return bytes;
+  }
+
+  async write(goalId: string, name: string, content: string, meta: WriteMeta): Promise<FileEntry> {
+    const bytes = this.check(name, content);
+    const spill = bytes > this.opts.spillBytes;
+    const blobRef = spill ? await this.blobs.put(goalId, content) : undefined;
+    const entry: Omit<FileEntry, 'version' | 'name'> = {
+      status: meta.status, step: meta.step, bytes, role: meta.role, threadId: meta.threadId,
+      updatedAt: Date.now(), ...(blobRef ? { blobRef } : {}),
+    };
+    let res: [number, string];
+    try {
+      res = (await runScript(
+        this.redis, 'vfsWrite',
+        [this.keys.files(goalId), this.keys.content(goalId), this.keys.goal(goalId)],
+        [name, JSON.stringify(entry), spill ? '' : content, spill ? '0' : '1',
+          meta.expectedVersion === undefined ? '' : meta.expectedVersion, meta.writer,
+          this.opts.maxFilesPerGoal, this.opts.keyTtlSeconds],
+      )) as [number, string];
+    } catch (err) {
+      const msg = (err as Error).message;
+      // The blob we just wrote is content-addressed: another entry may share it, so we leave
+      // it for the goal's sweep rather than risk deleting a live one.
+      if (msg.includes('VERSION_CONFLICT')) throw new VersionConflictError(msg.replace(/^.*VERSION_CONFLICT /, 'version conflict: '));
+      if (msg.includes('TOO_MANY_FILES')) throw new VfsLimitError(msg.replace(/^.*TOO_MANY_FILES /, ''));
+      throw err;
+    }
+    const [version, oldBlob] = res;
+    if (oldBlob && oldBlob !== blobRef) await this.blobs.delete(oldBlob);
+    this.observer.onWrite?.(bytes, spill);
+    return { name, version: Number(version), ...entry, writer: meta.writer };
+  }
+
+  async stat(goalId: string, name: string): Promise<FileEntry | null> {
+    const raw = await this.redis.hget(this.keys.files(goalId), name);
+    return raw ? { name, ...(JSON.parse(raw) as Omit<FileEntry, 'name'>) } : null;
+  }
+
+  /** Returns the content, read transparently from the blob store when spilled; null if absent. */
+  async read(goalId: string, name: string): Promise<string | null> {
+    const [raw, inline] = await this.redis.multi().hget(this.keys.files(goalId), name).hget(this.keys.content(goalId), name).exec().then(
+      (r) => [r?.[0]?.[1] as string | null, r?.[1]?.[1] as string | null],
+    );
+    if (!raw) return null;
+    const entry = JSON.parse(raw) as FileEntry;
+    if (entry.status === 'evicted') return null;
+    if (entry.blobRef) return this.blobs.get(entry.blobRef);
+    return inline ?? '';
+  }
+
+  /** The index: every entry's metadata (tombstones included), never contents. */
+  async index(goalId: string): Promise<FileEntry[]> {
+    const all = await this.redis.hgetall(this.keys.files(goalId));
+    return Object.entries(all)
+      .map(([name, raw]) => ({ name, ...(JSON.parse(raw) as Omit<FileEntry, 'name'>) }))
+      .sort((a, b) => a.step - b.step || a.name.localeCompare(b.name));
+  }
+
+  async evict(goalId: string, currentStep: number): Promise<EvictedEntry[]> {
+    const flat = (await runScript(
+      this.redis, 'vfsEvict',
+      [this.keys.files(goalId), this.keys.content(goalId), this.keys.events(goalId)],
+      [currentStep, this.opts.evictDoneAfterSteps, this.opts.evictAnyAfterSteps, Date.now(), this.opts.eventsMaxLen],
+    )) as string[];
+    const out: EvictedEntry[] = [];
+    for (let i = 0; i < flat.length; i += 3) {
+      out.push({ name: flat[i]!, reason: flat[i + 1] as EvictedEntry['reason'] });
+      if (flat[i + 2]) await this.blobs.delete(flat[i + 2]!);
+    }
+    for (const reason of ['done_aged', 'max_age'] as const) {
+      const n = out.filter((e) => e.reason === reason).length;
+      if (n) this.observer.onEvicted?.(reason, n);
+    }
+    return out;
+  }
+}
+
+/** The compact index line format planner and reflector see: name, status, bytes. */
+export function formatIndex(entries: FileEntry[]): string {
+  if (entries.length === 0) return '(no files)';
+  return entries
+    .map((e) => (e.status === 'evicted' ? `- ${e.name} [evicted]` : `- ${e.name} [${e.status}, ${e.bytes} bytes]`))
+    .join('\n');
+}
