@@ -1,6 +1,8 @@
 // One config, validated by zod: defaults < config file (DEEPQ_CONFIG, JSON or YAML) < env.
 // A bad value stops the process at start with the field's path in the message.
 import { readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { z } from 'zod';
 import YAML from 'yaml';
 import { ConfigError } from './errors/index.ts';
@@ -42,7 +44,7 @@ export const ConfigSchema = z
       .array(RoleSpecSchema)
       .min(3, 'deepq needs 3 to 8 roles')
       .max(8, 'deepq needs 3 to 8 roles')
-      .default(DEFAULT_ROLES as never)
+      .prefault(DEFAULT_ROLES as never)
       .refine((roles) => new Set(roles.map((r) => r.name)).size === roles.length, 'role names must be unique'),
     planner: AgentSpecSchema.partial().default({}),
     reflector: AgentSpecSchema.partial().default({}),
@@ -51,7 +53,7 @@ export const ConfigSchema = z
     budgets: BudgetsSchema.default({}),
     vfs: z
       .object({
-        blobDir: z.string().min(1).default('.deepq-blobs'),
+        blobDir: z.string().min(1).default(join(tmpdir(), 'deepq-blobs')),
         spillBytes: z.number().int().positive().default(100 * 1024),
         maxArtifactBytes: z.number().int().positive().default(5 * 1024 * 1024),
         maxFilesPerGoal: z.number().int().positive().default(500),
@@ -59,7 +61,7 @@ export const ConfigSchema = z
         evictAnyAfterSteps: z.number().int().positive().default(20),
         toolResultMaxChars: z.number().int().positive().default(50_000),
       })
-      .default({} as never),
+      .prefault({}),
     retentionSeconds: z.number().int().positive().default(86_400),
     sweepIntervalSeconds: z.number().int().positive().default(60),
     /** Backstop EXPIRE on every goal key, refreshed on activity. */

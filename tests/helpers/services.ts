@@ -1,0 +1,117 @@
+// Real OS processes for the services, as users run them: `node bin/deepq.mjs <command>`.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { BIN } from '../../shared/supervisor.ts';
+import { loadConfig, type Config } from '../../shared/config.ts';
+import { GoalClient } from '../../shared/goal-client.ts';
+import { createRedis } from '../../shared/redis.ts';
+
+export interface ServiceProc {
+  name: string;
+  args: string[];
+  proc: ChildProcess;
+  output: () => string;
+}
+
+export function testEnv(redisUrl: string, extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+  // Never fall back to the shared Redis on 6379.
+  if (!redisUrl) throw new Error('testEnv: no private Redis URL (await redis.ready first)');
+  return {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    REDIS_URL: redisUrl,
+    DEEPQ_PREFIX: `t${Math.random().toString(36).slice(2, 8)}`,
+    DEEPQ_BLOB_DIR: mkdtempSync(join(tmpdir(), 'deepq-blobs-')),
+    DEEPQ_MODEL_PROVIDER: 'scripted',
+    LOG_LEVEL: 'info',
+    METRICS_PORT: '0',
+    ...extra,
+  };
+}
+
+export function startProcess(name: string, args: string[], env: NodeJS.ProcessEnv): ServiceProc {
+  const proc = spawn(process.execPath, [BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  proc.stdout!.on('data', (d) => (out += d));
+  proc.stderr!.on('data', (d) => (out += d));
+  return { name, args, proc, output: () => out };
+}
+
+/** Waits until a service logged that it started (its worker is ready to take jobs). */
+export async function waitForStart(svc: ServiceProc, timeoutMs = 20_000): Promise<number> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const m = /"metricsPort":(\d+).*started"/.exec(svc.output());
+    if (m) return Number(m[1]);
+    if (svc.proc.exitCode !== null) throw new Error(`${svc.name} exited with ${svc.proc.exitCode}:\n${svc.output()}`);
+    if (Date.now() > deadline) throw new Error(`${svc.name} did not start within ${timeoutMs} ms:\n${svc.output()}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export interface Fleet {
+  env: NodeJS.ProcessEnv;
+  cfg: Config;
+  procs: ServiceProc[];
+  ports: Map<string, number>;
+  client: GoalClient;
+  start(name: string, args: string[]): Promise<ServiceProc>;
+  stop(): Promise<void>;
+}
+
+/** Planner, reflector and one worker per default role, each its own process. */
+export async function startFleet(redisUrl: string, extraEnv: NodeJS.ProcessEnv = {}, opts: { roles?: string[]; replicas?: number } = {}): Promise<Fleet> {
+  const env = testEnv(redisUrl, extraEnv);
+  const cfg = loadConfig(env);
+  const procs: ServiceProc[] = [];
+  const ports = new Map<string, number>();
+  const start = async (name: string, args: string[]) => {
+    const p = startProcess(name, args, env);
+    procs.push(p);
+    ports.set(name, await waitForStart(p));
+    return p;
+  };
+  const specs: [string, string[]][] = [['planner', ['planner']], ['reflector', ['reflector']]];
+  for (const role of opts.roles ?? cfg.roles.map((r) => r.name)) {
+    for (let i = 0; i < (opts.replicas ?? 1); i++) specs.push([`worker-${role}${i ? `-${i}` : ''}`, ['worker', '--role', role]]);
+  }
+  await Promise.all(specs.map(([n, a]) => start(n, a)));
+  const client = new GoalClient(cfg, createRedis(redisUrl, 'deepq:test'));
+  return {
+    env, cfg, procs, ports, client, start,
+    async stop() {
+      await client.close();
+      await Promise.all(procs.map((p) => stopProcess(p)));
+    },
+  };
+}
+
+export function stopProcess(p: ServiceProc, signal: NodeJS.Signals = 'SIGTERM', timeoutMs = 15_000): Promise<number | null> {
+  return new Promise((resolve) => {
+    if (p.proc.exitCode !== null || p.proc.signalCode !== null) return resolve(p.proc.exitCode);
+    const t = setTimeout(() => p.proc.kill('SIGKILL'), timeoutMs);
+    p.proc.once('exit', (code) => {
+      clearTimeout(t);
+      resolve(code);
+    });
+    p.proc.kill(signal);
+  });
+}
+
+/** Runs the CLI to completion and returns its exit code and output. */
+export function runCli(args: string[], env: NodeJS.ProcessEnv, timeoutMs = 60_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const proc = spawn(process.execPath, [BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    proc.stdout.on('data', (d) => (stdout += d));
+    proc.stderr.on('data', (d) => (stderr += d));
+    const t = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
+    proc.on('exit', (code) => {
+      clearTimeout(t);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
