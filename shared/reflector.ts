@@ -114,33 +114,24 @@ export async function processReflectJob(rt: Runtime, job: Job, signal?: AbortSig
   const fields = { reflection: JSON.stringify({ ...reflection, step }), depth: step };
   const event = { type: 'reflected', step, decision: reflection.decision, reason: reflection.reason, ...(threadId ? { threadId } : {}), outcomes: outcomes.map((o) => ({ index: o.index, status: o.status })) };
   const fresh = (await rt.goals.get(goalId)) ?? goal;
-  switch (reflection.decision) {
-    case 'end':
-      if (await rt.goals.transition(goalId, { from: ['reflecting'], to: 'done', fields: { ...fields, reason: reflection.reason }, event })) {
-        await rt.goals.appendEvent(goalId, { type: 'finished', status: 'done', step });
-        rt.metrics.goals.inc({ status: 'done' });
-      }
-      break;
-    case 'escalate':
-      if (await rt.goals.transition(goalId, { from: ['reflecting'], to: 'awaiting_human', fields: { ...fields, reason: reflection.reason, pausedFor: 'escalation' }, event })) {
-        await rt.goals.appendEvent(goalId, { type: 'paused', step, pausedFor: 'escalation', reason: reflection.reason });
-        rt.metrics.goals.inc({ status: 'awaiting_human' });
-      }
-      break;
-    default:
-      if (fresh.review) {
-        if (await rt.goals.transition(goalId, { from: ['reflecting'], to: 'awaiting_human', fields: { ...fields, pausedFor: 'review', reason: `review: reflector chose ${reflection.decision}` }, event })) {
-          await rt.goals.appendEvent(goalId, { type: 'paused', step, pausedFor: 'review', decision: reflection.decision });
-          rt.metrics.goals.inc({ status: 'awaiting_human' });
-        }
-      } else if (await rt.goals.transition(goalId, { from: ['reflecting'], to: 'queued', fields, event })) {
-        try {
-          await rt.queues.addPlan({ goalId, step: step + 1 });
-        } catch (err) {
-          log.error({ err }, 'could not enqueue the next plan');
-          throw err;
-        }
-      }
+  if (reflection.decision !== 'escalate' && fresh.review) {
+    // The seed's interrupt after reflection: a human confirms every decision.
+    if (await rt.goals.transition(goalId, { from: ['reflecting'], to: 'awaiting_human', fields: { ...fields, pausedFor: 'review', reason: `review: the reflector chose ${reflection.decision}` }, event })) {
+      await rt.goals.appendEvent(goalId, { type: 'paused', step, pausedFor: 'review', decision: reflection.decision, reason: reflection.reason });
+      rt.metrics.goals.inc({ status: 'awaiting_human' });
+    }
+  } else if (reflection.decision === 'end') {
+    if (await rt.goals.transition(goalId, { from: ['reflecting'], to: 'done', fields: { ...fields, reason: reflection.reason }, event })) {
+      await rt.goals.appendEvent(goalId, { type: 'finished', status: 'done', step });
+      rt.metrics.goals.inc({ status: 'done' });
+    }
+  } else if (reflection.decision === 'escalate') {
+    if (await rt.goals.transition(goalId, { from: ['reflecting'], to: 'awaiting_human', fields: { ...fields, reason: reflection.reason, pausedFor: 'escalation' }, event })) {
+      await rt.goals.appendEvent(goalId, { type: 'paused', step, pausedFor: 'escalation', reason: reflection.reason });
+      rt.metrics.goals.inc({ status: 'awaiting_human' });
+    }
+  } else if (await rt.goals.transition(goalId, { from: ['reflecting'], to: 'queued', fields, event })) {
+    await rt.queues.addPlan({ goalId, step: step + 1 });
   }
   log.info({ decision: reflection.decision }, 'reflected');
   return { decision: reflection.decision };
