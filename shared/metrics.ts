@@ -19,6 +19,6 @@ export class Metrics {
 
   constructor(defaultLabels: Record<string, string> = {}) {
     this.registry.setDefaultLabels(defaultLabels);
-    collectDefaultMetrics({ register: this.registry, prefix: 'deepq_process_' });
+    collectDefaultMetrics({ register: this.registry, prefix: 'deepq_' });
   }
 }
