@@ -40,6 +40,8 @@ export const ConfigSchema = z
       .object({ HIGH: z.string().min(1), LOW: z.string().min(1) })
       .default({ HIGH: 'claude-sonnet-4-5', LOW: 'claude-haiku-4-5' }),
     scriptedLatencyMs: z.number().int().nonnegative().default(0),
+    /** Scripted model only: the first plan has this many research subtasks (benchmarks). */
+    scriptedFanout: z.number().int().min(0).max(5).default(0),
     roles: z
       .array(RoleSpecSchema)
       .min(3, 'deepq needs 3 to 8 roles')
@@ -99,6 +101,7 @@ const ENV_MAP: Record<string, { path: string[]; kind: 'string' | 'int' | 'number
   DEEPQ_MODEL_HIGH: { path: ['models', 'HIGH'], kind: 'string' },
   DEEPQ_MODEL_LOW: { path: ['models', 'LOW'], kind: 'string' },
   DEEPQ_SCRIPTED_LATENCY_MS: { path: ['scriptedLatencyMs'], kind: 'int' },
+  DEEPQ_SCRIPTED_FANOUT: { path: ['scriptedFanout'], kind: 'int' },
   DEEPQ_MAX_DEPTH: { path: ['maxDepth'], kind: 'int' },
   DEEPQ_SUBTASK_ATTEMPTS: { path: ['subtaskAttempts'], kind: 'int' },
   DEEPQ_BLOB_DIR: { path: ['vfs', 'blobDir'], kind: 'string' },

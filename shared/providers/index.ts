@@ -7,7 +7,7 @@ export function createProvider(cfg: Config): ModelProvider {
   if (cfg.modelProvider === 'anthropic') {
     return new AnthropicProvider({ apiKey: cfg.anthropicApiKey!, baseURL: cfg.anthropicBaseUrl, timeoutMs: cfg.modelTimeoutMs });
   }
-  return new ScriptedProvider({ latencyMs: cfg.scriptedLatencyMs, roles: cfg.roles });
+  return new ScriptedProvider({ latencyMs: cfg.scriptedLatencyMs, roles: cfg.roles, fanout: cfg.scriptedFanout });
 }
 
 export * from './types.ts';

@@ -9,6 +9,8 @@ import {
 
 export interface ScriptedOptions {
   latencyMs: number;
+  /** When > 0, the first plan is this many research subtasks (for fan-out benchmarks). */
+  fanout?: number;
   roles: Pick<RoleSpec, 'name' | 'contract'>[];
 }
 
@@ -99,7 +101,9 @@ export class ScriptedProvider implements ModelProvider {
     const files = liveFiles(task);
     const priorPlan = /^Prior plan: (.*)$/m.exec(task)?.[1] ?? '(none)';
     const subtasks: { role: string; instruction: string; expected_artifact: string; read_files: string[] }[] = [];
-    if (priorPlan === '(none)' || !files.includes('solution.py')) {
+    if (priorPlan === '(none)' && this.opts.fanout && research) {
+      for (let i = 1; i <= this.opts.fanout; i++) subtasks.push({ role: research, instruction: `Research part ${i} of: ${goal}`, expected_artifact: `research-${i}.md`, read_files: [] });
+    } else if (priorPlan === '(none)' || !files.includes('solution.py')) {
       if (research) subtasks.push({ role: research, instruction: `Research the background for: ${goal}`, expected_artifact: 'research.md', read_files: [] });
       if (coder) subtasks.push({ role: coder, instruction: `Write code for: ${goal}`, expected_artifact: 'solution.py', read_files: [] });
     } else if (critic && !priorPlan.includes(`"role":"${critic}"`)) {

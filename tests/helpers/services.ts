@@ -40,7 +40,7 @@ export function startProcess(name: string, args: string[], env: NodeJS.ProcessEn
 }
 
 /** Waits until a service logged that it started (its worker is ready to take jobs). */
-export async function waitForStart(svc: ServiceProc, timeoutMs = 20_000): Promise<number> {
+export async function waitForStart(svc: ServiceProc, timeoutMs = 90_000): Promise<number> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const m = /"metricsPort":(\d+).*started"/.exec(svc.output());
@@ -62,7 +62,11 @@ export interface Fleet {
 }
 
 /** Planner, reflector and one worker per default role, each its own process. */
-export async function startFleet(redisUrl: string, extraEnv: NodeJS.ProcessEnv = {}, opts: { roles?: string[]; replicas?: number } = {}): Promise<Fleet> {
+export async function startFleet(
+  redisUrl: string,
+  extraEnv: NodeJS.ProcessEnv = {},
+  opts: { roles?: string[]; replicas?: number; concurrency?: number; replicateAll?: boolean } = {},
+): Promise<Fleet> {
   const env = testEnv(redisUrl, extraEnv);
   const cfg = loadConfig(env);
   const procs: ServiceProc[] = [];
@@ -73,9 +77,14 @@ export async function startFleet(redisUrl: string, extraEnv: NodeJS.ProcessEnv =
     ports.set(name, await waitForStart(p));
     return p;
   };
-  const specs: [string, string[]][] = [['planner', ['planner']], ['reflector', ['reflector']]];
+  const n = opts.replicas ?? 1;
+  const conc = opts.concurrency ? ['--concurrency', String(opts.concurrency)] : [];
+  const specs: [string, string[]][] = [];
+  for (let i = 0; i < (opts.replicateAll ? n : 1); i++) {
+    specs.push([`planner${i ? `-${i}` : ''}`, ['planner', ...conc]], [`reflector${i ? `-${i}` : ''}`, ['reflector', ...conc]]);
+  }
   for (const role of opts.roles ?? cfg.roles.map((r) => r.name)) {
-    for (let i = 0; i < (opts.replicas ?? 1); i++) specs.push([`worker-${role}${i ? `-${i}` : ''}`, ['worker', '--role', role]]);
+    for (let i = 0; i < n; i++) specs.push([`worker-${role}${i ? `-${i}` : ''}`, ['worker', '--role', role, ...conc]]);
   }
   await Promise.all(specs.map(([n, a]) => start(n, a)));
   const client = new GoalClient(cfg, createRedis(redisUrl, 'deepq:test'));

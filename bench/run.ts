@@ -1,0 +1,265 @@
+// `npm run bench`: deepq's figures, each a ratio or distribution measured within one run,
+// on the scripted model and a private redis-server. It reports; it never asserts.
+import { writeFileSync, mkdirSync, existsSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { FlowProducer, Queue, Worker } from 'bullmq';
+import { Redis } from 'ioredis';
+import { startPrivateRedis } from '../shared/redis-server.ts';
+import { loadConfig } from '../shared/config.ts';
+import { createRuntime } from '../shared/runtime.ts';
+import { createAgent } from '../shared/agent/create-agent.ts';
+import { contractFor, planContract, reflectionContract } from '../shared/agent/output-contracts.ts';
+import { createVfsTools } from '../shared/agent/tools.ts';
+import { plannerMessage } from '../shared/planner.ts';
+import { reflectorMessage } from '../shared/reflector.ts';
+import { buildSubagentTask } from '../shared/subagent-runner.ts';
+import { plannerSpec, reflectorSpec, roleNames } from '../shared/config.ts';
+import { PLAN_QUEUE, subagentQueueName } from '../shared/queues.ts';
+import type { Plan, Reflection } from '../shared/contracts.ts';
+import { startFleet, type Fleet } from '../tests/helpers/services.ts';
+
+const LATENCY = 200;
+const quick = process.argv.includes('--quick');
+const log = (s: string) => process.stderr.write(`bench: ${s}\n`);
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const pct = (xs: number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]!;
+};
+const round = (x: number, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
+
+async function runGoals(fleet: Fleet, n: number, goal = 'Benchmark goal'): Promise<{ seconds: number; ids: string[] }> {
+  const t0 = performance.now();
+  const ids = await Promise.all(Array.from({ length: n }, (_, i) => fleet.client.enqueue({ goal: `${goal} ${i}` })));
+  for (const id of ids) {
+    const g = await fleet.client.waitFor(id, { timeoutMs: 600_000, pollMs: 20 });
+    if (g.status !== 'done') throw new Error(`goal ${id} ended ${g.status}: ${g.reason}`);
+  }
+  return { seconds: (performance.now() - t0) / 1000, ids };
+}
+
+/** One cycle of 5 subtasks: deepq's fan-out against the seed's sequential in-process loop. */
+async function parallelSpeedup(url: string) {
+  const env = { DEEPQ_SCRIPTED_LATENCY_MS: String(LATENCY), DEEPQ_SCRIPTED_FANOUT: '5', LOG_LEVEL: 'info' };
+  const fleet = await startFleet(url, env);
+  const cycles: number[] = [];
+  const fanouts: number[] = [];
+  try {
+    for (let i = 0; i < (quick ? 2 : 4); i++) {
+      const goalId = await fleet.client.enqueue({ goal: `Fan-out goal ${i}` });
+      for (;;) {
+        const events = (await fleet.client.goals.events(goalId)).map((e) => e.event);
+        const reflected = events.find((e) => e.type === 'reflected' && e.step === 1);
+        if (reflected) {
+          const created = events.find((e) => e.type === 'created')!;
+          const dispatched = events.find((e) => e.type === 'dispatched' && e.step === 1)!;
+          const lastDone = Math.max(...events.filter((e) => e.type === 'subtask_finished' && e.step === 1).map((e) => e.at));
+          if (i > 0) {
+            cycles.push(reflected.at - created.at);
+            fanouts.push(lastDone - dispatched.at);
+          }
+          break;
+        }
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      await fleet.client.cancel(goalId);
+    }
+  } finally {
+    await fleet.stop();
+  }
+
+  // The seed's loop: planner, then each subtask in turn, then reflection, in one process.
+  const cfg = loadConfig({ REDIS_URL: url, DEEPQ_PREFIX: 'seqbench', DEEPQ_MODEL_PROVIDER: 'scripted', ...env, LOG_LEVEL: 'silent' });
+  const rt = createRuntime(cfg, 'bench');
+  const seqCycles: number[] = [];
+  const seqFanouts: number[] = [];
+  try {
+    for (let i = 0; i < (quick ? 1 : 3); i++) {
+      const goalId = `seq${String(i).padStart(9, '0')}`;
+      await rt.goals.create(goalId, `Fan-out goal ${i}`, {}, false);
+      const deps = { provider: rt.provider, logger: rt.logger, models: cfg.models };
+      const t0 = performance.now();
+      const goal = (await rt.goals.get(goalId))!;
+      const plan = await createAgent(plannerSpec(cfg), deps).run<Plan>({
+        task: plannerMessage(goal, 1, await rt.vfs.index(goalId)),
+        contract: planContract(roleNames(cfg), []),
+        ctx: { role: 'planner', kind: 'planner', goalId, step: 1 },
+      });
+      const t1 = performance.now();
+      for (const [index, t] of plan.value!.subtasks.entries()) {
+        const role = cfg.roles.find((r) => r.name === t.role)!;
+        const tools = createVfsTools(rt.vfs, { goalId, step: 1, role: role.name, threadId: 'seq', writer: `seq-${index}` }, role.tools);
+        const run = await createAgent(role, deps).run({
+          task: await buildSubagentTask(rt, { goalId, step: 1, index, ...t }),
+          tools, contract: contractFor(role.contract), ctx: { role: role.name, kind: 'subagent', goalId, step: 1 },
+        });
+        await rt.vfs.write(goalId, t.expected_artifact, run.text, { status: 'done', step: 1, role: role.name, writer: `seq-${index}` });
+      }
+      const t2 = performance.now();
+      await createAgent(reflectorSpec(cfg), deps).run<Reflection>({
+        task: reflectorMessage({ ...goal, plan: plan.value! }, 1, [], await rt.vfs.index(goalId)),
+        contract: reflectionContract,
+        ctx: { role: 'reflector', kind: 'reflector', goalId, step: 1 },
+      });
+      seqCycles.push(performance.now() - t0);
+      seqFanouts.push(t2 - t1);
+    }
+  } finally {
+    await rt.close();
+  }
+  const cycle = median(cycles);
+  const seq = median(seqCycles);
+  return {
+    parallel_speedup: round(seq / cycle),
+    parallel_speedup_subtasks: round(median(seqFanouts) / median(fanouts)),
+    cycle_ms: { deepq: cycle, sequential: round(seq, 0) },
+    subtasks_ms: { deepq: median(fanouts), sequential: round(median(seqFanouts), 0) },
+    note: `model latency ${LATENCY} ms; a cycle is plan + 5 subtasks + reflection, so the whole-cycle ratio is bounded by (1+5+1)/(1+1+1) = 2.33 (Amdahl); the fan-out phase alone is bounded by 5`,
+  };
+}
+
+/** The same job graph (2 plans, 3 subtasks, 2 reflections per goal) with no-op processors. */
+async function rawBullmqGoalsPerSecond(url: string, n: number): Promise<number> {
+  const conn = new Redis(url, { maxRetriesPerRequest: null });
+  const prefix = 'rawbench';
+  const flows = new FlowProducer({ connection: conn, prefix });
+  const planQ = new Queue('plan', { connection: conn, prefix });
+  const done = new Map<string, () => void>();
+  const opts = { removeOnComplete: { age: 3600 } };
+  const workers = [
+    new Worker('plan', async (job) => {
+      const { goalId, step } = job.data;
+      const kids = step === 1 ? ['research', 'code'] : ['critic'];
+      await flows.add({
+        name: 'reflect', queueName: 'reflect', data: { goalId, step }, opts: { ...opts, jobId: `${goalId}:${step}:reflect` },
+        children: kids.map((k, i) => ({ name: k, queueName: `sub-${k}`, data: { goalId, step, i }, opts: { ...opts, jobId: `${goalId}:${step}:${i}`, ignoreDependencyOnFailure: true } })),
+      });
+    }, { connection: conn, prefix, concurrency: 8 }),
+    new Worker('reflect', async (job) => {
+      const { goalId, step } = job.data;
+      await job.getChildrenValues();
+      if (step === 1) await planQ.add('plan', { goalId, step: 2 }, { ...opts, jobId: `${goalId}:2:plan` });
+      else done.get(goalId)?.();
+    }, { connection: conn, prefix, concurrency: 8 }),
+    ...['research', 'code', 'critic'].map((k) => new Worker(`sub-${k}`, async () => ({ ok: true }), { connection: conn, prefix, concurrency: 8 })),
+  ];
+  await Promise.all(workers.map((w) => w.waitUntilReady()));
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: n }, (_, i) => {
+    const goalId = `raw${i}x${Date.now().toString(36)}`;
+    const p = new Promise<void>((r) => done.set(goalId, r));
+    return planQ.add('plan', { goalId, step: 1 }, { ...opts, jobId: `${goalId}:1:plan` }).then(() => p);
+  }));
+  const gps = n / ((performance.now() - t0) / 1000);
+  await Promise.all(workers.map((w) => w.close()));
+  await flows.close();
+  await planQ.close();
+  conn.disconnect();
+  return gps;
+}
+
+async function throughputAndDispatch(url: string) {
+  const n = quick ? 50 : 200;
+  const fleet = await startFleet(url, {});
+  let deepqGps: number;
+  const latencies: Record<string, number[]> = { plan: [], subagent: [] };
+  try {
+    await runGoals(fleet, 5, 'warm-up');
+    const r = await runGoals(fleet, n);
+    deepqGps = n / r.seconds;
+    // Dispatch latency on an idle fleet: one goal at a time.
+    const single = await runGoals(fleet, 1, 'latency');
+    const ids: string[] = [...single.ids];
+    for (let i = 0; i < (quick ? 15 : 40); i++) ids.push(...(await runGoals(fleet, 1, 'latency')).ids);
+    for (const goalId of ids) {
+      for (const step of [1, 2]) {
+        const pj = await fleet.client.queues.get(PLAN_QUEUE).getJob(`${goalId}:${step}:plan`);
+        if (pj?.processedOn) latencies.plan!.push(pj.processedOn - pj.timestamp);
+      }
+      for (const [role, step, i] of [['research-specialist', 1, 0], ['code-writer', 1, 1], ['critic', 2, 0]] as const) {
+        const j = await fleet.client.queues.get(subagentQueueName(role)).getJob(`${goalId}:${step}:${i}`);
+        if (j?.processedOn) latencies.subagent!.push(j.processedOn - j.timestamp);
+      }
+    }
+  } finally {
+    await fleet.stop();
+  }
+  const rawGps = await rawBullmqGoalsPerSecond(url, n);
+  const all = [...latencies.plan!, ...latencies.subagent!];
+  return {
+    throughput_ratio_vs_raw_bullmq: round(deepqGps / rawGps),
+    goals_per_second: { deepq: round(deepqGps, 1), raw_bullmq: round(rawGps, 1), goals: n },
+    dispatch_latency_ms: { p50: pct(all, 50), p99: pct(all, 99), samples: all.length, plan_p50: pct(latencies.plan!, 50), subagent_p50: pct(latencies.subagent!, 50) },
+  };
+}
+
+async function scaling(url: string) {
+  const n = quick ? 24 : 64;
+  const concurrency = 2;
+  const gps: Record<string, number> = {};
+  for (const replicas of [1, 4]) {
+    const fleet = await startFleet(url, { DEEPQ_SCRIPTED_LATENCY_MS: String(LATENCY), LOG_LEVEL: 'info' }, { replicas, replicateAll: true, concurrency });
+    try {
+      await runGoals(fleet, 2, 'warm-up');
+      gps[`x${replicas}`] = n / (await runGoals(fleet, n)).seconds;
+    } finally {
+      await fleet.stop();
+    }
+  }
+  return {
+    scaling_4x: round(gps.x4! / gps.x1!),
+    goals_per_second: { one_process_per_service: round(gps.x1!, 2), four_processes_per_service: round(gps.x4!, 2), goals: n },
+    note: `model latency ${LATENCY} ms, --concurrency ${concurrency} per process, every service (planner, reflector, each role) scaled 1→4 processes`,
+  };
+}
+
+async function main() {
+  const redis = await startPrivateRedis();
+  const results: Record<string, unknown> = {};
+  try {
+    const info = await new Redis(redis.url).info('server');
+    results.environment = { node: process.version, redis: /redis_version:(\S+)/.exec(info)?.[1], cores: availableParallelism(), quick };
+    log('parallel speedup…');
+    results.parallel = await parallelSpeedup(redis.url);
+    log('throughput and dispatch latency…');
+    results.throughput = await throughputAndDispatch(redis.url);
+    log('horizontal scaling (1 vs 4 processes per service)…');
+    results.scaling = await scaling(redis.url);
+    if (existsSync(new URL('./vfs.ts', import.meta.url))) {
+      log('virtual FS bounds (P51)…');
+      const { benchVfs } = await import('./vfs.ts');
+      results.vfs = await benchVfs(redis.url);
+    }
+  } finally {
+    await redis.stop();
+  }
+  mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
+  writeFileSync(new URL('./results/latest.json', import.meta.url), JSON.stringify(results, null, 2) + '\n');
+  const p = results.parallel as Awaited<ReturnType<typeof parallelSpeedup>>;
+  const t = results.throughput as Awaited<ReturnType<typeof throughputAndDispatch>>;
+  const s = results.scaling as Awaited<ReturnType<typeof scaling>>;
+  const env = results.environment as { node: string; redis: string; cores: number };
+  const rows: [string, string, string][] = [
+    ['parallel_speedup (whole cycle vs seed loop)', String(p.parallel_speedup), `≥ 4.5 (bounded by 2.33 here: see note)`],
+    ['parallel_speedup_subtasks (fan-out phase)', String(p.parallel_speedup_subtasks), '≤ 5 by construction'],
+    ['throughput_ratio_vs_raw_bullmq', String(t.throughput_ratio_vs_raw_bullmq), '≥ 0.7'],
+    ['dispatch_latency_ms p50', String(t.dispatch_latency_ms.p50), '≤ 3'],
+    ['dispatch_latency_ms p99', String(t.dispatch_latency_ms.p99), '≤ 20'],
+    ['scaling_4x', String(s.scaling_4x), '≥ 3.6'],
+  ];
+  const out = [
+    `deepq bench: Node ${env.node}, Redis ${env.redis}, ${env.cores} cores${quick ? ' (quick)' : ''}`,
+    '',
+    '| figure | value | target |',
+    '| --- | --- | --- |',
+    ...rows.map((r) => `| ${r.join(' | ')} |`),
+  ];
+  const vfs = results.vfs as Record<string, unknown> | undefined;
+  if (vfs?.summary) out.push('', '```', JSON.stringify(vfs.summary, null, 2), '```');
+  out.push('', `cycle ms: deepq ${p.cycle_ms.deepq}, sequential ${p.cycle_ms.sequential}; goals/s: deepq ${t.goals_per_second.deepq}, raw BullMQ ${t.goals_per_second.raw_bullmq}; scaling goals/s ${s.goals_per_second.one_process_per_service} → ${s.goals_per_second.four_processes_per_service}`);
+  out.push('full figures: bench/results/latest.json');
+  process.stdout.write(out.join('\n') + '\n');
+}
+
+await main();
+process.exit(0);
