@@ -80,19 +80,22 @@ export function buildProgram(): Command {
     .showHelpAfterError('(run deepq --help for usage)')
     .configureOutput({ outputError: (str, write) => write(scrubSecrets(str)) });
 
-  const concurrency = () => new Option('--concurrency <n>', 'jobs this process runs at once').argParser(int('--concurrency')).default(8);
+  const concurrency = () => new Option('--concurrency <n>', 'jobs this process runs at once (default: config concurrency, 8)').argParser(int('--concurrency'));
 
   program.command('planner').description('run a planner service process').addOption(concurrency()).action(async (o) => {
     const { main } = await import('../services/planner/main.ts');
-    await main(loadConfig(), { concurrency: o.concurrency });
+    const cfg = loadConfig();
+    await main(cfg, { concurrency: o.concurrency ?? cfg.concurrency });
   });
   program.command('reflector').description('run a reflector service process (hosts the TTL sweep)').addOption(concurrency()).action(async (o) => {
     const { main } = await import('../services/reflector/main.ts');
-    await main(loadConfig(), { concurrency: o.concurrency });
+    const cfg = loadConfig();
+    await main(cfg, { concurrency: o.concurrency ?? cfg.concurrency });
   });
   program.command('worker').description('run a subagent worker process for one role').requiredOption('--role <role>', 'the role this worker serves').addOption(concurrency()).action(async (o) => {
     const { main } = await import('../services/subagent-worker/main.ts');
-    await main(loadConfig(), { role: o.role, concurrency: o.concurrency });
+    const cfg = loadConfig();
+    await main(cfg, { role: o.role, concurrency: o.concurrency ?? cfg.concurrency });
   });
 
   program

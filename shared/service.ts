@@ -18,6 +18,11 @@ export interface ServiceOptions {
   handler: JobHandler;
   /** Queues whose depth this process reports (default: its own). */
   reportQueues?: string[];
+  /**
+   * Lets a 429 pause the queue (queue.rateLimit). BullMQ applies a manual rate limit only
+   * to workers with a limiter, so this sets one high enough never to bind by itself.
+   */
+  manualRateLimit?: boolean;
   /** Other queues this process also consumes (the reflector hosts the sweep). */
   sideQueues?: { queueName: string; role: string; concurrency: number; handler: JobHandler }[];
   /** Extra work after the worker starts (e.g. the sweep schedule). */
@@ -38,6 +43,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
   const { rt } = opts;
   const log = rt.logger;
   const active = new Map<string, { job: Job; token?: string; goalId?: string }>();
+  let stopping = false;
 
   const makeProcessor = (queueName: string, role: string, handler: JobHandler): Processor => async (job, token, signal) => {
     const started = performance.now();
@@ -65,7 +71,11 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     maxStalledCount: 2,
     autorun: false,
   };
-  const worker = new Worker(opts.queueName, makeProcessor(opts.queueName, opts.role, opts.handler), { ...workerOptions, concurrency: opts.concurrency });
+  const worker = new Worker(opts.queueName, makeProcessor(opts.queueName, opts.role, opts.handler), {
+    ...workerOptions,
+    concurrency: opts.concurrency,
+    ...(opts.manualRateLimit ? { limiter: { max: 1_000_000, duration: 1000 } } : {}),
+  });
   const sideWorkers = (opts.sideQueues ?? []).map((q) => {
     const w = new Worker(q.queueName, makeProcessor(q.queueName, q.role, q.handler), { ...workerOptions, concurrency: q.concurrency });
     w.on('error', (err) => log.error({ err: { message: scrubSecrets(err.message, rt.secrets) } }, 'worker error'));
@@ -78,19 +88,6 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     const fields = { goalId: job.data?.goalId, step: job.data?.step, role: opts.role, jobId: job.id, attempt: job.attemptsMade, final };
     log.warn({ ...fields, reason: scrubSecrets(err.message, rt.secrets) }, final ? 'job failed for good' : 'job failed, will retry');
     if (final) opts.onFinalFailure?.(job, err).catch((e) => log.error({ err: e }, 'final-failure hook failed'));
-  });
-
-  // Cancellation crosses processes: `deepq cancel` publishes the goal id; every process
-  // aborts its running jobs of that goal (the AbortSignal reaches the SDK call).
-  const sub = createRedis(rt.cfg.redisUrl, `deepq:${opts.name}:sub`);
-  await sub.subscribe(rt.goals.keys.cancelChannel());
-  sub.on('message', (_channel, goalId: string) => {
-    for (const [jobId, a] of active) {
-      if (a.goalId === goalId) {
-        log.info({ goalId, jobId }, 'cancelling running job');
-        worker.cancelJob(jobId, 'goal cancelled');
-      }
-    }
   });
 
   const queueNames = opts.reportQueues ?? [opts.queueName];
@@ -110,6 +107,21 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     },
   });
 
+  // The ops server is up before anything waits on Redis: /healthz answers while Redis is
+  // away, and /readyz says so.
+  // Cancellation crosses processes: `deepq cancel` publishes the goal id; every process
+  // aborts its running jobs of that goal (the AbortSignal reaches the SDK call).
+  const sub = createRedis(rt.cfg.redisUrl, `deepq:${opts.name}:sub`);
+  await sub.subscribe(rt.goals.keys.cancelChannel());
+  sub.on('message', (_channel, goalId: string) => {
+    for (const [jobId, a] of active) {
+      if (a.goalId === goalId) {
+        log.info({ goalId, jobId }, 'cancelling running job');
+        worker.cancelJob(jobId, 'goal cancelled');
+      }
+    }
+  });
+
   for (const w of [worker, ...sideWorkers]) {
     void w.run().catch((err) => log.error({ err }, 'worker stopped'));
     await w.waitUntilReady();
@@ -117,7 +129,6 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
   await opts.onStart?.();
   log.info({ queue: opts.queueName, concurrency: opts.concurrency, metricsPort: ops.port, provider: rt.provider.name }, `${opts.name} started`);
 
-  let stopping = false;
   let stopped: Promise<void> | undefined;
   async function stop(): Promise<void> {
     if (stopped) return stopped;

@@ -107,7 +107,7 @@ test('neither the API key nor the Redis password appears in logs, metrics, trans
     else if (type === 'hash') haystack.push(JSON.stringify(await redis.client.hgetall(k)));
     else if (type === 'stream') haystack.push(JSON.stringify(await redis.client.xrange(k, '-', '+')));
     else if (type === 'list') haystack.push(JSON.stringify(await redis.client.lrange(k, 0, -1)));
-    else if (type === 'zset') haystack.push(JSON.stringify(await redis.client.zrange(k, 0, -1)));
+    else if (type === 'zset') haystack.push(JSON.stringify(await redis.client.zrange(k, '0', '-1')));
   }
   const all = haystack.join('\n');
   assert.ok(all.length > 10_000, 'too little was searched to mean anything');

@@ -20,6 +20,7 @@ export async function main(cfg: Config, opts: { role: string; concurrency: numbe
     rt, name: `worker-${role.name}`, queueName, role: role.name, concurrency: opts.concurrency,
     handler: (job, signal) => processSubagentJob({ rt, role, queue }, job, signal),
     onFinalFailure: recordSubtaskFailure(rt),
+    manualRateLimit: true,
   });
   stopOnSignals(svc, rt.logger);
   return svc;

@@ -1,0 +1,51 @@
+# syntax=docker/dockerfile:1
+# One image for every deepq service. The command picks the service:
+#   docker run deepq planner
+#   docker run deepq reflector
+#   docker run deepq worker --role critic
+#   docker run deepq enqueue --wait "a goal"      (the producer CLI works too)
+# There is no build step: bin/deepq.mjs registers tsx, which is a runtime dependency.
+
+ARG NODE_VERSION=20
+
+# ---- deps: production node_modules only -------------------------------------------------
+FROM node:${NODE_VERSION}-slim AS deps
+WORKDIR /app
+ENV NODE_ENV=production
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund \
+ && npm cache clean --force
+
+# ---- runtime ------------------------------------------------------------------------------
+FROM node:${NODE_VERSION}-slim AS runtime
+LABEL org.opencontainers.image.title="deepq" \
+      org.opencontainers.image.description="Deep agents as a distributed system on BullMQ and Redis"
+ENV NODE_ENV=production \
+    METRICS_PORT=9464 \
+    DEEPQ_BLOB_DIR=/var/lib/deepq/blobs
+WORKDIR /app
+
+# Code and dependencies stay owned by root and read-only for the service user.
+COPY --from=deps /app/node_modules ./node_modules
+COPY package.json package-lock.json tsconfig.json ./
+COPY bin ./bin
+COPY cli ./cli
+COPY services ./services
+COPY shared ./shared
+
+# The blob directory is the one place the services write (a shared volume in compose/k8s).
+# Created here, owned by the non-root user, so a fresh named volume inherits the ownership.
+RUN mkdir -p /var/lib/deepq/blobs && chown -R 1000:1000 /var/lib/deepq
+
+# The `node` user of the official image (uid/gid 1000); numeric so Kubernetes can verify
+# runAsNonRoot.
+USER 1000:1000
+
+EXPOSE 9464
+# /healthz on METRICS_PORT (the image has no curl: node's fetch does the probe).
+HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.METRICS_PORT||9464)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+
+# node is PID 1 and handles SIGTERM itself: the services drain (DEEPQ_DRAIN_TIMEOUT_MS) and exit 0.
+ENTRYPOINT ["node", "bin/deepq.mjs"]
+CMD ["--help"]

@@ -1,0 +1,58 @@
+// Fleet-wide flow control: a provider 429 pauses the role's whole queue for retry-after
+// (BullMQ rate limit + RateLimitError), in every process, and the job goes back untouched.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { useRedis } from './helpers/redis.ts';
+import { startFleet, startProcess, waitForStart, stopProcess, type Fleet, type ServiceProc } from './helpers/services.ts';
+import { startMessagesApiServer, defaultHandler, apiError, roleOf, type MessagesApiServer } from './helpers/messages-api-server.ts';
+import { subagentQueueName } from '../shared/queues.ts';
+
+const redis = useRedis();
+let api: MessagesApiServer;
+let fleet: Fleet;
+const research: ServiceProc[] = [];
+let limitedAt = 0;
+
+before(async () => {
+  await redis.ready;
+  let researchCalls = 0;
+  api = await startMessagesApiServer({
+    handler: (body, i, req) => {
+      if (roleOf(body) === 'research' && researchCalls++ === 0) {
+        limitedAt = req.receivedAt;
+        return apiError(429, 'rate limited', { 'retry-after': '2' });
+      }
+      return defaultHandler(body, i, req);
+    },
+  });
+  fleet = await startFleet(redis.url, api.env(), { roles: ['code-writer', 'critic'] });
+  // Two research processes, one job at a time each: a local sleep in one process would
+  // leave the other free to call the provider; a queue-wide pause stops both.
+  for (const n of [1, 2]) research.push(startProcess(`research-${n}`, ['worker', '--role', 'research-specialist', '--concurrency', '1'], fleet.env));
+  await Promise.all(research.map((p) => waitForStart(p)));
+});
+after(async () => {
+  await Promise.all(research.map((p) => stopProcess(p)));
+  await fleet?.stop();
+  await api?.close();
+});
+
+test('a 429 pauses the research queue in every process for retry-after, then all goals finish', async () => {
+  const ids = await Promise.all([1, 2, 3].map((i) => fleet.client.enqueue({ goal: `Rate limited goal ${i}` })));
+  for (const id of ids) assert.equal((await fleet.client.waitFor(id, { timeoutMs: 60_000 })).status, 'done');
+  assert.ok(limitedAt > 0, 'the 429 was never served');
+  // A job already running elsewhere may finish its calls; no process may start another
+  // research job until retry-after has passed.
+  const starts: number[] = [];
+  for (const id of ids) {
+    for (const { event } of await fleet.client.goals.events(id)) if (event.type === 'subtask_started' && event.role === 'research-specialist') starts.push(event.at);
+  }
+  assert.ok(starts.length >= 4, `expected a re-run of the limited job, saw ${starts.length} starts`);
+  const during = starts.filter((t) => t > limitedAt && t < limitedAt + 1800);
+  assert.deepEqual(during, [], 'a research job started while the queue was paused');
+  // The limited job went back to the queue without using up an attempt.
+  const jobs = await fleet.client.queues.get(subagentQueueName('research-specialist')).getJobs(['completed']);
+  assert.equal(jobs.length, 3);
+  assert.ok(jobs.every((j) => j.attemptsMade <= 1), JSON.stringify(jobs.map((j) => j.attemptsMade)));
+  assert.match(research.map((p) => p.output()).join(''), /provider rate limit: pausing the queue/);
+});
