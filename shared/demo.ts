@@ -22,7 +22,7 @@ export async function runDemo(goalText: string, out: (s: string) => void = (s) =
   }
   const cfg: Config = loadConfig({ ...process.env, ...env });
   if (cfg.providerNotice) out(cfg.providerNotice);
-  const sup = supervise(planChildren(cfg.roles.map((r) => r.name), 0), { env: { ...env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn' } });
+  const sup = supervise(planChildren(cfg.roles.map((r) => r.name), 0), { env: { ...env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'error' } });
   const client = new GoalClient(cfg);
   try {
     const goalId = await client.enqueue({ goal: goalText });

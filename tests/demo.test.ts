@@ -1,0 +1,27 @@
+// `npm run demo` runs one goal end to end with every service as its own process, prints
+// the plan, each subtask's outcome and the artifacts, and exits 0.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { useRedis } from './helpers/redis.ts';
+import { runCli } from './helpers/services.ts';
+
+const redis = useRedis();
+
+test('the demo ends with a done goal and prints its plan, outcomes and artifacts', async () => {
+  await redis.ready;
+  const env = { PATH: process.env.PATH, REDIS_URL: redis.url, DEEPQ_PREFIX: 'demo', DEEPQ_BLOB_DIR: mkdtempSync(join(tmpdir(), 'demo-')) };
+  const r = await runCli(['demo'], env, 120_000);
+  assert.equal(r.code, 0, r.stdout + r.stderr);
+  assert.match(r.stdout, /no ANTHROPIC_API_KEY: using the offline scripted model/);
+  assert.match(r.stdout, /cycle 1 planned 2 subtask\(s\)/);
+  assert.match(r.stdout, /cycle 1 \[0\] research-specialist finished research\.md/);
+  assert.match(r.stdout, /cycle 2 \[0\] critic finished critique\.json/);
+  assert.match(r.stdout, /status: done/);
+  for (const name of ['research.md', 'solution.py', 'critique.json']) assert.match(r.stdout, new RegExp(`=== ${name.replace('.', '\\.')} \\[done`));
+  // The demo's services are gone: nothing is left consuming the queues.
+  const workers = await redis.client.client('LIST');
+  assert.doesNotMatch(String(workers), /name=deepq:(planner|reflector|worker)/);
+});
