@@ -40,7 +40,7 @@ async function runGoals(fleet: Fleet, n: number, goal = 'Benchmark goal'): Promi
 
 /** One cycle of 5 subtasks: deepq's fan-out against the seed's sequential in-process loop. */
 async function parallelSpeedup(url: string) {
-  const env = { DEEPQ_SCRIPTED_LATENCY_MS: String(LATENCY), DEEPQ_SCRIPTED_FANOUT: '5', LOG_LEVEL: 'info' };
+  const env = { DEEPQ_SCRIPTED_LATENCY_MS: String(LATENCY), DEEPQ_SCRIPTED_FANOUT: '5', LOG_LEVEL: 'warn' };
   const fleet = await startFleet(url, env);
   const cycles: number[] = [];
   const fanouts: number[] = [];
@@ -160,7 +160,7 @@ async function rawBullmqGoalsPerSecond(url: string, n: number): Promise<number> 
 
 async function throughputAndDispatch(url: string) {
   const n = quick ? 50 : 200;
-  const fleet = await startFleet(url, {});
+  const fleet = await startFleet(url, { LOG_LEVEL: 'warn' });
   let deepqGps: number;
   const latencies: Record<string, number[]> = { plan: [], subagent: [] };
   try {
@@ -198,7 +198,7 @@ async function scaling(url: string) {
   const concurrency = 2;
   const gps: Record<string, number> = {};
   for (const replicas of [1, 4]) {
-    const fleet = await startFleet(url, { DEEPQ_SCRIPTED_LATENCY_MS: String(LATENCY), LOG_LEVEL: 'info' }, { replicas, replicateAll: true, concurrency });
+    const fleet = await startFleet(url, { DEEPQ_SCRIPTED_LATENCY_MS: String(LATENCY), LOG_LEVEL: 'warn' }, { replicas, replicateAll: true, concurrency });
     try {
       await runGoals(fleet, 2, 'warm-up');
       gps[`x${replicas}`] = n / (await runGoals(fleet, n)).seconds;

@@ -12,6 +12,8 @@ export interface ServiceProc {
   name: string;
   args: string[];
   proc: ChildProcess;
+  /** Its /metrics, /healthz and /readyz port. */
+  port: number;
   output: () => string;
 }
 
@@ -31,20 +33,29 @@ export function testEnv(redisUrl: string, extra: NodeJS.ProcessEnv = {}): NodeJS
   };
 }
 
-export function startProcess(name: string, args: string[], env: NodeJS.ProcessEnv): ServiceProc {
-  const proc = spawn(process.execPath, [BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+// Below the ephemeral range (32768+), so outgoing connections never hold our ports.
+let nextPort = 10000 + Math.floor(Math.random() * 20000);
+
+/** Starts `deepq <args>` as a child process on its own metrics port (a fixed one, so a
+ *  restarted process keeps it). */
+export function startProcess(name: string, args: string[], env: NodeJS.ProcessEnv, port = nextPort++): ServiceProc {
+  const proc = spawn(process.execPath, [BIN, ...args], { env: { ...env, METRICS_PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   proc.stdout!.on('data', (d) => (out += d));
   proc.stderr!.on('data', (d) => (out += d));
-  return { name, args, proc, output: () => out };
+  return { name, args, proc, port, output: () => out };
 }
 
-/** Waits until a service logged that it started (its worker is ready to take jobs). */
+/** Waits until the service's /readyz says ready (Redis reachable, worker running). */
 export async function waitForStart(svc: ServiceProc, timeoutMs = 90_000): Promise<number> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const m = /"metricsPort":(\d+).*started"/.exec(svc.output());
-    if (m) return Number(m[1]);
+    try {
+      const res = await fetch(`http://127.0.0.1:${svc.port}/readyz`);
+      if (res.status === 200) return svc.port;
+    } catch {
+      /* not listening yet */
+    }
     if (svc.proc.exitCode !== null) throw new Error(`${svc.name} exited with ${svc.proc.exitCode}:\n${svc.output()}`);
     if (Date.now() > deadline) throw new Error(`${svc.name} did not start within ${timeoutMs} ms:\n${svc.output()}`);
     await new Promise((r) => setTimeout(r, 50));
