@@ -114,7 +114,11 @@ export function buildProgram(): Command {
         if (stopping) return;
         stopping = true;
         print('deepq up: stopping all services…');
-        sup.stop(cfg.drainTimeoutMs + 5000).then(() => process.exit(0));
+        sup.stop(cfg.drainTimeoutMs + 5000).then((codes) => {
+          const bad = [...codes].filter(([, code]) => code !== 0);
+          for (const [name, code] of codes) print(`deepq up: ${name} exited ${code === 0 ? 'cleanly' : `with ${code ?? 'a signal'}`}`);
+          process.exit(bad.length ? 1 : 0);
+        });
       };
       process.on('SIGINT', stop);
       process.on('SIGTERM', stop);

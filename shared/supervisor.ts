@@ -24,7 +24,8 @@ export function planChildren(roles: string[], portBase: number, replicas = 1): C
 
 export interface Supervisor {
   children: Map<string, ChildProcess>;
-  stop(timeoutMs?: number): Promise<void>;
+  /** Stops every child (SIGTERM, then SIGKILL after the timeout); resolves to their exit codes. */
+  stop(timeoutMs?: number): Promise<Map<string, number | null>>;
 }
 
 export function supervise(specs: ChildSpec[], opts: { env?: NodeJS.ProcessEnv; stdio?: 'inherit' | 'ignore' | 'pipe'; onExit?: (name: string, code: number | null) => void } = {}): Supervisor {
@@ -34,6 +35,9 @@ export function supervise(specs: ChildSpec[], opts: { env?: NodeJS.ProcessEnv; s
     const child = spawn(process.execPath, [BIN, ...spec.args], {
       env: { ...process.env, ...opts.env, METRICS_PORT: String(spec.port) },
       stdio: opts.stdio ?? 'inherit',
+      // Its own process group: a terminal's Ctrl-C reaches only the supervisor, which then
+      // drains each child once with SIGTERM (a child seeing SIGINT and SIGTERM would quit hard).
+      detached: true,
     });
     children.set(spec.name, child);
     child.on('exit', (code, signal) => {
@@ -44,24 +48,34 @@ export function supervise(specs: ChildSpec[], opts: { env?: NodeJS.ProcessEnv; s
     });
   };
   for (const s of specs) launch(s);
+  // If the supervisor itself goes, its detached children must not linger.
+  process.once('exit', () => {
+    for (const c of children.values()) if (c.exitCode === null && c.signalCode === null) c.kill('SIGTERM');
+  });
   return {
     children,
     async stop(timeoutMs = 30_000) {
       stopping = true;
+      const codes = new Map<string, number | null>();
       await Promise.all(
-        [...children.values()].map(
-          (c) =>
+        [...children.entries()].map(
+          ([name, c]) =>
             new Promise<void>((resolve) => {
-              if (c.exitCode !== null || c.signalCode !== null) return resolve();
+              if (c.exitCode !== null || c.signalCode !== null) {
+                codes.set(name, c.exitCode);
+                return resolve();
+              }
               const t = setTimeout(() => c.kill('SIGKILL'), timeoutMs);
-              c.once('exit', () => {
+              c.once('exit', (code) => {
                 clearTimeout(t);
+                codes.set(name, code);
                 resolve();
               });
               c.kill('SIGTERM');
             }),
         ),
       );
+      return codes;
     },
   };
 }
