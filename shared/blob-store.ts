@@ -1,7 +1,7 @@
 // Where artifacts over the spill threshold live. The hash keeps only a pointer (blobRef).
 // Storage sits behind this small protocol; the directory store is the default (a shared
 // volume in compose and k8s).
-import { createHash } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, rm, writeFile, rename, readdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 
@@ -27,8 +27,13 @@ export class DirBlobStore implements BlobStore {
     return join(this.root, ref);
   }
 
+  /**
+   * Every put gets a fresh ref, never a content hash: two entries (two names, or two versions
+   * of one name racing) must never share a blob, or evicting or overwriting one would delete
+   * the other's content.
+   */
   async put(goalId: string, content: string): Promise<string> {
-    const ref = `${goalId}/${createHash('sha256').update(content).digest('hex')}`;
+    const ref = `${goalId}/${randomBytes(32).toString('hex')}`;
     const file = this.path(ref);
     await mkdir(join(this.root, goalId), { recursive: true });
     // Write then rename, so a reader never sees half a blob.

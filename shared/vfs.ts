@@ -32,6 +32,13 @@ export interface VfsOptions {
   evictAnyAfterSteps: number;
   keyTtlSeconds: number;
   eventsMaxLen: number;
+  /**
+   * Cycles a tombstone stays in the index after its eviction (default 1): the reflector of
+   * the evicting cycle and the next planner see it, the next eviction drops it. The planner
+   * learns the name is gone exactly when its prior plan may still name it; longer retention
+   * only grows every prompt (P51).
+   */
+  tombstoneSteps?: number;
 }
 
 export interface WriteMeta {
@@ -97,8 +104,11 @@ export class VirtualFs {
       )) as [number, string];
     } catch (err) {
       const msg = (err as Error).message;
-      // The blob we just wrote is content-addressed: another entry may share it, so we leave
-      // it for the goal's sweep rather than risk deleting a live one.
+      const refused = msg.includes('VERSION_CONFLICT') || msg.includes('TOO_MANY_FILES');
+      // Blob refs are unique per put: a refused write's blob is ours alone, so it goes now.
+      // Any other error (a lost connection) may have come after the script ran: keep the
+      // blob then; the goal's sweep removes it if no entry points to it.
+      if (refused && blobRef) await this.blobs.delete(blobRef).catch(() => {});
       if (msg.includes('VERSION_CONFLICT')) throw new VersionConflictError(msg.replace(/^.*VERSION_CONFLICT /, 'version conflict: '));
       if (msg.includes('TOO_MANY_FILES')) throw new VfsLimitError(msg.replace(/^.*TOO_MANY_FILES /, ''));
       throw err;
@@ -116,14 +126,25 @@ export class VirtualFs {
 
   /** Returns the content, read transparently from the blob store when spilled; null if absent. */
   async read(goalId: string, name: string): Promise<string | null> {
-    const [raw, inline] = await this.redis.multi().hget(this.keys.files(goalId), name).hget(this.keys.content(goalId), name).exec().then(
-      (r) => [r?.[0]?.[1] as string | null, r?.[1]?.[1] as string | null],
-    );
-    if (!raw) return null;
-    const entry = JSON.parse(raw) as FileEntry;
-    if (entry.status === 'evicted') return null;
-    if (entry.blobRef) return this.blobs.get(entry.blobRef);
-    return inline ?? '';
+    for (let attempt = 1; ; attempt++) {
+      const [raw, inline] = await this.redis.multi().hget(this.keys.files(goalId), name).hget(this.keys.content(goalId), name).exec().then(
+        (r) => [r?.[0]?.[1] as string | null, r?.[1]?.[1] as string | null],
+      );
+      if (!raw) return null;
+      const entry = JSON.parse(raw) as FileEntry;
+      if (entry.status === 'evicted') return null;
+      if (!entry.blobRef) return inline ?? '';
+      try {
+        return await this.blobs.get(entry.blobRef);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+        // Overwritten or evicted between the hash read and the blob read: the old blob is
+        // gone by design, so read the entry again. An unchanged entry without its blob is loss.
+        const now = await this.redis.hget(this.keys.files(goalId), name);
+        if (now !== raw && attempt < 5) continue;
+        throw new Error(`artifact ${name} of goal ${goalId}: its spilled content (${entry.blobRef}) is missing from the blob store`);
+      }
+    }
   }
 
   /** The index: every entry's metadata (tombstones included), never contents. */
@@ -138,7 +159,8 @@ export class VirtualFs {
     const flat = (await runScript(
       this.redis, 'vfsEvict',
       [this.keys.files(goalId), this.keys.content(goalId), this.keys.events(goalId)],
-      [currentStep, this.opts.evictDoneAfterSteps, this.opts.evictAnyAfterSteps, Date.now(), this.opts.eventsMaxLen],
+      [currentStep, this.opts.evictDoneAfterSteps, this.opts.evictAnyAfterSteps, Date.now(), this.opts.eventsMaxLen,
+        Math.max(1, this.opts.tombstoneSteps ?? 1), this.opts.keyTtlSeconds],
     )) as string[];
     const out: EvictedEntry[] = [];
     for (let i = 0; i < flat.length; i += 3) {

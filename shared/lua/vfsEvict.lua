@@ -1,19 +1,22 @@
 -- Per-cycle eviction (P51): drop entries that are done and older than N steps, and any
--- entry older than M steps. An evicted name leaves a tombstone, itself dropped N steps later.
+-- entry older than M steps. An evicted name leaves a tombstone in the index; the tombstone
+-- itself is dropped T cycles after its eviction (T >= 1: the evicting cycle's reflector and
+-- the next planner see it once).
 -- KEYS[1] files, KEYS[2] content, KEYS[3] events stream
 -- ARGV[1] current step, ARGV[2] done-after steps, ARGV[3] any-after steps, ARGV[4] now,
--- ARGV[5] events max length
+-- ARGV[5] events max length, ARGV[6] tombstone steps, ARGV[7] key TTL seconds
 -- Returns a flat list: name, reason, blobRef ('' if inline), ...
 local step = tonumber(ARGV[1])
 local doneAfter = tonumber(ARGV[2])
 local anyAfter = tonumber(ARGV[3])
+local tombSteps = tonumber(ARGV[6])
 local out = {}
 local all = redis.call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do
   local name = all[i]
   local e = cjson.decode(all[i + 1])
   if e.status == 'evicted' then
-    if step - (e.evictedStep or e.step) > doneAfter then redis.call('HDEL', KEYS[1], name) end
+    if step - (e.evictedStep or e.step) >= tombSteps then redis.call('HDEL', KEYS[1], name) end
   else
     local age = step - e.step
     local reason = nil
@@ -32,4 +35,7 @@ for i = 1, #all, 2 do
     end
   end
 end
+-- The backstop TTL follows activity (EXPIRE on a missing key is a no-op).
+local ttl = tonumber(ARGV[7])
+for k = 1, 3 do redis.call('EXPIRE', KEYS[k], ttl) end
 return out

@@ -1,0 +1,50 @@
+// A Runtime for the virtual-FS and sweep tests: private Redis, a fresh prefix and blob dir,
+// the scripted provider, silent logs. Overrides of `vfs` keep the env's blob dir.
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { loadConfig } from '../../shared/config.ts';
+import { createRuntime, type Runtime } from '../../shared/runtime.ts';
+import { newGoalId } from '../../shared/goal-store.ts';
+import { testEnv } from './services.ts';
+
+export interface VfsTestRuntime {
+  rt: Runtime;
+  env: NodeJS.ProcessEnv;
+  /** `<blob dir>/<prefix>/<goalId>`: where a goal's spilled artifacts live. */
+  blobDirOf(goalId: string): string;
+  /** Creates a goal (status queued) and returns its id. */
+  newGoal(text?: string): Promise<string>;
+  close(): Promise<void>;
+}
+
+export function vfsRuntime(
+  redisUrl: string,
+  extraEnv: NodeJS.ProcessEnv = {},
+  overrides: { vfs?: Record<string, unknown>; [k: string]: unknown } = {},
+): VfsTestRuntime {
+  const env = testEnv(redisUrl, { LOG_LEVEL: 'silent', ...extraEnv });
+  const { vfs, ...rest } = overrides;
+  const cfg = loadConfig(env, { ...rest, ...(vfs ? { vfs: { blobDir: env.DEEPQ_BLOB_DIR, ...vfs } } : {}) });
+  const rt = createRuntime(cfg, 'test');
+  return {
+    rt,
+    env,
+    blobDirOf: (goalId) => join(cfg.vfs.blobDir, cfg.prefix, goalId),
+    async newGoal(text = 'a test goal') {
+      const goalId = newGoalId();
+      await rt.goals.create(goalId, text, {}, false);
+      return goalId;
+    },
+    async close() {
+      await rt.close();
+      rmSync(cfg.vfs.blobDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Every Redis key of a goal: its hash and everything under it. */
+export async function keysOfGoal(rt: Runtime, goalId: string): Promise<string[]> {
+  const out = (await rt.redis.exists(rt.goals.keys.goal(goalId))) ? [rt.goals.keys.goal(goalId)] : [];
+  for await (const batch of rt.redis.scanStream({ match: rt.goals.keys.goalPattern(goalId), count: 1000 })) out.push(...(batch as string[]));
+  return out.sort();
+}
