@@ -61,6 +61,8 @@ export const ConfigSchema = z
         maxFilesPerGoal: z.number().int().positive().default(500),
         evictDoneAfterSteps: z.number().int().nonnegative().default(3),
         evictAnyAfterSteps: z.number().int().positive().default(20),
+        /** Cycles an evicted name's tombstone stays in the index. */
+        tombstoneSteps: z.number().int().min(1).default(1),
         toolResultMaxChars: z.number().int().positive().default(50_000),
       })
       .prefault({}),
@@ -69,7 +71,11 @@ export const ConfigSchema = z
     /** Backstop EXPIRE on every goal key, refreshed on activity. */
     goalKeyTtlSeconds: z.number().int().positive().default(7 * 86_400),
     transcriptTtlSeconds: z.number().int().positive().default(86_400),
-    eventsMaxLen: z.number().int().positive().default(2000),
+    /** Transcripts kept per goal (newest first) and the cap on each stored text block. */
+    transcriptsPerGoal: z.number().int().positive().default(20),
+    transcriptMaxBlockChars: z.number().int().positive().default(2000),
+    /** The goal timeline is a capped stream: about 250 bytes an event. */
+    eventsMaxLen: z.number().int().positive().default(1000),
     concurrency: z.number().int().min(1).max(1000).default(8),
     drainTimeoutMs: z.number().int().positive().default(25_000),
     lockDurationMs: z.number().int().positive().default(30_000),
@@ -108,6 +114,11 @@ const ENV_MAP: Record<string, { path: string[]; kind: 'string' | 'int' | 'number
   DEEPQ_SPILL_BYTES: { path: ['vfs', 'spillBytes'], kind: 'int' },
   DEEPQ_MAX_ARTIFACT_BYTES: { path: ['vfs', 'maxArtifactBytes'], kind: 'int' },
   DEEPQ_MAX_FILES_PER_GOAL: { path: ['vfs', 'maxFilesPerGoal'], kind: 'int' },
+  DEEPQ_EVICT_DONE_AFTER_STEPS: { path: ['vfs', 'evictDoneAfterSteps'], kind: 'int' },
+  DEEPQ_EVICT_ANY_AFTER_STEPS: { path: ['vfs', 'evictAnyAfterSteps'], kind: 'int' },
+  DEEPQ_TOMBSTONE_STEPS: { path: ['vfs', 'tombstoneSteps'], kind: 'int' },
+  DEEPQ_TRANSCRIPT_TTL_SECONDS: { path: ['transcriptTtlSeconds'], kind: 'int' },
+  DEEPQ_TRANSCRIPTS_PER_GOAL: { path: ['transcriptsPerGoal'], kind: 'int' },
   DEEPQ_RETENTION_SECONDS: { path: ['retentionSeconds'], kind: 'int' },
   DEEPQ_SWEEP_INTERVAL_SECONDS: { path: ['sweepIntervalSeconds'], kind: 'int' },
   DEEPQ_GOAL_KEY_TTL_SECONDS: { path: ['goalKeyTtlSeconds'], kind: 'int' },

@@ -15,12 +15,16 @@ export class Keys {
   events(goalId: string): string {
     return `${this.goal(goalId)}:events`;
   }
+  /** Sorted set of the goal's stored transcripts (thread ids by time), to cap their number. */
+  threads(goalId: string): string {
+    return `${this.goal(goalId)}:threads`;
+  }
   transcript(goalId: string, threadId: string): string {
     return `${this.goal(goalId)}:thread:${threadId}`;
   }
   /** Every key a goal can own, transcripts aside (they are found by SCAN). */
   goalKeys(goalId: string): string[] {
-    return [this.goal(goalId), this.files(goalId), this.content(goalId), this.events(goalId)];
+    return [this.goal(goalId), this.files(goalId), this.content(goalId), this.events(goalId), this.threads(goalId)];
   }
   goalPattern(goalId: string): string {
     return `${this.goal(goalId)}:*`;

@@ -12,7 +12,8 @@ export class Metrics {
   readonly llmTokens = new Counter({ name: 'deepq_llm_tokens_total', help: 'Model tokens by kind', labelNames: ['model', 'role', 'kind'], registers: [this.registry] });
   readonly goals = new Counter({ name: 'deepq_goals_total', help: 'Goals reaching a status (terminal or awaiting_human)', labelNames: ['status'], registers: [this.registry] });
   readonly decisions = new Counter({ name: 'deepq_reflection_decisions_total', help: 'Reflection decisions', labelNames: ['decision'], registers: [this.registry] });
-  readonly vfsBytes = new Gauge({ name: 'deepq_vfs_bytes', help: 'Bytes of artifacts written by this process, inline vs spilled (last write wins per goal not tracked: a running sum of current writes)', labelNames: ['storage'], registers: [this.registry] });
+  readonly vfsBytes = new Gauge({ name: 'deepq_vfs_bytes', help: 'Bytes of live artifacts across all goals, inline (Redis) vs spilled (blob store); measured by each sweep in the reflector', labelNames: ['storage'], registers: [this.registry] });
+  readonly vfsWritten = new Counter({ name: 'deepq_vfs_written_bytes_total', help: 'Artifact bytes written by this process, inline vs spilled', labelNames: ['storage'], registers: [this.registry] });
   readonly vfsEvictions = new Counter({ name: 'deepq_vfs_evictions_total', help: 'Artifacts evicted from the virtual FS', labelNames: ['reason'], registers: [this.registry] });
   readonly sweptGoals = new Counter({ name: 'deepq_swept_goals_total', help: 'Goals removed by the TTL sweep', labelNames: ['reason'], registers: [this.registry] });
   readonly contractRejections = new Counter({ name: 'deepq_contract_rejections_total', help: 'Model outputs rejected by their output contract', labelNames: ['role', 'outcome'], registers: [this.registry] });

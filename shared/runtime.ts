@@ -50,7 +50,7 @@ export function createRuntime(cfg: Config, service: string): Runtime {
     eventsMaxLen: cfg.eventsMaxLen,
   }, {
     onEvicted: (reason, n) => metrics.vfsEvictions.inc({ reason }, n),
-    onWrite: (bytes, spilled) => metrics.vfsBytes.inc({ storage: spilled ? 'spilled' : 'inline' }, bytes),
+    onWrite: (bytes, spilled) => metrics.vfsWritten.inc({ storage: spilled ? 'spilled' : 'inline' }, bytes),
   });
   const queues = new Queues(redis, cfg);
   const provider = createProvider(cfg);

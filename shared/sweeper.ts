@@ -53,6 +53,7 @@ export async function sweep(rt: Runtime, now = Date.now()): Promise<SweepReport>
       }
     });
   }
+  await measureLiveBytes(rt, all.filter((id) => !doomed.has(id)));
   if (doomed.size === 0) return report;
 
   // Pass 2: unlink the doomed goals' keys (transcripts included), then their index entries
@@ -72,6 +73,27 @@ export async function sweep(rt: Runtime, now = Date.now()): Promise<SweepReport>
 
   for (const [reason, n] of [['retention', report.expired], ['orphan', report.orphans]] as const) if (n) rt.metrics.sweptGoals.inc({ reason }, n);
   return report;
+}
+
+/** Sets deepq_vfs_bytes from the live entries of the goals that stay (tombstones are 0). */
+async function measureLiveBytes(rt: Runtime, goalIds: string[]): Promise<void> {
+  let inline = 0;
+  let spilled = 0;
+  for (let i = 0; i < goalIds.length; i += BATCH) {
+    const p = rt.redis.pipeline();
+    for (const goalId of goalIds.slice(i, i + BATCH)) p.hvals(rt.goals.keys.files(goalId));
+    for (const [err, values] of (await p.exec()) ?? []) {
+      if (err) throw err;
+      for (const raw of values as string[]) {
+        const e = JSON.parse(raw) as { status?: string; bytes?: number; blobRef?: string };
+        if (e.status === 'evicted') continue;
+        if (e.blobRef) spilled += e.bytes ?? 0;
+        else inline += e.bytes ?? 0;
+      }
+    }
+  }
+  rt.metrics.vfsBytes.set({ storage: 'inline' }, inline);
+  rt.metrics.vfsBytes.set({ storage: 'spilled' }, spilled);
 }
 
 /** The reflector hosts the schedule; upsert is idempotent across replicas. */

@@ -9,9 +9,48 @@ export function shortId(): string {
   return randomBytes(4).toString('hex');
 }
 
+function elide(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max)}\n[... ${text.length - max} chars elided from the stored transcript ...]` : text;
+}
+
+/**
+ * A transcript is a debugging copy, not state: each text block is capped, so artifacts and
+ * read_files contents are not stored twice (P51).
+ */
+export function compactMessages(messages: Message[], maxChars: number): Message[] {
+  return messages.map((m) => ({
+    role: m.role,
+    content:
+      typeof m.content === 'string'
+        ? elide(m.content, maxChars)
+        : m.content.map((b) => {
+            if (b.type === 'text') return { ...b, text: elide(b.text, maxChars) };
+            if (b.type === 'tool_result') return { ...b, content: elide(String(b.content), maxChars) };
+            const input = JSON.stringify(b.input ?? null);
+            return input.length > maxChars ? { ...b, input: { elided: elide(input, maxChars) } } : b;
+          }),
+  }));
+}
+
+/**
+ * Stores a run's messages under its thread id with a TTL, and keeps at most
+ * `transcriptsPerGoal` per goal (the oldest go first), so a long goal's keys stay small.
+ */
 export async function saveTranscript(rt: Pick<Runtime, 'redis' | 'goals' | 'cfg'>, goalId: string, threadId: string, role: string, messages: Message[]): Promise<void> {
-  const key = rt.goals.keys.transcript(goalId, threadId);
-  await rt.redis.set(key, JSON.stringify({ threadId, role, savedAt: Date.now(), messages }), 'EX', rt.cfg.transcriptTtlSeconds);
+  const keys = rt.goals.keys;
+  const now = Date.now();
+  const body = JSON.stringify({ threadId, role, savedAt: now, messages: compactMessages(messages, rt.cfg.transcriptMaxBlockChars) });
+  const res = await rt.redis
+    .multi()
+    .set(keys.transcript(goalId, threadId), body, 'EX', rt.cfg.transcriptTtlSeconds)
+    .zadd(keys.threads(goalId), now, threadId)
+    .expire(keys.threads(goalId), rt.cfg.transcriptTtlSeconds)
+    .zrange(keys.threads(goalId), '0', String(-rt.cfg.transcriptsPerGoal - 1))
+    .exec();
+  const old = (res?.[3]?.[1] as string[] | undefined) ?? [];
+  if (old.length) {
+    await rt.redis.multi().unlink(...old.map((t) => keys.transcript(goalId, t))).zrem(keys.threads(goalId), ...old).exec();
+  }
 }
 
 export async function loadTranscript(rt: Pick<Runtime, 'redis' | 'goals'>, threadId: string): Promise<{ threadId: string; role: string; savedAt: number; messages: Message[] } | null> {

@@ -56,6 +56,8 @@ test('job, queue, LLM, token, goal and decision metrics carry sane values', asyn
   assert.equal(sample(reflector, 'deepq_reflection_decisions_total', { decision: 'continue' }), 1);
   assert.equal(sample(reflector, 'deepq_reflection_decisions_total', { decision: 'end' }), 1);
   assert.equal(sample(reflector, 'deepq_goals_total', { status: 'done' }), 1);
+  // The first sweep runs at start, after this goal: its artifacts are live inline bytes.
+  assert.match(reflector, /# TYPE deepq_vfs_bytes gauge/);
   for (const state of ['waiting', 'active', 'delayed', 'failed', 'prioritized', 'waiting-children']) {
     assert.equal(sample(reflector, 'deepq_queue_jobs', { queue: 'subagent-critic', state }), 0, state);
   }
@@ -64,7 +66,7 @@ test('job, queue, LLM, token, goal and decision metrics carry sane values', asyn
   assert.equal(sample(coder, 'deepq_jobs_total', { queue: 'subagent-code-writer', role: 'code-writer', status: 'completed' }), 1);
   // The code-writer's scripted model looks at the files first: two model calls, one job.
   assert.equal(sample(coder, 'deepq_llm_requests_total', { role: 'code-writer', status: 'ok' }), 2);
-  assert.ok(sample(coder, 'deepq_vfs_bytes', { storage: 'inline' }) > 0);
+  assert.ok(sample(coder, 'deepq_vfs_written_bytes_total', { storage: 'inline' }) > 0);
   assert.match(coder, /# TYPE deepq_vfs_evictions_total counter/);
 });
 
