@@ -38,7 +38,7 @@ export const ConfigSchema = z
     modelTimeoutMs: z.number().int().positive().default(120_000),
     models: z
       .object({ HIGH: z.string().min(1), LOW: z.string().min(1) })
-      .default({ HIGH: 'claude-sonnet-4-5', LOW: 'claude-haiku-4-5' }),
+      .default({ HIGH: 'claude-sonnet-5-5', LOW: 'claude-haiku-5-5' }),
     scriptedLatencyMs: z.number().int().nonnegative().default(0),
     /** Scripted model only: the first plan has this many research subtasks (benchmarks). */
     scriptedFanout: z.number().int().min(0).max(5).default(0),
@@ -82,9 +82,10 @@ export const ConfigSchema = z
     stalledIntervalMs: z.number().int().positive().default(15_000),
     metricsPort: z.number().int().min(0).max(65535).default(0),
     logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    // Estimated USD per million tokens, for `deepq status` / `deepq goals`; set your own in config.
     prices: z.record(z.string(), PriceSchema).default({
-      'claude-sonnet-4-5': { inputPerMTok: 3, outputPerMTok: 15, cacheReadPerMTok: 0.3, cacheWritePerMTok: 3.75 },
-      'claude-haiku-4-5': { inputPerMTok: 1, outputPerMTok: 5, cacheReadPerMTok: 0.1, cacheWritePerMTok: 1.25 },
+      'claude-sonnet-5-5': { inputPerMTok: 3, outputPerMTok: 15, cacheReadPerMTok: 0.3, cacheWritePerMTok: 3.75 },
+      'claude-haiku-5-5': { inputPerMTok: 1, outputPerMTok: 5, cacheReadPerMTok: 0.1, cacheWritePerMTok: 1.25 },
       scripted: { inputPerMTok: 0, outputPerMTok: 0, cacheReadPerMTok: 0, cacheWritePerMTok: 0 },
     }),
   })

@@ -87,9 +87,14 @@ export function createAgent(spec: AgentSpec, deps: AgentDeps): Agent {
             ...(tools.size ? { tools: [...tools.values()].map((t) => t.def) } : {}),
             max_tokens: spec.maxTokens,
           });
-          messages.push({ role: 'assistant', content: res.content });
           const uses = res.content.filter((b): b is ToolUseBlock => b.type === 'tool_use');
-          if (res.stop_reason !== 'tool_use' || uses.length === 0) return responseText(res);
+          const final = res.stop_reason !== 'tool_use' || uses.length === 0;
+          // Keep the history one the API accepts when it is sent again (a contract retry):
+          // no blank text blocks, no empty assistant turn, and no tool_use left without its
+          // tool_result (a final turn cut off by max_tokens mid tool call runs no tools).
+          const kept = res.content.filter((b) => (b.type === 'text' ? b.text.trim() !== '' : !(final && b.type === 'tool_use')));
+          if (kept.length) messages.push({ role: 'assistant', content: kept });
+          if (final) return responseText(res);
           const results: ToolResultBlock[] = [];
           for (const use of uses) {
             const tool = tools.get(use.name);

@@ -24,21 +24,28 @@ export function parseRetryAfterMs(headers: Headers | Record<string, string> | un
 export class AnthropicProvider implements ModelProvider {
   readonly name = 'anthropic' as const;
   private readonly client: Anthropic;
+  private readonly timeoutMs: number;
   constructor(opts: AnthropicProviderOptions) {
     this.client = new Anthropic({ apiKey: opts.apiKey, baseURL: opts.baseURL ?? null, maxRetries: 0, timeout: opts.timeoutMs });
+    this.timeoutMs = opts.timeoutMs;
   }
 
   async createMessage(req: ModelRequest, ctx: CallContext): Promise<ModelResponse> {
+    // The SDK's timeout covers the fetch up to the response headers only; a body that
+    // stalls after them would hang the job forever. This deadline covers the whole call.
+    const deadline = AbortSignal.timeout(this.timeoutMs);
+    const signal = ctx.signal ? AbortSignal.any([ctx.signal, deadline]) : deadline;
     try {
       const res = await this.client.messages.create(
         { model: req.model, system: req.system as never, messages: req.messages as never, tools: req.tools as never, max_tokens: req.max_tokens },
-        { signal: ctx.signal },
+        { signal },
       );
       if (!res || !Array.isArray((res as { content?: unknown }).content)) {
         throw new ModelCallError('provider returned a body without a content array', 'malformed');
       }
       return res as unknown as ModelResponse;
     } catch (err) {
+      if (deadline.aborted && !ctx.signal?.aborted && !(err instanceof ModelCallError)) throw new ModelCallError('model call timed out', 'timeout');
       throw toModelCallError(err, ctx.signal);
     }
   }

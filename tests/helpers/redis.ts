@@ -2,6 +2,7 @@
 import { after } from 'node:test';
 import { Redis } from 'ioredis';
 import { startPrivateRedis, type PrivateRedis } from '../../shared/redis-server.ts';
+import { stopEverything } from './services.ts';
 
 export interface TestRedis {
   server: PrivateRedis;
@@ -25,6 +26,9 @@ export function useRedis(opts: { appendonly?: boolean; password?: string } = {})
   })();
   after(async () => {
     await ctx.ready.catch(() => {});
+    // Root after() hooks run in registration order, and this one is registered first:
+    // stop the file's service processes now, while Redis is still there for their drain.
+    await stopEverything();
     ctx.client?.disconnect();
     await ctx.server?.stop();
   });

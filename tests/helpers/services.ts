@@ -34,6 +34,18 @@ export function testEnv(redisUrl: string, extra: NodeJS.ProcessEnv = {}): NodeJS
 }
 
 // Below the ephemeral range (32768+), so outgoing connections never hold our ports.
+/** Every process a test file started and has not stopped: stopped before its Redis goes. */
+const running = new Set<ServiceProc>();
+const openClients = new Set<GoalClient>();
+
+/** Stops whatever this file's tests left running (useRedis calls it before stopping Redis,
+ *  so services drain against a live Redis instead of waiting out their timeouts). */
+export async function stopEverything(): Promise<void> {
+  await Promise.all([...openClients].map((c) => c.close().catch(() => {})));
+  openClients.clear();
+  await Promise.all([...running].map((p) => stopProcess(p)));
+}
+
 let nextPort = 10000 + Math.floor(Math.random() * 20000);
 
 /** Starts `deepq <args>` as a child process on its own metrics port (a fixed one, so a
@@ -43,7 +55,10 @@ export function startProcess(name: string, args: string[], env: NodeJS.ProcessEn
   let out = '';
   proc.stdout!.on('data', (d) => (out += d));
   proc.stderr!.on('data', (d) => (out += d));
-  return { name, args, proc, port, output: () => out };
+  const svc: ServiceProc = { name, args, proc, port, output: () => out };
+  running.add(svc);
+  proc.once('exit', () => running.delete(svc));
+  return svc;
 }
 
 /** Waits until the service's /readyz says ready (Redis reachable, worker running). */
@@ -99,9 +114,14 @@ export async function startFleet(
   }
   await Promise.all(specs.map(([n, a]) => start(n, a)));
   const client = new GoalClient(cfg, createRedis(redisUrl, 'deepq:test'));
+  openClients.add(client);
+  let stopped = false;
   return {
     env, cfg, procs, ports, client, start,
     async stop() {
+      if (stopped) return;
+      stopped = true;
+      openClients.delete(client);
       await client.close();
       await Promise.all(procs.map((p) => stopProcess(p)));
     },

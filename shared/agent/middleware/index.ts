@@ -1,5 +1,6 @@
 // The middleware registry: a role lists names; the stack is always applied in one order
-// (outermost first) so a config cannot, say, count tokens outside the retry loop.
+// (outermost first) so a config cannot, say, count tokens outside the retry loop. Tier
+// routing comes first so every other layer (logging included) sees the real model id.
 import type { MIDDLEWARE_NAMES } from '../../roles.ts';
 import type { CallContext, ModelRequest, ModelResponse } from '../../providers/types.ts';
 import { logging } from './logging.ts';
@@ -10,7 +11,7 @@ import { tokenAccounting } from './tokens.ts';
 import type { MiddlewareDeps, ModelMiddleware, Next } from './types.ts';
 
 type Name = (typeof MIDDLEWARE_NAMES)[number];
-const ORDER: Name[] = ['logging', 'tier-routing', 'prompt-cache', 'tokens', 'retry'];
+const ORDER: Name[] = ['tier-routing', 'logging', 'prompt-cache', 'tokens', 'retry'];
 const FACTORIES: Record<Name, (deps: MiddlewareDeps) => ModelMiddleware> = {
   logging,
   'tier-routing': tierRouting,

@@ -25,10 +25,11 @@ export function retry(deps: Pick<MiddlewareDeps, 'retry' | 'logger'>): ModelMidd
           throw new ProviderRateLimitError(err.message, err.retryAfterMs ?? backoffMs(attempt, base, max));
         }
         if (attempt >= maxRetries) throw err;
-        const wait = err.retryAfterMs ?? backoffMs(attempt, base, max);
+        // Capped at the max delay; the log says what is really waited.
+        const wait = Math.min(err.retryAfterMs ?? backoffMs(attempt, base, max), max);
         deps.logger.info({ goalId: ctx.goalId, role: ctx.role, threadId: ctx.threadId, attempt: attempt + 1, waitMs: wait, kind: err.kind }, 'retrying model call');
         try {
-          await sleep(Math.min(wait, max), undefined, { signal: ctx.signal });
+          await sleep(wait, undefined, { signal: ctx.signal });
         } catch {
           throw new ModelCallError('model call aborted', 'aborted');
         }

@@ -1,0 +1,564 @@
+// A local HTTP server that speaks the Anthropic Messages API (`POST /v1/messages`), for
+// testing the real @anthropic-ai/sdk (never a stub of it). It records every request
+// (headers and parsed body) and lets the test decide each response: a message, an HTTP
+// fault (429 with retry-after, 500, a malformed body), a connection reset, or a hang.
+//
+// Child processes use it with DEEPQ_MODEL_PROVIDER=anthropic,
+// ANTHROPIC_BASE_URL=<server.url> and a fake ANTHROPIC_API_KEY.
+//
+// Like the real API it rejects (400) requests it would reject: empty text blocks, a
+// tool_result without its tool_use, a tool_use without its tool_result, more than 4
+// cache_control breakpoints, a conversation that does not start with a user message.
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+
+// ---- the wire shapes -------------------------------------------------------------------
+
+export interface WireTextBlock { type: 'text'; text: string; cache_control?: unknown }
+export interface WireToolUse { type: 'tool_use'; id: string; name: string; input: unknown }
+export interface WireToolResult { type: 'tool_result'; tool_use_id: string; content: unknown; is_error?: boolean }
+export type WireBlock = WireTextBlock | WireToolUse | WireToolResult | { type: string; [k: string]: unknown };
+export interface WireMessage { role: 'user' | 'assistant'; content: string | WireBlock[] }
+export interface WireTool { name: string; description?: string; input_schema: Record<string, unknown>; cache_control?: unknown }
+
+/** The parsed request body of `POST /v1/messages`. */
+export interface MessagesBody {
+  model: string;
+  max_tokens: number;
+  system?: string | WireTextBlock[];
+  messages: WireMessage[];
+  tools?: WireTool[];
+  stream?: boolean;
+  [k: string]: unknown;
+}
+
+export interface WireUsage {
+  input_tokens: number;
+  output_tokens: number;
+  cache_read_input_tokens: number;
+  cache_creation_input_tokens: number;
+}
+
+/** What a handler returns for a normal answer; missing fields are filled in. */
+export interface MessageReply {
+  content: (WireTextBlock | WireToolUse)[];
+  stop_reason?: string;
+  model?: string;
+  usage?: Partial<WireUsage>;
+  id?: string;
+}
+
+/** A raw HTTP answer. A string body is sent verbatim (for malformed JSON); others as JSON. */
+export interface RawReply {
+  status: number;
+  headers?: Record<string, string>;
+  body?: unknown;
+}
+
+/**
+ * 'reset' destroys the connection; 'hang' never answers; 'stall' sends the headers (200)
+ * and part of the body, then never finishes it.
+ */
+export type HandlerResult = MessageReply | RawReply | 'reset' | 'hang' | 'stall';
+export type Handler = (body: MessagesBody, reqIndex: number, req: RecordedRequest) => HandlerResult | Promise<HandlerResult>;
+
+export interface RecordedRequest {
+  /** 0-based, over every request the server received. */
+  index: number;
+  method: string;
+  path: string;
+  /** Lower-cased header names. */
+  headers: Record<string, string>;
+  /** The API key as sent: `x-api-key`, or the token of `authorization: Bearer`. */
+  apiKey: string | null;
+  rawBody: string;
+  /** Parsed JSON body (undefined when it did not parse). */
+  body: MessagesBody;
+  receivedAt: number;
+  /** What the server answered (for a message reply: the full message object). */
+  response?: { kind: 'message' | 'raw' | 'reset' | 'hang' | 'stall' | 'rejected'; status?: number; body?: unknown };
+}
+
+export interface MessagesApiServer {
+  /** `http://127.0.0.1:<port>`: the ANTHROPIC_BASE_URL. */
+  url: string;
+  port: number;
+  requests: RecordedRequest[];
+  /** Requests whose body went to the handler (not rejected by validation). */
+  messageRequests(): RecordedRequest[];
+  setHandler(handler: Handler): void;
+  /** Forget recorded requests (the index keeps counting up). */
+  clear(): void;
+  /** Environment for a child process that must use this server. */
+  env(extra?: NodeJS.ProcessEnv): NodeJS.ProcessEnv;
+  /** Resolves when `n` requests have been recorded in total. */
+  waitForRequests(n: number, timeoutMs?: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+export const FAKE_API_KEY = 'sk-ant-test-fake-0123456789abcdef';
+
+// ---- building replies ------------------------------------------------------------------
+
+export function text(t: string, extra: Omit<MessageReply, 'content'> = {}): MessageReply {
+  return { content: [{ type: 'text', text: t }], ...extra };
+}
+
+let toolUseSeq = 0;
+export function toolUse(name: string, input: unknown, opts: { id?: string; text?: string } = {}): MessageReply {
+  const id = opts.id ?? `toolu_${Date.now().toString(36)}_${++toolUseSeq}`;
+  return {
+    content: [...(opts.text ? [{ type: 'text' as const, text: opts.text }] : []), { type: 'tool_use', id, name, input }],
+    stop_reason: 'tool_use',
+  };
+}
+
+export function apiError(status: number, message: string, headers: Record<string, string> = {}): RawReply {
+  const type =
+    status === 429 ? 'rate_limit_error' : status === 529 ? 'overloaded_error' : status >= 500 ? 'api_error'
+    : status === 401 ? 'authentication_error' : status === 404 ? 'not_found_error' : 'invalid_request_error';
+  return { status, headers, body: { type: 'error', error: { type, message } } };
+}
+
+function isRaw(r: HandlerResult): r is RawReply {
+  return typeof r === 'object' && r !== null && typeof (r as RawReply).status === 'number';
+}
+
+// ---- reading requests ------------------------------------------------------------------
+
+/** The system prompt as one string (string or text blocks). */
+export function systemText(body: Pick<MessagesBody, 'system'>): string {
+  const s = body.system;
+  if (s === undefined) return '';
+  if (typeof s === 'string') return s;
+  return s.map((b) => (b.type === 'text' ? b.text : '')).join('');
+}
+
+export function blockText(content: string | WireBlock[]): string {
+  if (typeof content === 'string') return content;
+  return content.map((b) => (b.type === 'text' ? (b as WireTextBlock).text : '')).join('');
+}
+
+/** The text of the first (task) message. */
+export function firstUserText(body: Pick<MessagesBody, 'messages'>): string {
+  const m = body.messages[0];
+  return m ? blockText(m.content) : '';
+}
+
+export type DeepqRole = 'planner' | 'reflector' | 'research' | 'code' | 'critic' | 'unknown';
+
+/** Which deepq agent sent the request, from its system prompt (the default role prompts). */
+export function roleOf(body: Pick<MessagesBody, 'system'>): DeepqRole {
+  const s = systemText(body);
+  if (s.startsWith('You are the planner')) return 'planner';
+  if (s.startsWith('You are the reflection node')) return 'reflector';
+  if (s.startsWith('You are a research specialist')) return 'research';
+  if (s.startsWith('You are a code writer')) return 'code';
+  if (s.startsWith('You are a critic')) return 'critic';
+  return 'unknown';
+}
+
+/** The role names the planner prompt offers ("available roles: a, b, c."). */
+export function plannerRoles(body: Pick<MessagesBody, 'system'>): string[] {
+  const m = /available roles: ([^\n]*)\.\n/.exec(systemText(body));
+  return m ? m[1]!.split(',').map((s) => s.trim()).filter(Boolean) : [];
+}
+
+/** The goal text of a planner or reflector request ("Goal: ..." line of the task). */
+export function goalOf(body: Pick<MessagesBody, 'messages'>): string {
+  return /^Goal: (.*)$/m.exec(firstUserText(body))?.[1] ?? '';
+}
+
+function toolResultsOf(m: WireMessage | undefined): WireToolResult[] {
+  if (!m || typeof m.content === 'string') return [];
+  return m.content.filter((b): b is WireToolResult => b.type === 'tool_result');
+}
+
+function toolUsesOf(m: WireMessage | undefined): WireToolUse[] {
+  if (!m || typeof m.content === 'string') return [];
+  return m.content.filter((b): b is WireToolUse => b.type === 'tool_use');
+}
+
+/** The request's validation problem, as the real API would report it, or null. */
+export function validateRequest(body: unknown): string | null {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return 'request body must be a JSON object';
+  const b = body as MessagesBody;
+  if (typeof b.model !== 'string' || !b.model) return 'model: Field required';
+  if (!Number.isInteger(b.max_tokens) || b.max_tokens < 1) return 'max_tokens: must be a positive integer';
+  if (b.stream) return 'stream: this test server only implements non-streaming requests';
+  if (b.system !== undefined && typeof b.system !== 'string') {
+    if (!Array.isArray(b.system)) return 'system: must be a string or an array of text blocks';
+    for (const [i, blk] of b.system.entries()) {
+      if (blk?.type !== 'text') return `system.${i}: only text blocks are allowed`;
+      if (typeof blk.text !== 'string' || !blk.text.trim()) return `system.${i}.text: text content blocks must contain non-whitespace text`;
+    }
+  }
+  if (!Array.isArray(b.messages) || b.messages.length === 0) return 'messages: at least one message is required';
+  if (b.messages[0]!.role !== 'user') return 'messages: first message must use the "user" role';
+  for (const [i, m] of b.messages.entries()) {
+    if (m.role !== 'user' && m.role !== 'assistant') return `messages.${i}.role: must be "user" or "assistant"`;
+    const last = i === b.messages.length - 1;
+    if (typeof m.content === 'string') {
+      if (!m.content.trim() && !(last && m.role === 'assistant')) return `messages.${i}: all messages must have non-empty content except for the optional final assistant message`;
+      continue;
+    }
+    if (!Array.isArray(m.content)) return `messages.${i}.content: must be a string or an array`;
+    if (m.content.length === 0 && !(last && m.role === 'assistant')) return `messages.${i}: all messages must have non-empty content except for the optional final assistant message`;
+    for (const [j, blk] of m.content.entries()) {
+      if (blk.type === 'text' && (typeof (blk as WireTextBlock).text !== 'string' || !(blk as WireTextBlock).text.trim())) return `messages.${i}.content.${j}.text: text content blocks must contain non-whitespace text`;
+      if (blk.type === 'tool_use' && m.role !== 'assistant') return `messages.${i}.content.${j}: tool_use blocks are only allowed in assistant messages`;
+      if (blk.type === 'tool_result' && m.role !== 'user') return `messages.${i}.content.${j}: tool_result blocks are only allowed in user messages`;
+    }
+    if (m.role === 'user') {
+      const results = toolResultsOf(m);
+      if (results.length) {
+        const prev = new Set(toolUsesOf(b.messages[i - 1]).map((u) => u.id));
+        for (const r of results) {
+          if (!prev.has(r.tool_use_id)) return `messages.${i}.content: unexpected \`tool_use_id\` found in \`tool_result\` blocks: ${r.tool_use_id}. Each \`tool_result\` block must have a corresponding \`tool_use\` block in the previous message.`;
+        }
+      }
+    } else {
+      const uses = toolUsesOf(m);
+      if (uses.length && !last) {
+        const answered = new Set(toolResultsOf(b.messages[i + 1]).map((r) => r.tool_use_id));
+        const missing = uses.filter((u) => !answered.has(u.id)).map((u) => u.id);
+        if (missing.length) return `messages.${i}: \`tool_use\` ids were found without \`tool_result\` blocks immediately after: ${missing.join(', ')}. Each \`tool_use\` block must have a corresponding \`tool_result\` block in the next message.`;
+      }
+    }
+  }
+  if (b.tools !== undefined) {
+    if (!Array.isArray(b.tools)) return 'tools: must be an array';
+    for (const [i, t] of b.tools.entries()) {
+      if (typeof t.name !== 'string' || !/^[a-zA-Z0-9_-]{1,128}$/.test(t.name)) return `tools.${i}.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'`;
+      if (t.input_schema?.type !== 'object') return `tools.${i}.input_schema.type: Input should be 'object'`;
+    }
+  }
+  const breakpoints = (JSON.stringify(b).match(/"cache_control":/g) ?? []).length;
+  if (breakpoints > 4) return `A maximum of 4 blocks with cache_control may be provided. Found ${breakpoints}.`;
+  return null;
+}
+
+// ---- usage -----------------------------------------------------------------------------
+
+/** Rough token counts (chars / 4), with prompt caching simulated per system prompt. */
+export function estimateUsage(body: MessagesBody, content: unknown, seenCachedSystems: Set<string>): WireUsage {
+  const sys = systemText(body);
+  const cached = Array.isArray(body.system) && body.system.some((b) => b.cache_control);
+  const sysTokens = Math.ceil(sys.length / 4);
+  const restTokens = Math.ceil((JSON.stringify(body.messages).length + JSON.stringify(body.tools ?? []).length) / 4);
+  const out = Math.max(1, Math.ceil(JSON.stringify(content).length / 4));
+  if (!cached) return { input_tokens: sysTokens + restTokens, output_tokens: out, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 };
+  if (seenCachedSystems.has(sys)) return { input_tokens: restTokens, output_tokens: out, cache_read_input_tokens: sysTokens, cache_creation_input_tokens: 0 };
+  seenCachedSystems.add(sys);
+  return { input_tokens: restTokens, output_tokens: out, cache_read_input_tokens: 0, cache_creation_input_tokens: sysTokens };
+}
+
+// ---- the default model -----------------------------------------------------------------
+
+export const DEFAULT_ROLE_NAMES = { research: 'research-specialist', code: 'code-writer', critic: 'critic' };
+
+/** Live file names from a "Current files:" index (`- name [status, N bytes]`). */
+export function liveFiles(task: string): string[] {
+  return [...task.matchAll(/^- (\S+) \[(active|done|failed),/gm)].map((m) => m[1]!);
+}
+
+function pickRole(roles: string[], kind: keyof typeof DEFAULT_ROLE_NAMES): string | undefined {
+  if (!roles.length) return DEFAULT_ROLE_NAMES[kind];
+  const want = { research: /research/, code: /code|writer/, critic: /critic|review/ }[kind];
+  return roles.find((r) => want.test(r));
+}
+
+/** Like the scripted provider: cycle 1 research + code, cycle 2 a critique, then end. */
+export function defaultPlan(body: MessagesBody): { subtasks: { role: string; instruction: string; expected_artifact: string; read_files: string[] }[] } {
+  const roles = plannerRoles(body);
+  const task = firstUserText(body);
+  const goal = goalOf(body).slice(0, 300) || 'the goal';
+  const files = liveFiles(task);
+  const priorPlan = /^Prior plan: (.*)$/m.exec(task)?.[1] ?? '(none)';
+  const research = pickRole(roles, 'research');
+  const coder = pickRole(roles, 'code');
+  const critic = pickRole(roles, 'critic');
+  const subtasks: { role: string; instruction: string; expected_artifact: string; read_files: string[] }[] = [];
+  if (priorPlan === '(none)' || !files.includes('solution.py')) {
+    if (research) subtasks.push({ role: research, instruction: `Research the background for: ${goal}`, expected_artifact: 'research.md', read_files: [] });
+    if (coder) subtasks.push({ role: coder, instruction: `Write code for: ${goal}`, expected_artifact: 'solution.py', read_files: [] });
+  } else if (critic && !priorPlan.includes(`"role":"${critic}"`)) {
+    subtasks.push({ role: critic, instruction: `Review the code against the goal: ${goal}`, expected_artifact: 'critique.json', read_files: ['solution.py'] });
+  } else if (coder) {
+    const reads = ['solution.py', ...(files.includes('critique.json') ? ['critique.json'] : [])];
+    subtasks.push({ role: coder, instruction: `Revise the code for: ${goal}, addressing the critique`, expected_artifact: 'solution.py', read_files: reads });
+  }
+  if (subtasks.length === 0) subtasks.push({ role: roles[0] ?? DEFAULT_ROLE_NAMES.research, instruction: `Work on: ${goal}`, expected_artifact: 'notes.md', read_files: [] });
+  return { subtasks };
+}
+
+export function defaultReflection(body: MessagesBody): { decision: 'continue' | 'end'; reason: string } {
+  const planLine = /^Plan: (.*)$/m.exec(firstUserText(body))?.[1] ?? '';
+  const reviewed = /"role":"[^"]*(critic|review)[^"]*"/.test(planLine);
+  return reviewed
+    ? { decision: 'end', reason: 'the code was written and reviewed; the goal is met' }
+    : { decision: 'continue', reason: 'the code exists but has not been reviewed yet' };
+}
+
+function taskTopic(task: string): string {
+  return (/## Task\n([\s\S]*)$/.exec(task)?.[1] ?? task).trim().split('\n')[0]!.slice(0, 160);
+}
+
+export function defaultSummary(body: MessagesBody): string {
+  return `Summary: ${taskTopic(firstUserText(body))}\n\n- Key fact 1 about the topic [1]\n- Key fact 2 about the topic [2]\n\n[1] source A\n[2] source B`;
+}
+
+export function defaultCode(body: MessagesBody): string {
+  const topic = taskTopic(firstUserText(body)).replace(/[^\w .,-]/g, '').slice(0, 120);
+  return `\`\`\`python\n# ${topic}\ndef solve(values):\n    """Sorts the values."""\n    return sorted(values)\n\n\nif __name__ == "__main__":\n    print(solve([3, 1, 2]))\n\`\`\``;
+}
+
+export function defaultCritique(): string {
+  return JSON.stringify([
+    { line: 3, issue: 'no input validation for non-list values', severity: 'medium' },
+    { line: 5, issue: 'missing tests for empty input', severity: 'low' },
+  ]);
+}
+
+/** The contract-valid final answer for the request's role. */
+export function defaultAnswer(body: MessagesBody): string {
+  switch (roleOf(body)) {
+    case 'planner': return JSON.stringify(defaultPlan(body));
+    case 'reflector': return JSON.stringify(defaultReflection(body));
+    case 'research': return defaultSummary(body);
+    case 'code': return defaultCode(body);
+    case 'critic': return defaultCritique();
+    default: return 'OK';
+  }
+}
+
+/**
+ * A contract-valid model for every deepq role. On its first turn each subagent makes one
+ * tool call (research and code-writer `list_files`, the critic `read_file` of the first
+ * file it was given), so the tool loop runs over HTTP too; then it answers.
+ */
+export const defaultHandler: Handler = (body, reqIndex) => {
+  const role = roleOf(body);
+  const names = new Set((body.tools ?? []).map((t) => t.name));
+  const firstTurn = body.messages.length === 1;
+  if (firstTurn && (role === 'research' || role === 'code' || role === 'critic')) {
+    const file = /^# (\S+)\n/m.exec(firstUserText(body))?.[1];
+    if (role === 'critic' && file && names.has('read_file')) return toolUse('read_file', { name: file }, { id: `toolu_${reqIndex}_0` });
+    if (names.has('list_files')) return toolUse('list_files', {}, { id: `toolu_${reqIndex}_0` });
+  }
+  return text(defaultAnswer(body));
+};
+
+// ---- the server ------------------------------------------------------------------------
+
+export async function startMessagesApiServer(opts: { handler?: Handler; validate?: boolean } = {}): Promise<MessagesApiServer> {
+  let handler: Handler = opts.handler ?? defaultHandler;
+  const validate = opts.validate ?? true;
+  const requests: RecordedRequest[] = [];
+  const waiters: { n: number; resolve: () => void }[] = [];
+  const sockets = new Set<Socket>();
+  const hanging = new Set<ServerResponse>();
+  const cachedSystems = new Set<string>();
+  let counter = 0;
+  let msgSeq = 0;
+
+  const notify = () => {
+    for (const w of [...waiters]) {
+      if (counter >= w.n) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve();
+      }
+    }
+  };
+
+  const send = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
+    const payload = typeof body === 'string' ? body : JSON.stringify(body ?? {});
+    res.writeHead(status, { 'content-type': 'application/json', 'request-id': `req_test_${counter}`, ...headers });
+    res.end(payload);
+  };
+
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      void (async () => {
+        const rawBody = Buffer.concat(chunks).toString('utf8');
+        const headers: Record<string, string> = {};
+        for (const [k, v] of Object.entries(req.headers)) headers[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : String(v ?? '');
+        const bearer = /^Bearer (.+)$/i.exec(headers.authorization ?? '')?.[1] ?? null;
+        let body: MessagesBody;
+        let parsed = true;
+        try {
+          body = JSON.parse(rawBody) as MessagesBody;
+        } catch {
+          parsed = false;
+          body = undefined as unknown as MessagesBody;
+        }
+        const rec: RecordedRequest = {
+          index: counter++, method: req.method ?? '', path: (req.url ?? '').split('?')[0]!, headers,
+          apiKey: headers['x-api-key'] || bearer, rawBody, body, receivedAt: Date.now(),
+        };
+        requests.push(rec);
+        notify();
+        if (rec.method !== 'POST' || rec.path !== '/v1/messages') {
+          rec.response = { kind: 'rejected', status: 404 };
+          return send(res, 404, apiError(404, `${rec.method} ${rec.path}: not found`).body);
+        }
+        const problem = !parsed ? 'request body is not valid JSON' : validate ? validateRequest(body) : null;
+        if (problem) {
+          rec.response = { kind: 'rejected', status: 400, body: problem };
+          return send(res, 400, apiError(400, problem).body);
+        }
+        let out: HandlerResult;
+        try {
+          out = await handler(body, rec.index, rec);
+        } catch (err) {
+          rec.response = { kind: 'raw', status: 500, body: `handler threw: ${(err as Error).message}` };
+          return send(res, 500, apiError(500, `test handler threw: ${(err as Error).message}`).body);
+        }
+        if (out === 'reset') {
+          rec.response = { kind: 'reset' };
+          req.socket.destroy();
+          return;
+        }
+        if (out === 'hang' || out === 'stall') {
+          rec.response = { kind: out };
+          hanging.add(res);
+          res.on('close', () => hanging.delete(res));
+          if (out === 'stall') {
+            res.writeHead(200, { 'content-type': 'application/json' });
+            res.write('{"id": "msg_stalled", "type": "message", "role": "assistant", "content": [');
+          }
+          return;
+        }
+        if (isRaw(out)) {
+          rec.response = { kind: 'raw', status: out.status, body: out.body };
+          return send(res, out.status, out.body, out.headers);
+        }
+        const content = out.content;
+        const message = {
+          id: out.id ?? `msg_test_${++msgSeq}`,
+          type: 'message',
+          role: 'assistant',
+          model: out.model ?? body.model,
+          content,
+          stop_reason: out.stop_reason ?? (content.some((b) => b.type === 'tool_use') ? 'tool_use' : 'end_turn'),
+          stop_sequence: null,
+          usage: { ...estimateUsage(body, content, cachedSystems), ...out.usage },
+        };
+        rec.response = { kind: 'message', status: 200, body: message };
+        send(res, 200, message);
+      })();
+    });
+  });
+  server.on('connection', (s: Socket) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  const url = `http://127.0.0.1:${port}`;
+
+  return {
+    url,
+    port,
+    requests,
+    messageRequests: () => requests.filter((r) => r.response && r.response.kind !== 'rejected'),
+    setHandler(h) {
+      handler = h;
+    },
+    clear() {
+      requests.length = 0;
+    },
+    env(extra = {}) {
+      return { DEEPQ_MODEL_PROVIDER: 'anthropic', ANTHROPIC_BASE_URL: url, ANTHROPIC_API_KEY: FAKE_API_KEY, ...extra };
+    },
+    waitForRequests(n, timeoutMs = 30_000) {
+      if (counter >= n) return Promise.resolve();
+      return new Promise<void>((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error(`messages-api-server: ${counter} of ${n} requests after ${timeoutMs} ms`)), timeoutMs);
+        waiters.push({ n, resolve: () => { clearTimeout(t); resolve(); } });
+      });
+    },
+    async close() {
+      for (const r of hanging) r.destroy();
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+// ---- conversations ---------------------------------------------------------------------
+
+export interface ThreadLinks {
+  /** Each conversation: its requests in order, each extending the one before. */
+  threads: RecordedRequest[][];
+  /** Requests that neither start a conversation nor extend exactly one earlier request. */
+  problems: { req: RecordedRequest; problem: string }[];
+}
+
+function same(a: unknown, b: unknown): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/** The assistant turn an agent keeps in its history from a response (blank text dropped). */
+function keptAssistantContent(content: WireBlock[], final: boolean): WireBlock[] {
+  return content.filter((b) => (b.type === 'text' ? (b as WireTextBlock).text.trim() !== '' : !(final && b.type === 'tool_use')));
+}
+
+/**
+ * Links requests into conversations: a request with one message starts one; any other must
+ * extend exactly one earlier request R of the same system prompt and tools: R's messages,
+ * then R's own answer (as the assistant turn), then one user turn that holds the results of
+ * exactly R's tool calls, or a reminder when R's answer was final. A request that re-sends
+ * R's messages after R failed (a retry) continues R's conversation.
+ */
+export function linkThreads(reqs: RecordedRequest[]): ThreadLinks {
+  const threads: RecordedRequest[][] = [];
+  const problems: ThreadLinks['problems'] = [];
+  const tails = new Map<RecordedRequest, RecordedRequest[]>();
+  for (const r of reqs) {
+    if (!r.body || !Array.isArray(r.body.messages)) continue;
+    const msgs = r.body.messages;
+    if (msgs.length === 1) {
+      const t = [r];
+      threads.push(t);
+      tails.set(r, t);
+      continue;
+    }
+    const candidates: RecordedRequest[] = [];
+    for (const [tail] of tails) {
+      if (!same(tail.body.system, r.body.system) || !same(tail.body.tools, r.body.tools)) continue;
+      const prev = tail.body.messages;
+      if (!same(prev, msgs.slice(0, prev.length))) continue;
+      const rest = msgs.slice(prev.length);
+      if (tail.response?.kind !== 'message') {
+        if (rest.length === 0) candidates.push(tail); // the same turn again after a fault
+        continue;
+      }
+      const answer = tail.response.body as { content: WireBlock[]; stop_reason: string };
+      const uses = answer.content.filter((b): b is WireToolUse => b.type === 'tool_use');
+      const final = answer.stop_reason !== 'tool_use' || uses.length === 0;
+      const kept = keptAssistantContent(answer.content, final);
+      const userTurn = kept.length ? (rest.length === 2 && rest[0]!.role === 'assistant' && same(rest[0]!.content, kept) ? rest[1] : undefined) : rest.length === 1 ? rest[0] : undefined;
+      if (!userTurn || userTurn.role !== 'user') continue;
+      if (final) {
+        if (toolResultsOf(userTurn).length === 0) candidates.push(tail);
+      } else if (same(toolResultsOf(userTurn).map((x) => x.tool_use_id), uses.map((u) => u.id))) {
+        candidates.push(tail);
+      }
+    }
+    if (candidates.length !== 1) {
+      problems.push({ req: r, problem: candidates.length ? `extends ${candidates.length} earlier requests` : 'extends no earlier request of its own conversation' });
+      continue;
+    }
+    const t = tails.get(candidates[0]!)!;
+    tails.delete(candidates[0]!);
+    t.push(r);
+    tails.set(r, t);
+  }
+  return { threads, problems };
+}
