@@ -28,14 +28,50 @@ const pct = (xs: number[], p: number) => {
 };
 const round = (x: number, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
 
-async function runGoals(fleet: Fleet, n: number, goal = 'Benchmark goal'): Promise<{ seconds: number; ids: string[] }> {
+/**
+ * Steady-state rate from completion times: the middle 80 % of completions over the time
+ * they took, so pipeline fill and drain (one goal is 7 jobs in a chain) do not count.
+ */
+export function steadyRate(finishedAt: number[]): number {
+  const t = [...finishedAt].sort((a, b) => a - b);
+  if (t.length < 10) return t.length / Math.max(0.001, (t[t.length - 1]! - t[0]!) / 1000);
+  const lo = Math.floor(t.length * 0.1);
+  const hi = Math.ceil(t.length * 0.9) - 1;
+  return (hi - lo) / Math.max(0.001, (t[hi]! - t[lo]!) / 1000);
+}
+
+/**
+ * A closed loop: `inFlight` goals at a time, a new one as each finishes, `n` in all. The
+ * rate counts the middle 80 % of completions, so pipeline fill and drain do not count.
+ */
+async function runGoals(fleet: Fleet, n: number, goal = 'Benchmark goal', inFlight = 64): Promise<{ seconds: number; rate: number; ids: string[] }> {
   const t0 = performance.now();
-  const ids = await Promise.all(Array.from({ length: n }, (_, i) => fleet.client.enqueue({ goal: `${goal} ${i}` })));
-  for (const id of ids) {
-    const g = await fleet.client.waitFor(id, { timeoutMs: 600_000, pollMs: 20 });
-    if (g.status !== 'done') throw new Error(`goal ${id} ended ${g.status}: ${g.reason}`);
+  const ids: string[] = [];
+  const live = new Set<string>();
+  const finished: number[] = [];
+  const keys = fleet.client.goals.keys;
+  while (finished.length < n) {
+    while (live.size < inFlight && ids.length < n) {
+      const id = await fleet.client.enqueue({ goal: `${goal} ${ids.length}` });
+      ids.push(id);
+      live.add(id);
+    }
+    const batch = [...live];
+    const p = fleet.client.redis.pipeline();
+    for (const id of batch) p.hmget(keys.goal(id), 'status', 'finishedAt', 'reason');
+    const res = (await p.exec()) ?? [];
+    batch.forEach((id, i) => {
+      const [status, finishedAt, reason] = res[i]![1] as (string | null)[];
+      if (status === 'done') {
+        live.delete(id);
+        finished.push(Number(finishedAt));
+      } else if (status && ['failed', 'cancelled', 'budget_exceeded', 'awaiting_human'].includes(status)) {
+        throw new Error(`goal ${id} ended ${status}: ${reason}`);
+      }
+    });
+    await new Promise((r) => setTimeout(r, 10));
   }
-  return { seconds: (performance.now() - t0) / 1000, ids };
+  return { seconds: (performance.now() - t0) / 1000, rate: steadyRate(finished), ids };
 }
 
 /** One cycle of 5 subtasks: deepq's fan-out against the seed's sequential in-process loop. */
@@ -125,6 +161,7 @@ async function rawBullmqGoalsPerSecond(url: string, n: number): Promise<number> 
   const flows = new FlowProducer({ connection: conn, prefix });
   const planQ = new Queue('plan', { connection: conn, prefix });
   const done = new Map<string, () => void>();
+  const finished: number[] = [];
   const opts = { removeOnComplete: { age: 3600 } };
   const workers = [
     new Worker('plan', async (job) => {
@@ -139,18 +176,24 @@ async function rawBullmqGoalsPerSecond(url: string, n: number): Promise<number> 
       const { goalId, step } = job.data;
       await job.getChildrenValues();
       if (step === 1) await planQ.add('plan', { goalId, step: 2 }, { ...opts, jobId: `${goalId}:2:plan` });
-      else done.get(goalId)?.();
+      else {
+        finished.push(Date.now());
+        done.get(goalId)?.();
+      }
     }, { connection: conn, prefix, concurrency: 8 }),
     ...['research', 'code', 'critic'].map((k) => new Worker(`sub-${k}`, async () => ({ ok: true }), { connection: conn, prefix, concurrency: 8 })),
   ];
   await Promise.all(workers.map((w) => w.waitUntilReady()));
   const t0 = performance.now();
-  await Promise.all(Array.from({ length: n }, (_, i) => {
-    const goalId = `raw${i}x${Date.now().toString(36)}`;
+  let started = 0;
+  const startOne = (): Promise<void> => {
+    const goalId = `raw${started++}x${Date.now().toString(36)}`;
     const p = new Promise<void>((r) => done.set(goalId, r));
-    return planQ.add('plan', { goalId, step: 1 }, { ...opts, jobId: `${goalId}:1:plan` }).then(() => p);
-  }));
-  const gps = n / ((performance.now() - t0) / 1000);
+    return planQ.add('plan', { goalId, step: 1 }, { ...opts, jobId: `${goalId}:1:plan` }).then(() => p).then(() => (started < n ? startOne() : undefined));
+  };
+  await Promise.all(Array.from({ length: Math.min(64, n) }, () => startOne()));
+  void t0;
+  const gps = steadyRate(finished);
   await Promise.all(workers.map((w) => w.close()));
   await flows.close();
   await planQ.close();
@@ -159,18 +202,15 @@ async function rawBullmqGoalsPerSecond(url: string, n: number): Promise<number> 
 }
 
 async function throughputAndDispatch(url: string) {
-  const n = quick ? 50 : 200;
+  const n = quick ? 150 : 400;
   const fleet = await startFleet(url, { LOG_LEVEL: 'warn' });
   let deepqGps: number;
   const latencies: Record<string, number[]> = { plan: [], subagent: [] };
   try {
-    await runGoals(fleet, 5, 'warm-up');
-    const r = await runGoals(fleet, n);
-    deepqGps = n / r.seconds;
+    await runGoals(fleet, 5, 'warm-up', 5);
+    deepqGps = (await runGoals(fleet, n)).rate;
     // Dispatch latency on an idle fleet: one goal at a time.
-    const single = await runGoals(fleet, 1, 'latency');
-    const ids: string[] = [...single.ids];
-    for (let i = 0; i < (quick ? 15 : 40); i++) ids.push(...(await runGoals(fleet, 1, 'latency')).ids);
+    const ids = (await runGoals(fleet, quick ? 15 : 40, 'latency', 1)).ids;
     for (const goalId of ids) {
       for (const step of [1, 2]) {
         const pj = await fleet.client.queues.get(PLAN_QUEUE).getJob(`${goalId}:${step}:plan`);
@@ -194,14 +234,14 @@ async function throughputAndDispatch(url: string) {
 }
 
 async function scaling(url: string) {
-  const n = quick ? 24 : 64;
+  const n = quick ? 60 : 200;
   const concurrency = 2;
   const gps: Record<string, number> = {};
   for (const replicas of [1, 4]) {
     const fleet = await startFleet(url, { DEEPQ_SCRIPTED_LATENCY_MS: String(LATENCY), LOG_LEVEL: 'warn' }, { replicas, replicateAll: true, concurrency });
     try {
-      await runGoals(fleet, 2, 'warm-up');
-      gps[`x${replicas}`] = n / (await runGoals(fleet, n)).seconds;
+      await runGoals(fleet, 4, 'warm-up', 4);
+      gps[`x${replicas}`] = (await runGoals(fleet, n)).rate;
     } finally {
       await fleet.stop();
     }
