@@ -34,10 +34,12 @@ export class GoalClient {
   readonly goals: GoalStore;
   readonly vfs: VirtualFs;
   readonly queues: Queues;
+  private readonly bull: Redis;
   constructor(readonly cfg: Config, readonly redis: Redis = createRedis(cfg.redisUrl, 'deepq:cli')) {
     this.goals = new GoalStore(redis, cfg.prefix, { keyTtlSeconds: cfg.goalKeyTtlSeconds, eventsMaxLen: cfg.eventsMaxLen });
     this.vfs = new VirtualFs(redis, cfg.prefix, new DirBlobStore(cfg.vfs.blobDir, cfg.prefix), { ...cfg.vfs, keyTtlSeconds: cfg.goalKeyTtlSeconds, eventsMaxLen: cfg.eventsMaxLen });
-    this.queues = new Queues(redis, cfg);
+    this.bull = createRedis(cfg.redisUrl, 'deepq:cli:bull');
+    this.queues = new Queues(this.bull, cfg);
   }
 
   async enqueue(input: { goal: string; budgets?: GoalRequest['budgets']; review?: boolean }): Promise<string> {
@@ -144,6 +146,7 @@ export class GoalClient {
   async close(): Promise<void> {
     await this.queues.close();
     this.redis.disconnect();
+    this.bull.disconnect();
   }
 }
 

@@ -2,10 +2,12 @@
 // blocking commands survive a Redis restart; ioredis reconnects by itself.
 import { Redis } from 'ioredis';
 
-export function createRedis(url: string, name?: string): Redis {
+export function createRedis(url: string, name?: string, opts: { autoPipelining?: boolean } = {}): Redis {
   const client = new Redis(url, {
     maxRetriesPerRequest: null,
     connectionName: name,
+    // Commands issued in the same tick go out in one write.
+    enableAutoPipelining: opts.autoPipelining ?? false,
     retryStrategy: (times) => Math.min(times * 200, 2000),
     // rediss:// turns TLS on by itself in ioredis.
   });

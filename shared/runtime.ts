@@ -15,7 +15,11 @@ import { createProvider, type ModelProvider } from './providers/index.ts';
 
 export interface Runtime {
   cfg: Config;
+  /** deepq's own state (goals, files, events). */
   redis: Redis;
+  /** BullMQ's connection. Kept apart: BullMQ defines ~50 scripts on its client, and ioredis
+   *  copies every defined script into each pipeline/multi made on that client. */
+  bull: Redis;
   goals: GoalStore;
   vfs: VirtualFs;
   queues: Queues;
@@ -41,7 +45,8 @@ export function secretsOf(cfg: Config): string[] {
 export function createRuntime(cfg: Config, service: string): Runtime {
   const secrets = secretsOf(cfg);
   const logger = createLogger(cfg.logLevel, { service }, secrets);
-  const redis = createRedis(cfg.redisUrl, `deepq:${service}`);
+  const redis = createRedis(cfg.redisUrl, `deepq:${service}`, { autoPipelining: true });
+  const bull = createRedis(cfg.redisUrl, `deepq:${service}:bull`);
   const metrics = new Metrics({ service });
   const goals = new GoalStore(redis, cfg.prefix, { keyTtlSeconds: cfg.goalKeyTtlSeconds, eventsMaxLen: cfg.eventsMaxLen });
   const vfs = new VirtualFs(redis, cfg.prefix, new DirBlobStore(cfg.vfs.blobDir, cfg.prefix), {
@@ -52,14 +57,15 @@ export function createRuntime(cfg: Config, service: string): Runtime {
     onEvicted: (reason, n) => metrics.vfsEvictions.inc({ reason }, n),
     onWrite: (bytes, spilled) => metrics.vfsWritten.inc({ storage: spilled ? 'spilled' : 'inline' }, bytes),
   });
-  const queues = new Queues(redis, cfg);
+  const queues = new Queues(bull, cfg);
   const provider = createProvider(cfg);
   logger.debug({ redis: redactUrl(cfg.redisUrl), prefix: cfg.prefix, provider: provider.name }, 'runtime ready');
   return {
-    cfg, redis, goals, vfs, queues, metrics, logger, provider, secrets,
+    cfg, redis, bull, goals, vfs, queues, metrics, logger, provider, secrets,
     async close() {
       await queues.close();
       redis.disconnect();
+      bull.disconnect();
     },
   };
 }

@@ -64,7 +64,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
   };
 
   const workerOptions = {
-    connection: rt.redis,
+    connection: rt.bull,
     prefix: rt.cfg.prefix,
     lockDuration: rt.cfg.lockDurationMs,
     stalledInterval: rt.cfg.stalledIntervalMs,
