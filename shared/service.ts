@@ -34,6 +34,7 @@ export interface ServiceOptions {
 export interface RunningService {
   worker: Worker;
   port: number;
+  drainTimeoutMs: number;
   stop(): Promise<void>;
 }
 
@@ -157,17 +158,23 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     })();
     return stopped;
   }
-  return { worker, port: ops.port, stop };
+  return { worker, port: ops.port, drainTimeoutMs: rt.cfg.drainTimeoutMs, stop };
 }
 
 /** SIGTERM / SIGINT → drain and exit 0. */
-export function stopOnSignals(svc: { stop(): Promise<void> }, logger: Runtime['logger']): void {
+export function stopOnSignals(svc: { stop(): Promise<void>; drainTimeoutMs: number }, logger: Runtime['logger']): void {
   let n = 0;
   const onSignal = (sig: string) => {
     if (++n > 1) {
       logger.warn({ sig }, 'second signal: exiting now');
       process.exit(1);
     }
+    // A drain that cannot reach Redis must not hang forever: past the drain timeout plus a
+    // grace period, exit anyway (non-zero; the stalled-job check recovers what was running).
+    setTimeout(() => {
+      logger.error('shutdown did not finish in time (is Redis reachable?): exiting');
+      process.exit(1);
+    }, svc.drainTimeoutMs + 10_000).unref();
     svc.stop().then(
       () => process.exit(0),
       (err) => {

@@ -69,3 +69,17 @@ test('past the drain timeout, active jobs are handed back and another process co
     await Promise.all(second.map((p) => stopProcess(p)));
   }
 });
+
+test('SIGTERM while Redis is gone still ends the process after the drain timeout', async () => {
+  const { startPrivateRedis } = await import('../shared/redis-server.ts');
+  const lonely = await startPrivateRedis();
+  const env = { ...fleet.env, REDIS_URL: lonely.url, DEEPQ_DRAIN_TIMEOUT_MS: '300' };
+  const w = startProcess('worker-critic', ['worker', '--role', 'critic'], env);
+  await waitForStart(w);
+  await lonely.stop();
+  const code = await stopProcess(w, 'SIGTERM', 60_000);
+  // Not a clean drain (Redis is away), but it exits by itself rather than hanging.
+  assert.notEqual(w.proc.signalCode, 'SIGKILL');
+  assert.equal(code, 1);
+  assert.match(w.output(), /shutdown did not finish in time/);
+});
