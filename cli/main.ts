@@ -2,7 +2,9 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
-import { loadConfig, type Config } from '../shared/config.ts';
+import { loadConfig, redactUrl, type Config } from '../shared/config.ts';
+import { createRedis } from '../shared/redis.ts';
+import type { Redis } from 'ioredis';
 import { GoalClient, estimateCost } from '../shared/goal-client.ts';
 import { totalTokens } from '../shared/goal-store.ts';
 import { isTerminal } from '../shared/contracts.ts';
@@ -29,9 +31,54 @@ function num(name: string) {
   };
 }
 
+/** How long a CLI command waits for its first Redis connection before saying so. */
+const CONNECT_TIMEOUT_MS = 10_000;
+const PERMANENT_CONNECT_ERROR = /WRONGPASS|NOAUTH|invalid password|certificate|self[- ]signed|ERR_TLS|CERT_|UNABLE_TO_VERIFY|altnames/i;
+
+/**
+ * Resolves once the connection is ready; rejects with an error naming the (redacted) URL and
+ * the last connection error when it is not within the timeout. Without this a CLI command
+ * would wait forever, silently, on a wrong host, port, password or TLS setting.
+ */
+async function connected(redis: Redis, url: string, timeoutMs = CONNECT_TIMEOUT_MS): Promise<void> {
+  if (redis.status === 'ready') return;
+  let last = '';
+  let onError: (err: Error) => void = () => {};
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const fail = () => reject(new Error(`cannot connect to Redis at ${redactUrl(url)}${last ? `: ${last}` : ''}`));
+      const t = setTimeout(() => {
+        last = `no connection within ${timeoutMs / 1000} s${last ? ` (${last})` : ''}`;
+        fail();
+      }, timeoutMs);
+      t.unref();
+      onError = (err: Error) => {
+        last = err.message;
+        // A refused connection may be a Redis still starting; a wrong password or an
+        // untrusted certificate will not get better by waiting.
+        if (PERMANENT_CONNECT_ERROR.test(`${err.message} ${(err as NodeJS.ErrnoException).code ?? ''}`)) {
+          clearTimeout(t);
+          fail();
+        }
+      };
+      redis.on('error', onError);
+      redis.once('ready', () => {
+        clearTimeout(t);
+        resolve();
+      });
+    });
+  } finally {
+    redis.off('error', onError);
+  }
+}
+
 let clientRef: GoalClient | undefined;
-function client(): GoalClient {
-  clientRef ??= new GoalClient(loadConfig());
+async function client(): Promise<GoalClient> {
+  if (!clientRef) {
+    const cfg = loadConfig();
+    clientRef = new GoalClient(cfg, createRedis(cfg.redisUrl, 'deepq:cli'));
+  }
+  await connected(clientRef.redis, clientRef.cfg.redisUrl);
   return clientRef;
 }
 const print = (s: string) => process.stdout.write(s + '\n');
@@ -135,7 +182,7 @@ export function buildProgram(): Command {
     .option('--max-steps <n>', 'cycle budget', int('--max-steps'))
     .option('--max-seconds <n>', 'wall-clock budget', num('--max-seconds'))
     .action(async (goal: string, o) => {
-      const c = client();
+      const c = await client();
       const goalId = await c.enqueue({ goal, review: !!o.review, budgets: { maxTokens: o.maxTokens, maxSteps: o.maxSteps, maxSeconds: o.maxSeconds } });
       if (!o.json || !o.wait) print(goalId);
       let status = 'queued';
@@ -150,7 +197,7 @@ export function buildProgram(): Command {
     .argument('<goalId>')
     .option('--json', 'print the status object')
     .action(async (goalId: string, o) => {
-      const c = client();
+      const c = await client();
       const s = await c.summary(goalId);
       if (o.json) { print(JSON.stringify(s)); return; }
       const g = await c.get(goalId);
@@ -165,7 +212,7 @@ export function buildProgram(): Command {
     });
 
   program.command('watch').description('follow a goal live until it is terminal').argument('<goalId>').action(async (goalId: string) => {
-    const c = client();
+    const c = await client();
     await c.get(goalId);
     const status = await follow(c, goalId, process.stdout.isTTY ? 'tree' : 'lines');
     process.exitCode = status === 'done' ? 0 : 1;
@@ -177,7 +224,7 @@ export function buildProgram(): Command {
     .argument('<goalId>')
     .option('--out <dir>', 'write each artifact into this directory')
     .action(async (goalId: string, o) => {
-      const c = client();
+      const c = await client();
       const files = await c.artifacts(goalId);
       for (const f of files) {
         if (o.out) {
@@ -194,7 +241,7 @@ export function buildProgram(): Command {
     });
 
   program.command('cancel').description('cancel a goal across all processes').argument('<goalId>').action(async (goalId: string) => {
-    const r = await client().cancel(goalId);
+    const r = await (await client()).cancel(goalId);
     print(r.cancelled ? `cancelled ${goalId}` : `goal ${goalId} is already ${r.status}`);
   });
 
@@ -204,7 +251,7 @@ export function buildProgram(): Command {
     .argument('<goalId>')
     .option('--note <text>', 'a note for the planner (always re-plans)')
     .action(async (goalId: string, o) => {
-      const r = await client().resume(goalId, o.note);
+      const r = await (await client()).resume(goalId, o.note);
       print(`resumed ${goalId}: ${r.action} (status ${r.status})`);
     });
 
@@ -214,7 +261,7 @@ export function buildProgram(): Command {
     .option('--status <status>', 'only goals in this status')
     .option('--json', 'print JSON')
     .action(async (o) => {
-      const rows = await client().list(o.status);
+      const rows = await (await client()).list(o.status);
       if (o.json) { print(JSON.stringify(rows)); return; }
       print(`${'GOAL'.padEnd(14)}${'STATUS'.padEnd(16)}${'STEP'.padEnd(6)}${'TOKENS'.padEnd(10)}${'COST'.padEnd(10)}${'AGE'.padEnd(8)}TEXT`);
       for (const r of rows) print(`${r.goalId.padEnd(14)}${r.status.padEnd(16)}${String(r.step).padEnd(6)}${String(r.tokens).padEnd(10)}${('$' + r.costUsd.toFixed(4)).padEnd(10)}${(r.ageSeconds + 's').padEnd(8)}${r.goal}`);
@@ -224,6 +271,7 @@ export function buildProgram(): Command {
     const cfg: Config = loadConfig();
     const rt = createRuntime({ ...cfg, logLevel: 'silent' }, 'cli');
     try {
+      await connected(rt.redis, cfg.redisUrl);
       const t = await loadTranscript(rt, threadId);
       if (!t) throw new Error(`no transcript for thread id ${threadId} (unknown, or expired after its TTL)`);
       print(JSON.stringify(t, null, 2));
@@ -244,6 +292,7 @@ export function buildProgram(): Command {
 }
 
 async function run(): Promise<void> {
+  let failed = false;
   try {
     await buildProgram().parseAsync(process.argv);
   } catch (err) {
@@ -251,9 +300,13 @@ async function run(): Promise<void> {
     process.stderr.write(`deepq: error: ${scrubSecrets(e.message)}\n`);
     if (process.env.DEEPQ_DEBUG) process.stderr.write(`${e.stack}\n`);
     process.exitCode = e.name === 'ConfigError' ? 78 : 1;
+    failed = true;
   } finally {
     await clientRef?.close();
   }
+  // A service that failed to start (e.g. Redis refused its password) may still hold open
+  // connections and its ops server: exit rather than linger half-started, logging errors.
+  if (failed) process.exit();
 }
 
 await run();

@@ -6,7 +6,8 @@ import { createAgent } from './agent/create-agent.ts';
 import { planContract } from './agent/output-contracts.ts';
 import { budgetProblem, endOverBudget, goalUsageSink } from './budgets.ts';
 import { plannerSpec, roleNames } from './config.ts';
-import { PlanJobSchema, parseOrThrow, type Plan } from './contracts.ts';
+import { PlanJobSchema, isTerminal, parseOrThrow, type Plan } from './contracts.ts';
+import { REFLECT_QUEUE, reflectJobId } from './queues.ts';
 import { BudgetExceededError, ValidationError } from './errors/index.ts';
 import type { GoalRecord } from './goal-store.ts';
 import type { Runtime } from './runtime.ts';
@@ -43,8 +44,18 @@ export async function processPlanJob(rt: Runtime, job: Job, signal?: AbortSignal
   if (!goal) throw new UnrecoverableError(`unknown goal id: ${goalId}`);
   const log = rt.logger.child({ goalId, step, role: 'planner', jobId: job.id });
 
-  if (!(await rt.goals.transition(goalId, { from: ['queued', 'planning', 'reflecting', 'awaiting_human', 'running'], to: 'planning' }))) {
-    return { status: 'skipped', reason: `goal is ${goal.status}` };
+  // Delivery is at-least-once: a process that died before acking leaves this job to the
+  // stalled check, which hands it out again seconds later. By then the goal may have moved
+  // on; a stale delivery must change nothing (moving the goal back to `planning` would make
+  // the running reflector's decision, or the next cycle's, fail its transition: a stuck goal).
+  if (isStale(goal, step)) {
+    log.info({ status: goal.status, goalStep: goal.step, planStep: goal.planStep }, 'stale plan job: the goal has moved past this cycle');
+    return { status: 'skipped', reason: `stale: the goal is ${goal.status} at cycle ${goal.step}` };
+  }
+  if (goal.planStep === step && goal.step === step) return ensureDispatched(rt, goalId, step, log);
+
+  if (!(await rt.goals.transition(goalId, { from: ['queued', 'planning'], to: 'planning' }))) {
+    return ensureDispatched(rt, goalId, step, log);
   }
   const over = budgetProblem(goal, { nextStep: step });
   if (over) {
@@ -82,27 +93,58 @@ export async function processPlanJob(rt: Runtime, job: Job, signal?: AbortSignal
     if (!run.ok) {
       const reason = `planner output rejected: ${run.problem}`;
       log.warn({ threadId, reason }, 'planning failed');
-      if (await rt.goals.transition(goalId, { to: 'failed', fields: { reason }, event: { type: 'finished', status: 'failed', step, reason } })) {
+      if (await rt.goals.transition(goalId, { from: ['planning'], to: 'failed', fields: { reason }, event: { type: 'finished', status: 'failed', step, reason } })) {
         rt.metrics.goals.inc({ status: 'failed' });
       }
       return { status: 'failed', reason };
     }
     plan = run.value!;
-    await rt.goals.transition(goalId, {
+    // Stored only while still planning: once a (concurrent) delivery moved the goal on, the
+    // plan it dispatched is the one that stays.
+    const stored = await rt.goals.transition(goalId, {
+      from: ['planning'],
       fields: { plan: JSON.stringify(plan), planStep: step },
       event: { type: 'planned', step, threadId, subtasks: plan.subtasks.map((t) => ({ role: t.role, artifact: t.expected_artifact })) },
     });
+    if (!stored) return ensureDispatched(rt, goalId, step, log);
   }
 
-  const again = await rt.goals.get(goalId);
-  if (!again || again.status !== 'planning') return { status: 'skipped', reason: `goal is ${again?.status ?? 'gone'}` };
-  await rt.queues.dispatchCycle(goalId, step, plan);
-  await rt.goals.transition(goalId, {
+  // Running first, flow second: the cycle's reflection can only start once its children
+  // exist, so it always finds the goal `running`. A death between the two is repaired by the
+  // re-delivery (ensureDispatched adds the missing flow).
+  const moved = await rt.goals.transition(goalId, {
     from: ['planning'], to: 'running', fields: { step, note: '' },
     event: { type: 'dispatched', step, subtasks: plan.subtasks.map((t, i) => ({ index: i, role: t.role, artifact: t.expected_artifact })) },
   });
+  if (!moved) return ensureDispatched(rt, goalId, step, log);
+  const fresh = await rt.goals.get(goalId);
+  await rt.queues.dispatchCycle(goalId, step, fresh?.planStep === step && fresh.plan ? fresh.plan : plan);
   log.info({ subtasks: plan.subtasks.length }, 'cycle dispatched');
   return { status: 'dispatched', subtasks: plan.subtasks.length };
+}
+
+/** A plan job for a cycle the goal has already reflected on or moved past. */
+function isStale(goal: GoalRecord, step: number): boolean {
+  return goal.step > step || goal.planStep > step || (goal.reflection?.step ?? 0) >= step;
+}
+
+/**
+ * The goal already went `running` for this cycle (an earlier delivery, or a concurrent one,
+ * got that far): add the flow if that delivery died before adding it, else nothing. Flow job
+ * ids are deterministic, but re-adding a flow whose children already ran is avoided anyway.
+ */
+async function ensureDispatched(rt: Runtime, goalId: string, step: number, log: Runtime['logger']): Promise<PlanOutcome> {
+  const g = await rt.goals.get(goalId);
+  if (!g || isTerminal(g.status) || g.step !== step || g.planStep !== step || !g.plan || !['running', 'reflecting'].includes(g.status)) {
+    return { status: 'skipped', reason: `goal is ${g?.status ?? 'gone'}` };
+  }
+  const parent = await rt.queues.get(REFLECT_QUEUE).getJob(reflectJobId(goalId, step));
+  if (!parent) {
+    log.warn('re-delivered plan job: the cycle had no flow yet; dispatching it');
+    await rt.queues.dispatchCycle(goalId, step, g.plan);
+  }
+  await rt.goals.appendEvent(goalId, { type: 'dispatched', step, redelivered: true, subtasks: g.plan.subtasks.map((t, i) => ({ index: i, role: t.role, artifact: t.expected_artifact })) });
+  return { status: 'dispatched', subtasks: g.plan.subtasks.length };
 }
 
 export { ValidationError };

@@ -63,6 +63,13 @@ export async function processReflectJob(rt: Runtime, job: Job, signal?: AbortSig
   const goal = await rt.goals.get(goalId);
   if (!goal) throw new UnrecoverableError(`unknown goal id: ${goalId}`);
   if (isTerminal(goal.status)) return { skipped: goal.status };
+  // A stale delivery (its first process died before acking; the stalled check handed it out
+  // again) for a cycle the goal has moved past, or a job for a cycle never dispatched:
+  // moving the goal back to `reflecting` would strand the current cycle.
+  if (goal.step !== step || goal.planStep > step || (goal.reflection?.step ?? 0) > step) {
+    rt.logger.info({ goalId, step, jobId: job.id, status: goal.status, goalStep: goal.step }, 'stale reflect job: the goal is not at this cycle');
+    return { skipped: `stale: the goal is ${goal.status} at cycle ${goal.step}` };
+  }
   if (goal.status === 'queued' && goal.reflection?.step === step && !goal.review) {
     // Re-delivered after the decision was stored: finish the hand-off (job ids dedupe it).
     await rt.queues.addPlan({ goalId, step: step + 1 });

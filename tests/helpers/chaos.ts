@@ -1,0 +1,425 @@
+// Chaos for deepq: a fleet with several processes per service, a loop that SIGKILLs a random
+// one every interval and restarts it with the same arguments, and a verifier that checks
+// every goal ended `done` with each expected artifact exactly once and complete. Used by
+// tests/chaos_kill_workers.test.ts (CI size) and scripts/chaos.ts (the large run).
+import { once } from 'node:events';
+import { loadConfig } from '../../shared/config.ts';
+import { isTerminal } from '../../shared/contracts.ts';
+import { PLAN_QUEUE, REFLECT_QUEUE, planJobId, reflectJobId, subagentQueueName, subtaskJobId } from '../../shared/queues.ts';
+import { ScriptedProvider } from '../../shared/providers/scripted.ts';
+import { responseText } from '../../shared/providers/types.ts';
+import { contractFor } from '../../shared/agent/output-contracts.ts';
+import { buildSubagentTask } from '../../shared/subagent-runner.ts';
+import type { SubagentJob } from '../../shared/contracts.ts';
+import type { TimelineEvent } from '../../shared/goal-store.ts';
+import { startFleet, startProcess, type Fleet, type ServiceProc } from './services.ts';
+
+export interface ChaosOptions {
+  goals: number;
+  /** Processes per service: planner, reflector and each role's worker. */
+  replicas: number;
+  /** Also replicate planner and reflector (default true). */
+  replicateAll?: boolean;
+  killEveryMs: number;
+  latencyMs: number;
+  /** BullMQ lock duration and stalled-check interval (DEEPQ_LOCK_DURATION_MS, DEEPQ_STALLED_INTERVAL_MS). */
+  lockDurationMs: number;
+  stalledIntervalMs: number;
+  /** Enqueue the goals evenly over this time, so kills land throughout the run. */
+  enqueueSpreadMs: number;
+  /** Give up waiting for the goals after this long (they are then reported as lost). */
+  timeoutMs: number;
+  concurrency?: number;
+  seed?: number;
+  log?: (line: string) => void;
+}
+
+export interface ChaosReport {
+  goals: number;
+  done: number;
+  /** Goals that did not end `done`, or whose artifacts are missing, wrong or incomplete. */
+  lost: number;
+  /** Side effects that happened twice: an artifact at version > 1, an extra artifact name, a goal finished twice, a cycle reflected twice. */
+  duplicates: number;
+  /** Goals that needed an extra cycle because a subtask failed for good (recovered, not lost). */
+  replanned: number;
+  kills: number;
+  restarts: number;
+  /** Processes that exited without being killed by the chaos loop (must be none). */
+  unexpectedExits: { name: string; code: number | null; signal: string | null; tail: string }[];
+  reExecutions: {
+    /** Subtask runs beyond the first per (goal, step, index): subtask_started events. */
+    subtasks: number;
+    /** BullMQ job starts beyond the first (attemptsStarted - 1), per queue kind. */
+    jobs: { plan: number; reflect: number; subagent: number };
+    /** Times a job's lock expired and the stalled check put it back (stalledCounter). */
+    stalled: number;
+    /** Jobs that failed for good (a job whose process died more than maxStalledCount times while holding it). */
+    failedJobs: number;
+    /** Cycles dispatched again by a re-delivered plan job (idempotent: same job ids). */
+    redispatches: number;
+  };
+  problems: string[];
+  failures: string[];
+  wallSeconds: number;
+  settings: Omit<ChaosOptions, 'log'> & { seed: number };
+}
+
+/** A small seeded PRNG (mulberry32), so a run's kill sequence can be repeated. */
+export function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export interface ChaosLoop {
+  kills: number;
+  restarts: number;
+  unexpectedExits: ChaosReport['unexpectedExits'];
+  /** Stops killing; resolves once the last restart was spawned. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Every `killEveryMs`, SIGKILLs one of the fleet's processes chosen at random (booting ones
+ * included) and starts it again with the same name and arguments. The fleet's process list
+ * is updated in place, so `fleet.stop()` stops the replacements.
+ */
+export function startChaos(fleet: Fleet, opts: { killEveryMs: number; seed: number; log?: (s: string) => void }): ChaosLoop {
+  const rand = prng(opts.seed);
+  const killed = new WeakSet<ServiceProc['proc']>();
+  let stopping = false;
+  const state: ChaosLoop = {
+    kills: 0,
+    restarts: 0,
+    unexpectedExits: [],
+    stop: async () => {
+      stopping = true;
+      await loop;
+    },
+  };
+  const watch = (p: ServiceProc) => {
+    p.proc.once('exit', (code, signal) => {
+      if (killed.has(p.proc) || stopping) return;
+      state.unexpectedExits.push({ name: p.name, code, signal, tail: p.output().slice(-2000) });
+      opts.log?.(`chaos: ${p.name} exited by itself (${signal ?? code})`);
+    });
+  };
+  fleet.procs.forEach(watch);
+  const loop = (async () => {
+    while (!stopping) {
+      await sleep(opts.killEveryMs);
+      if (stopping) break;
+      const i = Math.floor(rand() * fleet.procs.length);
+      const victim = fleet.procs[i]!;
+      if (victim.proc.exitCode === null && victim.proc.signalCode === null) {
+        killed.add(victim.proc);
+        const exited = once(victim.proc, 'exit');
+        victim.proc.kill('SIGKILL');
+        state.kills++;
+        await exited;
+      }
+      // Every kill is followed by its restart, even when the loop is told to stop meanwhile.
+      const next = startProcess(victim.name, victim.args, fleet.env);
+      watch(next);
+      fleet.procs[i] = next;
+      state.restarts++;
+    }
+  })();
+  return state;
+}
+
+/** The fleet the chaos runs against: `replicas` processes per service. */
+export async function startChaosFleet(redisUrl: string, opts: Pick<ChaosOptions, 'replicas' | 'replicateAll' | 'latencyMs' | 'lockDurationMs' | 'stalledIntervalMs' | 'concurrency'>, extraEnv: NodeJS.ProcessEnv = {}): Promise<Fleet> {
+  return startFleet(
+    redisUrl,
+    {
+      DEEPQ_SCRIPTED_LATENCY_MS: String(opts.latencyMs),
+      DEEPQ_LOCK_DURATION_MS: String(opts.lockDurationMs),
+      DEEPQ_STALLED_INTERVAL_MS: String(opts.stalledIntervalMs),
+      ...extraEnv,
+    },
+    { replicas: opts.replicas, replicateAll: opts.replicateAll ?? true, concurrency: opts.concurrency },
+  );
+}
+
+/** Waits until every goal is terminal or paused, or the deadline passes. */
+export async function waitForGoals(fleet: Fleet, goalIds: string[], timeoutMs: number): Promise<Map<string, string>> {
+  const deadline = Date.now() + timeoutMs;
+  const status = new Map<string, string>();
+  for (;;) {
+    const pipe = fleet.client.redis.pipeline();
+    for (const id of goalIds) pipe.hget(fleet.client.goals.keys.goal(id), 'status');
+    const res = (await pipe.exec()) ?? [];
+    goalIds.forEach((id, i) => status.set(id, String(res[i]?.[1] ?? 'missing')));
+    const open = [...status.values()].filter((s) => !isTerminal(s) && s !== 'awaiting_human').length;
+    if (open === 0 || Date.now() > deadline) return status;
+    await sleep(200);
+  }
+}
+
+interface ExpectedArtifact {
+  name: string;
+  step: number;
+  index: number;
+  role: string;
+}
+
+/** What the scripted model's two cycles produce: research + code, then a critique. */
+export function expectedArtifacts(): ExpectedArtifact[] {
+  return [
+    { name: 'research.md', step: 1, index: 0, role: 'research-specialist' },
+    { name: 'solution.py', step: 1, index: 1, role: 'code-writer' },
+    { name: 'critique.json', step: 2, index: 0, role: 'critic' },
+  ];
+}
+
+export interface VerifyResult {
+  done: number;
+  lost: number;
+  duplicates: number;
+  /** Goals that needed more cycles than the script's two: a subtask failed for good and was planned again. */
+  replanned: number;
+  problems: string[];
+  /** Jobs that failed for good, with their reasons (e.g. stalled more than the allowed count). */
+  failures: string[];
+  reExecutions: ChaosReport['reExecutions'];
+}
+
+/**
+ * Checks every goal: status done; its files hash holds exactly the expected names, each at
+ * version 1, written by its subtask's job, status done, with bytes matching the content and
+ * the content exactly what the scripted model answers for that subtask (so complete, and
+ * passing the role's output contract); the timeline shows one finish and one reflection per
+ * cycle. Counts re-executions from the timeline and from BullMQ's job records.
+ */
+export async function verifyGoals(fleet: Fleet, goalIds: string[]): Promise<VerifyResult> {
+  const { client, cfg } = fleet;
+  const scripted = new ScriptedProvider({ latencyMs: 0, roles: cfg.roles });
+  const problems: string[] = [];
+  const lostGoals = new Set<string>();
+  let duplicates = 0;
+  let done = 0;
+  let subtaskReruns = 0;
+  let redispatches = 0;
+  let replanned = 0;
+  const roleSpec = (name: string) => cfg.roles.find((r) => r.name === name)!;
+
+  const expectedContent = async (goalId: string, a: ExpectedArtifact): Promise<string | null> => {
+    const job = await client.queues.get(subagentQueueName(a.role)).getJob(subtaskJobId(goalId, a.step, a.index));
+    if (!job) return null;
+    const data = job.data as SubagentJob;
+    // The critic's task embeds solution.py, as the worker built it.
+    const task = await buildSubagentTask({ vfs: client.vfs } as Parameters<typeof buildSubagentTask>[0], data);
+    const spec = roleSpec(a.role);
+    // Ask for the final answer (the tool turn is not the artifact).
+    const res = await scripted.createMessage(
+      { model: 'scripted', system: spec.systemPrompt, messages: [{ role: 'user', content: task }, { role: 'assistant', content: 'ok' }, { role: 'user', content: 'go on' }], max_tokens: 1000 },
+      { role: a.role, kind: 'subagent', contract: spec.contract, tier: spec.tier },
+    );
+    return responseText(res);
+  };
+
+  for (const goalId of goalIds) {
+    const lose = (what: string) => {
+      problems.push(`goal ${goalId}: ${what}`);
+      lostGoals.add(goalId);
+    };
+    const g = await client.goals.get(goalId);
+    if (!g) {
+      lose('missing');
+      continue;
+    }
+    if (g.status !== 'done') lose(`status ${g.status}${g.reason ? ` (${g.reason})` : ''}`);
+    else done++;
+    if (g.step > 2) replanned++;
+
+    const events = (await client.goals.events(goalId, '-', 10_000)).map((x) => x.event as TimelineEvent);
+    // Which subtasks (job ids) each artifact name was dispatched to, over all cycles. Normally
+    // one; more when a subtask failed for good and the planner asked for the file again.
+    const targets = new Map<string, { step: number; index: number; role: string }[]>();
+    const seenCycles = new Set<number>();
+    for (const e of events) {
+      if (e.type !== 'dispatched' || seenCycles.has(Number(e.step))) continue;
+      seenCycles.add(Number(e.step));
+      for (const t of (e.subtasks as { index: number; role: string; artifact: string }[]) ?? []) {
+        targets.set(t.artifact, [...(targets.get(t.artifact) ?? []), { step: Number(e.step), index: t.index, role: t.role }]);
+      }
+    }
+
+    const files = await client.redis.hgetall(client.goals.keys.files(goalId));
+    const contents = await client.redis.hgetall(client.goals.keys.content(goalId));
+    const expected = expectedArtifacts();
+    for (const name of Object.keys(files)) {
+      if (!expected.some((a) => a.name === name)) {
+        problems.push(`goal ${goalId}: unexpected artifact ${JSON.stringify(name)}`);
+        duplicates++;
+      }
+    }
+    for (const name of Object.keys(contents)) {
+      if (!files[name]) problems.push(`goal ${goalId}: content without an index entry: ${JSON.stringify(name)}`);
+    }
+    for (const a of expected) {
+      const raw = files[a.name];
+      if (!raw) {
+        lose(`artifact ${a.name} is missing`);
+        continue;
+      }
+      const e = JSON.parse(raw) as { status: string; version: number; bytes: number; writer?: string; step: number; role?: string };
+      const dispatched = targets.get(a.name) ?? [];
+      const writer = dispatched.find((t) => subtaskJobId(goalId, t.step, t.index) === e.writer);
+      // Each dispatched subtask writes its file once, whatever its re-executions: a version
+      // beyond the number of subtasks that targeted the name is a duplicate write.
+      if (e.version > Math.max(1, dispatched.length)) {
+        problems.push(`goal ${goalId}: ${a.name} is at version ${e.version} after ${dispatched.length} subtask(s) targeted it (written more than once)`);
+        duplicates++;
+      }
+      if (e.status !== 'done') lose(`${a.name} has status ${e.status}`);
+      if (!writer) {
+        lose(`${a.name} was written by ${e.writer}, not by a subtask dispatched for it (${dispatched.map((t) => subtaskJobId(goalId, t.step, t.index)).join(', ') || 'none'})`);
+        continue;
+      }
+      if (e.step !== writer.step || e.role !== a.role || writer.role !== a.role) lose(`${a.name}: step ${e.step} role ${e.role}, its job is step ${writer.step} role ${writer.role}`);
+      const content = await client.vfs.read(goalId, a.name);
+      if (content === null) {
+        lose(`${a.name} has no content`);
+        continue;
+      }
+      if (Buffer.byteLength(content, 'utf8') !== e.bytes) lose(`${a.name}: ${Buffer.byteLength(content, 'utf8')} bytes stored, entry says ${e.bytes}`);
+      const verdict = contractFor(roleSpec(a.role).contract).check(content);
+      if (!verdict.ok) lose(`${a.name} breaks the ${roleSpec(a.role).contract} contract: ${verdict.problem}`);
+      const want = await expectedContent(goalId, { ...a, step: writer.step, index: writer.index });
+      if (want === null) lose(`${a.name}: the job ${e.writer} is gone, cannot check its content`);
+      else if (content !== want) lose(`${a.name}: content differs from the scripted answer for ${e.writer} (${content.length} vs ${want.length} chars)`);
+    }
+
+    const finished = events.filter((e) => e.type === 'finished');
+    if (finished.length !== 1) {
+      problems.push(`goal ${goalId}: ${finished.length} finished events`);
+      if (finished.length > 1) duplicates++;
+    }
+    for (const step of seenCycles) {
+      const reflected = events.filter((e) => e.type === 'reflected' && e.step === step).length;
+      if (reflected > 1) {
+        problems.push(`goal ${goalId}: cycle ${step} reflected ${reflected} times`);
+        duplicates++;
+      }
+      const planned = events.filter((e) => e.type === 'planned' && e.step === step).length;
+      if (planned > 1) problems.push(`goal ${goalId}: cycle ${step} planned ${planned} times (a concurrent duplicate delivery)`);
+      redispatches += events.filter((e) => e.type === 'dispatched' && e.step === step && e.redelivered).length;
+    }
+    const starts = new Map<string, number>();
+    for (const e of events) {
+      if (e.type !== 'subtask_started') continue;
+      const k = `${e.step}:${e.index}`;
+      starts.set(k, (starts.get(k) ?? 0) + 1);
+    }
+    for (const n of starts.values()) subtaskReruns += n - 1;
+  }
+
+  // Job-level re-executions, straight from BullMQ's records.
+  const ours = new Set(goalIds);
+  const jobs = { plan: 0, reflect: 0, subagent: 0 };
+  let stalled = 0;
+  let failedJobs = 0;
+  const failures: string[] = [];
+  const queueKinds: [string, keyof typeof jobs][] = [
+    [PLAN_QUEUE, 'plan'], [REFLECT_QUEUE, 'reflect'],
+    ...cfg.roles.map((r) => [subagentQueueName(r.name), 'subagent'] as [string, keyof typeof jobs]),
+  ];
+  for (const [queue, kind] of queueKinds) {
+    const list = await client.queues.get(queue).getJobs(['completed', 'failed', 'active', 'waiting', 'delayed', 'waiting-children'], 0, -1);
+    for (const job of list) {
+      if (!job || !ours.has(job.data?.goalId)) continue;
+      jobs[kind] += Math.max(0, (job.attemptsStarted ?? 1) - 1);
+      stalled += job.stalledCounter ?? 0;
+      if (job.failedReason && (await job.getState()) === 'failed') {
+        failedJobs++;
+        failures.push(`${queue}/${job.id}: ${job.failedReason}`);
+      }
+    }
+  }
+  // Every goal's deterministic job ids exist (nothing was dispatched under another id).
+  for (const goalId of goalIds.slice(0, 5)) {
+    for (const [queue, id] of [[PLAN_QUEUE, planJobId(goalId, 1)], [REFLECT_QUEUE, reflectJobId(goalId, 1)]] as const) {
+      if (!(await client.queues.get(queue).getJob(id))) problems.push(`goal ${goalId}: job ${queue}/${id} not found`);
+    }
+  }
+  return {
+    done,
+    lost: lostGoals.size,
+    duplicates,
+    replanned,
+    problems,
+    failures,
+    reExecutions: { subtasks: subtaskReruns, jobs, stalled, failedJobs, redispatches },
+  };
+}
+
+/** The whole run: fleet, chaos, goals, verification. The caller owns the Redis. */
+export async function runChaos(redisUrl: string, opts: ChaosOptions): Promise<ChaosReport> {
+  const log = opts.log ?? (() => {});
+  const seed = opts.seed ?? Math.floor(Math.random() * 2 ** 31);
+  const { log: _log, ...settings } = opts;
+  void _log;
+  // Fail fast on a bad setting rather than inside ten child processes.
+  loadConfig({ REDIS_URL: redisUrl, DEEPQ_LOCK_DURATION_MS: String(opts.lockDurationMs), DEEPQ_STALLED_INTERVAL_MS: String(opts.stalledIntervalMs) });
+  log(`chaos: starting ${opts.replicas} process(es) per service (seed ${seed})`);
+  const fleet = await startChaosFleet(redisUrl, opts);
+  log(`chaos: ${fleet.procs.length} processes up; ${opts.goals} goals, a SIGKILL every ${opts.killEveryMs} ms`);
+  const t0 = performance.now();
+  const chaos = startChaos(fleet, { killEveryMs: opts.killEveryMs, seed, log });
+  const goalIds: string[] = [];
+  let status = new Map<string, string>();
+  try {
+    const gap = opts.goals > 1 ? opts.enqueueSpreadMs / (opts.goals - 1) : 0;
+    for (let i = 0; i < opts.goals; i++) {
+      goalIds.push(await fleet.client.enqueue({ goal: `Chaos goal ${i} (seed ${seed}): sort numbers #${i}` }));
+      if (gap) await sleep(gap);
+    }
+    log(`chaos: ${goalIds.length} goals enqueued after ${((performance.now() - t0) / 1000).toFixed(1)} s; ${chaos.kills} kills so far`);
+    status = await waitForGoals(fleet, goalIds, opts.timeoutMs);
+  } finally {
+    await chaos.stop();
+  }
+  const wallSeconds = (performance.now() - t0) / 1000;
+  const open = [...status.values()].filter((s) => !isTerminal(s)).length;
+  log(`chaos: goals settled after ${wallSeconds.toFixed(1)} s (${open} still open); ${chaos.kills} kills, ${chaos.restarts} restarts; verifying`);
+  try {
+    const v = await verifyGoals(fleet, goalIds);
+    return {
+      goals: goalIds.length,
+      done: v.done,
+      lost: v.lost,
+      duplicates: v.duplicates,
+      replanned: v.replanned,
+      kills: chaos.kills,
+      restarts: chaos.restarts,
+      unexpectedExits: chaos.unexpectedExits,
+      reExecutions: v.reExecutions,
+      problems: v.problems,
+      failures: v.failures,
+      wallSeconds: Math.round(wallSeconds * 10) / 10,
+      settings: { ...settings, seed },
+    };
+  } finally {
+    await fleet.stop();
+  }
+}
+
+export function formatReport(r: ChaosReport): string {
+  const x = r.reExecutions;
+  return [
+    `goals ${r.goals}, done ${r.done}, lost ${r.lost}, duplicates ${r.duplicates}, re-planned after a failed subtask ${r.replanned}`,
+    `kills ${r.kills}, restarts ${r.restarts}, unexpected exits ${r.unexpectedExits.length}`,
+    `re-executions: subtasks ${x.subtasks}; job starts beyond the first: plan ${x.jobs.plan}, reflect ${x.jobs.reflect}, subagent ${x.jobs.subagent}; stalled ${x.stalled}; re-dispatches ${x.redispatches}; failed jobs ${x.failedJobs}`,
+    `wall time ${r.wallSeconds} s (lock ${r.settings.lockDurationMs} ms, stalled interval ${r.settings.stalledIntervalMs} ms, latency ${r.settings.latencyMs} ms, seed ${r.settings.seed})`,
+  ].join('\n');
+}
