@@ -80,6 +80,18 @@ export const ConfigSchema = z
     drainTimeoutMs: z.number().int().positive().default(25_000),
     lockDurationMs: z.number().int().positive().default(30_000),
     stalledIntervalMs: z.number().int().positive().default(15_000),
+    /** A job whose worker died this many times fails (a guard against jobs that crash every worker). */
+    maxStalledCount: z.number().int().min(1).default(2),
+    /** Model-call retries on 429 (outside workers), 5xx, timeouts and malformed bodies. */
+    modelRetry: z
+      .object({
+        maxRetries: z.number().int().min(0).max(20).default(3),
+        baseDelayMs: z.number().int().positive().default(500),
+        maxDelayMs: z.number().int().positive().default(30_000),
+        /** A worker job re-queued by this many provider 429s in a row fails its attempt instead. */
+        maxRateLimitRequeues: z.number().int().min(1).default(50),
+      })
+      .prefault({}),
     metricsPort: z.number().int().min(0).max(65535).default(0),
     logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     // Estimated USD per million tokens, for `deepq status` / `deepq goals`; set your own in config.
@@ -127,6 +139,10 @@ const ENV_MAP: Record<string, { path: string[]; kind: 'string' | 'int' | 'number
   DEEPQ_DRAIN_TIMEOUT_MS: { path: ['drainTimeoutMs'], kind: 'int' },
   DEEPQ_LOCK_DURATION_MS: { path: ['lockDurationMs'], kind: 'int' },
   DEEPQ_STALLED_INTERVAL_MS: { path: ['stalledIntervalMs'], kind: 'int' },
+  DEEPQ_MAX_STALLED_COUNT: { path: ['maxStalledCount'], kind: 'int' },
+  DEEPQ_MODEL_MAX_RETRIES: { path: ['modelRetry', 'maxRetries'], kind: 'int' },
+  DEEPQ_MODEL_RETRY_BASE_MS: { path: ['modelRetry', 'baseDelayMs'], kind: 'int' },
+  DEEPQ_MAX_RATE_LIMIT_REQUEUES: { path: ['modelRetry', 'maxRateLimitRequeues'], kind: 'int' },
   DEEPQ_MAX_TOKENS: { path: ['budgets', 'maxTokens'], kind: 'int' },
   DEEPQ_MAX_STEPS: { path: ['budgets', 'maxSteps'], kind: 'int' },
   DEEPQ_MAX_SECONDS: { path: ['budgets', 'maxSeconds'], kind: 'number' },

@@ -106,7 +106,8 @@ export class GoalClient {
     if (!job) return;
     const state = await job.getState();
     if (state === 'waiting' || state === 'delayed' || state === 'prioritized' || state === 'waiting-children') {
-      await job.remove({ removeChildren: true }).catch(() => {});
+      // Children are removed one by one above; finished ones stay as the record of the run.
+      await job.remove({ removeChildren: false }).catch(() => {});
     }
   }
 

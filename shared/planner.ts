@@ -72,7 +72,7 @@ export async function processPlanJob(rt: Runtime, job: Job, signal?: AbortSignal
     const live = index.filter((e) => e.status !== 'evicted').map((e) => e.name);
     const agent = createAgent(plannerSpec(rt.cfg), {
       provider: rt.provider, logger: log, models: rt.cfg.models, metrics: rt.metrics,
-      usageSink: goalUsageSink(rt, goal), retry: { rateLimitToQueue: false },
+      usageSink: goalUsageSink(rt, goal), retry: { ...rt.cfg.modelRetry, rateLimitToQueue: false },
     });
     const threadId = threadIdFor(goalId, 'planner', shortId());
     let run;

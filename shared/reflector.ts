@@ -92,7 +92,7 @@ export async function processReflectJob(rt: Runtime, job: Job, signal?: AbortSig
     threadId = threadIdFor(goalId, 'reflector', shortId());
     const agent = createAgent(reflectorSpec(rt.cfg), {
       provider: rt.provider, logger: log, models: rt.cfg.models, metrics: rt.metrics,
-      usageSink: goalUsageSink(rt, goal), retry: { rateLimitToQueue: false },
+      usageSink: goalUsageSink(rt, goal), retry: { ...rt.cfg.modelRetry, rateLimitToQueue: false },
     });
     let run;
     try {

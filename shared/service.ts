@@ -69,7 +69,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     prefix: rt.cfg.prefix,
     lockDuration: rt.cfg.lockDurationMs,
     stalledInterval: rt.cfg.stalledIntervalMs,
-    maxStalledCount: 2,
+    maxStalledCount: rt.cfg.maxStalledCount,
     autorun: false,
   };
   const worker = new Worker(opts.queueName, makeProcessor(opts.queueName, opts.role, opts.handler), {

@@ -53,7 +53,7 @@ export async function processSubagentJob(deps: SubagentDeps, job: Job, signal?: 
 
   const agent = createAgent(role, {
     provider: rt.provider, logger: log, models: rt.cfg.models, metrics: rt.metrics,
-    usageSink: goalUsageSink(rt, goal), retry: { rateLimitToQueue: true },
+    usageSink: goalUsageSink(rt, goal), retry: { ...rt.cfg.modelRetry, rateLimitToQueue: true },
     toolResultMaxChars: rt.cfg.vfs.toolResultMaxChars,
   });
   const tools = createVfsTools(rt.vfs, { goalId, step, role: role.name, threadId, writer: String(job.id) }, role.tools);
@@ -67,8 +67,14 @@ export async function processSubagentJob(deps: SubagentDeps, job: Job, signal?: 
     });
   } catch (err) {
     if (err instanceof ProviderRateLimitError) {
-      // Fleet flow control: pause this role's whole queue, put the job back untouched.
-      log.warn({ retryAfterMs: err.retryAfterMs }, 'provider rate limit: pausing the queue');
+      // Fleet flow control: pause this role's whole queue, put the job back untouched. A
+      // provider that never stops saying 429 must not keep a job circling forever, though.
+      const requeues = Number(job.data?.rateLimitRequeues ?? 0) + 1;
+      if (requeues > rt.cfg.modelRetry.maxRateLimitRequeues) {
+        throw new Error(`provider rate limit persisted through ${requeues - 1} queue pauses: ${err.message}`);
+      }
+      await job.updateData({ ...job.data, rateLimitRequeues: requeues });
+      log.warn({ retryAfterMs: err.retryAfterMs, requeues }, 'provider rate limit: pausing the queue');
       await deps.queue.rateLimit(Math.max(1, err.retryAfterMs));
       throw Worker.RateLimitError();
     }

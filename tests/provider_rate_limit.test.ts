@@ -56,3 +56,26 @@ test('a 429 pauses the research queue in every process for retry-after, then all
   assert.ok(jobs.every((j) => j.attemptsMade <= 1), JSON.stringify(jobs.map((j) => j.attemptsMade)));
   assert.match(research.map((p) => p.output()).join(''), /provider rate limit: pausing the queue/);
 });
+
+test('a provider that never stops answering 429 fails the subtask with the reason instead of looping', async () => {
+  const always = await startMessagesApiServer({
+    handler: (body, i, req) => (roleOf(body) === 'research' ? apiError(429, 'rate limited', { 'retry-after': '0' }) : defaultHandler(body, i, req)),
+  });
+  const f = await startFleet(redis.url, always.env({ DEEPQ_MAX_RATE_LIMIT_REQUEUES: '2', DEEPQ_SUBTASK_ATTEMPTS: '2' }));
+  try {
+    const goalId = await f.client.enqueue({ goal: 'Never served' });
+    const g = await f.client.waitFor(goalId, { timeoutMs: 60_000 });
+    assert.ok(['done', 'awaiting_human', 'failed'].includes(g.status), g.status);
+    const job = await f.client.queues.get(subagentQueueName('research-specialist')).getJob(`${goalId}:1:0`);
+    assert.equal(await job!.getState(), 'failed');
+    assert.match(job!.failedReason, /provider rate limit persisted through 2 queue pauses/);
+    const failed = (await f.client.goals.events(goalId)).map((e) => e.event).find((e) => e.type === 'subtask_failed');
+    assert.match(String(failed!.reason), /rate limit persisted/);
+    // The count spans attempts: 2 re-queues + the call that fails attempt 1, then attempt 2's
+    // one call fails at once. Nothing after that.
+    assert.equal(always.messageRequests().filter((r) => roleOf(r.body) === 'research').length, 4);
+  } finally {
+    await f.stop();
+    await always.close();
+  }
+});
