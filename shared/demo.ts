@@ -10,9 +10,11 @@ import { formatEventLine } from './timeline.ts';
 export async function runDemo(goalText: string, out: (s: string) => void = (s) => process.stdout.write(s + '\n')): Promise<number> {
   let priv: PrivateRedis | undefined;
   const env: NodeJS.ProcessEnv = {};
-  if (!process.env.REDIS_URL && !(await portAnswers(6379))) {
+  // The local port the demo looks at before starting its own Redis (tests point it elsewhere).
+  const localPort = Number(process.env.DEEPQ_DEMO_REDIS_PORT ?? 6379);
+  if (!process.env.REDIS_URL && !(await portAnswers(localPort))) {
     if (!hasRedisServer()) {
-      out('deepq demo: no Redis answers on 127.0.0.1:6379 and no redis-server is on PATH.');
+      out(`deepq demo: no Redis answers on 127.0.0.1:${localPort} and no redis-server is on PATH.`);
       out('Install one (Debian/Ubuntu: sudo apt-get install -y redis-server; macOS: brew install redis) or set REDIS_URL.');
       return 1;
     }
