@@ -201,14 +201,34 @@ async function rawBullmqGoalsPerSecond(url: string, n: number): Promise<number> 
   return gps;
 }
 
+/** Redis commands (Lua-internal ones included) and Redis CPU spent while `fn` runs. */
+async function redisCost<T>(url: string, fn: () => Promise<T>): Promise<{ result: T; calls: number; usec: number }> {
+  const r = new Redis(url);
+  await r.config('RESETSTAT');
+  const result = await fn();
+  const info = await r.info('commandstats');
+  r.disconnect();
+  let calls = 0;
+  let usec = 0;
+  for (const m of info.matchAll(/cmdstat_(\S+):calls=(\d+),usec=(\d+)/g)) {
+    if (m[1]!.startsWith('config')) continue;
+    calls += Number(m[2]);
+    usec += Number(m[3]);
+  }
+  return { result, calls, usec };
+}
+
 async function throughputAndDispatch(url: string) {
   const n = quick ? 150 : 400;
   const fleet = await startFleet(url, { LOG_LEVEL: 'warn' });
   let deepqGps: number;
+  let deepqCost = { calls: 0, usec: 0 };
   const latencies: Record<string, number[]> = { plan: [], subagent: [] };
   try {
     await runGoals(fleet, 5, 'warm-up', 5);
-    deepqGps = (await runGoals(fleet, n)).rate;
+    const measured = await redisCost(url, () => runGoals(fleet, n));
+    deepqGps = measured.result.rate;
+    deepqCost = measured;
     // Dispatch latency on an idle fleet: one goal at a time.
     const ids = (await runGoals(fleet, quick ? 15 : 40, 'latency', 1)).ids;
     for (const goalId of ids) {
@@ -224,11 +244,15 @@ async function throughputAndDispatch(url: string) {
   } finally {
     await fleet.stop();
   }
-  const rawGps = await rawBullmqGoalsPerSecond(url, n);
+  const raw = await redisCost(url, () => rawBullmqGoalsPerSecond(url, n));
+  const rawGps = raw.result;
   const all = [...latencies.plan!, ...latencies.subagent!];
   return {
     throughput_ratio_vs_raw_bullmq: round(deepqGps / rawGps),
     goals_per_second: { deepq: round(deepqGps, 1), raw_bullmq: round(rawGps, 1), goals: n },
+    redis_commands_per_goal: { deepq: Math.round(deepqCost.calls / n), raw_bullmq: Math.round(raw.calls / n) },
+    redis_cpu_us_per_goal: { deepq: Math.round(deepqCost.usec / n), raw_bullmq: Math.round(raw.usec / n) },
+    note: 'zero model latency, 64 goals in flight; deepq runs 5 service processes, raw BullMQ one in-process set of no-op workers with the same 7-job graph per goal',
     dispatch_latency_ms: { p50: pct(all, 50), p99: pct(all, 99), samples: all.length, plan_p50: pct(latencies.plan!, 50), subagent_p50: pct(latencies.subagent!, 50) },
   };
 }
@@ -297,6 +321,7 @@ async function main() {
   const vfs = results.vfs as Record<string, unknown> | undefined;
   if (vfs?.summary) out.push('', '```', JSON.stringify(vfs.summary, null, 2), '```');
   out.push('', `cycle ms: deepq ${p.cycle_ms.deepq}, sequential ${p.cycle_ms.sequential}; goals/s: deepq ${t.goals_per_second.deepq}, raw BullMQ ${t.goals_per_second.raw_bullmq}; scaling goals/s ${s.goals_per_second.one_process_per_service} → ${s.goals_per_second.four_processes_per_service}`);
+  out.push(`Redis commands per goal: deepq ${t.redis_commands_per_goal.deepq}, raw BullMQ ${t.redis_commands_per_goal.raw_bullmq}; Redis CPU per goal: deepq ${t.redis_cpu_us_per_goal.deepq} µs, raw ${t.redis_cpu_us_per_goal.raw_bullmq} µs`);
   out.push('full figures: bench/results/latest.json');
   process.stdout.write(out.join('\n') + '\n');
 }
