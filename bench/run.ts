@@ -184,7 +184,6 @@ async function rawBullmqGoalsPerSecond(url: string, n: number): Promise<number> 
     ...['research', 'code', 'critic'].map((k) => new Worker(`sub-${k}`, async () => ({ ok: true }), { connection: conn, prefix, concurrency: 8 })),
   ];
   await Promise.all(workers.map((w) => w.waitUntilReady()));
-  const t0 = performance.now();
   let started = 0;
   const startOne = (): Promise<void> => {
     const goalId = `raw${started++}x${Date.now().toString(36)}`;
@@ -192,7 +191,6 @@ async function rawBullmqGoalsPerSecond(url: string, n: number): Promise<number> 
     return planQ.add('plan', { goalId, step: 1 }, { ...opts, jobId: `${goalId}:1:plan` }).then(() => p).then(() => (started < n ? startOne() : undefined));
   };
   await Promise.all(Array.from({ length: Math.min(64, n) }, () => startOne()));
-  void t0;
   const gps = steadyRate(finished);
   await Promise.all(workers.map((w) => w.close()));
   await flows.close();

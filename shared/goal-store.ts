@@ -4,7 +4,7 @@ import type { Redis } from 'ioredis';
 import { Keys } from './keys.ts';
 import { runScript } from './scripts.ts';
 import { UnknownGoalError } from './errors/index.ts';
-import { isTerminal, type GoalStatus, type Plan, type Reflection } from './contracts.ts';
+import type { GoalStatus, Plan, Reflection } from './contracts.ts';
 import type { Budgets } from './config.ts';
 
 export const TOKEN_KINDS = ['input', 'output', 'cache_read', 'cache_write'] as const;
@@ -188,4 +188,3 @@ function parseGoal(goalId: string, h: Record<string, string>): GoalRecord {
   };
 }
 
-export { isTerminal };

@@ -8,7 +8,7 @@ import { budgetProblem, endOverBudget, goalUsageSink } from './budgets.ts';
 import { plannerSpec, roleNames } from './config.ts';
 import { PlanJobSchema, isTerminal, parseOrThrow, type Plan } from './contracts.ts';
 import { REFLECT_QUEUE, reflectJobId } from './queues.ts';
-import { BudgetExceededError, ValidationError } from './errors/index.ts';
+import { BudgetExceededError } from './errors/index.ts';
 import type { GoalRecord } from './goal-store.ts';
 import type { Runtime } from './runtime.ts';
 import { formatIndex, type FileEntry } from './vfs.ts';
@@ -147,4 +147,3 @@ async function ensureDispatched(rt: Runtime, goalId: string, step: number, log: 
   return { status: 'dispatched', subtasks: g.plan.subtasks.length };
 }
 
-export { ValidationError };

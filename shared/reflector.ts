@@ -25,7 +25,7 @@ export interface SubtaskOutcome {
 }
 
 /** Reads each child's result, or its failure reason when it failed for good. */
-export async function collectOutcomes(job: Job, goal: GoalRecord, step: number): Promise<SubtaskOutcome[]> {
+export async function collectOutcomes(job: Job, goal: GoalRecord): Promise<SubtaskOutcome[]> {
   const values = (await job.getChildrenValues()) as Record<string, SubagentJobResult>;
   const failures = await job.getIgnoredChildrenFailures();
   const byIndex = new Map<number, SubtaskOutcome>();
@@ -38,7 +38,6 @@ export async function collectOutcomes(job: Job, goal: GoalRecord, step: number):
     const t = goal.plan?.subtasks[i];
     byIndex.set(i, { index: i, role: t?.role ?? '?', artifact: t?.expected_artifact ?? '?', status: 'failed', reason: String(reason).slice(0, 300) });
   }
-  void step;
   return [...byIndex.values()].sort((a, b) => a.index - b.index);
 }
 
@@ -78,7 +77,7 @@ export async function processReflectJob(rt: Runtime, job: Job, signal?: AbortSig
   const log = rt.logger.child({ goalId, step, role: 'reflector', jobId: job.id });
   if (!(await rt.goals.transition(goalId, { from: ['running', 'reflecting'], to: 'reflecting' }))) return { skipped: goal.status };
 
-  const outcomes = await collectOutcomes(job, goal, step);
+  const outcomes = await collectOutcomes(job, goal);
   const evicted = await rt.vfs.evict(goalId, step);
   if (evicted.length) log.info({ evicted: evicted.length }, 'evicted stale artifacts');
 
@@ -144,4 +143,3 @@ export async function processReflectJob(rt: Runtime, job: Job, signal?: AbortSig
   return { decision: reflection.decision };
 }
 
-export { endOverBudget };

@@ -4,7 +4,6 @@ import { Worker, type Job, type Processor } from 'bullmq';
 import type { Runtime } from './runtime.ts';
 import { startOpsServer } from './ops-server.ts';
 import { pingRedis, createRedis } from './redis.ts';
-import { isTerminal } from './contracts.ts';
 import { scrubSecrets } from './logger.ts';
 
 export type JobHandler = (job: Job, signal: AbortSignal) => Promise<unknown>;
@@ -187,4 +186,3 @@ export function stopOnSignals(svc: { stop(): Promise<void>; drainTimeoutMs: numb
   process.on('SIGINT', () => onSignal('SIGINT'));
 }
 
-export { isTerminal };

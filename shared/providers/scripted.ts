@@ -57,10 +57,10 @@ export class ScriptedProvider implements ModelProvider {
       // Exercise the tool loop: look at the files first, as a real model would.
       return this.reply(req, [{ type: 'tool_use', id: `toolu_${hash(task).toString(16)}`, name: 'list_files', input: {} }], 'tool_use');
     }
-    return this.reply(req, [{ type: 'text', text: this.answer(ctx.contract, task, req) }], 'end_turn');
+    return this.reply(req, [{ type: 'text', text: this.answer(ctx.contract, task) }], 'end_turn');
   }
 
-  private answer(contract: string, task: string, req: ModelRequest): string {
+  private answer(contract: string, task: string): string {
     switch (contract) {
       case 'plan':
         return JSON.stringify(this.plan(task));
@@ -90,7 +90,6 @@ export class ScriptedProvider implements ModelProvider {
       default:
         return `Done: ${task.slice(0, 200)}`;
     }
-    void req;
   }
 
   private plan(task: string) {
