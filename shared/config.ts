@@ -37,8 +37,8 @@ export const ConfigSchema = z
     anthropicBaseUrl: z.string().url().optional(),
     modelTimeoutMs: z.number().int().positive().default(120_000),
     models: z
-      .object({ HIGH: z.string().min(1), LOW: z.string().min(1) })
-      .default({ HIGH: 'claude-sonnet-5-5', LOW: 'claude-haiku-5-5' }),
+      .object({ HIGH: z.string().min(1).default('claude-sonnet-5-5'), LOW: z.string().min(1).default('claude-haiku-5-5') })
+      .prefault({}),
     scriptedLatencyMs: z.number().int().nonnegative().default(0),
     /** Scripted model only: the first plan has this many research subtasks (benchmarks). */
     scriptedFanout: z.number().int().min(0).max(5).default(0),
@@ -98,7 +98,8 @@ export const ConfigSchema = z
     prices: z.record(z.string(), PriceSchema).default({
       'claude-sonnet-5-5': { inputPerMTok: 3, outputPerMTok: 15, cacheReadPerMTok: 0.3, cacheWritePerMTok: 3.75 },
       'claude-haiku-5-5': { inputPerMTok: 1, outputPerMTok: 5, cacheReadPerMTok: 0.1, cacheWritePerMTok: 1.25 },
-      scripted: { inputPerMTok: 0, outputPerMTok: 0, cacheReadPerMTok: 0, cacheWritePerMTok: 0 },
+      'scripted-high': { inputPerMTok: 0, outputPerMTok: 0, cacheReadPerMTok: 0, cacheWritePerMTok: 0 },
+      'scripted-low': { inputPerMTok: 0, outputPerMTok: 0, cacheReadPerMTok: 0, cacheWritePerMTok: 0 },
     }),
   })
   .strict();
@@ -221,7 +222,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Reco
   if (modelProvider === 'anthropic' && !cfg.anthropicApiKey) {
     throw new ConfigError('invalid config: anthropicApiKey (ANTHROPIC_API_KEY) is required when DEEPQ_MODEL_PROVIDER=anthropic');
   }
-  return { ...cfg, modelProvider, providerNotice };
+  // The scripted model is not a priced model: unless models are set explicitly, its usage is
+  // booked under its own ids, so `deepq status` never shows a cost for canned output.
+  const models = modelProvider === 'scripted' && raw.models === undefined ? { HIGH: 'scripted-high', LOW: 'scripted-low' } : cfg.models;
+  return { ...cfg, models, modelProvider, providerNotice };
 }
 
 export function roleNames(cfg: Config): string[] {

@@ -27,8 +27,11 @@ test('without a key the provider is scripted, with a notice; with a key, anthrop
   const a = loadConfig({});
   assert.equal(a.modelProvider, 'scripted');
   assert.match(a.providerNotice!, /scripted/);
+  assert.deepEqual(a.models, { HIGH: 'scripted-high', LOW: 'scripted-low' });
   const b = loadConfig({ ANTHROPIC_API_KEY: 'sk-ant-x' });
   assert.equal(b.modelProvider, 'anthropic');
+  assert.match(b.models.HIGH, /^claude-/);
+  assert.equal(loadConfig({ DEEPQ_MODEL_HIGH: 'my-model' }).models.HIGH, 'my-model');
   assert.match(b.providerNotice!, /anthropic/);
   assert.equal(loadConfig({ ANTHROPIC_API_KEY: 'sk-ant-x', DEEPQ_MODEL_PROVIDER: 'scripted' }).providerNotice, undefined);
 });
