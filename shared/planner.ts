@@ -42,7 +42,9 @@ export async function processPlanJob(rt: Runtime, job: Job, signal?: AbortSignal
   const { goalId, step } = data;
   const goal = await rt.goals.get(goalId);
   if (!goal) throw new UnrecoverableError(`unknown goal id: ${goalId}`);
-  const log = rt.logger.child({ goalId, step, role: 'planner', jobId: job.id });
+  // The thread id of this run's model conversation, on every log line about the job.
+  const threadId = threadIdFor(goalId, 'planner', shortId());
+  const log = rt.logger.child({ goalId, step, role: 'planner', threadId, jobId: job.id });
 
   // Delivery is at-least-once: a process that died before acking leaves this job to the
   // stalled check, which hands it out again seconds later. By then the goal may have moved
@@ -74,7 +76,6 @@ export async function processPlanJob(rt: Runtime, job: Job, signal?: AbortSignal
       provider: rt.provider, logger: log, models: rt.cfg.models, metrics: rt.metrics,
       usageSink: goalUsageSink(rt, goal), retry: { ...rt.cfg.modelRetry, rateLimitToQueue: false },
     });
-    const threadId = threadIdFor(goalId, 'planner', shortId());
     let run;
     try {
       run = await agent.run<Plan>({

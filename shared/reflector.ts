@@ -74,7 +74,8 @@ export async function processReflectJob(rt: Runtime, job: Job, signal?: AbortSig
     await rt.queues.addPlan({ goalId, step: step + 1 });
     return { decision: goal.reflection.decision };
   }
-  const log = rt.logger.child({ goalId, step, role: 'reflector', jobId: job.id });
+  const runThreadId = threadIdFor(goalId, 'reflector', shortId());
+  const log = rt.logger.child({ goalId, step, role: 'reflector', threadId: runThreadId, jobId: job.id });
   if (!(await rt.goals.transition(goalId, { from: ['running', 'reflecting'], to: 'reflecting' }))) return { skipped: goal.status };
 
   const outcomes = await collectOutcomes(job, goal);
@@ -88,7 +89,7 @@ export async function processReflectJob(rt: Runtime, job: Job, signal?: AbortSig
   } else if (step >= rt.cfg.maxDepth) {
     reflection = { decision: 'escalate', reason: `max depth ${rt.cfg.maxDepth} reached after ${step} cycle(s): a human must decide` };
   } else {
-    threadId = threadIdFor(goalId, 'reflector', shortId());
+    threadId = runThreadId;
     const agent = createAgent(reflectorSpec(rt.cfg), {
       provider: rt.provider, logger: log, models: rt.cfg.models, metrics: rt.metrics,
       usageSink: goalUsageSink(rt, goal), retry: { ...rt.cfg.modelRetry, rateLimitToQueue: false },

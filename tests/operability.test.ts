@@ -121,3 +121,17 @@ test('neither the API key nor the Redis password appears in logs, metrics, trans
   const bad = await runCli(['status', 'nosuchgoal1'], { ...fleet.env, REDIS_URL: `redis://:${PASSWORD}@127.0.0.1:1` }, 15_000);
   assert.ok(!(bad.stdout + bad.stderr).includes(PASSWORD));
 });
+
+test('every log line about a job carries goalId, step, role, threadId and jobId', () => {
+  let seen = 0;
+  for (const p of fleet.procs) {
+    for (const line of p.output().split('\n')) {
+      if (!line.startsWith('{')) continue;
+      const rec = JSON.parse(line);
+      if (rec.jobId === undefined) continue;
+      seen++;
+      for (const k of ['goalId', 'step', 'role', 'threadId']) assert.ok(rec[k] !== undefined, `${p.name}: "${rec.msg}" has no ${k}`);
+    }
+  }
+  assert.ok(seen >= 5, `only ${seen} job log lines`);
+});
