@@ -23,6 +23,7 @@ import { saveTranscript } from '../shared/transcripts.ts';
 import { newGoalId } from '../shared/goal-store.ts';
 import type { Plan } from '../shared/contracts.ts';
 import type { Message } from '../shared/providers/types.ts';
+import { prng } from '../tests/helpers/prng.ts';
 
 const TARGET_GOAL_BYTES = 500 * 1024;
 const TARGET_PROMPT_RATIO = 1.5;
@@ -30,17 +31,6 @@ const TARGET_MEMORY_DRIFT = 0.1;
 
 const utf8 = (s: string) => Buffer.byteLength(s, 'utf8');
 
-/** A small deterministic PRNG (mulberry32): the same mix of sizes on every run. */
-function prng(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const WORDS = 'the of and a to in is for that on with as by it from at this be are an or was which data model result step risk revenue code test function value error cache queue redis worker plan goal'.split(' ');
 function text(rand: () => number, bytes: number, head = ''): string {

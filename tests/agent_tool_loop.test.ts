@@ -1,10 +1,10 @@
 // The tool loop (seed 004) through the real AnthropicProvider and SDK against a local
 // Messages-API server, with the real VFS tools on a private Redis.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { useRedis } from './helpers/redis.ts';
-import { startMessagesApiServer, text, toolUse, type MessagesApiServer, type RecordedRequest, type WireToolResult, type WireMessage } from './helpers/messages-api-server.ts';
-import { testRuntime, ctxFor } from './helpers/agent-harness.ts';
+import { text, toolUse, type MessagesApiServer, type RecordedRequest, type WireToolResult, type WireMessage } from './helpers/messages-api-server.ts';
+import { ctxFor, useMessagesApi } from './helpers/agent-harness.ts';
 import { createAgent, TRUNCATION_MARKER } from '../shared/agent/create-agent.ts';
 import { createVfsTools } from '../shared/agent/tools.ts';
 import { codeContract, summaryContract, textContract } from '../shared/agent/output-contracts.ts';
@@ -15,16 +15,10 @@ const redis = useRedis();
 let server: MessagesApiServer;
 let rt: Runtime;
 let goalSeq = 0;
-
-before(async () => {
-  await redis.ready;
-  server = await startMessagesApiServer();
-  rt = testRuntime(redis.url, server);
-});
-after(async () => {
-  await rt?.close();
-  await server?.close();
-});
+useMessagesApi(redis, (s, r) => {
+  server = s;
+  rt = r;
+}, { runtime: true });
 
 function role(name: string, over: Partial<RoleSpec> = {}): RoleSpec {
   const r = rt.cfg.roles.find((x) => x.name === name)!;

@@ -3,14 +3,14 @@
 // retry-after, 5xx, connection reset, timeout, malformed body, contract-breaking output).
 // Each fault maps to what the retry policy needs; end to end, through real service
 // processes, each is handled by its policy: never a crash loop, never a stuck goal.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { useRedis } from './helpers/redis.ts';
 import {
-  startMessagesApiServer, apiError, defaultHandler, firstUserText, roleOf, text, toolUse, FAKE_API_KEY,
+  apiError, defaultHandler, firstUserText, roleOf, text, toolUse, FAKE_API_KEY,
   type DeepqRole, type HandlerResult, type MessagesApiServer,
 } from './helpers/messages-api-server.ts';
-import { anthropicAt, anthropicEnv, captureLogger, ctxFor } from './helpers/agent-harness.ts';
+import { anthropicAt, anthropicEnv, captureLogger, ctxFor, useMessagesApi } from './helpers/agent-harness.ts';
 import { startFleet, type Fleet } from './helpers/services.ts';
 import { createAgent } from '../shared/agent/create-agent.ts';
 import { codeContract } from '../shared/agent/output-contracts.ts';
@@ -19,13 +19,7 @@ import { RoleSpecSchema } from '../shared/roles.ts';
 
 const redis = useRedis();
 let server: MessagesApiServer;
-before(async () => {
-  await redis.ready;
-  server = await startMessagesApiServer();
-});
-after(async () => {
-  await server?.close();
-});
+useMessagesApi(redis, (s) => (server = s));
 
 const CTX: CallContext = { role: 'r', kind: 'subagent', contract: 'text', tier: 'LOW' };
 const REQ: ModelRequest = {

@@ -2,14 +2,14 @@
 // rejected and retried once with a reminder naming the problem (seen by the model in the
 // second request); a second failure marks the subtask failed with the reason, which the
 // reflector sees; a planner failing twice fails the goal with the reason.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { useRedis } from './helpers/redis.ts';
 import {
-  startMessagesApiServer, defaultHandler, firstUserText, roleOf, text, toolUse, blockText,
+  defaultHandler, firstUserText, roleOf, text, toolUse, blockText,
   type MessagesApiServer, type MessageReply, type RecordedRequest,
 } from './helpers/messages-api-server.ts';
-import { testRuntime, ctxFor, anthropicEnv } from './helpers/agent-harness.ts';
+import { ctxFor, anthropicEnv, useMessagesApi } from './helpers/agent-harness.ts';
 import { startFleet, type Fleet } from './helpers/services.ts';
 import { createAgent } from '../shared/agent/create-agent.ts';
 import {
@@ -22,16 +22,10 @@ import type { Runtime } from '../shared/runtime.ts';
 const redis = useRedis();
 let server: MessagesApiServer;
 let rt: Runtime;
-
-before(async () => {
-  await redis.ready;
-  server = await startMessagesApiServer();
-  rt = testRuntime(redis.url, server);
-});
-after(async () => {
-  await rt?.close();
-  await server?.close();
-});
+useMessagesApi(redis, (s, r) => {
+  server = s;
+  rt = r;
+}, { runtime: true });
 
 const ROLES = ['research-specialist', 'code-writer', 'critic'];
 const sub = (role: string, artifact: string, read: string[] = []) => ({ role, instruction: `do ${artifact}`, expected_artifact: artifact, read_files: read });

@@ -1,11 +1,11 @@
 // Structured logging: one JSON line per model call with the goal, step, role, thread and
 // model it belongs to, its stop reason and usage; a failed call is a warning with the
 // error. Prompts and answers are not logged, and neither is the API key.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { useRedis } from './helpers/redis.ts';
-import { startMessagesApiServer, apiError, text, toolUse, FAKE_API_KEY, type MessagesApiServer } from './helpers/messages-api-server.ts';
-import { anthropicAt, captureLogger, ctxFor } from './helpers/agent-harness.ts';
+import { apiError, text, toolUse, FAKE_API_KEY, type MessagesApiServer } from './helpers/messages-api-server.ts';
+import { anthropicAt, captureLogger, ctxFor, useMessagesApi } from './helpers/agent-harness.ts';
 import { createAgent } from '../shared/agent/create-agent.ts';
 import { createVfsTools } from '../shared/agent/tools.ts';
 import { textContract } from '../shared/agent/output-contracts.ts';
@@ -16,13 +16,7 @@ import { tmpdir } from 'node:os';
 
 const redis = useRedis();
 let server: MessagesApiServer;
-before(async () => {
-  await redis.ready;
-  server = await startMessagesApiServer();
-});
-after(async () => {
-  await server?.close();
-});
+useMessagesApi(redis, (s) => (server = s));
 
 const SECRET_TASK = 'TASK-TEXT-THAT-MUST-NOT-BE-LOGGED';
 const SECRET_ANSWER = 'ANSWER-TEXT-THAT-MUST-NOT-BE-LOGGED';

@@ -1,10 +1,10 @@
 // Anthropic prompt caching: cache_control on the system prompt and on the last tool, the
 // system text itself unchanged (P52), and cache usage reported back.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { useRedis } from './helpers/redis.ts';
-import { startMessagesApiServer, defaultAnswer, text, toolUse, type MessagesApiServer, type RecordedRequest } from './helpers/messages-api-server.ts';
-import { testRuntime, ctxFor } from './helpers/agent-harness.ts';
+import { defaultAnswer, text, toolUse, type MessagesApiServer, type RecordedRequest } from './helpers/messages-api-server.ts';
+import { ctxFor, useMessagesApi } from './helpers/agent-harness.ts';
 import { createAgent } from '../shared/agent/create-agent.ts';
 import { createVfsTools } from '../shared/agent/tools.ts';
 import { contractFor } from '../shared/agent/output-contracts.ts';
@@ -16,15 +16,10 @@ import type { Runtime } from '../shared/runtime.ts';
 const redis = useRedis();
 let server: MessagesApiServer;
 let rt: Runtime;
-before(async () => {
-  await redis.ready;
-  server = await startMessagesApiServer();
-  rt = testRuntime(redis.url, server);
-});
-after(async () => {
-  await rt?.close();
-  await server?.close();
-});
+useMessagesApi(redis, (s, r) => {
+  server = s;
+  rt = r;
+}, { runtime: true });
 
 async function run(spec: AgentSpec, withTools: boolean, usage: Usage[] = []) {
   const tools = withTools ? createVfsTools(rt.vfs, { goalId: 'cachegoal01', step: 1, role: 'r', threadId: 't', writer: 'w' }, spec.tools) : undefined;

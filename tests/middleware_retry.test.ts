@@ -1,11 +1,11 @@
 // Retry with backoff on 429, 5xx, timeouts, connection errors and malformed bodies,
 // honouring retry-after (0 included: the SDK ignores 0, and its own retries are off).
 // Through the real AnthropicProvider and SDK against a local Messages-API server.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { useRedis } from './helpers/redis.ts';
-import { startMessagesApiServer, apiError, text, type HandlerResult, type MessagesApiServer } from './helpers/messages-api-server.ts';
-import { anthropicAt, captureLogger, ctxFor, type LogLine } from './helpers/agent-harness.ts';
+import { apiError, text, type HandlerResult, type MessagesApiServer } from './helpers/messages-api-server.ts';
+import { anthropicAt, captureLogger, ctxFor, type LogLine, useMessagesApi } from './helpers/agent-harness.ts';
 import { createAgent } from '../shared/agent/create-agent.ts';
 import { textContract } from '../shared/agent/output-contracts.ts';
 import { backoffMs } from '../shared/agent/middleware/retry.ts';
@@ -16,13 +16,7 @@ import type { MiddlewareDeps } from '../shared/agent/middleware/index.ts';
 
 const redis = useRedis(); // not used by these tests, but every file gets its own
 let server: MessagesApiServer;
-before(async () => {
-  await redis.ready;
-  server = await startMessagesApiServer();
-});
-after(async () => {
-  await server?.close();
-});
+useMessagesApi(redis, (s) => (server = s));
 
 const SPEC: AgentSpec = RoleSpecSchema.parse({ name: 'tester', systemPrompt: 'You answer.', tier: 'LOW' });
 

@@ -1,11 +1,11 @@
 // Token accounting: input, output, cache-read and cache-write tokens of every response are
 // recorded per goal, role and model, kept on the goal, exported as metrics and shown by
 // `deepq status`. Usage comes from the Messages API responses (real SDK, local server).
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { useRedis } from './helpers/redis.ts';
-import { startMessagesApiServer, apiError, roleOf, text, type MessagesApiServer, type WireUsage } from './helpers/messages-api-server.ts';
-import { anthropicAt, anthropicEnv, captureLogger, ctxFor, TEST_MODELS } from './helpers/agent-harness.ts';
+import { apiError, roleOf, text, type MessagesApiServer, type WireUsage } from './helpers/messages-api-server.ts';
+import { anthropicAt, anthropicEnv, captureLogger, ctxFor, TEST_MODELS, useMessagesApi } from './helpers/agent-harness.ts';
 import { startFleet, runCli, type Fleet } from './helpers/services.ts';
 import { createAgent } from '../shared/agent/create-agent.ts';
 import { textContract } from '../shared/agent/output-contracts.ts';
@@ -16,13 +16,7 @@ import type { CallContext } from '../shared/providers/types.ts';
 
 const redis = useRedis();
 let server: MessagesApiServer;
-before(async () => {
-  await redis.ready;
-  server = await startMessagesApiServer();
-});
-after(async () => {
-  await server?.close();
-});
+useMessagesApi(redis, (s) => (server = s));
 
 test('each response’s four token kinds go to the sink once, with the role and the model that answered', async () => {
   const calls: { ctx: CallContext; model: string; usage: Usage }[] = [];

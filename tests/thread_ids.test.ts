@@ -1,27 +1,21 @@
 // Thread ids (seed 003): every agent run gets `goal-<goalId>--<role>-<short>`; its
 // transcript is stored under that id with a TTL, shown by `deepq transcript <threadId>`,
 // and never fed to another agent.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { useRedis } from './helpers/redis.ts';
-import { startMessagesApiServer, linkThreads, roleOf, type MessagesApiServer, type WireBlock, type WireToolUse } from './helpers/messages-api-server.ts';
-import { anthropicEnv } from './helpers/agent-harness.ts';
+import { linkThreads, roleOf, type MessagesApiServer, type WireBlock, type WireToolUse } from './helpers/messages-api-server.ts';
+import { anthropicEnv, useMessagesApi } from './helpers/agent-harness.ts';
 import { startFleet, runCli, type Fleet } from './helpers/services.ts';
 import { goalIdFromThreadId, threadIdFor } from '../shared/keys.ts';
 import { shortId } from '../shared/transcripts.ts';
 
 const redis = useRedis();
 let server: MessagesApiServer;
-before(async () => {
-  await redis.ready;
-  server = await startMessagesApiServer();
-});
-after(async () => {
-  await server?.close();
-});
+useMessagesApi(redis, (s) => (server = s));
 
 test('the thread id shape: goal-<goalId>--<role>-<short>', () => {
   const short = shortId();

@@ -1,12 +1,12 @@
 // The TTL sweep: finished goals older than the retention lose every key and blob; running
 // goals stay; keys of goals that no longer exist go; every goal key has an EXPIRE backstop;
 // and the reflector's job scheduler really runs the sweep.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { useRedis } from './helpers/redis.ts';
-import { keysOfGoal, vfsRuntime, type VfsTestRuntime } from './helpers/vfs-runtime.ts';
+import { keysOfGoal, vfsRuntime, type VfsTestRuntime, useVfsRuntime } from './helpers/vfs-runtime.ts';
 import { startProcess, stopProcess, waitForStart, type ServiceProc } from './helpers/services.ts';
 import { sweep } from '../shared/sweeper.ts';
 import { saveTranscript } from '../shared/transcripts.ts';
@@ -16,14 +16,7 @@ import type { GoalStatus } from '../shared/contracts.ts';
 
 const redis = useRedis();
 let t: VfsTestRuntime;
-
-before(async () => {
-  await redis.ready;
-  t = vfsRuntime(redis.url);
-});
-after(async () => {
-  await t?.close();
-});
+useVfsRuntime(redis, (x) => (t = x));
 
 const DAY = 86_400_000;
 

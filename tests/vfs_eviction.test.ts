@@ -1,23 +1,16 @@
 // Per-cycle eviction (P51): done entries older than 3 steps, any entry older than 20 (both
 // configurable); tombstones in the index, dropped later; events and metrics.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { useRedis } from './helpers/redis.ts';
-import { vfsRuntime, type VfsTestRuntime } from './helpers/vfs-runtime.ts';
+import { vfsRuntime, type VfsTestRuntime, useVfsRuntime } from './helpers/vfs-runtime.ts';
 import { VirtualFs, formatIndex } from '../shared/vfs.ts';
 import { plannerMessage } from '../shared/planner.ts';
 import type { Runtime } from '../shared/runtime.ts';
 
 const redis = useRedis();
 let t: VfsTestRuntime;
-
-before(async () => {
-  await redis.ready;
-  t = vfsRuntime(redis.url);
-});
-after(async () => {
-  await t?.close();
-});
+useVfsRuntime(redis, (x) => (t = x));
 
 type Status = 'active' | 'done' | 'failed';
 const write = (vfs: VirtualFs, goalId: string, name: string, status: Status, step: number) =>

@@ -1,24 +1,17 @@
 // Spill: content over the threshold (100 KB by default) lives in the blob dir, the hash keeps a
 // pointer, readers get the content transparently, and cleanup removes the blob with its entry.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { useRedis } from './helpers/redis.ts';
-import { vfsRuntime, type VfsTestRuntime } from './helpers/vfs-runtime.ts';
+import { vfsRuntime, type VfsTestRuntime, useVfsRuntime } from './helpers/vfs-runtime.ts';
 import { VirtualFs } from '../shared/vfs.ts';
 import type { BlobStore } from '../shared/blob-store.ts';
 
 const redis = useRedis();
 let t: VfsTestRuntime;
-
-before(async () => {
-  await redis.ready;
-  t = vfsRuntime(redis.url);
-});
-after(async () => {
-  await t?.close();
-});
+useVfsRuntime(redis, (x) => (t = x));
 
 const KB100 = 100 * 1024;
 const meta = (writer: string, step = 1, status: 'active' | 'done' = 'done') => ({ status, step, role: 'research-specialist', threadId: 'goal-x--research-specialist-1', writer });

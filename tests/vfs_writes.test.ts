@@ -1,21 +1,14 @@
 // Virtual-FS writes: entry metadata, idempotent retries, versioned concurrency, limits.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
 import { useRedis } from './helpers/redis.ts';
-import { vfsRuntime, type VfsTestRuntime } from './helpers/vfs-runtime.ts';
+import { vfsRuntime, type VfsTestRuntime, useVfsRuntime } from './helpers/vfs-runtime.ts';
 import { VersionConflictError, VfsLimitError } from '../shared/errors/index.ts';
 
 const redis = useRedis();
 let t: VfsTestRuntime;
-
-before(async () => {
-  await redis.ready;
-  t = vfsRuntime(redis.url);
-});
-after(async () => {
-  await t?.close();
-});
+useVfsRuntime(redis, (x) => (t = x));
 
 const meta = (writer: string, extra: Record<string, unknown> = {}) => ({
   status: 'done' as const, step: 1, role: 'research-specialist', threadId: 'goal-x--research-specialist-ab12', writer, ...extra,

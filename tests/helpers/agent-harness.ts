@@ -1,6 +1,7 @@
 // In-process pieces for agent-level tests: a Runtime whose provider is the real
 // AnthropicProvider pointed at a local Messages-API server, on a private Redis, and a
 // logger whose lines the test can read.
+import { after, before } from 'node:test';
 import { Writable } from 'node:stream';
 import { pino, type Logger } from 'pino';
 import { loadConfig, type Config } from '../../shared/config.ts';
@@ -8,7 +9,8 @@ import { createRuntime, type Runtime } from '../../shared/runtime.ts';
 import { AnthropicProvider } from '../../shared/providers/anthropic.ts';
 import type { CallContext } from '../../shared/providers/types.ts';
 import { testEnv } from './services.ts';
-import { FAKE_API_KEY, type MessagesApiServer } from './messages-api-server.ts';
+import { FAKE_API_KEY, startMessagesApiServer, type MessagesApiServer } from './messages-api-server.ts';
+import type { TestRedis } from './redis.ts';
 
 export interface LogLine {
   level: number;
@@ -58,4 +60,27 @@ export function testRuntime(redisUrl: string, server: MessagesApiServer, extraEn
 
 export function ctxFor(role: string, extra: Partial<CallContext> = {}): Omit<CallContext, 'tier' | 'contract'> {
   return { role, kind: 'subagent', goalId: 'goaltest01', step: 1, threadId: `goal-goaltest01--${role}-0000abcd`, ...extra };
+}
+
+/**
+ * The file's Messages-API server (and, with `runtime`, an in-process Runtime on it), started
+ * once the file's private Redis is up and closed after its tests; `assign` hands them over.
+ */
+export function useMessagesApi(
+  redis: TestRedis,
+  assign: (server: MessagesApiServer, rt: Runtime) => void,
+  opts: { runtime?: boolean } = {},
+): void {
+  let server: MessagesApiServer | undefined;
+  let rt: Runtime | undefined;
+  before(async () => {
+    await redis.ready;
+    server = await startMessagesApiServer();
+    if (opts.runtime) rt = testRuntime(redis.url, server);
+    assign(server, rt as Runtime);
+  });
+  after(async () => {
+    await rt?.close();
+    await server?.close();
+  });
 }

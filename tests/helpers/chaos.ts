@@ -13,6 +13,7 @@ import { buildSubagentTask } from '../../shared/subagent-runner.ts';
 import type { SubagentJob } from '../../shared/contracts.ts';
 import type { TimelineEvent } from '../../shared/goal-store.ts';
 import { startFleet, startProcess, type Fleet, type ServiceProc } from './services.ts';
+import { prng } from './prng.ts';
 
 export interface ChaosOptions {
   goals: number;
@@ -65,17 +66,6 @@ export interface ChaosReport {
   settings: Omit<ChaosOptions, 'log'> & { seed: number };
 }
 
-/** A small seeded PRNG (mulberry32), so a run's kill sequence can be repeated. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -1,11 +1,13 @@
 // A Runtime for the virtual-FS and sweep tests: private Redis, a fresh prefix and blob dir,
 // the scripted provider, silent logs. Overrides of `vfs` keep the env's blob dir.
+import { after, before } from 'node:test';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig } from '../../shared/config.ts';
 import { createRuntime, type Runtime } from '../../shared/runtime.ts';
 import { newGoalId } from '../../shared/goal-store.ts';
 import { testEnv } from './services.ts';
+import type { TestRedis } from './redis.ts';
 
 export interface VfsTestRuntime {
   rt: Runtime;
@@ -47,4 +49,17 @@ export async function keysOfGoal(rt: Runtime, goalId: string): Promise<string[]>
   const out = (await rt.redis.exists(rt.goals.keys.goal(goalId))) ? [rt.goals.keys.goal(goalId)] : [];
   for await (const batch of rt.redis.scanStream({ match: rt.goals.keys.goalPattern(goalId), count: 1000 })) out.push(...(batch as string[]));
   return out.sort();
+}
+
+/** The file's VFS runtime on its private Redis, built once Redis is up and closed after. */
+export function useVfsRuntime(redis: TestRedis, assign: (t: VfsTestRuntime) => void): void {
+  let t: VfsTestRuntime | undefined;
+  before(async () => {
+    await redis.ready;
+    t = vfsRuntime(redis.url);
+    assign(t);
+  });
+  after(async () => {
+    await t?.close();
+  });
 }
