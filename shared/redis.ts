@@ -1,6 +1,7 @@
 // Redis connections. BullMQ needs maxRetriesPerRequest: null on its connections so that
 // blocking commands survive a Redis restart; ioredis reconnects by itself.
 import { Redis } from 'ioredis';
+import { defineScripts } from './scripts.ts';
 
 export function createRedis(url: string, name?: string, opts: { autoPipelining?: boolean } = {}): Redis {
   const client = new Redis(url, {
@@ -13,6 +14,7 @@ export function createRedis(url: string, name?: string, opts: { autoPipelining?:
   });
   // Errors surface through readiness and job failures; an unhandled 'error' event would crash.
   client.on('error', () => {});
+  defineScripts(client);
   return client;
 }
 

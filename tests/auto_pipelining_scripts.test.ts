@@ -1,0 +1,29 @@
+// deepq's state client auto-pipelines: a script called in the same tick as other commands,
+// on a brand-new client, must run in the same pipeline rather than break the batch.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { useRedis } from './helpers/redis.ts';
+import { createRedis } from '../shared/redis.ts';
+import { GoalStore } from '../shared/goal-store.ts';
+
+const redis = useRedis();
+
+test('a fresh auto-pipelined client runs scripts and plain commands issued together', async () => {
+  await redis.ready;
+  await new GoalStore(redis.client, 'ap').create('ap0000000001', 'a goal', {}, false);
+  const client = createRedis(redis.url, 'test', { autoPipelining: true });
+  try {
+    const goals = new GoalStore(client, 'ap');
+    // Same tick: a plain command opens the auto-pipeline, then a script joins it.
+    const [status, moved, again] = await Promise.all([
+      client.hget('ap:goal:ap0000000001', 'status'),
+      goals.transition('ap0000000001', { from: ['queued'], to: 'planning' }),
+      client.hget('ap:goal:ap0000000001', 'goal'),
+    ]);
+    assert.equal(status, 'queued');
+    assert.equal(moved, true);
+    assert.equal(again, 'a goal');
+  } finally {
+    client.disconnect();
+  }
+});
