@@ -13,17 +13,17 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { loadConfig, plannerSpec, reflectorSpec } from '../shared/config.ts';
-import { createRuntime, type Runtime } from '../shared/runtime.ts';
-import { plannerMessage } from '../shared/planner.ts';
-import { reflectorMessage, type SubtaskOutcome } from '../shared/reflector.ts';
-import { sweep } from '../shared/sweeper.ts';
-import { formatIndex } from '../shared/vfs.ts';
-import { saveTranscript } from '../shared/transcripts.ts';
-import { newGoalId } from '../shared/goal-store.ts';
+import { loadConfig, plannerSpec, reflectorSpec } from '../shared/runtime/config.ts';
+import { createRuntime, type Runtime } from '../shared/runtime/runtime.ts';
+import { plannerMessage } from '../services/planner/plan-job.ts';
+import { reflectorMessage, type SubtaskOutcome } from '../services/reflector/reflect-job.ts';
+import { sweep } from '../services/reflector/sweep.ts';
+import { formatIndex } from '../shared/vfs/vfs.ts';
+import { saveTranscript } from '../shared/agent/transcripts.ts';
+import { newGoalId } from '../shared/goal/store.ts';
 import type { Plan } from '../shared/contracts.ts';
-import type { Message } from '../shared/providers/types.ts';
-import { prng } from '../tests/helpers/prng.ts';
+import type { Message } from '../shared/agent/providers/types.ts';
+import { prng } from '../testing/prng.ts';
 
 const TARGET_GOAL_BYTES = 500 * 1024;
 const TARGET_PROMPT_RATIO = 1.5;
@@ -359,7 +359,7 @@ export async function benchVfs(redisUrl: string, opts: { steps?: number; soakGoa
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  const { startPrivateRedis } = await import('../shared/redis-server.ts');
+  const { startPrivateRedis } = await import('../cli/private-redis.ts');
   const server = await startPrivateRedis();
   try {
     const res = await benchVfs(server.url);

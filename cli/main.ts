@@ -2,18 +2,18 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
-import { loadConfig, redactUrl, type Config } from '../shared/config.ts';
-import { createRedis } from '../shared/redis.ts';
+import { loadConfig, redactUrl, type Config } from '../shared/runtime/config.ts';
+import { createRedis } from '../shared/runtime/redis.ts';
 import type { Redis } from 'ioredis';
-import { GoalClient, estimateCost } from '../shared/goal-client.ts';
-import { totalTokens } from '../shared/goal-store.ts';
+import { GoalClient, estimateCost } from '../shared/goal/client.ts';
+import { totalTokens } from '../shared/goal/store.ts';
 import { isTerminal } from '../shared/contracts.ts';
-import { TimelineView, formatEventLine } from '../shared/timeline.ts';
-import { planChildren, supervise } from '../shared/supervisor.ts';
-import { createRuntime } from '../shared/runtime.ts';
-import { loadTranscript } from '../shared/transcripts.ts';
-import { runDemo } from '../shared/demo.ts';
-import { scrubSecrets } from '../shared/logger.ts';
+import { TimelineView, formatEventLine } from './timeline.ts';
+import { planChildren, supervise } from './supervisor.ts';
+import { createRuntime } from '../shared/runtime/runtime.ts';
+import { loadTranscript } from '../shared/agent/transcripts.ts';
+import { runDemo } from './demo.ts';
+import { scrubSecrets } from '../shared/runtime/logger.ts';
 import { artifactNameProblem } from '../shared/contracts.ts';
 
 function int(name: string, min = 1) {

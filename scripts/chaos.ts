@@ -9,8 +9,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { availableParallelism, cpus } from 'node:os';
-import { hasRedisServer, startPrivateRedis } from '../shared/redis-server.ts';
-import { formatReport, runChaos } from '../tests/helpers/chaos.ts';
+import { hasRedisServer, startPrivateRedis } from '../cli/private-redis.ts';
+import { formatReport, runChaos } from '../testing/chaos.ts';
 
 function arg(name: string, fallback: number): number;
 function arg(name: string, fallback: string): string;

@@ -1,8 +1,8 @@
 // Every boundary's shape, in zod: the plan and reflection the models return, the
 // SubagentResult handoff, the goal request, and each job payload.
 import { z } from 'zod';
-import { ValidationError } from './errors/index.ts';
-import { formatZodIssues } from './config.ts';
+import { ValidationError } from './errors.ts';
+import { formatZodIssues } from './runtime/config.ts';
 
 export const GOAL_ID_RE = /^[a-z0-9]{6,32}$/;
 export const GoalIdSchema = z.string().regex(GOAL_ID_RE, 'goal ids are 6-32 lower-case letters or digits');

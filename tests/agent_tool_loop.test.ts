@@ -2,14 +2,14 @@
 // Messages-API server, with the real VFS tools on a private Redis.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { useRedis } from './helpers/redis.ts';
-import { text, toolUse, type MessagesApiServer, type RecordedRequest, type WireToolResult, type WireMessage } from './helpers/messages-api-server.ts';
-import { ctxFor, useMessagesApi } from './helpers/agent-harness.ts';
+import { useRedis } from '../testing/redis.ts';
+import { text, toolUse, type MessagesApiServer, type RecordedRequest, type WireToolResult, type WireMessage } from '../testing/messages-api-server.ts';
+import { ctxFor, useMessagesApi } from '../testing/agent-harness.ts';
 import { createAgent, TRUNCATION_MARKER } from '../shared/agent/create-agent.ts';
 import { createVfsTools } from '../shared/agent/tools.ts';
 import { codeContract, summaryContract, textContract } from '../shared/agent/output-contracts.ts';
-import { RoleSpecSchema, TOOL_NAMES, type RoleSpec } from '../shared/roles.ts';
-import type { Runtime } from '../shared/runtime.ts';
+import { RoleSpecSchema, TOOL_NAMES, type RoleSpec } from '../shared/agent/roles.ts';
+import type { Runtime } from '../shared/runtime/runtime.ts';
 
 const redis = useRedis();
 let server: MessagesApiServer;

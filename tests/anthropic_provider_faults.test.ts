@@ -5,17 +5,17 @@
 // processes, each is handled by its policy: never a crash loop, never a stuck goal.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { useRedis } from './helpers/redis.ts';
+import { useRedis } from '../testing/redis.ts';
 import {
   apiError, defaultHandler, firstUserText, roleOf, text, toolUse, FAKE_API_KEY,
   type DeepqRole, type HandlerResult, type MessagesApiServer,
-} from './helpers/messages-api-server.ts';
-import { anthropicAt, anthropicEnv, captureLogger, ctxFor, useMessagesApi } from './helpers/agent-harness.ts';
-import { startFleet, type Fleet } from './helpers/services.ts';
+} from '../testing/messages-api-server.ts';
+import { anthropicAt, anthropicEnv, captureLogger, ctxFor, useMessagesApi } from '../testing/agent-harness.ts';
+import { startFleet, type Fleet } from '../testing/fleet.ts';
 import { createAgent } from '../shared/agent/create-agent.ts';
 import { codeContract } from '../shared/agent/output-contracts.ts';
-import { ModelCallError, type CallContext, type ModelRequest } from '../shared/providers/types.ts';
-import { RoleSpecSchema } from '../shared/roles.ts';
+import { ModelCallError, type CallContext, type ModelRequest } from '../shared/agent/providers/types.ts';
+import { RoleSpecSchema } from '../shared/agent/roles.ts';
 
 const redis = useRedis();
 let server: MessagesApiServer;

@@ -2,9 +2,9 @@
 // on a brand-new client, must run in the same pipeline rather than break the batch.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { useRedis } from './helpers/redis.ts';
-import { createRedis } from '../shared/redis.ts';
-import { GoalStore } from '../shared/goal-store.ts';
+import { useRedis } from '../testing/redis.ts';
+import { createRedis } from '../shared/runtime/redis.ts';
+import { GoalStore } from '../shared/goal/store.ts';
 
 const redis = useRedis();
 

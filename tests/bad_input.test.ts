@@ -10,12 +10,12 @@ import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Queue } from 'bullmq';
-import { useRedis } from './helpers/redis.ts';
-import { startFleet, startProcess, runCli, type Fleet } from './helpers/services.ts';
-import { startMessagesApiServer, defaultHandler, goalOf, roleOf, blockText, text, type MessagesApiServer, type RecordedRequest } from './helpers/messages-api-server.ts';
-import { anthropicEnv } from './helpers/agent-harness.ts';
-import { BIN } from '../shared/supervisor.ts';
-import { PLAN_QUEUE, REFLECT_QUEUE, subagentQueueName } from '../shared/queues.ts';
+import { useRedis } from '../testing/redis.ts';
+import { startFleet, startProcess, runCli, type Fleet } from '../testing/fleet.ts';
+import { startMessagesApiServer, defaultHandler, goalOf, roleOf, blockText, text, type MessagesApiServer, type RecordedRequest } from '../testing/messages-api-server.ts';
+import { anthropicEnv } from '../testing/agent-harness.ts';
+import { BIN } from '../cli/supervisor.ts';
+import { PLAN_QUEUE, REFLECT_QUEUE, subagentQueueName } from '../shared/runtime/queues.ts';
 
 const redis = useRedis();
 let api: MessagesApiServer;

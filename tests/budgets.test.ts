@@ -2,8 +2,8 @@
 // dispatch and after each model call; a goal past one ends budget_exceeded with artifacts kept.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { useRedis } from './helpers/redis.ts';
-import { startFleet, runCli, type Fleet } from './helpers/services.ts';
+import { useRedis } from '../testing/redis.ts';
+import { startFleet, runCli, type Fleet } from '../testing/fleet.ts';
 
 const redis = useRedis();
 let fleet: Fleet;

@@ -2,9 +2,9 @@
 // the status becomes cancelled, artifacts stay until the sweep.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { useRedis } from './helpers/redis.ts';
-import { startFleet, runCli, type Fleet } from './helpers/services.ts';
-import { subagentQueueName } from '../shared/queues.ts';
+import { useRedis } from '../testing/redis.ts';
+import { startFleet, runCli, type Fleet } from '../testing/fleet.ts';
+import { subagentQueueName } from '../shared/runtime/queues.ts';
 
 const redis = useRedis();
 let fleet: Fleet;

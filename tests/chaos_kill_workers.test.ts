@@ -9,14 +9,14 @@
 // instead of the default 30-45 s.
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { useRedis } from './helpers/redis.ts';
-import { formatReport, runChaos, type ChaosReport } from './helpers/chaos.ts';
+import { useRedis } from '../testing/redis.ts';
+import { formatReport, runChaos, type ChaosReport } from '../testing/chaos.ts';
 import type { Job } from 'bullmq';
-import { vfsRuntime, type VfsTestRuntime } from './helpers/vfs-runtime.ts';
-import { processPlanJob } from '../shared/planner.ts';
-import { processReflectJob } from '../shared/reflector.ts';
-import { PLAN_QUEUE, REFLECT_QUEUE, planJobId, reflectJobId, subagentQueueName } from '../shared/queues.ts';
-import type { ModelProvider } from '../shared/providers/types.ts';
+import { vfsRuntime, type VfsTestRuntime } from '../testing/vfs-runtime.ts';
+import { processPlanJob } from '../services/planner/plan-job.ts';
+import { processReflectJob } from '../services/reflector/reflect-job.ts';
+import { PLAN_QUEUE, REFLECT_QUEUE, planJobId, reflectJobId, subagentQueueName } from '../shared/runtime/queues.ts';
+import type { ModelProvider } from '../shared/agent/providers/types.ts';
 
 const redis = useRedis();
 before(async () => {

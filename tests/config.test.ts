@@ -4,8 +4,8 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadConfig } from '../shared/config.ts';
-import { ConfigError } from '../shared/errors/index.ts';
+import { loadConfig } from '../shared/runtime/config.ts';
+import { ConfigError } from '../shared/errors.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'deepq-cfg-'));
 function file(name: string, text: string): string {
@@ -78,7 +78,7 @@ test('a role is a config entry: a fourth role needs no code', () => {
 });
 
 test('a bad config stops a service process at start with the field named and no stack trace', async () => {
-  const { runCli } = await import('./helpers/services.ts');
+  const { runCli } = await import('../testing/fleet.ts');
   const r = await runCli(['planner'], { PATH: process.env.PATH, DEEPQ_MAX_DEPTH: '-2' });
   assert.equal(r.code, 78);
   assert.match(r.stderr, /deepq: error: invalid config: maxDepth/);

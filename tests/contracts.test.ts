@@ -5,7 +5,7 @@ import {
   GoalRequestSchema, PlanJobSchema, ReflectJobSchema, ReflectionSchema, SubagentJobSchema, SubagentJobResultSchema,
   SubagentResultSchema, planSchemaFor, parseOrThrow, extractJson,
 } from '../shared/contracts.ts';
-import { ValidationError } from '../shared/errors/index.ts';
+import { ValidationError } from '../shared/errors.ts';
 
 const roles = ['research-specialist', 'code-writer', 'critic'];
 const task = (over: Record<string, unknown> = {}) => ({ role: 'critic', instruction: 'review', expected_artifact: 'c.json', read_files: [], ...over });

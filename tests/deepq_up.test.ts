@@ -3,12 +3,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { useRedis } from './helpers/redis.ts';
-import { testEnv } from './helpers/services.ts';
-import { BIN } from '../shared/supervisor.ts';
-import { GoalClient } from '../shared/goal-client.ts';
-import { loadConfig } from '../shared/config.ts';
-import { freePort } from '../shared/redis-server.ts';
+import { useRedis } from '../testing/redis.ts';
+import { testEnv } from '../testing/fleet.ts';
+import { BIN } from '../cli/supervisor.ts';
+import { GoalClient } from '../shared/goal/client.ts';
+import { loadConfig } from '../shared/runtime/config.ts';
+import { freePort } from '../cli/private-redis.ts';
 
 const redis = useRedis();
 

@@ -5,8 +5,8 @@ import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { useRedis } from './helpers/redis.ts';
-import { runCli } from './helpers/services.ts';
+import { useRedis } from '../testing/redis.ts';
+import { runCli } from '../testing/fleet.ts';
 
 const redis = useRedis();
 
@@ -27,7 +27,7 @@ test('the demo ends with a done goal and prints its plan, outcomes and artifacts
 });
 
 test('with no Redis to use, the demo starts a private redis-server and removes it afterwards', async () => {
-  const { freePort, portAnswers } = await import('../shared/redis-server.ts');
+  const { freePort, portAnswers } = await import('../cli/private-redis.ts');
   const nothing = await freePort();
   const env = { PATH: process.env.PATH, DEEPQ_DEMO_REDIS_PORT: String(nothing), DEEPQ_PREFIX: 'demo2', DEEPQ_BLOB_DIR: mkdtempSync(join(tmpdir(), 'demo-')) };
   const r = await runCli(['demo'], env, 120_000);
@@ -39,7 +39,7 @@ test('with no Redis to use, the demo starts a private redis-server and removes i
 });
 
 test('with no Redis and no redis-server on PATH, the demo says how to get one and exits 1', async () => {
-  const { freePort } = await import('../shared/redis-server.ts');
+  const { freePort } = await import('../cli/private-redis.ts');
   const env = { PATH: '/nonexistent', DEEPQ_DEMO_REDIS_PORT: String(await freePort()) };
   const r = await runCli(['demo'], env, 60_000);
   assert.equal(r.code, 1);

@@ -10,9 +10,9 @@ import { basename, delimiter, dirname, join, posix, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import YAML from 'yaml';
-import { CONFIG_ENV_VARS, ConfigSchema, loadConfig } from '../shared/config.ts';
-import { Metrics } from '../shared/metrics.ts';
-import { subagentQueueName } from '../shared/queues.ts';
+import { CONFIG_ENV_VARS, ConfigSchema, loadConfig } from '../shared/runtime/config.ts';
+import { Metrics } from '../shared/runtime/metrics.ts';
+import { subagentQueueName } from '../shared/runtime/queues.ts';
 
 // Manifests are untyped YAML; `any` keeps the walking code short.
 type Obj = Record<string, any>;

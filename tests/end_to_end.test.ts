@@ -1,8 +1,8 @@
 // A goal runs end to end through real service processes, BullMQ and a private Redis.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { useRedis } from './helpers/redis.ts';
-import { startFleet, runCli, type Fleet } from './helpers/services.ts';
+import { useRedis } from '../testing/redis.ts';
+import { startFleet, runCli, type Fleet } from '../testing/fleet.ts';
 
 const redis = useRedis();
 let fleet: Fleet;

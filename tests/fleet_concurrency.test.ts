@@ -5,10 +5,10 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { useRedis } from './helpers/redis.ts';
-import { startFleet, type Fleet } from './helpers/services.ts';
-import { DEFAULT_ROLES } from '../shared/roles.ts';
-import type { TimelineEvent } from '../shared/goal-store.ts';
+import { useRedis } from '../testing/redis.ts';
+import { startFleet, type Fleet } from '../testing/fleet.ts';
+import { DEFAULT_ROLES } from '../shared/agent/roles.ts';
+import type { TimelineEvent } from '../shared/goal/store.ts';
 
 const redis = useRedis();
 

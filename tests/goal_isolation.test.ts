@@ -9,14 +9,14 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'n
 import { Redis } from 'ioredis';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { useRedis } from './helpers/redis.ts';
-import { vfsRuntime, type VfsTestRuntime } from './helpers/vfs-runtime.ts';
-import { startFleet, startProcess, runCli, type Fleet } from './helpers/services.ts';
+import { useRedis } from '../testing/redis.ts';
+import { vfsRuntime, type VfsTestRuntime } from '../testing/vfs-runtime.ts';
+import { startFleet, startProcess, runCli, type Fleet } from '../testing/fleet.ts';
 import { createVfsTools, type Tool } from '../shared/agent/tools.ts';
-import { buildSubagentTask } from '../shared/subagent-runner.ts';
-import { createRedis } from '../shared/redis.ts';
-import { loadConfig } from '../shared/config.ts';
-import { freePort, portAnswers } from '../shared/redis-server.ts';
+import { buildSubagentTask } from '../services/subagent-worker/subagent-job.ts';
+import { createRedis } from '../shared/runtime/redis.ts';
+import { loadConfig } from '../shared/runtime/config.ts';
+import { freePort, portAnswers } from '../cli/private-redis.ts';
 import type { SubagentJob } from '../shared/contracts.ts';
 
 // A password with characters that must be percent-encoded in a URL.

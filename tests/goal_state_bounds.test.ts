@@ -2,11 +2,11 @@
 // capped stream, and deepq_vfs_bytes reports the live artifact bytes after each sweep.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { useRedis } from './helpers/redis.ts';
-import { vfsRuntime, type VfsTestRuntime } from './helpers/vfs-runtime.ts';
-import { saveTranscript, loadTranscript } from '../shared/transcripts.ts';
-import { threadIdFor } from '../shared/keys.ts';
-import { sweep } from '../shared/sweeper.ts';
+import { useRedis } from '../testing/redis.ts';
+import { vfsRuntime, type VfsTestRuntime } from '../testing/vfs-runtime.ts';
+import { saveTranscript, loadTranscript } from '../shared/agent/transcripts.ts';
+import { threadIdFor } from '../shared/goal/keys.ts';
+import { sweep } from '../services/reflector/sweep.ts';
 
 const redis = useRedis();
 let t: VfsTestRuntime;

@@ -2,8 +2,8 @@
 // the drain timeout, and exits 0. No job is lost.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { useRedis } from './helpers/redis.ts';
-import { startFleet, startProcess, stopProcess, waitForStart, type Fleet } from './helpers/services.ts';
+import { useRedis } from '../testing/redis.ts';
+import { startFleet, startProcess, stopProcess, waitForStart, type Fleet } from '../testing/fleet.ts';
 
 const redis = useRedis();
 let fleet: Fleet;
@@ -71,7 +71,7 @@ test('past the drain timeout, active jobs are handed back and another process co
 });
 
 test('SIGTERM while Redis is gone still ends the process after the drain timeout', async () => {
-  const { startPrivateRedis } = await import('../shared/redis-server.ts');
+  const { startPrivateRedis } = await import('../cli/private-redis.ts');
   const lonely = await startPrivateRedis();
   const env = { ...fleet.env, REDIS_URL: lonely.url, DEEPQ_DRAIN_TIMEOUT_MS: '300' };
   const w = startProcess('worker-critic', ['worker', '--role', 'critic'], env);

@@ -4,20 +4,20 @@
 // reflector sees; a planner failing twice fails the goal with the reason.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { useRedis } from './helpers/redis.ts';
+import { useRedis } from '../testing/redis.ts';
 import {
   defaultHandler, firstUserText, roleOf, text, toolUse, blockText,
   type MessagesApiServer, type MessageReply, type RecordedRequest,
-} from './helpers/messages-api-server.ts';
-import { ctxFor, anthropicEnv, useMessagesApi } from './helpers/agent-harness.ts';
-import { startFleet, type Fleet } from './helpers/services.ts';
+} from '../testing/messages-api-server.ts';
+import { ctxFor, anthropicEnv, useMessagesApi } from '../testing/agent-harness.ts';
+import { startFleet, type Fleet } from '../testing/fleet.ts';
 import { createAgent } from '../shared/agent/create-agent.ts';
 import {
   codeContract, contractFor, critiqueContract, planContract, reflectionContract, summaryContract, type OutputContract,
 } from '../shared/agent/output-contracts.ts';
-import { plannerSpec, reflectorSpec, roleNames } from '../shared/config.ts';
-import type { AgentSpec } from '../shared/roles.ts';
-import type { Runtime } from '../shared/runtime.ts';
+import { plannerSpec, reflectorSpec, roleNames } from '../shared/runtime/config.ts';
+import type { AgentSpec } from '../shared/agent/roles.ts';
+import type { Runtime } from '../shared/runtime/runtime.ts';
 
 const redis = useRedis();
 let server: MessagesApiServer;

@@ -2,9 +2,9 @@
 // in awaiting_human; `deepq resume` carries on, with or without a note.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { useRedis } from './helpers/redis.ts';
-import { startFleet, runCli, type Fleet } from './helpers/services.ts';
-import { loadTranscript } from '../shared/transcripts.ts';
+import { useRedis } from '../testing/redis.ts';
+import { startFleet, runCli, type Fleet } from '../testing/fleet.ts';
+import { loadTranscript } from '../shared/agent/transcripts.ts';
 
 const redis = useRedis();
 let fleet: Fleet;

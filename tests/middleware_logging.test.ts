@@ -3,15 +3,15 @@
 // error. Prompts and answers are not logged, and neither is the API key.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { useRedis } from './helpers/redis.ts';
-import { apiError, text, toolUse, FAKE_API_KEY, type MessagesApiServer } from './helpers/messages-api-server.ts';
-import { anthropicAt, captureLogger, ctxFor, useMessagesApi } from './helpers/agent-harness.ts';
+import { useRedis } from '../testing/redis.ts';
+import { apiError, text, toolUse, FAKE_API_KEY, type MessagesApiServer } from '../testing/messages-api-server.ts';
+import { anthropicAt, captureLogger, ctxFor, useMessagesApi } from '../testing/agent-harness.ts';
 import { createAgent } from '../shared/agent/create-agent.ts';
 import { createVfsTools } from '../shared/agent/tools.ts';
 import { textContract } from '../shared/agent/output-contracts.ts';
-import { RoleSpecSchema, type AgentSpec } from '../shared/roles.ts';
-import { VirtualFs } from '../shared/vfs.ts';
-import { DirBlobStore } from '../shared/blob-store.ts';
+import { RoleSpecSchema, type AgentSpec } from '../shared/agent/roles.ts';
+import { VirtualFs } from '../shared/vfs/vfs.ts';
+import { DirBlobStore } from '../shared/vfs/blob-store.ts';
 import { tmpdir } from 'node:os';
 
 const redis = useRedis();

@@ -2,16 +2,16 @@
 // system text itself unchanged (P52), and cache usage reported back.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { useRedis } from './helpers/redis.ts';
-import { defaultAnswer, text, toolUse, type MessagesApiServer, type RecordedRequest } from './helpers/messages-api-server.ts';
-import { ctxFor, useMessagesApi } from './helpers/agent-harness.ts';
+import { useRedis } from '../testing/redis.ts';
+import { defaultAnswer, text, toolUse, type MessagesApiServer, type RecordedRequest } from '../testing/messages-api-server.ts';
+import { ctxFor, useMessagesApi } from '../testing/agent-harness.ts';
 import { createAgent } from '../shared/agent/create-agent.ts';
 import { createVfsTools } from '../shared/agent/tools.ts';
 import { contractFor } from '../shared/agent/output-contracts.ts';
-import { plannerSpec } from '../shared/config.ts';
-import type { Usage } from '../shared/goal-store.ts';
-import type { AgentSpec } from '../shared/roles.ts';
-import type { Runtime } from '../shared/runtime.ts';
+import { plannerSpec } from '../shared/runtime/config.ts';
+import type { Usage } from '../shared/goal/store.ts';
+import type { AgentSpec } from '../shared/agent/roles.ts';
+import type { Runtime } from '../shared/runtime/runtime.ts';
 
 const redis = useRedis();
 let server: MessagesApiServer;

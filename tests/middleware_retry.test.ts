@@ -3,15 +3,15 @@
 // Through the real AnthropicProvider and SDK against a local Messages-API server.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { useRedis } from './helpers/redis.ts';
-import { apiError, text, type HandlerResult, type MessagesApiServer } from './helpers/messages-api-server.ts';
-import { anthropicAt, captureLogger, ctxFor, type LogLine, useMessagesApi } from './helpers/agent-harness.ts';
+import { useRedis } from '../testing/redis.ts';
+import { apiError, text, type HandlerResult, type MessagesApiServer } from '../testing/messages-api-server.ts';
+import { anthropicAt, captureLogger, ctxFor, type LogLine, useMessagesApi } from '../testing/agent-harness.ts';
 import { createAgent } from '../shared/agent/create-agent.ts';
 import { textContract } from '../shared/agent/output-contracts.ts';
 import { backoffMs } from '../shared/agent/middleware/retry.ts';
-import { ModelCallError } from '../shared/providers/types.ts';
-import { ProviderRateLimitError } from '../shared/errors/index.ts';
-import { RoleSpecSchema, type AgentSpec } from '../shared/roles.ts';
+import { ModelCallError } from '../shared/agent/providers/types.ts';
+import { ProviderRateLimitError } from '../shared/errors.ts';
+import { RoleSpecSchema, type AgentSpec } from '../shared/agent/roles.ts';
 import type { MiddlewareDeps } from '../shared/agent/middleware/index.ts';
 
 const redis = useRedis(); // not used by these tests, but every file gets its own

@@ -3,16 +3,16 @@
 // `deepq status`. Usage comes from the Messages API responses (real SDK, local server).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { useRedis } from './helpers/redis.ts';
-import { apiError, roleOf, text, type MessagesApiServer, type WireUsage } from './helpers/messages-api-server.ts';
-import { anthropicAt, anthropicEnv, captureLogger, ctxFor, TEST_MODELS, useMessagesApi } from './helpers/agent-harness.ts';
-import { startFleet, runCli, type Fleet } from './helpers/services.ts';
+import { useRedis } from '../testing/redis.ts';
+import { apiError, roleOf, text, type MessagesApiServer, type WireUsage } from '../testing/messages-api-server.ts';
+import { anthropicAt, anthropicEnv, captureLogger, ctxFor, TEST_MODELS, useMessagesApi } from '../testing/agent-harness.ts';
+import { startFleet, runCli, type Fleet } from '../testing/fleet.ts';
 import { createAgent } from '../shared/agent/create-agent.ts';
 import { textContract } from '../shared/agent/output-contracts.ts';
 import { tokenAccounting } from '../shared/agent/middleware/tokens.ts';
-import { RoleSpecSchema } from '../shared/roles.ts';
-import { TOKEN_KINDS, type Usage } from '../shared/goal-store.ts';
-import type { CallContext } from '../shared/providers/types.ts';
+import { RoleSpecSchema } from '../shared/agent/roles.ts';
+import { TOKEN_KINDS, type Usage } from '../shared/goal/store.ts';
+import type { CallContext } from '../shared/agent/providers/types.ts';
 
 const redis = useRedis();
 let server: MessagesApiServer;
@@ -47,7 +47,7 @@ test('missing or null usage fields count as zero', async () => {
 const ROLE_NAME = { planner: 'planner', reflector: 'reflector', research: 'research-specialist', code: 'code-writer', critic: 'critic' } as const;
 
 test('a goal’s usage per role and model is kept on the goal, exported, and shown by `deepq status`', async (t) => {
-  server.setHandler((await import('./helpers/messages-api-server.ts')).defaultHandler);
+  server.setHandler((await import('../testing/messages-api-server.ts')).defaultHandler);
   const fleet: Fleet = await startFleet(redis.url, anthropicEnv(server));
   t.after(() => fleet.stop());
   const from = server.requests.length;

@@ -5,12 +5,12 @@ import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { useRedis } from './helpers/redis.ts';
-import { loadConfig } from '../shared/config.ts';
-import { createRuntime, type Runtime } from '../shared/runtime.ts';
-import { processPlanJob } from '../shared/planner.ts';
-import { PLAN_QUEUE, REFLECT_QUEUE, planJobId, subagentQueueName } from '../shared/queues.ts';
-import type { ModelProvider } from '../shared/providers/types.ts';
+import { useRedis } from '../testing/redis.ts';
+import { loadConfig } from '../shared/runtime/config.ts';
+import { createRuntime, type Runtime } from '../shared/runtime/runtime.ts';
+import { processPlanJob } from '../services/planner/plan-job.ts';
+import { PLAN_QUEUE, REFLECT_QUEUE, planJobId, subagentQueueName } from '../shared/runtime/queues.ts';
+import type { ModelProvider } from '../shared/agent/providers/types.ts';
 
 const redis = useRedis();
 let rt: Runtime;

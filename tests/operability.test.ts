@@ -2,8 +2,8 @@
 // /healthz and /readyz answer, `watch` renders the run, and no secret leaks anywhere.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { useRedis } from './helpers/redis.ts';
-import { startFleet, runCli, type Fleet } from './helpers/services.ts';
+import { useRedis } from '../testing/redis.ts';
+import { startFleet, runCli, type Fleet } from '../testing/fleet.ts';
 
 const PASSWORD = 'redis-Pa55word-xyz';
 const API_KEY = 'sk-ant-api03-FAKEKEY-must-never-leak-0123456789';

@@ -9,14 +9,14 @@
 //  4. later requests of a thread only extend that thread's own messages.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { useRedis } from './helpers/redis.ts';
+import { useRedis } from '../testing/redis.ts';
 import {
   startMessagesApiServer, defaultHandler, firstUserText, roleOf, text, linkThreads, FAKE_API_KEY,
   type MessagesApiServer, type RecordedRequest, type WireTextBlock,
-} from './helpers/messages-api-server.ts';
-import { anthropicEnv } from './helpers/agent-harness.ts';
-import { startFleet, type Fleet } from './helpers/services.ts';
-import { REFLECTOR_PROMPT, plannerPrompt } from '../shared/roles.ts';
+} from '../testing/messages-api-server.ts';
+import { anthropicEnv } from '../testing/agent-harness.ts';
+import { startFleet, type Fleet } from '../testing/fleet.ts';
+import { REFLECTOR_PROMPT, plannerPrompt } from '../shared/agent/roles.ts';
 import type { Plan } from '../shared/contracts.ts';
 
 const redis = useRedis();

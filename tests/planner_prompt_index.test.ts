@@ -4,12 +4,12 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { Job } from 'bullmq';
-import { useRedis } from './helpers/redis.ts';
-import { vfsRuntime, type VfsTestRuntime } from './helpers/vfs-runtime.ts';
-import { plannerMessage, processPlanJob } from '../shared/planner.ts';
-import { reflectorMessage, processReflectJob, type SubtaskOutcome } from '../shared/reflector.ts';
-import { formatIndex } from '../shared/vfs.ts';
-import type { ModelProvider, ModelRequest } from '../shared/providers/types.ts';
+import { useRedis } from '../testing/redis.ts';
+import { vfsRuntime, type VfsTestRuntime } from '../testing/vfs-runtime.ts';
+import { plannerMessage, processPlanJob } from '../services/planner/plan-job.ts';
+import { reflectorMessage, processReflectJob, type SubtaskOutcome } from '../services/reflector/reflect-job.ts';
+import { formatIndex } from '../shared/vfs/vfs.ts';
+import type { ModelProvider, ModelRequest } from '../shared/agent/providers/types.ts';
 import type { SubagentJobResult } from '../shared/contracts.ts';
 
 const redis = useRedis();

@@ -2,10 +2,10 @@
 // (BullMQ rate limit + RateLimitError), in every process, and the job goes back untouched.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { useRedis } from './helpers/redis.ts';
-import { startFleet, startProcess, waitForStart, stopProcess, type Fleet, type ServiceProc } from './helpers/services.ts';
-import { startMessagesApiServer, defaultHandler, apiError, roleOf, type MessagesApiServer } from './helpers/messages-api-server.ts';
-import { subagentQueueName } from '../shared/queues.ts';
+import { useRedis } from '../testing/redis.ts';
+import { startFleet, startProcess, waitForStart, stopProcess, type Fleet, type ServiceProc } from '../testing/fleet.ts';
+import { startMessagesApiServer, defaultHandler, apiError, roleOf, type MessagesApiServer } from '../testing/messages-api-server.ts';
+import { subagentQueueName } from '../shared/runtime/queues.ts';
 
 const redis = useRedis();
 let api: MessagesApiServer;

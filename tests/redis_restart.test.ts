@@ -3,9 +3,9 @@
 // every goal completes with its artifacts: nothing acknowledged before the restart is lost.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { useRedis } from './helpers/redis.ts';
-import { startFleet, type Fleet } from './helpers/services.ts';
-import { verifyGoals, waitForGoals } from './helpers/chaos.ts';
+import { useRedis } from '../testing/redis.ts';
+import { startFleet, type Fleet } from '../testing/fleet.ts';
+import { verifyGoals, waitForGoals } from '../testing/chaos.ts';
 
 const redis = useRedis({ appendonly: true });
 let fleet: Fleet;

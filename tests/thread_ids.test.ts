@@ -6,12 +6,12 @@ import assert from 'node:assert/strict';
 import { writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { useRedis } from './helpers/redis.ts';
-import { linkThreads, roleOf, type MessagesApiServer, type WireBlock, type WireToolUse } from './helpers/messages-api-server.ts';
-import { anthropicEnv, useMessagesApi } from './helpers/agent-harness.ts';
-import { startFleet, runCli, type Fleet } from './helpers/services.ts';
-import { goalIdFromThreadId, threadIdFor } from '../shared/keys.ts';
-import { shortId } from '../shared/transcripts.ts';
+import { useRedis } from '../testing/redis.ts';
+import { linkThreads, roleOf, type MessagesApiServer, type WireBlock, type WireToolUse } from '../testing/messages-api-server.ts';
+import { anthropicEnv, useMessagesApi } from '../testing/agent-harness.ts';
+import { startFleet, runCli, type Fleet } from '../testing/fleet.ts';
+import { goalIdFromThreadId, threadIdFor } from '../shared/goal/keys.ts';
+import { shortId } from '../shared/agent/transcripts.ts';
 
 const redis = useRedis();
 let server: MessagesApiServer;

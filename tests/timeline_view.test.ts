@@ -2,8 +2,8 @@
 // and bytes, the decision of each cycle, and the final status.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { TimelineView, formatEventLine } from '../shared/timeline.ts';
-import type { TimelineEvent } from '../shared/goal-store.ts';
+import { TimelineView, formatEventLine } from '../cli/timeline.ts';
+import type { TimelineEvent } from '../shared/goal/store.ts';
 
 const t0 = 1_000_000;
 const events: TimelineEvent[] = [

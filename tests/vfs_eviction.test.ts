@@ -2,11 +2,11 @@
 // configurable); tombstones in the index, dropped later; events and metrics.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { useRedis } from './helpers/redis.ts';
-import { vfsRuntime, type VfsTestRuntime, useVfsRuntime } from './helpers/vfs-runtime.ts';
-import { VirtualFs, formatIndex } from '../shared/vfs.ts';
-import { plannerMessage } from '../shared/planner.ts';
-import type { Runtime } from '../shared/runtime.ts';
+import { useRedis } from '../testing/redis.ts';
+import { vfsRuntime, type VfsTestRuntime, useVfsRuntime } from '../testing/vfs-runtime.ts';
+import { VirtualFs, formatIndex } from '../shared/vfs/vfs.ts';
+import { plannerMessage } from '../services/planner/plan-job.ts';
+import type { Runtime } from '../shared/runtime/runtime.ts';
 
 const redis = useRedis();
 let t: VfsTestRuntime;

@@ -3,9 +3,9 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { useRedis } from './helpers/redis.ts';
-import { keysOfGoal, vfsRuntime, type VfsTestRuntime } from './helpers/vfs-runtime.ts';
-import { VfsLimitError } from '../shared/errors/index.ts';
+import { useRedis } from '../testing/redis.ts';
+import { keysOfGoal, vfsRuntime, type VfsTestRuntime } from '../testing/vfs-runtime.ts';
+import { VfsLimitError } from '../shared/errors.ts';
 import { createVfsTools } from '../shared/agent/tools.ts';
 
 const redis = useRedis();

@@ -4,10 +4,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { useRedis } from './helpers/redis.ts';
-import { vfsRuntime, type VfsTestRuntime, useVfsRuntime } from './helpers/vfs-runtime.ts';
-import { VirtualFs } from '../shared/vfs.ts';
-import type { BlobStore } from '../shared/blob-store.ts';
+import { useRedis } from '../testing/redis.ts';
+import { vfsRuntime, type VfsTestRuntime, useVfsRuntime } from '../testing/vfs-runtime.ts';
+import { VirtualFs } from '../shared/vfs/vfs.ts';
+import type { BlobStore } from '../shared/vfs/blob-store.ts';
 
 const redis = useRedis();
 let t: VfsTestRuntime;
@@ -56,7 +56,7 @@ test('reading a spilled artifact back is transparent', async () => {
   await t.rt.vfs.write(goalId, 'report.md', big, meta('w'));
   assert.equal(await t.rt.vfs.read(goalId, 'report.md'), big);
   // Also through the read_file path a subagent uses: the task gets the full content.
-  const { buildSubagentTask } = await import('../shared/subagent-runner.ts');
+  const { buildSubagentTask } = await import('../services/subagent-worker/subagent-job.ts');
   const task = await buildSubagentTask(t.rt, { goalId, step: 2, index: 0, role: 'critic', instruction: 'review', expected_artifact: 'critique.json', read_files: ['report.md'] });
   assert.ok(task.includes(big));
 });

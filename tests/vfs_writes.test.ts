@@ -2,9 +2,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
-import { useRedis } from './helpers/redis.ts';
-import { vfsRuntime, type VfsTestRuntime, useVfsRuntime } from './helpers/vfs-runtime.ts';
-import { VersionConflictError, VfsLimitError } from '../shared/errors/index.ts';
+import { useRedis } from '../testing/redis.ts';
+import { vfsRuntime, type VfsTestRuntime, useVfsRuntime } from '../testing/vfs-runtime.ts';
+import { VersionConflictError, VfsLimitError } from '../shared/errors.ts';
 
 const redis = useRedis();
 let t: VfsTestRuntime;

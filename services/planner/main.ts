@@ -1,10 +1,10 @@
 // The planner service: consumes `plan`, dispatches one flow per cycle. Wiring only.
-import type { Config } from '../../shared/config.ts';
-import { createRuntime } from '../../shared/runtime.ts';
-import { startService, stopOnSignals } from '../../shared/service.ts';
-import { processPlanJob } from '../../shared/planner.ts';
-import { PLAN_QUEUE } from '../../shared/queues.ts';
-import { failGoalOnFinalFailure } from '../../shared/final-failure.ts';
+import type { Config } from '../../shared/runtime/config.ts';
+import { createRuntime } from '../../shared/runtime/runtime.ts';
+import { startService, stopOnSignals } from '../../shared/runtime/service.ts';
+import { processPlanJob } from './plan-job.ts';
+import { PLAN_QUEUE } from '../../shared/runtime/queues.ts';
+import { failGoalOnFinalFailure } from '../../shared/goal/final-failure.ts';
 
 export async function main(cfg: Config, opts: { concurrency: number }) {
   const rt = createRuntime(cfg, 'planner');

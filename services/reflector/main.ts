@@ -1,12 +1,12 @@
 // The reflector service: consumes `reflect` (one job per finished cycle) and hosts the TTL
 // sweep's job scheduler. Wiring only.
-import type { Config } from '../../shared/config.ts';
-import { createRuntime } from '../../shared/runtime.ts';
-import { startService, stopOnSignals } from '../../shared/service.ts';
-import { processReflectJob } from '../../shared/reflector.ts';
-import { MAINTENANCE_QUEUE, REFLECT_QUEUE } from '../../shared/queues.ts';
-import { scheduleSweep, sweep } from '../../shared/sweeper.ts';
-import { failGoalOnFinalFailure } from '../../shared/final-failure.ts';
+import type { Config } from '../../shared/runtime/config.ts';
+import { createRuntime } from '../../shared/runtime/runtime.ts';
+import { startService, stopOnSignals } from '../../shared/runtime/service.ts';
+import { processReflectJob } from './reflect-job.ts';
+import { MAINTENANCE_QUEUE, REFLECT_QUEUE } from '../../shared/runtime/queues.ts';
+import { scheduleSweep, sweep } from './sweep.ts';
+import { failGoalOnFinalFailure } from '../../shared/goal/final-failure.ts';
 
 export async function main(cfg: Config, opts: { concurrency: number }) {
   const rt = createRuntime(cfg, 'reflector');

@@ -1,12 +1,12 @@
 // A subagent worker for one role: consumes `subagent-<role>`. Run as many replicas as load
 // needs; a fleet-wide cap per role comes from config (BullMQ global concurrency). Wiring only.
-import type { Config } from '../../shared/config.ts';
-import { ConfigError } from '../../shared/errors/index.ts';
-import { createRuntime } from '../../shared/runtime.ts';
-import { startService, stopOnSignals } from '../../shared/service.ts';
-import { processSubagentJob } from '../../shared/subagent-runner.ts';
-import { subagentQueueName } from '../../shared/queues.ts';
-import { recordSubtaskFailure } from '../../shared/final-failure.ts';
+import type { Config } from '../../shared/runtime/config.ts';
+import { ConfigError } from '../../shared/errors.ts';
+import { createRuntime } from '../../shared/runtime/runtime.ts';
+import { startService, stopOnSignals } from '../../shared/runtime/service.ts';
+import { processSubagentJob } from './subagent-job.ts';
+import { subagentQueueName } from '../../shared/runtime/queues.ts';
+import { recordSubtaskFailure } from '../../shared/goal/final-failure.ts';
 
 export async function main(cfg: Config, opts: { role: string; concurrency: number }) {
   const role = cfg.roles.find((r) => r.name === opts.role);

@@ -2,10 +2,10 @@
 // differ only in data: system prompt, tools, middleware, tier, limits, output contract.
 // The loop (seed 004): a fresh message list, tool calls run and truncated, stop when the
 // model stops calling tools or at maxTurns; only the final text returns.
-import type { AgentSpec } from '../roles.ts';
-import type { Metrics } from '../metrics.ts';
-import type { CallContext, Message, ModelProvider, ModelRequest, ModelResponse, ToolResultBlock, ToolUseBlock } from '../providers/types.ts';
-import { ModelCallError, responseText } from '../providers/types.ts';
+import type { AgentSpec } from './roles.ts';
+import type { Metrics } from '../runtime/metrics.ts';
+import type { CallContext, Message, ModelProvider, ModelRequest, ModelResponse, ToolResultBlock, ToolUseBlock } from './providers/types.ts';
+import { ModelCallError, responseText } from './providers/types.ts';
 import { buildMiddleware, compose, type MiddlewareDeps } from './middleware/index.ts';
 import type { OutputContract } from './output-contracts.ts';
 import type { Tool } from './tools.ts';

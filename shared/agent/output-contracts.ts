@@ -2,8 +2,8 @@
 // rejected with a problem statement the agent turns into a reminder.
 import { z } from 'zod';
 import { extractJson, planSchemaFor, ReflectionSchema, type Plan, type Reflection } from '../contracts.ts';
-import { formatZodIssues } from '../config.ts';
-import type { CONTRACT_NAMES } from '../roles.ts';
+import { formatZodIssues } from '../runtime/config.ts';
+import type { CONTRACT_NAMES } from './roles.ts';
 
 export type ContractResult<T = unknown> = { ok: true; value: T } | { ok: false; problem: string };
 export type OutputContract<T = unknown> = { name: string; describe: string; check(text: string): ContractResult<T> };

@@ -1,11 +1,11 @@
 // The subagent tools, scoped to one goal's virtual FS. There is no tool that dispatches
 // agents: subagents cannot recurse.
 import { z } from 'zod';
-import type { VirtualFs } from '../vfs.ts';
-import { formatIndex } from '../vfs.ts';
-import type { TOOL_NAMES } from '../roles.ts';
-import type { ToolDef } from '../providers/types.ts';
-import { formatZodIssues } from '../config.ts';
+import type { VirtualFs } from '../vfs/vfs.ts';
+import { formatIndex } from '../vfs/vfs.ts';
+import type { TOOL_NAMES } from './roles.ts';
+import type { ToolDef } from './providers/types.ts';
+import { formatZodIssues } from '../runtime/config.ts';
 
 export interface Tool {
   def: ToolDef;

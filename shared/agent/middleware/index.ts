@@ -1,8 +1,8 @@
 // The middleware registry: a role lists names; the stack is always applied in one order
 // (outermost first) so a config cannot, say, count tokens outside the retry loop. Tier
 // routing comes first so every other layer (logging included) sees the real model id.
-import type { MIDDLEWARE_NAMES } from '../../roles.ts';
-import type { CallContext, ModelRequest, ModelResponse } from '../../providers/types.ts';
+import type { MIDDLEWARE_NAMES } from '../roles.ts';
+import type { CallContext, ModelRequest, ModelResponse } from '../providers/types.ts';
 import { logging } from './logging.ts';
 import { promptCache } from './prompt-cache.ts';
 import { retry } from './retry.ts';

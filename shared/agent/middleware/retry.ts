@@ -2,8 +2,8 @@
 // malformed bodies; honours retry-after (0 included). In a worker, a 429 is not retried
 // here: it becomes ProviderRateLimitError so the whole queue pauses (fleet flow control).
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ModelCallError } from '../../providers/types.ts';
-import { ProviderRateLimitError } from '../../errors/index.ts';
+import { ModelCallError } from '../providers/types.ts';
+import { ProviderRateLimitError } from '../../errors.ts';
 import type { MiddlewareDeps, ModelMiddleware } from './types.ts';
 
 export function backoffMs(attempt: number, base: number, max: number, random = Math.random): number {

@@ -2,8 +2,8 @@
 // to another agent.
 import { randomBytes } from 'node:crypto';
 import type { Message } from './providers/types.ts';
-import type { Runtime } from './runtime.ts';
-import { goalIdFromThreadId } from './keys.ts';
+import type { Runtime } from '../runtime/runtime.ts';
+import { goalIdFromThreadId } from '../goal/keys.ts';
 
 export function shortId(): string {
   return randomBytes(4).toString('hex');

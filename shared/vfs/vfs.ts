@@ -1,11 +1,11 @@
 // The virtual filesystem: a goal's artifacts in two Redis hashes (metadata, inline content),
 // large contents spilled to the blob store. Writes are atomic and idempotent (lua/vfsWrite.lua).
 import type { Redis } from 'ioredis';
-import { Keys } from './keys.ts';
-import { runScript } from './scripts.ts';
+import { Keys } from '../goal/keys.ts';
+import { runScript } from '../runtime/scripts.ts';
 import type { BlobStore } from './blob-store.ts';
-import { artifactNameProblem } from './contracts.ts';
-import { VersionConflictError, VfsLimitError } from './errors/index.ts';
+import { artifactNameProblem } from '../contracts.ts';
+import { VersionConflictError, VfsLimitError } from '../errors.ts';
 
 export type EntryStatus = 'active' | 'done' | 'failed' | 'evicted';
 

@@ -4,11 +4,11 @@
 import { after, before } from 'node:test';
 import { Writable } from 'node:stream';
 import { pino, type Logger } from 'pino';
-import { loadConfig, type Config } from '../../shared/config.ts';
-import { createRuntime, type Runtime } from '../../shared/runtime.ts';
-import { AnthropicProvider } from '../../shared/providers/anthropic.ts';
-import type { CallContext } from '../../shared/providers/types.ts';
-import { testEnv } from './services.ts';
+import { loadConfig, type Config } from '../shared/runtime/config.ts';
+import { createRuntime, type Runtime } from '../shared/runtime/runtime.ts';
+import { AnthropicProvider } from '../shared/agent/providers/anthropic.ts';
+import type { CallContext } from '../shared/agent/providers/types.ts';
+import { testEnv } from './fleet.ts';
 import { FAKE_API_KEY, startMessagesApiServer, type MessagesApiServer } from './messages-api-server.ts';
 import type { TestRedis } from './redis.ts';
 

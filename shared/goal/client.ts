@@ -1,13 +1,13 @@
 // The producer side: enqueue goals, read their status, cancel and resume them.
 import type { Redis } from 'ioredis';
-import type { Config } from './config.ts';
-import { GoalRequestSchema, GoalIdSchema, isTerminal, parseOrThrow, type GoalRequest } from './contracts.ts';
-import { GoalStore, newGoalId, totalTokens, type GoalRecord } from './goal-store.ts';
-import { Queues, PLAN_QUEUE, REFLECT_QUEUE, planJobId, reflectJobId, subagentQueueName, subtaskJobId } from './queues.ts';
-import { VirtualFs, type FileEntry } from './vfs.ts';
-import { DirBlobStore } from './blob-store.ts';
-import { UnknownGoalError, ValidationError } from './errors/index.ts';
-import { createRedis } from './redis.ts';
+import type { Config } from '../runtime/config.ts';
+import { GoalRequestSchema, GoalIdSchema, isTerminal, parseOrThrow, type GoalRequest } from '../contracts.ts';
+import { GoalStore, newGoalId, totalTokens, type GoalRecord } from './store.ts';
+import { Queues, PLAN_QUEUE, REFLECT_QUEUE, planJobId, reflectJobId, subagentQueueName, subtaskJobId } from '../runtime/queues.ts';
+import { VirtualFs, type FileEntry } from '../vfs/vfs.ts';
+import { DirBlobStore } from '../vfs/blob-store.ts';
+import { UnknownGoalError, ValidationError } from '../errors.ts';
+import { createRedis } from '../runtime/redis.ts';
 
 /** The `--json` / `status --json` object. */
 export interface GoalSummary {

@@ -1,8 +1,8 @@
 // Every test file gets its own redis-server on a free port; the shared 6379 is never used.
 import { after } from 'node:test';
 import { Redis } from 'ioredis';
-import { startPrivateRedis, type PrivateRedis } from '../../shared/redis-server.ts';
-import { stopEverything } from './services.ts';
+import { startPrivateRedis, type PrivateRedis } from '../cli/private-redis.ts';
+import { stopEverything } from './fleet.ts';
 
 export interface TestRedis {
   server: PrivateRedis;

@@ -3,17 +3,17 @@
 // escalates without asking the model.
 import type { Job } from 'bullmq';
 import { UnrecoverableError } from 'bullmq';
-import { createAgent } from './agent/create-agent.ts';
-import { reflectionContract } from './agent/output-contracts.ts';
-import { endOverBudget, goalUsageSink } from './budgets.ts';
-import { reflectorSpec } from './config.ts';
-import { ReflectJobSchema, parseOrThrow, isTerminal, type Reflection, type SubagentJobResult } from './contracts.ts';
-import { BudgetExceededError } from './errors/index.ts';
-import type { GoalRecord } from './goal-store.ts';
-import { threadIdFor } from './keys.ts';
-import type { Runtime } from './runtime.ts';
-import { saveTranscript, shortId } from './transcripts.ts';
-import { formatIndex, type FileEntry } from './vfs.ts';
+import { createAgent } from '../../shared/agent/create-agent.ts';
+import { reflectionContract } from '../../shared/agent/output-contracts.ts';
+import { endOverBudget, goalUsageSink } from '../../shared/goal/budgets.ts';
+import { reflectorSpec } from '../../shared/runtime/config.ts';
+import { ReflectJobSchema, parseOrThrow, isTerminal, type Reflection, type SubagentJobResult } from '../../shared/contracts.ts';
+import { BudgetExceededError } from '../../shared/errors.ts';
+import type { GoalRecord } from '../../shared/goal/store.ts';
+import { threadIdFor } from '../../shared/goal/keys.ts';
+import type { Runtime } from '../../shared/runtime/runtime.ts';
+import { saveTranscript, shortId } from '../../shared/agent/transcripts.ts';
+import { formatIndex, type FileEntry } from '../../shared/vfs/vfs.ts';
 
 export interface SubtaskOutcome {
   index: number;

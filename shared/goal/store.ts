@@ -2,10 +2,10 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { Keys } from './keys.ts';
-import { runScript } from './scripts.ts';
-import { UnknownGoalError } from './errors/index.ts';
-import type { GoalStatus, Plan, Reflection } from './contracts.ts';
-import type { Budgets } from './config.ts';
+import { runScript } from '../runtime/scripts.ts';
+import { UnknownGoalError } from '../errors.ts';
+import type { GoalStatus, Plan, Reflection } from '../contracts.ts';
+import type { Budgets } from '../runtime/config.ts';
 
 export const TOKEN_KINDS = ['input', 'output', 'cache_read', 'cache_write'] as const;
 export type TokenKind = (typeof TOKEN_KINDS)[number];

@@ -3,10 +3,10 @@
 // payload is malformed (written into the queue by something other than deepq) is not a
 // job of any goal: it fails alone, naming the bad field, and never touches the goal it names.
 import type { Job } from 'bullmq';
-import type { Runtime } from './runtime.ts';
-import { scrubSecrets } from './logger.ts';
-import { PlanJobSchema, SubagentJobSchema } from './contracts.ts';
-import { subagentQueueName } from './queues.ts';
+import type { Runtime } from '../runtime/runtime.ts';
+import { scrubSecrets } from '../runtime/logger.ts';
+import { PlanJobSchema, SubagentJobSchema } from '../contracts.ts';
+import { subagentQueueName } from '../runtime/queues.ts';
 
 export function failGoalOnFinalFailure(rt: Runtime, what: string) {
   return async (job: Job, err: Error): Promise<void> => {

@@ -5,9 +5,9 @@
 // pipelined batches, and a second SCAN pass unlinks the doomed goals' keys (a SCAN per goal
 // would make the sweep quadratic). Terminal statuses are final (lua/goalTransition.lua never
 // leaves one), so a goal judged expired cannot come back to life between the passes.
-import type { Runtime } from './runtime.ts';
-import { isTerminal } from './contracts.ts';
-import { MAINTENANCE_QUEUE, SWEEP_SCHEDULER_ID } from './queues.ts';
+import type { Runtime } from '../../shared/runtime/runtime.ts';
+import { isTerminal } from '../../shared/contracts.ts';
+import { MAINTENANCE_QUEUE, SWEEP_SCHEDULER_ID } from '../../shared/runtime/queues.ts';
 
 export interface SweepReport {
   expired: number;

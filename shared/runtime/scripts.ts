@@ -1,12 +1,14 @@
-// Every atomic multi-key change is one named Lua script in shared/lua/, loaded here.
+// Every atomic multi-key change is one named Lua script beside the concept it changes
+// (shared/goal/lua/, shared/vfs/lua/), loaded here. Each file's header names its KEYS and ARGV.
 import { readFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
 
-const LUA_DIR = new URL('./lua/', import.meta.url);
+const GOAL_LUA = new URL('../goal/lua/', import.meta.url);
+const VFS_LUA = new URL('../vfs/lua/', import.meta.url);
 const SCRIPTS = {
-  goalTransition: 2,
-  vfsWrite: 3,
-  vfsEvict: 3,
+  goalTransition: { keys: 2, dir: GOAL_LUA },
+  vfsWrite: { keys: 3, dir: VFS_LUA },
+  vfsEvict: { keys: 3, dir: VFS_LUA },
 } as const;
 export type ScriptName = keyof typeof SCRIPTS;
 
@@ -16,7 +18,7 @@ const sources = new Map<ScriptName, string>();
 function source(name: ScriptName): string {
   let s = sources.get(name);
   if (!s) {
-    s = readFileSync(new URL(`${name}.lua`, LUA_DIR), 'utf8');
+    s = readFileSync(new URL(`${name}.lua`, SCRIPTS[name].dir), 'utf8');
     sources.set(name, s);
   }
   return s;
@@ -30,8 +32,8 @@ function source(name: ScriptName): string {
  */
 export function defineScripts(redis: Redis): void {
   if (loaded.has(redis)) return;
-  for (const [n, numberOfKeys] of Object.entries(SCRIPTS)) {
-    redis.defineCommand(`deepq_${n}`, { numberOfKeys, lua: source(n as ScriptName) });
+  for (const [n, spec] of Object.entries(SCRIPTS)) {
+    redis.defineCommand(`deepq_${n}`, { numberOfKeys: spec.keys, lua: source(n as ScriptName) });
   }
   loaded.add(redis);
 }
@@ -39,7 +41,7 @@ export function defineScripts(redis: Redis): void {
 /** Runs a named script (EVALSHA with EVAL fallback, via ioredis defineCommand). */
 export async function runScript(redis: Redis, name: ScriptName, keys: string[], args: (string | number)[]): Promise<unknown> {
   defineScripts(redis);
-  if (keys.length !== SCRIPTS[name]) throw new Error(`script ${name} takes ${SCRIPTS[name]} keys, got ${keys.length}`);
+  if (keys.length !== SCRIPTS[name].keys) throw new Error(`script ${name} takes ${SCRIPTS[name].keys} keys, got ${keys.length}`);
   const fn = (redis as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>)[`deepq_${name}`]!;
   return fn.call(redis, ...keys, ...args.map(String));
 }

@@ -1,4 +1,4 @@
-import type { Config } from '../config.ts';
+import type { Config } from '../../runtime/config.ts';
 import { AnthropicProvider } from './anthropic.ts';
 import { ScriptedProvider } from './scripted.ts';
 import type { ModelProvider } from './types.ts';

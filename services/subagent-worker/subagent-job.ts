@@ -1,17 +1,17 @@
 // A subagent job: run the role's agent on a fresh message list (P52), write the artifact
 // to the virtual FS, return a small SubagentResult without content or transcript.
 import { UnrecoverableError, Worker, type Job, type Queue } from 'bullmq';
-import { createAgent } from './agent/create-agent.ts';
-import { contractFor } from './agent/output-contracts.ts';
-import { createVfsTools } from './agent/tools.ts';
-import { endOverBudget, goalUsageSink } from './budgets.ts';
-import { SubagentJobSchema, isTerminal, parseOrThrow, type SubagentJob, type SubagentJobResult } from './contracts.ts';
-import { BudgetExceededError, ProviderRateLimitError } from './errors/index.ts';
-import { threadIdFor } from './keys.ts';
-import type { RoleSpec } from './roles.ts';
-import type { Runtime } from './runtime.ts';
-import { saveTranscript, shortId } from './transcripts.ts';
-import { ModelCallError } from './providers/types.ts';
+import { createAgent } from '../../shared/agent/create-agent.ts';
+import { contractFor } from '../../shared/agent/output-contracts.ts';
+import { createVfsTools } from '../../shared/agent/tools.ts';
+import { endOverBudget, goalUsageSink } from '../../shared/goal/budgets.ts';
+import { SubagentJobSchema, isTerminal, parseOrThrow, type SubagentJob, type SubagentJobResult } from '../../shared/contracts.ts';
+import { BudgetExceededError, ProviderRateLimitError } from '../../shared/errors.ts';
+import { threadIdFor } from '../../shared/goal/keys.ts';
+import type { RoleSpec } from '../../shared/agent/roles.ts';
+import type { Runtime } from '../../shared/runtime/runtime.ts';
+import { saveTranscript, shortId } from '../../shared/agent/transcripts.ts';
+import { ModelCallError } from '../../shared/agent/providers/types.ts';
 
 /** The task: the instruction plus the contents of the read_files it names, one user message. */
 export async function buildSubagentTask(rt: Pick<Runtime, 'vfs'>, job: SubagentJob): Promise<string> {

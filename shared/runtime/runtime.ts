@@ -5,13 +5,13 @@ import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import { redactUrl } from './config.ts';
 import { createRedis } from './redis.ts';
-import { GoalStore } from './goal-store.ts';
-import { VirtualFs } from './vfs.ts';
-import { DirBlobStore } from './blob-store.ts';
+import { GoalStore } from '../goal/store.ts';
+import { VirtualFs } from '../vfs/vfs.ts';
+import { DirBlobStore } from '../vfs/blob-store.ts';
 import { Queues } from './queues.ts';
 import { Metrics } from './metrics.ts';
 import { createLogger } from './logger.ts';
-import { createProvider, type ModelProvider } from './providers/index.ts';
+import { createProvider, type ModelProvider } from '../agent/providers/index.ts';
 
 export interface Runtime {
   cfg: Config;

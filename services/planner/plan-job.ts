@@ -2,18 +2,18 @@
 // the last reflection; ask the model for 1-5 subtasks; validate; dispatch one flow.
 import type { Job } from 'bullmq';
 import { UnrecoverableError } from 'bullmq';
-import { createAgent } from './agent/create-agent.ts';
-import { planContract } from './agent/output-contracts.ts';
-import { budgetProblem, endOverBudget, goalUsageSink } from './budgets.ts';
-import { plannerSpec, roleNames } from './config.ts';
-import { PlanJobSchema, isTerminal, parseOrThrow, type Plan } from './contracts.ts';
-import { REFLECT_QUEUE, reflectJobId } from './queues.ts';
-import { BudgetExceededError } from './errors/index.ts';
-import type { GoalRecord } from './goal-store.ts';
-import type { Runtime } from './runtime.ts';
-import { formatIndex, type FileEntry } from './vfs.ts';
-import { threadIdFor } from './keys.ts';
-import { saveTranscript, shortId } from './transcripts.ts';
+import { createAgent } from '../../shared/agent/create-agent.ts';
+import { planContract } from '../../shared/agent/output-contracts.ts';
+import { budgetProblem, endOverBudget, goalUsageSink } from '../../shared/goal/budgets.ts';
+import { plannerSpec, roleNames } from '../../shared/runtime/config.ts';
+import { PlanJobSchema, isTerminal, parseOrThrow, type Plan } from '../../shared/contracts.ts';
+import { REFLECT_QUEUE, reflectJobId } from '../../shared/runtime/queues.ts';
+import { BudgetExceededError } from '../../shared/errors.ts';
+import type { GoalRecord } from '../../shared/goal/store.ts';
+import type { Runtime } from '../../shared/runtime/runtime.ts';
+import { formatIndex, type FileEntry } from '../../shared/vfs/vfs.ts';
+import { threadIdFor } from '../../shared/goal/keys.ts';
+import { saveTranscript, shortId } from '../../shared/agent/transcripts.ts';
 
 export function plannerMessage(goal: GoalRecord, step: number, index: FileEntry[]): string {
   return [

@@ -5,14 +5,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
 import YAML from 'yaml';
-import { ConfigError } from './errors/index.ts';
+import { ConfigError } from '../errors.ts';
 import {
   AgentSpecSchema,
   DEFAULT_ROLES,
   REFLECTOR_PROMPT,
   RoleSpecSchema,
   plannerPrompt,
-} from './roles.ts';
+} from '../agent/roles.ts';
 
 const PriceSchema = z.object({
   inputPerMTok: z.number().nonnegative(),

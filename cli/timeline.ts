@@ -1,6 +1,6 @@
 // Turns a goal's event stream into the `watch` view: a tree of cycles, then subtasks with
 // role, state, duration and bytes; or one plain line per event when not on a TTY.
-import type { TimelineEvent } from './goal-store.ts';
+import type { TimelineEvent } from '../shared/goal/store.ts';
 
 interface SubtaskView { index: number; role: string; artifact: string; state: string; ms?: number; bytes?: number; reason?: string; attempt?: number }
 interface CycleView { step: number; subtasks: Map<number, SubtaskView>; decision?: string; reason?: string; evicted: number }

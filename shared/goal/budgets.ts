@@ -1,10 +1,10 @@
 // Per-goal budgets (tokens, steps, seconds): checked before each dispatch and after each
 // model call. A goal past a budget ends `budget_exceeded` and keeps its artifacts.
-import type { GoalRecord } from './goal-store.ts';
-import { totalTokens, TOKEN_KINDS } from './goal-store.ts';
-import type { Runtime } from './runtime.ts';
-import type { UsageSink } from './agent/middleware/index.ts';
-import { BudgetExceededError } from './errors/index.ts';
+import type { GoalRecord } from './store.ts';
+import { totalTokens, TOKEN_KINDS } from './store.ts';
+import type { Runtime } from '../runtime/runtime.ts';
+import type { UsageSink } from '../agent/middleware/index.ts';
+import { BudgetExceededError } from '../errors.ts';
 
 export function budgetProblem(goal: GoalRecord, opts: { nextStep?: number; now?: number; tokens?: number } = {}): string | null {
   const b = goal.budgets;

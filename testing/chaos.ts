@@ -3,16 +3,16 @@
 // every goal ended `done` with each expected artifact exactly once and complete. Used by
 // tests/chaos_kill_workers.test.ts (CI size) and scripts/chaos.ts (the large run).
 import { once } from 'node:events';
-import { loadConfig } from '../../shared/config.ts';
-import { isTerminal } from '../../shared/contracts.ts';
-import { PLAN_QUEUE, REFLECT_QUEUE, planJobId, reflectJobId, subagentQueueName, subtaskJobId } from '../../shared/queues.ts';
-import { ScriptedProvider } from '../../shared/providers/scripted.ts';
-import { responseText } from '../../shared/providers/types.ts';
-import { contractFor } from '../../shared/agent/output-contracts.ts';
-import { buildSubagentTask } from '../../shared/subagent-runner.ts';
-import type { SubagentJob } from '../../shared/contracts.ts';
-import type { TimelineEvent } from '../../shared/goal-store.ts';
-import { startFleet, startProcess, type Fleet, type ServiceProc } from './services.ts';
+import { loadConfig } from '../shared/runtime/config.ts';
+import { isTerminal } from '../shared/contracts.ts';
+import { PLAN_QUEUE, REFLECT_QUEUE, planJobId, reflectJobId, subagentQueueName, subtaskJobId } from '../shared/runtime/queues.ts';
+import { ScriptedProvider } from '../shared/agent/providers/scripted.ts';
+import { responseText } from '../shared/agent/providers/types.ts';
+import { contractFor } from '../shared/agent/output-contracts.ts';
+import { buildSubagentTask } from '../services/subagent-worker/subagent-job.ts';
+import type { SubagentJob } from '../shared/contracts.ts';
+import type { TimelineEvent } from '../shared/goal/store.ts';
+import { startFleet, startProcess, type Fleet, type ServiceProc } from './fleet.ts';
 import { prng } from './prng.ts';
 
 export interface ChaosOptions {

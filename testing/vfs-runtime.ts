@@ -3,10 +3,10 @@
 import { after, before } from 'node:test';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { loadConfig } from '../../shared/config.ts';
-import { createRuntime, type Runtime } from '../../shared/runtime.ts';
-import { newGoalId } from '../../shared/goal-store.ts';
-import { testEnv } from './services.ts';
+import { loadConfig } from '../shared/runtime/config.ts';
+import { createRuntime, type Runtime } from '../shared/runtime/runtime.ts';
+import { newGoalId } from '../shared/goal/store.ts';
+import { testEnv } from './fleet.ts';
 import type { TestRedis } from './redis.ts';
 
 export interface VfsTestRuntime {

@@ -3,10 +3,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BIN } from '../../shared/supervisor.ts';
-import { loadConfig, type Config } from '../../shared/config.ts';
-import { GoalClient } from '../../shared/goal-client.ts';
-import { createRedis } from '../../shared/redis.ts';
+import { BIN } from '../cli/supervisor.ts';
+import { loadConfig, type Config } from '../shared/runtime/config.ts';
+import { GoalClient } from '../shared/goal/client.ts';
+import { createRedis } from '../shared/runtime/redis.ts';
 
 export interface ServiceProc {
   name: string;
