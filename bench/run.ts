@@ -8,14 +8,16 @@ import { startPrivateRedis } from '../cli/private-redis.ts';
 import { loadConfig } from '../shared/runtime/config.ts';
 import { createRuntime } from '../shared/runtime/runtime.ts';
 import { createAgent } from '../shared/agent/create-agent.ts';
-import { contractFor, planContract, reflectionContract } from '../shared/agent/output-contracts.ts';
+import { contractFor } from '../shared/agent/output-contracts.ts';
+import { planContract } from '../services/planner/plan-contract.ts';
+import { reflectionContract } from '../services/reflector/decision-contract.ts';
 import { createVfsTools } from '../shared/agent/tools.ts';
 import { plannerMessage } from '../services/planner/plan-job.ts';
 import { reflectorMessage } from '../services/reflector/reflect-job.ts';
 import { buildSubagentTask } from '../services/subagent-worker/subagent-job.ts';
 import { plannerSpec, reflectorSpec, roleNames } from '../shared/runtime/config.ts';
 import { PLAN_QUEUE, subagentQueueName } from '../shared/runtime/queues.ts';
-import type { Plan, Reflection } from '../shared/contracts.ts';
+import type { Plan, Reflection } from '../shared/goal/plan.ts';
 import { startFleet, type Fleet } from '../testing/fleet.ts';
 
 const LATENCY = 200;

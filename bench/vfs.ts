@@ -20,8 +20,8 @@ import { reflectorMessage, type SubtaskOutcome } from '../services/reflector/ref
 import { sweep } from '../services/reflector/sweep.ts';
 import { formatIndex } from '../shared/vfs/vfs.ts';
 import { saveTranscript } from '../shared/agent/transcripts.ts';
-import { newGoalId } from '../shared/goal/store.ts';
-import type { Plan } from '../shared/contracts.ts';
+import { newGoalId } from '../shared/goal/ids.ts';
+import type { Plan } from '../shared/goal/plan.ts';
 import type { Message } from '../shared/agent/providers/types.ts';
 import { prng } from '../testing/prng.ts';
 

@@ -7,14 +7,14 @@ import { createRedis } from '../shared/runtime/redis.ts';
 import type { Redis } from 'ioredis';
 import { GoalClient, estimateCost } from '../shared/goal/client.ts';
 import { totalTokens } from '../shared/goal/store.ts';
-import { isTerminal } from '../shared/contracts.ts';
+import { isTerminal } from '../shared/goal/status.ts';
 import { TimelineView, formatEventLine } from './timeline.ts';
 import { planChildren, supervise } from './supervisor.ts';
 import { createRuntime } from '../shared/runtime/runtime.ts';
 import { loadTranscript } from '../shared/agent/transcripts.ts';
 import { runDemo } from './demo.ts';
 import { scrubSecrets } from '../shared/runtime/logger.ts';
-import { artifactNameProblem } from '../shared/contracts.ts';
+import { artifactNameProblem } from '../shared/vfs/artifact-name.ts';
 
 function int(name: string, min = 1) {
   return (v: string) => {

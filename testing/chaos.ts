@@ -4,13 +4,13 @@
 // tests/chaos_kill_workers.test.ts (CI size) and scripts/chaos.ts (the large run).
 import { once } from 'node:events';
 import { loadConfig } from '../shared/runtime/config.ts';
-import { isTerminal } from '../shared/contracts.ts';
+import { isTerminal } from '../shared/goal/status.ts';
 import { PLAN_QUEUE, REFLECT_QUEUE, planJobId, reflectJobId, subagentQueueName, subtaskJobId } from '../shared/runtime/queues.ts';
 import { ScriptedProvider } from '../shared/agent/providers/scripted.ts';
 import { responseText } from '../shared/agent/providers/types.ts';
 import { contractFor } from '../shared/agent/output-contracts.ts';
 import { buildSubagentTask } from '../services/subagent-worker/subagent-job.ts';
-import type { SubagentJob } from '../shared/contracts.ts';
+import type { SubagentJob } from '../shared/runtime/jobs.ts';
 import type { TimelineEvent } from '../shared/goal/store.ts';
 import { startFleet, startProcess, type Fleet, type ServiceProc } from './fleet.ts';
 import { prng } from './prng.ts';

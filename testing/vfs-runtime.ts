@@ -5,7 +5,7 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig } from '../shared/runtime/config.ts';
 import { createRuntime, type Runtime } from '../shared/runtime/runtime.ts';
-import { newGoalId } from '../shared/goal/store.ts';
+import { newGoalId } from '../shared/goal/ids.ts';
 import { testEnv } from './fleet.ts';
 import type { TestRedis } from './redis.ts';
 

@@ -1,10 +1,11 @@
 // The zod contracts at every boundary: valid shapes pass, invalid ones fail naming the field.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import {
-  GoalRequestSchema, PlanJobSchema, ReflectJobSchema, ReflectionSchema, SubagentJobSchema, SubagentJobResultSchema,
-  SubagentResultSchema, planSchemaFor, parseOrThrow, extractJson,
-} from '../shared/contracts.ts';
+import { GoalRequestSchema } from '../shared/goal/request.ts';
+import { PlanJobSchema, ReflectJobSchema, SubagentJobSchema, SubagentJobResultSchema, SubagentResultSchema } from '../shared/runtime/jobs.ts';
+import { ReflectionSchema } from '../shared/goal/plan.ts';
+import { planSchemaFor } from '../services/planner/plan-contract.ts';
+import { parseOrThrow, extractJson } from '../shared/zod.ts';
 import { ValidationError } from '../shared/errors.ts';
 
 const roles = ['research-specialist', 'code-writer', 'critic'];

@@ -17,7 +17,7 @@ import { buildSubagentTask } from '../services/subagent-worker/subagent-job.ts';
 import { createRedis } from '../shared/runtime/redis.ts';
 import { loadConfig } from '../shared/runtime/config.ts';
 import { freePort, portAnswers } from '../cli/private-redis.ts';
-import type { SubagentJob } from '../shared/contracts.ts';
+import type { SubagentJob } from '../shared/runtime/jobs.ts';
 
 // A password with characters that must be percent-encoded in a URL.
 const PASSWORD = 'p@ss:w/rd #%?&=+ x';

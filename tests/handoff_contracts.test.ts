@@ -12,9 +12,9 @@ import {
 import { ctxFor, anthropicEnv, useMessagesApi } from '../testing/agent-harness.ts';
 import { startFleet, type Fleet } from '../testing/fleet.ts';
 import { createAgent } from '../shared/agent/create-agent.ts';
-import {
-  codeContract, contractFor, critiqueContract, planContract, reflectionContract, summaryContract, type OutputContract,
-} from '../shared/agent/output-contracts.ts';
+import { codeContract, contractFor, critiqueContract, summaryContract, type OutputContract } from '../shared/agent/output-contracts.ts';
+import { planContract } from '../services/planner/plan-contract.ts';
+import { reflectionContract } from '../services/reflector/decision-contract.ts';
 import { plannerSpec, reflectorSpec, roleNames } from '../shared/runtime/config.ts';
 import type { AgentSpec } from '../shared/agent/roles.ts';
 import type { Runtime } from '../shared/runtime/runtime.ts';

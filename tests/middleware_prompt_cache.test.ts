@@ -7,10 +7,10 @@ import { defaultAnswer, text, toolUse, type MessagesApiServer, type RecordedRequ
 import { ctxFor, useMessagesApi } from '../testing/agent-harness.ts';
 import { createAgent } from '../shared/agent/create-agent.ts';
 import { createVfsTools } from '../shared/agent/tools.ts';
-import { contractFor } from '../shared/agent/output-contracts.ts';
+import { contractFor, textContract } from '../shared/agent/output-contracts.ts';
 import { plannerSpec } from '../shared/runtime/config.ts';
 import type { Usage } from '../shared/goal/store.ts';
-import type { AgentSpec } from '../shared/agent/roles.ts';
+import { ROLE_CONTRACTS, type AgentSpec, type RoleContract } from '../shared/agent/roles.ts';
 import type { Runtime } from '../shared/runtime/runtime.ts';
 
 const redis = useRedis();
@@ -21,6 +21,10 @@ useMessagesApi(redis, (s, r) => {
   rt = r;
 }, { runtime: true });
 
+// The planner's spec has its own contract; caching does not depend on which one applies.
+const roleContract = (spec: AgentSpec) =>
+  (ROLE_CONTRACTS as readonly string[]).includes(spec.contract) ? contractFor(spec.contract as RoleContract) : textContract;
+
 async function run(spec: AgentSpec, withTools: boolean, usage: Usage[] = []) {
   const tools = withTools ? createVfsTools(rt.vfs, { goalId: 'cachegoal01', step: 1, role: 'r', threadId: 't', writer: 'w' }, spec.tools) : undefined;
   const agent = createAgent(spec, {
@@ -28,7 +32,7 @@ async function run(spec: AgentSpec, withTools: boolean, usage: Usage[] = []) {
     usageSink: async (_ctx, _model, u) => void usage.push(u),
   });
   const from = server.requests.length;
-  const res = await agent.run({ task: 'Go', tools, contract: contractFor(spec.contract), ctx: ctxFor('r') });
+  const res = await agent.run({ task: 'Go', tools, contract: roleContract(spec), ctx: ctxFor('r') });
   return { res, reqs: server.requests.slice(from), tools };
 }
 

@@ -17,7 +17,7 @@ import {
 import { anthropicEnv } from '../testing/agent-harness.ts';
 import { startFleet, type Fleet } from '../testing/fleet.ts';
 import { REFLECTOR_PROMPT, plannerPrompt } from '../shared/agent/roles.ts';
-import type { Plan } from '../shared/contracts.ts';
+import type { Plan } from '../shared/goal/plan.ts';
 
 const redis = useRedis();
 let server: MessagesApiServer;

@@ -10,7 +10,8 @@ import assert from 'node:assert/strict';
 import { pino } from 'pino';
 import { loadConfig, plannerSpec, roleNames, type Config } from '../shared/runtime/config.ts';
 import { createAgent } from '../shared/agent/create-agent.ts';
-import { contractFor, planContract } from '../shared/agent/output-contracts.ts';
+import { contractFor } from '../shared/agent/output-contracts.ts';
+import { planContract } from '../services/planner/plan-contract.ts';
 import { createProvider } from '../shared/agent/providers/index.ts';
 
 const skip = !process.env.ANTHROPIC_API_KEY && 'ANTHROPIC_API_KEY not set: live persona-leak test skipped';

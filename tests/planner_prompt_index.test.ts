@@ -10,7 +10,7 @@ import { plannerMessage, processPlanJob } from '../services/planner/plan-job.ts'
 import { reflectorMessage, processReflectJob, type SubtaskOutcome } from '../services/reflector/reflect-job.ts';
 import { formatIndex } from '../shared/vfs/vfs.ts';
 import type { ModelProvider, ModelRequest } from '../shared/agent/providers/types.ts';
-import type { SubagentJobResult } from '../shared/contracts.ts';
+import type { SubagentJobResult } from '../shared/runtime/jobs.ts';
 
 const redis = useRedis();
 let t: VfsTestRuntime;

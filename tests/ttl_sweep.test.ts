@@ -10,9 +10,10 @@ import { keysOfGoal, vfsRuntime, type VfsTestRuntime, useVfsRuntime } from '../t
 import { startProcess, stopProcess, waitForStart, type ServiceProc } from '../testing/fleet.ts';
 import { sweep } from '../services/reflector/sweep.ts';
 import { saveTranscript } from '../shared/agent/transcripts.ts';
-import { newGoalId, type GoalStore } from '../shared/goal/store.ts';
+import { newGoalId } from '../shared/goal/ids.ts';
+import { type GoalStore } from '../shared/goal/store.ts';
 import { MAINTENANCE_QUEUE, SWEEP_SCHEDULER_ID } from '../shared/runtime/queues.ts';
-import type { GoalStatus } from '../shared/contracts.ts';
+import type { GoalStatus } from '../shared/goal/status.ts';
 
 const redis = useRedis();
 let t: VfsTestRuntime;

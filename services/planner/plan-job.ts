@@ -3,10 +3,13 @@
 import type { Job } from 'bullmq';
 import { UnrecoverableError } from 'bullmq';
 import { createAgent } from '../../shared/agent/create-agent.ts';
-import { planContract } from '../../shared/agent/output-contracts.ts';
+import { planContract } from './plan-contract.ts';
 import { budgetProblem, endOverBudget, goalUsageSink } from '../../shared/goal/budgets.ts';
 import { plannerSpec, roleNames } from '../../shared/runtime/config.ts';
-import { PlanJobSchema, isTerminal, parseOrThrow, type Plan } from '../../shared/contracts.ts';
+import { PlanJobSchema } from '../../shared/runtime/jobs.ts';
+import { isTerminal } from '../../shared/goal/status.ts';
+import { parseOrThrow } from '../../shared/zod.ts';
+import { type Plan } from '../../shared/goal/plan.ts';
 import { REFLECT_QUEUE, reflectJobId } from '../../shared/runtime/queues.ts';
 import { BudgetExceededError } from '../../shared/errors.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';

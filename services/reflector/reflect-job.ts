@@ -4,10 +4,13 @@
 import type { Job } from 'bullmq';
 import { UnrecoverableError } from 'bullmq';
 import { createAgent } from '../../shared/agent/create-agent.ts';
-import { reflectionContract } from '../../shared/agent/output-contracts.ts';
+import { reflectionContract } from './decision-contract.ts';
 import { endOverBudget, goalUsageSink } from '../../shared/goal/budgets.ts';
 import { reflectorSpec } from '../../shared/runtime/config.ts';
-import { ReflectJobSchema, parseOrThrow, isTerminal, type Reflection, type SubagentJobResult } from '../../shared/contracts.ts';
+import { ReflectJobSchema, type SubagentJobResult } from '../../shared/runtime/jobs.ts';
+import { parseOrThrow } from '../../shared/zod.ts';
+import { isTerminal } from '../../shared/goal/status.ts';
+import { type Reflection } from '../../shared/goal/plan.ts';
 import { BudgetExceededError } from '../../shared/errors.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';

@@ -6,7 +6,7 @@
 // would make the sweep quadratic). Terminal statuses are final (lua/goalTransition.lua never
 // leaves one), so a goal judged expired cannot come back to life between the passes.
 import type { Runtime } from '../../shared/runtime/runtime.ts';
-import { isTerminal } from '../../shared/contracts.ts';
+import { isTerminal } from '../../shared/goal/status.ts';
 import { MAINTENANCE_QUEUE, SWEEP_SCHEDULER_ID } from '../../shared/runtime/queues.ts';
 
 export interface SweepReport {

@@ -1,14 +1,18 @@
 // Handoff contracts (seed 000): what each role's final text must be. A broken contract is
 // rejected with a problem statement the agent turns into a reminder.
 import { z } from 'zod';
-import { extractJson, planSchemaFor, ReflectionSchema, type Plan, type Reflection } from '../contracts.ts';
-import { formatZodIssues } from '../runtime/config.ts';
-import type { CONTRACT_NAMES } from './roles.ts';
+import { extractJson, formatZodIssues } from '../zod.ts';
+import type { RoleContract } from './roles.ts';
 
 export type ContractResult<T = unknown> = { ok: true; value: T } | { ok: false; problem: string };
 export type OutputContract<T = unknown> = { name: string; describe: string; check(text: string): ContractResult<T> };
 
 const CritiqueSchema = z.array(z.object({ line: z.number().int(), issue: z.string().min(1), severity: z.string().min(1) }));
+
+/** A contract for JSON output: bare or fenced JSON that the schema accepts. */
+export function jsonContract<T>(name: string, describe: string, schema: z.ZodType<T>): OutputContract<T> {
+  return { name, describe, check: (text) => json(text, schema, name) };
+}
 
 function json<T>(text: string, schema: z.ZodType<T>, what: string): ContractResult<T> {
   let data: unknown;
@@ -45,34 +49,20 @@ export const critiqueContract: OutputContract<z.infer<typeof CritiqueSchema>> = 
   check: (text) => json(text, CritiqueSchema, 'critique'),
 };
 
-export const reflectionContract: OutputContract<Reflection> = {
-  name: 'reflection',
-  describe: 'JSON {"decision": "continue"|"replan"|"end"|"escalate", "reason": str}',
-  check: (text) => json(text, ReflectionSchema, 'reflection'),
-};
-
-export function planContract(roles: string[], files: string[]): OutputContract<Plan> {
-  const schema = planSchemaFor(roles, files);
-  return {
-    name: 'plan',
-    describe: 'JSON {"subtasks": [{"role", "instruction", "expected_artifact", "read_files"}]} with 1-5 subtasks, known roles, unique artifact names, and read_files naming existing files',
-    check: (text) => json(text, schema as z.ZodType<Plan>, 'plan'),
-  };
-}
-
 export const textContract: OutputContract<string> = {
   name: 'text',
   describe: 'any non-empty text',
   check: (text) => (text.trim() ? { ok: true, value: text } : { ok: false, problem: 'the answer is empty' }),
 };
 
-export function contractFor(name: (typeof CONTRACT_NAMES)[number], ctx: { roles?: string[]; files?: string[] } = {}): OutputContract {
-  switch (name) {
-    case 'summary': return summaryContract;
-    case 'code': return codeContract;
-    case 'critique': return critiqueContract;
-    case 'reflection': return reflectionContract;
-    case 'plan': return planContract(ctx.roles ?? [], ctx.files ?? []);
-    case 'text': return textContract;
-  }
+const ROLE_CONTRACTS: Record<RoleContract, OutputContract> = {
+  summary: summaryContract,
+  code: codeContract,
+  critique: critiqueContract,
+  text: textContract,
+};
+
+/** A subagent role's contract by name (the planner and reflector bring their own). */
+export function contractFor(name: RoleContract): OutputContract {
+  return ROLE_CONTRACTS[name];
 }

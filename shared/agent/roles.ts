@@ -4,7 +4,10 @@ import { z } from 'zod';
 
 export const TOOL_NAMES = ['read_file', 'write_file', 'list_files'] as const;
 export const MIDDLEWARE_NAMES = ['logging', 'tokens', 'tier-routing', 'retry', 'prompt-cache'] as const;
-export const CONTRACT_NAMES = ['summary', 'code', 'critique', 'plan', 'reflection', 'text'] as const;
+export const ROLE_CONTRACTS = ['summary', 'code', 'critique', 'text'] as const;
+export type RoleContract = (typeof ROLE_CONTRACTS)[number];
+/** Role contracts, plus the planner's and the reflector's own. */
+export const CONTRACT_NAMES = [...ROLE_CONTRACTS, 'plan', 'reflection'] as const;
 
 export const RoleNameSchema = z
   .string()
@@ -23,6 +26,7 @@ export type AgentSpec = z.infer<typeof AgentSpecSchema>;
 
 export const RoleSpecSchema = AgentSpecSchema.extend({
   name: RoleNameSchema,
+  contract: z.enum(ROLE_CONTRACTS).default('text'),
   /** Fleet-wide cap on jobs of this role running at once (BullMQ global concurrency). */
   fleetConcurrency: z.number().int().min(1).optional(),
 });

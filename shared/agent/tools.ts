@@ -5,7 +5,7 @@ import type { VirtualFs } from '../vfs/vfs.ts';
 import { formatIndex } from '../vfs/vfs.ts';
 import type { TOOL_NAMES } from './roles.ts';
 import type { ToolDef } from './providers/types.ts';
-import { formatZodIssues } from '../runtime/config.ts';
+import { formatZodIssues } from '../zod.ts';
 
 export interface Tool {
   def: ToolDef;

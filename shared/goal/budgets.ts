@@ -1,10 +1,19 @@
 // Per-goal budgets (tokens, steps, seconds): checked before each dispatch and after each
 // model call. A goal past a budget ends `budget_exceeded` and keeps its artifacts.
+import { z } from 'zod';
 import type { GoalRecord } from './store.ts';
 import { totalTokens, TOKEN_KINDS } from './store.ts';
 import type { Runtime } from '../runtime/runtime.ts';
 import type { UsageSink } from '../agent/middleware/index.ts';
 import { BudgetExceededError } from '../errors.ts';
+
+/** A goal's limits; each is optional. Set per goal, with defaults from the config. */
+export const BudgetsSchema = z.object({
+  maxTokens: z.number().int().positive().optional(),
+  maxSteps: z.number().int().positive().optional(),
+  maxSeconds: z.number().positive().optional(),
+});
+export type Budgets = z.infer<typeof BudgetsSchema>;
 
 export function budgetProblem(goal: GoalRecord, opts: { nextStep?: number; now?: number; tokens?: number } = {}): string | null {
   const b = goal.budgets;

@@ -1,8 +1,12 @@
 // The producer side: enqueue goals, read their status, cancel and resume them.
 import type { Redis } from 'ioredis';
 import type { Config } from '../runtime/config.ts';
-import { GoalRequestSchema, GoalIdSchema, isTerminal, parseOrThrow, type GoalRequest } from '../contracts.ts';
-import { GoalStore, newGoalId, totalTokens, type GoalRecord } from './store.ts';
+import { GoalRequestSchema, type GoalRequest } from './request.ts';
+import { GoalIdSchema } from './ids.ts';
+import { isTerminal } from './status.ts';
+import { parseOrThrow } from '../zod.ts';
+import { GoalStore, totalTokens, type GoalRecord } from './store.ts';
+import { newGoalId } from './ids.ts';
 import { Queues, PLAN_QUEUE, REFLECT_QUEUE, planJobId, reflectJobId, subagentQueueName, subtaskJobId } from '../runtime/queues.ts';
 import { VirtualFs, type FileEntry } from '../vfs/vfs.ts';
 import { DirBlobStore } from '../vfs/blob-store.ts';

@@ -5,7 +5,7 @@
 import type { Job } from 'bullmq';
 import type { Runtime } from '../runtime/runtime.ts';
 import { scrubSecrets } from '../runtime/logger.ts';
-import { PlanJobSchema, SubagentJobSchema } from '../contracts.ts';
+import { PlanJobSchema, SubagentJobSchema } from '../runtime/jobs.ts';
 import { subagentQueueName } from '../runtime/queues.ts';
 
 export function failGoalOnFinalFailure(rt: Runtime, what: string) {

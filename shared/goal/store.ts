@@ -4,8 +4,9 @@ import type { Redis } from 'ioredis';
 import { Keys } from './keys.ts';
 import { runScript } from '../runtime/scripts.ts';
 import { UnknownGoalError } from '../errors.ts';
-import type { GoalStatus, Plan, Reflection } from '../contracts.ts';
-import type { Budgets } from '../runtime/config.ts';
+import type { GoalStatus } from './status.ts';
+import type { Plan, Reflection } from './plan.ts';
+import type { Budgets } from './budgets.ts';
 
 export const TOKEN_KINDS = ['input', 'output', 'cache_read', 'cache_write'] as const;
 export type TokenKind = (typeof TOKEN_KINDS)[number];

@@ -6,6 +6,8 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import YAML from 'yaml';
 import { ConfigError } from '../errors.ts';
+import { BudgetsSchema } from '../goal/budgets.ts';
+import { formatZodIssues } from '../zod.ts';
 import {
   AgentSpecSchema,
   DEFAULT_ROLES,
@@ -21,12 +23,6 @@ const PriceSchema = z.object({
   cacheWritePerMTok: z.number().nonnegative().default(0),
 });
 
-const BudgetsSchema = z.object({
-  maxTokens: z.number().int().positive().optional(),
-  maxSteps: z.number().int().positive().optional(),
-  maxSeconds: z.number().positive().optional(),
-});
-export type Budgets = z.infer<typeof BudgetsSchema>;
 
 export const ConfigSchema = z
   .object({
@@ -186,12 +182,6 @@ function readConfigFile(path: string): Record<string, unknown> {
   if (data === null || data === undefined) return {};
   if (typeof data !== 'object' || Array.isArray(data)) throw new ConfigError(`config file ${path} must hold an object`);
   return data as Record<string, unknown>;
-}
-
-export function formatZodIssues(error: z.ZodError): string {
-  return error.issues
-    .map((i) => `${i.path.length ? i.path.join('.') : '(root)'}: ${i.message}`)
-    .join('; ');
 }
 
 /** Load config from an optional file and the environment. Throws ConfigError naming the field. */

@@ -2,8 +2,8 @@
 // deepq prefix, beside the goal keys.
 import { FlowProducer, Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
 import type { Config } from './config.ts';
-import type { Plan } from '../contracts.ts';
-import type { PlanJob, ReflectJob, SubagentJob } from '../contracts.ts';
+import type { Plan } from '../goal/plan.ts';
+import type { PlanJob, ReflectJob, SubagentJob } from './jobs.ts';
 
 export const PLAN_QUEUE = 'plan';
 export const REFLECT_QUEUE = 'reflect';

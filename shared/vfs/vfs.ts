@@ -4,7 +4,7 @@ import type { Redis } from 'ioredis';
 import { Keys } from '../goal/keys.ts';
 import { runScript } from '../runtime/scripts.ts';
 import type { BlobStore } from './blob-store.ts';
-import { artifactNameProblem } from '../contracts.ts';
+import { artifactNameProblem } from './artifact-name.ts';
 import { VersionConflictError, VfsLimitError } from '../errors.ts';
 
 export type EntryStatus = 'active' | 'done' | 'failed' | 'evicted';

@@ -1,0 +1,16 @@
+// Goal ids: 12 hex characters when deepq makes one; 6-32 lower-case letters or digits accepted.
+import { randomBytes } from 'node:crypto';
+import { z } from 'zod';
+
+export const GOAL_ID_RE = /^[a-z0-9]{6,32}$/;
+/** The same pattern without anchors, for composite patterns (blob refs, thread ids). */
+export const GOAL_ID_PATTERN = '[a-z0-9]{6,32}';
+export const GoalIdSchema = z.string().regex(GOAL_ID_RE, 'goal ids are 6-32 lower-case letters or digits');
+
+export function isGoalId(value: string): boolean {
+  return GOAL_ID_RE.test(value);
+}
+
+export function newGoalId(): string {
+  return randomBytes(6).toString('hex');
+}

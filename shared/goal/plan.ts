@@ -1,0 +1,29 @@
+// What a goal records of each cycle: the plan (1-5 subtasks) and the reflection's decision.
+// The services check model output against these (services/planner/plan-contract.ts,
+// services/reflector/decision-contract.ts); the goal hash and the subtask jobs carry them.
+import { z } from 'zod';
+import { ArtifactNameSchema } from '../vfs/artifact-name.ts';
+
+export const MAX_SUBTASKS = 5;
+
+export const SubtaskSchema = z.object({
+  role: z.string().min(1),
+  instruction: z.string().min(1, 'instruction is empty').max(20_000),
+  expected_artifact: ArtifactNameSchema,
+  read_files: z.array(ArtifactNameSchema).max(20).default([]),
+});
+export type Subtask = z.infer<typeof SubtaskSchema>;
+
+const PLAN_SIZE = `a plan needs 1 to ${MAX_SUBTASKS} subtasks`;
+export const PlanSchema = z.object({
+  subtasks: z.array(SubtaskSchema).min(1, PLAN_SIZE).max(MAX_SUBTASKS, PLAN_SIZE),
+});
+export type Plan = z.infer<typeof PlanSchema>;
+
+export const DECISIONS = ['continue', 'replan', 'end', 'escalate'] as const;
+export type Decision = (typeof DECISIONS)[number];
+export const ReflectionSchema = z.object({
+  decision: z.enum(DECISIONS),
+  reason: z.string().max(2000),
+});
+export type Reflection = z.infer<typeof ReflectionSchema>;

@@ -1,0 +1,16 @@
+// What a producer submits: the goal text, its budgets and whether a human reviews each cycle.
+import { z } from 'zod';
+import { BudgetsSchema } from './budgets.ts';
+
+const BINARY_TEXT = new RegExp('[\\u0000-\\u0008\\u000e-\\u001f\\ufffd]');
+
+export const GoalRequestSchema = z.object({
+  goal: z
+    .string()
+    .refine((s) => s.trim().length > 0, 'goal text is empty')
+    .refine((s) => Buffer.byteLength(s, 'utf8') <= 100 * 1024, 'goal text is over 100 KB')
+    .refine((s) => !BINARY_TEXT.test(s), 'goal text looks binary (control or invalid UTF-8 bytes)'),
+  budgets: BudgetsSchema.default({}),
+  review: z.boolean().default(false),
+});
+export type GoalRequest = z.infer<typeof GoalRequestSchema>;

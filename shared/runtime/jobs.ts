@@ -1,0 +1,49 @@
+// Job payloads and results, one schema per queue. Every worker parses its payload first: a
+// malformed job (written by something other than deepq) fails alone, naming the bad field.
+import { z } from 'zod';
+import { GoalIdSchema } from '../goal/ids.ts';
+import { MAX_SUBTASKS } from '../goal/plan.ts';
+import { ArtifactNameSchema } from '../vfs/artifact-name.ts';
+
+export const StepSchema = z.number().int().min(1).max(10_000);
+
+export const PlanJobSchema = z.object({ goalId: GoalIdSchema, step: StepSchema });
+export type PlanJob = z.infer<typeof PlanJobSchema>;
+
+export const ReflectJobSchema = z.object({ goalId: GoalIdSchema, step: StepSchema });
+export type ReflectJob = z.infer<typeof ReflectJobSchema>;
+
+export const SubagentJobSchema = z.object({
+  goalId: GoalIdSchema,
+  step: StepSchema,
+  index: z
+    .number()
+    .int()
+    .min(0)
+    .max(MAX_SUBTASKS - 1),
+  role: z.string().min(1),
+  instruction: z.string().min(1),
+  expected_artifact: ArtifactNameSchema,
+  read_files: z.array(ArtifactNameSchema).default([]),
+});
+export type SubagentJob = z.infer<typeof SubagentJobSchema>;
+
+export const SUBAGENT_STATUSES = ['active', 'done', 'failed'] as const;
+export const SubagentResultSchema = z.object({
+  artifact_name: ArtifactNameSchema,
+  content: z.string(),
+  status: z.enum(SUBAGENT_STATUSES).default('active'),
+  notes: z.string().max(200).nullable().default(null),
+});
+export type SubagentResult = z.infer<typeof SubagentResultSchema>;
+
+/** What a subagent job returns: the SubagentResult without its content, plus bookkeeping. */
+export const SubagentJobResultSchema = SubagentResultSchema.omit({ content: true }).extend({
+  role: z.string(),
+  threadId: z.string(),
+  bytes: z.number().int().nonnegative(),
+  startedAt: z.number(),
+  finishedAt: z.number(),
+  skipped: z.string().optional(),
+});
+export type SubagentJobResult = z.infer<typeof SubagentJobResultSchema>;

@@ -1,0 +1,24 @@
+// Artifact names: the one rule for what a name may be, checked before any key or path is built.
+import { z } from 'zod';
+
+/** A safe character set, ≤ 200 chars, no `..`, no leading `/`, no control chars. */
+export const ARTIFACT_NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.\-/]{0,199}$/;
+const CONTROL_CHARS = new RegExp('[\\u0000-\\u001f\\u007f]');
+
+export function artifactNameProblem(name: unknown): string | null {
+  if (typeof name !== 'string') return 'artifact name must be a string';
+  if (name.length === 0) return 'artifact name is empty';
+  if (name.length > 200) return `artifact name is ${name.length} chars (max 200)`;
+  if (CONTROL_CHARS.test(name)) return 'artifact name contains control characters';
+  if (name.startsWith('/')) return `artifact name ${JSON.stringify(name)} starts with "/"`;
+  if (name.includes('..')) return `artifact name ${JSON.stringify(name)} contains ".."`;
+  if (!ARTIFACT_NAME_RE.test(name)) {
+    return `artifact name ${JSON.stringify(name)} has characters outside [A-Za-z0-9_.-/]`;
+  }
+  return null;
+}
+
+export const ArtifactNameSchema = z.string().superRefine((name, ctx) => {
+  const problem = artifactNameProblem(name);
+  if (problem) ctx.addIssue({ code: 'custom', message: problem });
+});

@@ -1,0 +1,26 @@
+// Small zod helpers every boundary uses: one way to name bad fields, one way to parse.
+import type { z } from 'zod';
+import { ValidationError } from './errors.ts';
+
+export function formatZodIssues(error: z.ZodError): string {
+  return error.issues.map((i) => `${i.path.length ? i.path.join('.') : '(root)'}: ${i.message}`).join('; ');
+}
+
+/** Parse or throw a ValidationError that names each bad field. */
+export function parseOrThrow<T>(schema: z.ZodType<T>, value: unknown, what: string): T {
+  const r = schema.safeParse(value);
+  if (!r.success) throw new ValidationError(`invalid ${what}: ${formatZodIssues(r.error)}`);
+  return r.data;
+}
+
+/** Extract the JSON value from model text (bare JSON or one fenced ```json block). */
+export function extractJson(text: string): unknown {
+  const trimmed = text.trim();
+  const fenced = /^```(?:json)?\s*\n([\s\S]*?)\n```$/.exec(trimmed);
+  const body = fenced ? fenced[1]! : trimmed;
+  try {
+    return JSON.parse(body);
+  } catch (err) {
+    throw new ValidationError(`output is not valid JSON: ${(err as Error).message}`);
+  }
+}
