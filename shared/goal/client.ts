@@ -5,7 +5,7 @@ import { GoalRequestSchema, type GoalRequest } from './request.ts';
 import { GoalIdSchema } from './ids.ts';
 import { isTerminal } from './status.ts';
 import { parseOrThrow } from '../zod.ts';
-import { GoalStore, totalTokens, type GoalRecord } from './store.ts';
+import { GoalStore, totalTokens, type GoalRecord, type TimelineEvent } from './store.ts';
 import { newGoalId } from './ids.ts';
 import { Queues, PLAN_QUEUE, REFLECT_QUEUE, planJobId, reflectJobId, subagentQueueName, subtaskJobId } from '../runtime/queues.ts';
 import { VirtualFs, type FileEntry } from '../vfs/vfs.ts';
@@ -21,6 +21,18 @@ export interface GoalSummary {
   artifacts: string[];
   createdAt: number;
   finishedAt: number | null;
+}
+
+export interface FollowOptions {
+  timeoutMs?: number;
+  pollMs?: number;
+  stopOnPause?: boolean;
+}
+
+export interface FollowBatch {
+  events: { id: string; event: TimelineEvent }[];
+  goal: GoalRecord;
+  settled: boolean;
 }
 
 export function estimateCost(goal: GoalRecord, prices: Config['prices']): number {
@@ -79,15 +91,32 @@ export class GoalClient {
     return this.vfs.read(goalId, name);
   }
 
-  /** Polls until the goal is terminal or paused for a human. */
-  async waitFor(goalId: string, opts: { timeoutMs?: number; pollMs?: number; stopOnPause?: boolean } = {}): Promise<GoalRecord> {
-    const deadline = opts.timeoutMs ? Date.now() + opts.timeoutMs : Infinity;
-    for (;;) {
-      const g = await this.get(goalId);
-      if (isTerminal(g.status) || ((opts.stopOnPause ?? true) && g.status === 'awaiting_human')) return g;
-      if (Date.now() > deadline) throw new Error(`timed out waiting for goal ${goalId} (status ${g.status})`);
+  /**
+   * The one follow loop (watch, enqueue --wait, the demo, waitFor): yields each batch of new
+   * timeline events with the goal's record, the last one with `settled` set once the goal is
+   * terminal (or awaiting a human, unless `stopOnPause` is false). Events that landed with the
+   * final status are in the last batch.
+   */
+  async *follow(goalId: string, opts: FollowOptions = {}): AsyncGenerator<FollowBatch> {
+    const deadline = opts.timeoutMs ? Date.now() + opts.timeoutMs : Number.POSITIVE_INFINITY;
+    let last = '-';
+    for (let first = true; ; first = false) {
+      const goal = await this.get(goalId);
+      const settled = isTerminal(goal.status) || ((opts.stopOnPause ?? true) && goal.status === 'awaiting_human');
+      // Read after the status: a settled goal's last events are already written.
+      const events = await this.goals.events(goalId, last);
+      if (events.length) last = events[events.length - 1]!.id;
+      if (events.length || settled || first) yield { events, goal, settled };
+      if (settled) return;
+      if (Date.now() > deadline) throw new Error(`timed out waiting for goal ${goalId} (status ${goal.status})`);
       await new Promise((r) => setTimeout(r, opts.pollMs ?? 100));
     }
+  }
+
+  /** Waits until the goal is terminal or paused for a human; returns its record. */
+  async waitFor(goalId: string, opts: FollowOptions = {}): Promise<GoalRecord> {
+    for await (const batch of this.follow(goalId, opts)) if (batch.settled) return batch.goal;
+    throw new Error(`stopped following goal ${goalId}`);
   }
 
   /** Stops the goal across all processes; artifacts stay until the TTL sweep. */
