@@ -1,9 +1,22 @@
 // Turns a goal's event stream into the `watch` view: a tree of cycles, then subtasks with
 // role, state, duration and bytes; or one plain line per event when not on a TTY.
-import type { TimelineEvent } from '../shared/goal/store.ts';
+import type { SubtaskRef, TimelineEvent } from '../shared/goal/events.ts';
 
-interface SubtaskView { index: number; role: string; artifact: string; state: string; ms?: number; bytes?: number; reason?: string; attempt?: number }
-interface CycleView { step: number; subtasks: Map<number, SubtaskView>; decision?: string; reason?: string; evicted: number }
+interface SubtaskView extends SubtaskRef {
+  state: string;
+  ms?: number;
+  bytes?: number;
+  reason?: string;
+  attempt?: number;
+}
+interface CycleView {
+  step: number;
+  subtasks: Map<number, SubtaskView>;
+  decision?: string;
+  reason?: string;
+  evicted: number;
+}
+type EventOf<T extends TimelineEvent['type']> = Extract<TimelineEvent, { type: T }>;
 
 export class TimelineView {
   readonly cycles = new Map<number, CycleView>();
@@ -22,93 +35,123 @@ export class TimelineView {
   }
 
   apply(e: TimelineEvent): void {
-    const step = Number(e.step ?? 0);
     switch (e.type) {
       case 'created':
-        this.goal = String(e.goal ?? '');
+        this.goal = e.goal;
         this.startedAt = e.at;
         break;
       case 'planned':
-      case 'dispatched': {
-        const c = this.cycle(step);
-        const list = (e.subtasks as { index?: number; role: string; artifact: string }[]) ?? [];
-        list.forEach((t, i) => {
-          const idx = t.index ?? i;
-          if (!c.subtasks.has(idx)) c.subtasks.set(idx, { index: idx, role: t.role, artifact: t.artifact, state: e.type === 'dispatched' ? 'queued' : 'planned' });
-          else if (e.type === 'dispatched' && c.subtasks.get(idx)!.state === 'planned') c.subtasks.get(idx)!.state = 'queued';
-        });
-        this.status = 'running';
+      case 'dispatched':
+        this.applyPlan(e);
         break;
-      }
       case 'subtask_started':
       case 'subtask_finished':
-      case 'subtask_failed': {
-        const c = this.cycle(step);
-        const idx = Number(e.index);
-        const t = c.subtasks.get(idx) ?? { index: idx, role: String(e.role), artifact: String(e.artifact), state: 'queued' };
-        t.state = e.type === 'subtask_started' ? 'running' : e.type === 'subtask_finished' ? 'done' : 'failed';
-        if (e.ms !== undefined) t.ms = Number(e.ms);
-        if (e.bytes !== undefined) t.bytes = Number(e.bytes);
-        if (e.reason) t.reason = String(e.reason);
-        if (e.attempt) t.attempt = Number(e.attempt);
-        c.subtasks.set(idx, t);
+      case 'subtask_failed':
+        this.applySubtask(e);
         break;
-      }
       case 'evicted':
-        this.cycle(step).evicted++;
+        this.cycle(e.step).evicted++;
         break;
-      case 'reflected': {
-        const c = this.cycle(step);
-        c.decision = String(e.decision);
-        c.reason = String(e.reason ?? '');
+      case 'reflected':
+        Object.assign(this.cycle(e.step), { decision: e.decision, reason: e.reason });
         break;
-      }
       case 'paused':
         this.status = 'awaiting_human';
-        this.finishedReason = String(e.reason ?? `paused for ${e.pausedFor}`);
+        this.finishedReason = e.reason || `paused for ${e.pausedFor}`;
         break;
       case 'resumed':
         this.status = 'running';
         break;
       case 'finished':
-        this.status = String(e.status);
-        if (e.reason) this.finishedReason = String(e.reason);
+        this.status = e.status;
+        if (e.reason) this.finishedReason = e.reason;
         break;
     }
+  }
+
+  private applyPlan(e: EventOf<'planned' | 'dispatched'>): void {
+    const c = this.cycle(e.step);
+    e.subtasks.forEach((t, i) => {
+      const index = (t as Partial<SubtaskRef>).index ?? i;
+      const seen = c.subtasks.get(index);
+      if (!seen) {
+        const state = e.type === 'dispatched' ? 'queued' : 'planned';
+        c.subtasks.set(index, { index, role: t.role, artifact: t.artifact, state });
+      } else if (e.type === 'dispatched' && seen.state === 'planned') {
+        seen.state = 'queued';
+      }
+    });
+    this.status = 'running';
+  }
+
+  private applySubtask(e: EventOf<'subtask_started' | 'subtask_finished' | 'subtask_failed'>): void {
+    const c = this.cycle(e.step);
+    const t = c.subtasks.get(e.index) ?? { index: e.index, role: e.role, artifact: e.artifact, state: 'queued' };
+    t.state = e.type === 'subtask_started' ? 'running' : e.type === 'subtask_finished' ? 'done' : 'failed';
+    if (e.type === 'subtask_started') t.attempt = e.attempt;
+    else {
+      if (e.ms !== undefined) t.ms = e.ms;
+      if (e.bytes !== undefined) t.bytes = e.bytes;
+      if (e.reason) t.reason = e.reason;
+    }
+    c.subtasks.set(e.index, t);
   }
 
   render(): string {
     const lines = [`goal: ${this.goal.slice(0, 100)}  [${this.status}]`];
     for (const c of [...this.cycles.values()].sort((a, b) => a.step - b.step)) {
-      lines.push(`└─ cycle ${c.step}${c.decision ? `  → ${c.decision}${c.reason ? ` (${c.reason.slice(0, 80)})` : ''}` : ''}${c.evicted ? `  [${c.evicted} evicted]` : ''}`);
+      const decision = c.decision ? `  → ${c.decision}${c.reason ? ` (${c.reason.slice(0, 80)})` : ''}` : '';
+      lines.push(`└─ cycle ${c.step}${decision}${c.evicted ? `  [${c.evicted} evicted]` : ''}`);
       const subs = [...c.subtasks.values()].sort((a, b) => a.index - b.index);
-      subs.forEach((t, i) => {
-        const branch = i === subs.length - 1 ? '└─' : '├─';
-        const extra = [t.ms !== undefined ? `${(t.ms / 1000).toFixed(2)}s` : '', t.bytes !== undefined ? `${t.bytes} B` : '', t.reason ? t.reason.slice(0, 80) : ''].filter(Boolean).join(', ');
-        lines.push(`   ${branch} [${t.index}] ${t.role.padEnd(20)} ${t.artifact.padEnd(18)} ${t.state}${extra ? `  (${extra})` : ''}`);
-      });
+      subs.forEach((t, i) => lines.push(subtaskLine(t, i === subs.length - 1)));
     }
     if (this.finishedReason && this.status !== 'running') lines.push(`reason: ${this.finishedReason}`);
     return lines.join('\n');
   }
 }
 
+function subtaskLine(t: SubtaskView, last: boolean): string {
+  const branch = last ? '└─' : '├─';
+  const extra = [
+    t.ms !== undefined ? `${(t.ms / 1000).toFixed(2)}s` : '',
+    t.bytes !== undefined ? `${t.bytes} B` : '',
+    t.reason ? t.reason.slice(0, 80) : '',
+  ]
+    .filter(Boolean)
+    .join(', ');
+  return `   ${branch} [${t.index}] ${t.role.padEnd(20)} ${t.artifact.padEnd(18)} ${t.state}${extra ? `  (${extra})` : ''}`;
+}
+
 /** One line per event, for logs and non-TTY output. */
 export function formatEventLine(e: TimelineEvent, t0: number): string {
   const at = `+${((e.at - t0) / 1000).toFixed(2)}s`.padStart(8);
-  const step = e.step !== undefined ? `cycle ${e.step} ` : '';
+  const step = e.type !== 'finished' && 'step' in e ? `cycle ${e.step} ` : '';
+  return `${at} ${step}${describe(e)}`;
+}
+
+function describe(e: TimelineEvent): string {
   switch (e.type) {
-    case 'created': return `${at} created: ${String(e.goal ?? '').slice(0, 100)}`;
-    case 'planned': return `${at} ${step}planned ${(e.subtasks as unknown[]).length} subtask(s): ${(e.subtasks as { role: string; artifact: string }[]).map((s) => `${s.role}→${s.artifact}`).join(', ')}`;
-    case 'dispatched': return `${at} ${step}dispatched`;
-    case 'subtask_started': return `${at} ${step}[${e.index}] ${e.role} started ${e.artifact}${Number(e.attempt) > 1 ? ` (attempt ${e.attempt})` : ''}`;
-    case 'subtask_finished': return `${at} ${step}[${e.index}] ${e.role} finished ${e.artifact} (${e.bytes} B, ${(Number(e.ms) / 1000).toFixed(2)}s)`;
-    case 'subtask_failed': return `${at} ${step}[${e.index}] ${e.role} FAILED ${e.artifact}: ${e.reason ?? ''}`;
-    case 'evicted': return `${at} ${step}evicted ${e.name} (${e.reason})`;
-    case 'reflected': return `${at} ${step}reflected: ${e.decision} (${String(e.reason ?? '').slice(0, 120)})`;
-    case 'paused': return `${at} ${step}paused for a human (${e.pausedFor}): ${String(e.reason ?? e.decision ?? '')}`;
-    case 'resumed': return `${at} ${step}resumed: ${e.action}`;
-    case 'finished': return `${at} finished: ${e.status}${e.reason ? ` (${e.reason})` : ''}`;
-    default: return `${at} ${step}${e.type}`;
+    case 'created':
+      return `created: ${e.goal.slice(0, 100)}`;
+    case 'planned':
+      return `planned ${e.subtasks.length} subtask(s): ${e.subtasks.map((s) => `${s.role}→${s.artifact}`).join(', ')}`;
+    case 'dispatched':
+      return 'dispatched';
+    case 'subtask_started':
+      return `[${e.index}] ${e.role} started ${e.artifact}${e.attempt > 1 ? ` (attempt ${e.attempt})` : ''}`;
+    case 'subtask_finished':
+      return `[${e.index}] ${e.role} finished ${e.artifact} (${e.bytes} B, ${((e.ms ?? 0) / 1000).toFixed(2)}s)`;
+    case 'subtask_failed':
+      return `[${e.index}] ${e.role} FAILED ${e.artifact}: ${e.reason ?? ''}`;
+    case 'evicted':
+      return `evicted ${e.name} (${e.reason})`;
+    case 'reflected':
+      return `reflected: ${e.decision} (${e.reason.slice(0, 120)})`;
+    case 'paused':
+      return `paused for a human (${e.pausedFor}): ${e.reason || e.decision || ''}`;
+    case 'resumed':
+      return `resumed: ${e.action}`;
+    case 'finished':
+      return `finished: ${e.status}${e.reason ? ` (${e.reason})` : ''}`;
   }
 }

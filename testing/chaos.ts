@@ -9,9 +9,9 @@ import { PLAN_QUEUE, REFLECT_QUEUE, planJobId, reflectJobId, subagentQueueName, 
 import { ScriptedProvider } from '../shared/agent/providers/scripted.ts';
 import { responseText } from '../shared/agent/providers/types.ts';
 import { contractFor } from '../shared/agent/output-contracts.ts';
-import { buildSubagentTask } from '../services/subagent-worker/subagent-job.ts';
+import { buildSubagentTask } from '../services/subagent-worker/task.ts';
 import type { SubagentJob } from '../shared/runtime/jobs.ts';
-import type { TimelineEvent } from '../shared/goal/store.ts';
+import type { TimelineEvent } from '../shared/goal/events.ts';
 import { startFleet, startProcess, type Fleet, type ServiceProc } from './fleet.ts';
 import { prng } from './prng.ts';
 

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { useRedis } from '../testing/redis.ts';
 import { startFleet, type Fleet } from '../testing/fleet.ts';
 import { DEFAULT_ROLES } from '../shared/agent/roles.ts';
-import type { TimelineEvent } from '../shared/goal/store.ts';
+import type { TimelineEvent } from '../shared/goal/events.ts';
 
 const redis = useRedis();
 

@@ -13,7 +13,7 @@ import { useRedis } from '../testing/redis.ts';
 import { vfsRuntime, type VfsTestRuntime } from '../testing/vfs-runtime.ts';
 import { startFleet, startProcess, runCli, type Fleet } from '../testing/fleet.ts';
 import { createVfsTools, type Tool } from '../shared/agent/tools.ts';
-import { buildSubagentTask } from '../services/subagent-worker/subagent-job.ts';
+import { buildSubagentTask } from '../services/subagent-worker/task.ts';
 import { createRedis } from '../shared/runtime/redis.ts';
 import { loadConfig } from '../shared/runtime/config.ts';
 import { freePort, portAnswers } from '../cli/private-redis.ts';

@@ -15,7 +15,9 @@ import { createAgent } from '../shared/agent/create-agent.ts';
 import { codeContract, contractFor, critiqueContract, summaryContract, type OutputContract } from '../shared/agent/output-contracts.ts';
 import { planContract } from '../services/planner/plan-contract.ts';
 import { reflectionContract } from '../services/reflector/decision-contract.ts';
-import { plannerSpec, reflectorSpec, roleNames } from '../shared/runtime/config.ts';
+import { plannerSpec } from '../services/planner/prompt.ts';
+import { reflectorSpec } from '../services/reflector/prompt.ts';
+import { roleNames } from '../shared/runtime/config.ts';
 import type { AgentSpec } from '../shared/agent/roles.ts';
 import type { Runtime } from '../shared/runtime/runtime.ts';
 

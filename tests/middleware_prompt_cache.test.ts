@@ -8,7 +8,7 @@ import { ctxFor, useMessagesApi } from '../testing/agent-harness.ts';
 import { createAgent } from '../shared/agent/create-agent.ts';
 import { createVfsTools } from '../shared/agent/tools.ts';
 import { contractFor, textContract } from '../shared/agent/output-contracts.ts';
-import { plannerSpec } from '../shared/runtime/config.ts';
+import { plannerSpec } from '../services/planner/prompt.ts';
 import type { Usage } from '../shared/goal/store.ts';
 import { ROLE_CONTRACTS, type AgentSpec, type RoleContract } from '../shared/agent/roles.ts';
 import type { Runtime } from '../shared/runtime/runtime.ts';

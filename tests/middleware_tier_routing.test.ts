@@ -11,7 +11,9 @@ import { testConfig, captureLogger, ctxFor } from '../testing/agent-harness.ts';
 import { createAgent } from '../shared/agent/create-agent.ts';
 import { textContract } from '../shared/agent/output-contracts.ts';
 import { tierRouting } from '../shared/agent/middleware/tier-routing.ts';
-import { plannerSpec, reflectorSpec, type Config } from '../shared/runtime/config.ts';
+import { plannerSpec } from '../services/planner/prompt.ts';
+import { reflectorSpec } from '../services/reflector/prompt.ts';
+import { type Config } from '../shared/runtime/config.ts';
 import { createProvider } from '../shared/agent/providers/index.ts';
 import type { AgentSpec } from '../shared/agent/roles.ts';
 

@@ -16,7 +16,8 @@ import {
 } from '../testing/messages-api-server.ts';
 import { anthropicEnv } from '../testing/agent-harness.ts';
 import { startFleet, type Fleet } from '../testing/fleet.ts';
-import { REFLECTOR_PROMPT, plannerPrompt } from '../shared/agent/roles.ts';
+import { REFLECTOR_PROMPT } from '../services/reflector/prompt.ts';
+import { plannerPrompt } from '../services/planner/prompt.ts';
 import type { Plan } from '../shared/goal/plan.ts';
 
 const redis = useRedis();

@@ -8,7 +8,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { pino } from 'pino';
-import { loadConfig, plannerSpec, roleNames, type Config } from '../shared/runtime/config.ts';
+import { loadConfig, roleNames, type Config } from '../shared/runtime/config.ts';
+import { plannerSpec } from '../services/planner/prompt.ts';
 import { createAgent } from '../shared/agent/create-agent.ts';
 import { contractFor } from '../shared/agent/output-contracts.ts';
 import { planContract } from '../services/planner/plan-contract.ts';

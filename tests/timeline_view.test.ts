@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { TimelineView, formatEventLine } from '../cli/timeline.ts';
-import type { TimelineEvent } from '../shared/goal/store.ts';
+import type { TimelineEvent } from '../shared/goal/events.ts';
 
 const t0 = 1_000_000;
 const events: TimelineEvent[] = [

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { useRedis } from '../testing/redis.ts';
 import { vfsRuntime, type VfsTestRuntime, useVfsRuntime } from '../testing/vfs-runtime.ts';
 import { VirtualFs, formatIndex } from '../shared/vfs/vfs.ts';
-import { plannerMessage } from '../services/planner/plan-job.ts';
+import { plannerMessage } from '../services/planner/prompt.ts';
 import type { Runtime } from '../shared/runtime/runtime.ts';
 
 const redis = useRedis();

@@ -56,7 +56,7 @@ test('reading a spilled artifact back is transparent', async () => {
   await t.rt.vfs.write(goalId, 'report.md', big, meta('w'));
   assert.equal(await t.rt.vfs.read(goalId, 'report.md'), big);
   // Also through the read_file path a subagent uses: the task gets the full content.
-  const { buildSubagentTask } = await import('../services/subagent-worker/subagent-job.ts');
+  const { buildSubagentTask } = await import('../services/subagent-worker/task.ts');
   const task = await buildSubagentTask(t.rt, { goalId, step: 2, index: 0, role: 'critic', instruction: 'review', expected_artifact: 'critique.json', read_files: ['report.md'] });
   assert.ok(task.includes(big));
 });

@@ -6,7 +6,7 @@ import { createRuntime } from '../../shared/runtime/runtime.ts';
 import { startService, stopOnSignals } from '../../shared/runtime/service.ts';
 import { processSubagentJob } from './subagent-job.ts';
 import { subagentQueueName } from '../../shared/runtime/queues.ts';
-import { recordSubtaskFailure } from '../../shared/goal/final-failure.ts';
+import { recordSubtaskFailure } from './final-failure.ts';
 
 export async function main(cfg: Config, opts: { role: string; concurrency: number }) {
   const role = cfg.roles.find((r) => r.name === opts.role);

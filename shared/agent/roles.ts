@@ -69,19 +69,13 @@ export const DEFAULT_ROLES: z.input<typeof RoleSpecSchema>[] = [
   },
 ];
 
-export function plannerPrompt(roles: string[]): string {
-  return (
-    'You are the planner. Decompose the user\'s goal into 1-5 subtasks assigned to the ' +
-    `available roles: ${roles.join(', ')}.\n` +
-    'Return ONLY JSON: {"subtasks": [{"role": str, "instruction": str, "expected_artifact": str, ' +
-    '"read_files": [str]}]}. Artifact names are unique within the plan; read_files may only ' +
-    'name files that exist in the index. Do not execute subtasks. Do not write file contents.'
-  );
+/**
+ * The planner's and the reflector's spec: their own prompt, tier and contract, no tools, one
+ * turn, the full middleware stack; the config's `planner` / `reflector` section overrides it.
+ */
+export function coordinatorSpec(
+  base: Pick<AgentSpec, 'systemPrompt' | 'tier' | 'contract'>,
+  overrides: Partial<AgentSpec>,
+): AgentSpec {
+  return AgentSpecSchema.parse({ ...base, tools: [], maxTurns: 1, middleware: [...MIDDLEWARE_NAMES], ...overrides });
 }
-
-export const REFLECTOR_PROMPT =
-  'You are the reflection node. Given the goal, the plan and the file index (name, status, ' +
-  'bytes), decide what happens next. Return ONLY JSON: {"decision": ' +
-  '"continue"|"replan"|"end"|"escalate", "reason": str}. Use "end" when the goal is met, ' +
-  '"continue" to run the next cycle of the plan, "replan" when the plan is wrong, "escalate" ' +
-  'when a human must decide.';

@@ -37,6 +37,5 @@ export function goalUsageSink(rt: Runtime, goal: Pick<GoalRecord, 'goalId' | 'bu
 
 /** Ends the goal as budget_exceeded (idempotent: refused if already terminal). */
 export async function endOverBudget(rt: Runtime, goalId: string, reason: string, step?: number): Promise<void> {
-  const moved = await rt.goals.transition(goalId, { to: 'budget_exceeded', fields: { reason }, event: { type: 'finished', status: 'budget_exceeded', reason, step } });
-  if (moved) rt.metrics.goals.inc({ status: 'budget_exceeded' });
+  await rt.lifecycle.exceedBudget(goalId, reason, step);
 }

@@ -5,13 +5,14 @@ import { GoalRequestSchema, type GoalRequest } from './request.ts';
 import { GoalIdSchema } from './ids.ts';
 import { isTerminal } from './status.ts';
 import { parseOrThrow } from '../zod.ts';
-import { GoalStore, totalTokens, type GoalRecord, type TimelineEvent } from './store.ts';
+import { type GoalStore, totalTokens, type GoalRecord } from './store.ts';
+import { type TimelineEvent } from './events.ts';
 import { newGoalId } from './ids.ts';
-import { Queues, PLAN_QUEUE, REFLECT_QUEUE, planJobId, reflectJobId, subagentQueueName, subtaskJobId } from '../runtime/queues.ts';
-import { VirtualFs, type FileEntry } from '../vfs/vfs.ts';
-import { DirBlobStore } from '../vfs/blob-store.ts';
+import { type Queues, PLAN_QUEUE, REFLECT_QUEUE, planJobId, reflectJobId, subagentQueueName, subtaskJobId } from '../runtime/queues.ts';
+import type { VirtualFs, FileEntry } from '../vfs/vfs.ts';
 import { UnknownGoalError, ValidationError } from '../errors.ts';
-import { createRedis } from '../runtime/redis.ts';
+import { openState, type State } from '../runtime/runtime.ts';
+import type { GoalLifecycle } from './lifecycle.ts';
 
 /** The `--json` / `status --json` object. */
 export interface GoalSummary {
@@ -47,15 +48,15 @@ export function estimateCost(goal: GoalRecord, prices: Config['prices']): number
 }
 
 export class GoalClient {
+  private readonly state: State;
+  readonly redis: Redis;
   readonly goals: GoalStore;
+  readonly lifecycle: GoalLifecycle;
   readonly vfs: VirtualFs;
   readonly queues: Queues;
-  private readonly bull: Redis;
-  constructor(readonly cfg: Config, readonly redis: Redis = createRedis(cfg.redisUrl, 'deepq:cli')) {
-    this.goals = new GoalStore(redis, cfg.prefix, { keyTtlSeconds: cfg.goalKeyTtlSeconds, eventsMaxLen: cfg.eventsMaxLen });
-    this.vfs = new VirtualFs(redis, cfg.prefix, new DirBlobStore(cfg.vfs.blobDir, cfg.prefix), { ...cfg.vfs, keyTtlSeconds: cfg.goalKeyTtlSeconds, eventsMaxLen: cfg.eventsMaxLen });
-    this.bull = createRedis(cfg.redisUrl, 'deepq:cli:bull');
-    this.queues = new Queues(this.bull, cfg);
+  constructor(readonly cfg: Config, redis?: Redis) {
+    this.state = openState(cfg, 'cli', { redis });
+    ({ redis: this.redis, goals: this.goals, lifecycle: this.lifecycle, vfs: this.vfs, queues: this.queues } = this.state);
   }
 
   async enqueue(input: { goal: string; budgets?: GoalRequest['budgets']; review?: boolean }): Promise<string> {
@@ -122,7 +123,7 @@ export class GoalClient {
   /** Stops the goal across all processes; artifacts stay until the TTL sweep. */
   async cancel(goalId: string): Promise<{ cancelled: boolean; status: string }> {
     const g = await this.get(goalId);
-    const moved = await this.goals.transition(goalId, { to: 'cancelled', fields: { reason: 'cancelled by user' }, event: { type: 'finished', status: 'cancelled', step: g.step } });
+    const moved = await this.lifecycle.cancel(goalId, g.step);
     // Abort running model calls everywhere; remove what still waits.
     await this.redis.publish(this.goals.keys.cancelChannel(), goalId);
     const step = Math.max(g.step, g.planStep, 1);
@@ -153,17 +154,11 @@ export class GoalClient {
     if (g.status !== 'awaiting_human') throw new ValidationError(`goal ${goalId} is ${g.status}, not awaiting_human: nothing to resume`);
     const decision = g.reflection?.decision;
     if (!note && g.pausedFor === 'review' && decision === 'end') {
-      await this.goals.transition(goalId, { from: ['awaiting_human'], to: 'done', fields: { pausedFor: '' }, event: { type: 'resumed', step: g.step, action: 'end' } });
-      await this.goals.appendEvent(goalId, { type: 'finished', status: 'done', step: g.step });
+      if (!(await this.lifecycle.approveEnd(goalId, g.step))) throw changedWhileResuming(goalId);
       return { status: 'done', action: 'end' };
     }
     const action = note ? 'replan with note' : g.pausedFor === 'review' ? (decision ?? 'continue') : 'replan';
-    const ok = await this.goals.transition(goalId, {
-      from: ['awaiting_human'], to: 'queued',
-      fields: { pausedFor: '', note: note ?? '', reason: '' },
-      event: { type: 'resumed', step: g.step, action, ...(note ? { note: note.slice(0, 500) } : {}) },
-    });
-    if (!ok) throw new ValidationError(`goal ${goalId} changed state while resuming; try again`);
+    if (!(await this.lifecycle.resume(goalId, g.step, action, note))) throw changedWhileResuming(goalId);
     const resumes = await this.redis.hincrby(this.goals.keys.goal(goalId), 'resumes', 1);
     await this.queues.addPlan({ goalId, step: g.step + 1 }, resumes);
     return { status: 'queued', action };
@@ -178,10 +173,12 @@ export class GoalClient {
   }
 
   async close(): Promise<void> {
-    await this.queues.close();
-    this.redis.disconnect();
-    this.bull.disconnect();
+    await this.state.close();
   }
+}
+
+function changedWhileResuming(goalId: string): ValidationError {
+  return new ValidationError(`goal ${goalId} changed state while resuming; try again`);
 }
 
 function stripUndefined<T extends object>(o: T): Partial<T> {

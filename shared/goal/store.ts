@@ -1,8 +1,7 @@
 // The goal's own hash, its timeline stream and the goals index.
-import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import type { TimelineEntry, TimelineEvent, TimelineEventBody } from './events.ts';
 import { Keys } from './keys.ts';
-import { runScript } from '../runtime/scripts.ts';
 import { UnknownGoalError } from '../errors.ts';
 import type { GoalStatus } from './status.ts';
 import type { Plan, Reflection } from './plan.ts';
@@ -32,17 +31,6 @@ export interface GoalRecord {
   tokens: Usage;
   /** Per `<role>|<model>`, each kind. */
   usage: Record<string, Usage>;
-}
-
-export interface TimelineEvent {
-  type: string;
-  at: number;
-  step?: number;
-  [k: string]: unknown;
-}
-
-export function newGoalId(): string {
-  return randomBytes(6).toString('hex');
 }
 
 export interface GoalStoreOptions {
@@ -90,30 +78,11 @@ export class GoalStore {
     return g;
   }
 
-  /**
-   * Atomic status move (see lua/goalTransition.lua). `from` lists the statuses it may leave;
-   * omitted, any non-terminal status. Returns false when refused (e.g. already terminal).
-   */
-  async transition(
-    goalId: string,
-    change: { from?: GoalStatus[]; to?: GoalStatus; fields?: Record<string, string | number>; event?: Omit<TimelineEvent, 'at'> },
-    now = Date.now(),
-  ): Promise<boolean> {
-    const event = change.event ? JSON.stringify({ ...change.event, at: now }) : '';
-    const prev = await runScript(
-      this.redis,
-      'goalTransition',
-      [this.keys.goal(goalId), this.keys.events(goalId)],
-      [change.from?.join(',') || '*', change.to ?? '', now, JSON.stringify(change.fields ?? {}), event, this.opts.eventsMaxLen, this.opts.keyTtlSeconds],
-    );
-    return prev !== null && prev !== false;
-  }
-
-  async appendEvent(goalId: string, event: Omit<TimelineEvent, 'at'>, now = Date.now()): Promise<void> {
+  async appendEvent(goalId: string, event: TimelineEventBody, now = Date.now()): Promise<void> {
     await this.redis.xadd(this.keys.events(goalId), 'MAXLEN', '~', this.opts.eventsMaxLen, '*', 'e', JSON.stringify({ ...event, at: now }));
   }
 
-  async events(goalId: string, afterId = '-', count = 1000): Promise<{ id: string; event: TimelineEvent }[]> {
+  async events(goalId: string, afterId = '-', count = 1000): Promise<TimelineEntry[]> {
     const start = afterId === '-' ? '-' : `(${afterId}`;
     const rows = await this.redis.xrange(this.keys.events(goalId), start, '+', 'COUNT', count);
     return rows.map(([id, fields]) => ({ id, event: JSON.parse(fields[1] ?? '{}') as TimelineEvent }));

@@ -8,13 +8,7 @@ import YAML from 'yaml';
 import { ConfigError } from '../errors.ts';
 import { BudgetsSchema } from '../goal/budgets.ts';
 import { formatZodIssues } from '../zod.ts';
-import {
-  AgentSpecSchema,
-  DEFAULT_ROLES,
-  REFLECTOR_PROMPT,
-  RoleSpecSchema,
-  plannerPrompt,
-} from '../agent/roles.ts';
+import { AgentSpecSchema, DEFAULT_ROLES, RoleSpecSchema } from '../agent/roles.ts';
 
 const PriceSchema = z.object({
   inputPerMTok: z.number().nonnegative(),
@@ -220,31 +214,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Reco
 
 export function roleNames(cfg: Config): string[] {
   return cfg.roles.map((r) => r.name);
-}
-
-/** Planner and reflector are agents too, built by the same factory from the same spec shape. */
-export function plannerSpec(cfg: Config) {
-  return AgentSpecSchema.parse({
-    systemPrompt: plannerPrompt(roleNames(cfg)),
-    tools: [],
-    tier: 'HIGH',
-    maxTurns: 1,
-    contract: 'plan',
-    middleware: ['logging', 'tokens', 'tier-routing', 'retry', 'prompt-cache'],
-    ...cfg.planner,
-  });
-}
-
-export function reflectorSpec(cfg: Config) {
-  return AgentSpecSchema.parse({
-    systemPrompt: REFLECTOR_PROMPT,
-    tools: [],
-    tier: 'LOW',
-    maxTurns: 1,
-    contract: 'reflection',
-    middleware: ['logging', 'tokens', 'tier-routing', 'retry', 'prompt-cache'],
-    ...cfg.reflector,
-  });
 }
 
 /** Redacts the password in a Redis URL for logs and errors. */

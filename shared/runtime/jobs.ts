@@ -1,9 +1,12 @@
 // Job payloads and results, one schema per queue. Every worker parses its payload first: a
 // malformed job (written by something other than deepq) fails alone, naming the bad field.
+import { UnrecoverableError } from 'bullmq';
 import { z } from 'zod';
 import { GoalIdSchema } from '../goal/ids.ts';
 import { MAX_SUBTASKS } from '../goal/plan.ts';
+import type { GoalRecord, GoalStore } from '../goal/store.ts';
 import { ArtifactNameSchema } from '../vfs/artifact-name.ts';
+import { parseOrThrow } from '../zod.ts';
 
 export const StepSchema = z.number().int().min(1).max(10_000);
 
@@ -47,3 +50,22 @@ export const SubagentJobResultSchema = SubagentResultSchema.omit({ content: true
   skipped: z.string().optional(),
 });
 export type SubagentJobResult = z.infer<typeof SubagentJobResultSchema>;
+
+/**
+ * A job's payload, parsed; a malformed one fails at once and for good (no retries), naming
+ * each bad field, and never touches the goal it names.
+ */
+export function parseJobData<T>(schema: z.ZodType<T>, data: unknown, what: string): T {
+  try {
+    return parseOrThrow(schema, data, what);
+  } catch (err) {
+    throw new UnrecoverableError((err as Error).message);
+  }
+}
+
+/** The goal a job names, which must exist: a job of an unknown goal fails for good. */
+export async function goalOfJob(goals: GoalStore, goalId: string): Promise<GoalRecord> {
+  const goal = await goals.get(goalId);
+  if (!goal) throw new UnrecoverableError(`unknown goal id: ${goalId}`);
+  return goal;
+}

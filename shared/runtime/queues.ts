@@ -2,8 +2,7 @@
 // deepq prefix, beside the goal keys.
 import { FlowProducer, Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
 import type { Config } from './config.ts';
-import type { Plan } from '../goal/plan.ts';
-import type { PlanJob, ReflectJob, SubagentJob } from './jobs.ts';
+import type { PlanJob } from './jobs.ts';
 
 export const PLAN_QUEUE = 'plan';
 export const REFLECT_QUEUE = 'reflect';
@@ -66,23 +65,6 @@ export class Queues {
     await this.get(PLAN_QUEUE).add('plan', data, { jobId: planJobId(data.goalId, data.step, attempt) });
   }
 
-  /** One cycle = one flow: a reflect parent whose children are the subtasks (run in parallel). */
-  async dispatchCycle(goalId: string, step: number, plan: Plan): Promise<void> {
-    const opts = baseJobOptions(this.cfg);
-    await this.flows().add({
-      name: 'reflect',
-      queueName: REFLECT_QUEUE,
-      data: { goalId, step } satisfies ReflectJob,
-      opts: { ...opts, jobId: reflectJobId(goalId, step) },
-      children: plan.subtasks.map((t, index) => ({
-        name: t.role,
-        queueName: subagentQueueName(t.role),
-        data: { goalId, step, index, ...t } satisfies SubagentJob,
-        // A failed child never cancels its siblings; the reflector reads its reason.
-        opts: { ...opts, jobId: subtaskJobId(goalId, step, index), ignoreDependencyOnFailure: true },
-      })),
-    });
-  }
 
   allNames(): string[] {
     return [PLAN_QUEUE, REFLECT_QUEUE, MAINTENANCE_QUEUE, ...this.cfg.roles.map((r) => subagentQueueName(r.name))];

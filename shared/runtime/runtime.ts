@@ -1,19 +1,21 @@
-// What every process needs, built once from the config: Redis, stores, queues, the model
-// provider, metrics and a logger. Services and the CLI wire on top of this.
+// What every process needs, built once from the config. `openState` is the Redis side
+// (stores, lifecycle, queues), all the CLI needs; `createRuntime` adds the model provider,
+// metrics and a logger for the services.
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import type { Config } from './config.ts';
-import { redactUrl } from './config.ts';
-import { createRedis } from './redis.ts';
-import { GoalStore } from '../goal/store.ts';
-import { VirtualFs } from '../vfs/vfs.ts';
-import { DirBlobStore } from '../vfs/blob-store.ts';
-import { Queues } from './queues.ts';
-import { Metrics } from './metrics.ts';
-import { createLogger } from './logger.ts';
 import { createProvider, type ModelProvider } from '../agent/providers/index.ts';
+import { GoalLifecycle } from '../goal/lifecycle.ts';
+import { isTerminal } from '../goal/status.ts';
+import { GoalStore } from '../goal/store.ts';
+import { DirBlobStore } from '../vfs/blob-store.ts';
+import { VirtualFs, type VfsObserver } from '../vfs/vfs.ts';
+import { redactUrl, type Config } from './config.ts';
+import { createLogger } from './logger.ts';
+import { Metrics } from './metrics.ts';
+import { Queues } from './queues.ts';
+import { createRedis } from './redis.ts';
 
-export interface Runtime {
+export interface State {
   cfg: Config;
   /** deepq's own state (goals, files, events). */
   redis: Redis;
@@ -21,13 +23,17 @@ export interface Runtime {
    *  copies every defined script into each pipeline/multi made on that client. */
   bull: Redis;
   goals: GoalStore;
+  lifecycle: GoalLifecycle;
   vfs: VirtualFs;
   queues: Queues;
+  close(): Promise<void>;
+}
+
+export interface Runtime extends State {
   metrics: Metrics;
   logger: Logger;
   provider: ModelProvider;
   secrets: string[];
-  close(): Promise<void>;
 }
 
 export function secretsOf(cfg: Config): string[] {
@@ -42,30 +48,50 @@ export function secretsOf(cfg: Config): string[] {
   return out;
 }
 
-export function createRuntime(cfg: Config, service: string): Runtime {
-  const secrets = secretsOf(cfg);
-  const logger = createLogger(cfg.logLevel, { service }, secrets);
-  const redis = createRedis(cfg.redisUrl, `deepq:${service}`, { autoPipelining: true });
-  const bull = createRedis(cfg.redisUrl, `deepq:${service}:bull`);
-  const metrics = new Metrics({ service });
-  const goals = new GoalStore(redis, cfg.prefix, { keyTtlSeconds: cfg.goalKeyTtlSeconds, eventsMaxLen: cfg.eventsMaxLen });
-  const vfs = new VirtualFs(redis, cfg.prefix, new DirBlobStore(cfg.vfs.blobDir, cfg.prefix), {
-    ...cfg.vfs,
-    keyTtlSeconds: cfg.goalKeyTtlSeconds,
-    eventsMaxLen: cfg.eventsMaxLen,
-  }, {
-    onEvicted: (reason, n) => metrics.vfsEvictions.inc({ reason }, n),
-    onWrite: (bytes, spilled) => metrics.vfsWritten.inc({ storage: spilled ? 'spilled' : 'inline' }, bytes),
-  });
+export function openState(
+  cfg: Config,
+  name: string,
+  hooks: { metrics?: Metrics; vfs?: VfsObserver; redis?: Redis } = {},
+): State {
+  const redis = hooks.redis ?? createRedis(cfg.redisUrl, `deepq:${name}`, { autoPipelining: true });
+  const bull = createRedis(cfg.redisUrl, `deepq:${name}:bull`);
+  const limits = { keyTtlSeconds: cfg.goalKeyTtlSeconds, eventsMaxLen: cfg.eventsMaxLen };
+  const goals = new GoalStore(redis, cfg.prefix, limits);
+  const metrics = hooks.metrics;
+  const onStatus = metrics ? countedStatus(metrics) : undefined;
+  const lifecycle = new GoalLifecycle(redis, goals.keys, { ...limits, onStatus });
+  const blobs = new DirBlobStore(cfg.vfs.blobDir, cfg.prefix);
+  const vfs = new VirtualFs(redis, cfg.prefix, blobs, { ...cfg.vfs, ...limits }, hooks.vfs);
   const queues = new Queues(bull, cfg);
-  const provider = createProvider(cfg);
-  logger.debug({ redis: redactUrl(cfg.redisUrl), prefix: cfg.prefix, provider: provider.name }, 'runtime ready');
   return {
-    cfg, redis, bull, goals, vfs, queues, metrics, logger, provider, secrets,
+    cfg, redis, bull, goals, lifecycle, vfs, queues,
     async close() {
       await queues.close();
       redis.disconnect();
       bull.disconnect();
     },
   };
+}
+
+/** deepq_goals_total counts goals reaching a terminal status or awaiting a human. */
+function countedStatus(metrics: Metrics) {
+  return (status: string) => {
+    if (isTerminal(status) || status === 'awaiting_human') metrics.goals.inc({ status });
+  };
+}
+
+export function createRuntime(cfg: Config, service: string): Runtime {
+  const secrets = secretsOf(cfg);
+  const logger = createLogger(cfg.logLevel, { service }, secrets);
+  const metrics = new Metrics({ service });
+  const state = openState(cfg, service, {
+    metrics,
+    vfs: {
+      onEvicted: (reason, n) => metrics.vfsEvictions.inc({ reason }, n),
+      onWrite: (bytes, spilled) => metrics.vfsWritten.inc({ storage: spilled ? 'spilled' : 'inline' }, bytes),
+    },
+  });
+  const provider = createProvider(cfg);
+  logger.debug({ redis: redactUrl(cfg.redisUrl), prefix: cfg.prefix, provider: provider.name }, 'runtime ready');
+  return { ...state, metrics, logger, provider, secrets };
 }

@@ -4,27 +4,26 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { RoleSpec } from '../roles.ts';
 import {
-  ModelCallError, type CallContext, type Message, type ModelProvider, type ModelRequest, type ModelResponse,
+  ModelCallError,
+  type CallContext,
+  type CallSubject,
+  type ModelProvider,
+  type ModelRequest,
+  type ModelResponse,
 } from './types.ts';
+
+interface Subtask {
+  role: string;
+  instruction: string;
+  expected_artifact: string;
+  read_files: string[];
+}
 
 export interface ScriptedOptions {
   latencyMs: number;
   /** When > 0, the first plan is this many research subtasks (for fan-out benchmarks). */
   fanout?: number;
   roles: Pick<RoleSpec, 'name' | 'contract'>[];
-}
-
-function lastUserText(messages: Message[]): string {
-  const first = messages[0];
-  if (!first) return '';
-  return typeof first.content === 'string'
-    ? first.content
-    : first.content.map((b) => (b.type === 'text' ? b.text : '')).join('');
-}
-
-/** Reads "Current files:" lines of the planner/reflector message: names of live files. */
-function liveFiles(text: string): string[] {
-  return [...text.matchAll(/^- (\S+) \[(active|done|failed),/gm)].map((m) => m[1]!);
 }
 
 function hash(s: string): number {
@@ -50,37 +49,39 @@ export class ScriptedProvider implements ModelProvider {
       }
     }
     if (ctx.signal?.aborted) throw new ModelCallError('model call aborted', 'aborted');
-    const task = lastUserText(req.messages);
+    const subject = ctx.subject ?? { goal: 'the goal' };
     const firstTurn = req.messages.length === 1;
     const wantsTools = req.tools?.some((t) => t.name === 'list_files');
     if (ctx.contract === 'code' && firstTurn && wantsTools) {
       // Exercise the tool loop: look at the files first, as a real model would.
-      return this.reply(req, [{ type: 'tool_use', id: `toolu_${hash(task).toString(16)}`, name: 'list_files', input: {} }], 'tool_use');
+      const id = `toolu_${hash(subject.instruction ?? subject.goal).toString(16)}`;
+      return this.reply(req, [{ type: 'tool_use', id, name: 'list_files', input: {} }], 'tool_use');
     }
-    return this.reply(req, [{ type: 'text', text: this.answer(ctx.contract, task) }], 'end_turn');
+    return this.reply(req, [{ type: 'text', text: this.answer(ctx.contract, subject) }], 'end_turn');
   }
 
-  private answer(contract: string, task: string): string {
+  private answer(contract: string, subject: CallSubject): string {
+    const topic = (subject.instruction ?? subject.goal).trim().split('\n')[0]!;
     switch (contract) {
       case 'plan':
-        return JSON.stringify(this.plan(task));
-      case 'reflection': {
-        const critic = this.roleFor('critique');
-        const planLine = /^Plan: (.*)$/m.exec(task)?.[1] ?? '';
-        const reviewed = critic !== undefined && planLine.includes(`"role":"${critic}"`);
+        return JSON.stringify(this.plan(subject));
+      case 'reflection':
         return JSON.stringify(
-          reviewed
+          this.reviewed(subject.plan)
             ? { decision: 'end', reason: 'the code was written and reviewed; the goal is met' }
             : { decision: 'continue', reason: 'the code exists but has not been reviewed yet' },
         );
-      }
-      case 'summary': {
-        const topic = (/## Task\n([\s\S]*)$/.exec(task)?.[1] ?? task).trim().split('\n')[0]!.slice(0, 160);
-        return `Summary (scripted model): ${topic}\n\n- Key fact 1 about the topic [1]\n- Key fact 2 about the topic [2]\n\n[1] scripted source A\n[2] scripted source B`;
-      }
+      case 'summary':
+        return (
+          `Summary (scripted model): ${topic.slice(0, 160)}\n\n- Key fact 1 about the topic [1]\n` +
+          '- Key fact 2 about the topic [2]\n\n[1] scripted source A\n[2] scripted source B'
+        );
       case 'code': {
-        const topic = (/## Task\n([\s\S]*)$/.exec(task)?.[1] ?? task).trim().split('\n')[0]!.replace(/[^\w .,-]/g, '').slice(0, 120);
-        return `\`\`\`python\n# ${topic}\ndef solve(values):\n    """Scripted solution (deterministic offline model)."""\n    return sorted(values)\n\n\nif __name__ == "__main__":\n    print(solve([3, 1, 2]))\n\`\`\``;
+        const title = topic.replace(/[^\w .,-]/g, '').slice(0, 120);
+        return (
+          `\`\`\`python\n# ${title}\ndef solve(values):\n    """Scripted solution (deterministic offline model)."""\n` +
+          '    return sorted(values)\n\n\nif __name__ == "__main__":\n    print(solve([3, 1, 2]))\n```'
+        );
       }
       case 'critique':
         return JSON.stringify([
@@ -88,30 +89,41 @@ export class ScriptedProvider implements ModelProvider {
           { line: 5, issue: 'missing tests for empty input', severity: 'low' },
         ]);
       default:
-        return `Done: ${task.slice(0, 200)}`;
+        return `Done: ${(subject.instruction ?? subject.goal).slice(0, 200)}`;
     }
   }
 
-  private plan(task: string) {
+  /** Whether a plan already had the critic review the code. */
+  private reviewed(plan: CallSubject['plan']): boolean {
+    const critic = this.roleFor('critique');
+    return critic !== undefined && !!plan?.subtasks.some((t) => t.role === critic);
+  }
+
+  private plan(subject: CallSubject): { subtasks: Subtask[] } {
+    const goal = subject.goal.split('\n')[0]!.slice(0, 300);
+    const files = subject.files ?? [];
+    const first = !subject.plan;
     const research = this.roleFor('summary');
     const coder = this.roleFor('code');
     const critic = this.roleFor('critique');
-    const goal = (/^Goal: (.*)$/m.exec(task)?.[1] ?? 'the goal').slice(0, 300);
-    const files = liveFiles(task);
-    const priorPlan = /^Prior plan: (.*)$/m.exec(task)?.[1] ?? '(none)';
-    const subtasks: { role: string; instruction: string; expected_artifact: string; read_files: string[] }[] = [];
-    if (priorPlan === '(none)' && this.opts.fanout && research) {
-      for (let i = 1; i <= this.opts.fanout; i++) subtasks.push({ role: research, instruction: `Research part ${i} of: ${goal}`, expected_artifact: `research-${i}.md`, read_files: [] });
-    } else if (priorPlan === '(none)' || !files.includes('solution.py')) {
-      if (research) subtasks.push({ role: research, instruction: `Research the background for: ${goal}`, expected_artifact: 'research.md', read_files: [] });
-      if (coder) subtasks.push({ role: coder, instruction: `Write code for: ${goal}`, expected_artifact: 'solution.py', read_files: [] });
-    } else if (critic && !priorPlan.includes(`"role":"${critic}"`)) {
-      subtasks.push({ role: critic, instruction: `Review the code against the goal: ${goal}`, expected_artifact: 'critique.json', read_files: ['solution.py'] });
+    const task = (role: string, instruction: string, artifact: string, reads: string[] = []): Subtask => ({
+      role, instruction, expected_artifact: artifact, read_files: reads,
+    });
+    const subtasks: Subtask[] = [];
+    if (first && this.opts.fanout && research) {
+      for (let i = 1; i <= this.opts.fanout; i++) {
+        subtasks.push(task(research, `Research part ${i} of: ${goal}`, `research-${i}.md`));
+      }
+    } else if (first || !files.includes('solution.py')) {
+      if (research) subtasks.push(task(research, `Research the background for: ${goal}`, 'research.md'));
+      if (coder) subtasks.push(task(coder, `Write code for: ${goal}`, 'solution.py'));
+    } else if (critic && !this.reviewed(subject.plan)) {
+      subtasks.push(task(critic, `Review the code against the goal: ${goal}`, 'critique.json', ['solution.py']));
     } else if (coder) {
       const reads = ['solution.py', ...(files.includes('critique.json') ? ['critique.json'] : [])];
-      subtasks.push({ role: coder, instruction: `Revise the code for: ${goal}, addressing the critique`, expected_artifact: 'solution.py', read_files: reads });
+      subtasks.push(task(coder, `Revise the code for: ${goal}, addressing the critique`, 'solution.py', reads));
     }
-    if (subtasks.length === 0) subtasks.push({ role: this.opts.roles[0]!.name, instruction: `Work on: ${goal}`, expected_artifact: 'notes.md', read_files: [] });
+    if (subtasks.length === 0) subtasks.push(task(this.opts.roles[0]!.name, `Work on: ${goal}`, 'notes.md'));
     return { subtasks };
   }
 

@@ -40,6 +40,21 @@ export interface ModelResponse {
   usage: ModelUsage;
 }
 
+/**
+ * What a call works on, passed explicitly: a provider that answers without a model (the
+ * scripted one) reads this, never the prompt text, so prompts can change freely.
+ */
+export interface CallSubject {
+  /** The goal text. */
+  goal: string;
+  /** The planner: the prior plan (null on the first cycle). The reflector: this cycle's plan. */
+  plan?: { subtasks: { role: string; expected_artifact: string }[] } | null;
+  /** Names of the goal's live artifacts. */
+  files?: string[];
+  /** A subagent: its instruction. */
+  instruction?: string;
+}
+
 /** Who is calling: middleware and metrics read it; it is never sent to the model. */
 export interface CallContext {
   role: string;
@@ -51,6 +66,7 @@ export interface CallContext {
   step?: number;
   threadId?: string;
   signal?: AbortSignal;
+  subject?: CallSubject;
 }
 
 export interface ModelProvider {

@@ -2,7 +2,8 @@
 -- KEYS[1] goal hash, KEYS[2] events stream
 -- ARGV[1] allowed current statuses, comma-separated, or '*' for any non-terminal
 -- ARGV[2] new status ('' keeps the status and only sets fields)
--- ARGV[3] now (ms), ARGV[4] fields as JSON object, ARGV[5] event JSON ('' for none)
+-- ARGV[3] now (ms), ARGV[4] fields as JSON object
+-- ARGV[5] events: JSON objects, one per line ('' for none); all land with the move or none do
 -- ARGV[6] events max length, ARGV[7] key TTL seconds
 -- Returns the previous status, or false when the move was refused.
 local cur = redis.call('HGET', KEYS[1], 'status')
@@ -25,8 +26,8 @@ local fields = cjson.decode(ARGV[4])
 for k, v in pairs(fields) do
   redis.call('HSET', KEYS[1], k, tostring(v))
 end
-if ARGV[5] ~= '' then
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'e', ARGV[5])
+for event in string.gmatch(ARGV[5], '[^\n]+') do
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'e', event)
 end
 local ttl = tonumber(ARGV[7])
 redis.call('EXPIRE', KEYS[1], ttl)

@@ -1,0 +1,35 @@
+// A finished cycle's outcomes: each child's result, or its failure reason when it failed for
+// good (a failed child never cancels its siblings: ignoreDependencyOnFailure).
+import type { Job } from 'bullmq';
+import type { GoalRecord } from '../../shared/goal/store.ts';
+import type { SubagentJobResult } from '../../shared/runtime/jobs.ts';
+
+export interface SubtaskOutcome {
+  index: number;
+  role: string;
+  artifact: string;
+  status: 'done' | 'failed';
+  reason?: string;
+  bytes?: number;
+}
+
+/** Child job ids end in `:<index>` (services/planner/dispatch.ts). */
+const indexOf = (key: string) => Number(key.split(':').pop());
+
+export async function collectOutcomes(job: Job, goal: GoalRecord): Promise<SubtaskOutcome[]> {
+  const values = (await job.getChildrenValues()) as Record<string, SubagentJobResult>;
+  const failures = await job.getIgnoredChildrenFailures();
+  const byIndex = new Map<number, SubtaskOutcome>();
+  for (const [key, v] of Object.entries(values)) {
+    const status = v.status === 'failed' ? 'failed' : 'done';
+    const index = indexOf(key);
+    byIndex.set(index, { index, role: v.role, artifact: v.artifact_name, status, reason: v.notes ?? undefined, bytes: v.bytes });
+  }
+  for (const [key, reason] of Object.entries(failures)) {
+    const index = indexOf(key);
+    const t = goal.plan?.subtasks[index];
+    const artifact = t?.expected_artifact ?? '?';
+    byIndex.set(index, { index, role: t?.role ?? '?', artifact, status: 'failed', reason: String(reason).slice(0, 300) });
+  }
+  return [...byIndex.values()].sort((a, b) => a.index - b.index);
+}

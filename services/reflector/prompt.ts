@@ -1,0 +1,29 @@
+// What the reflector is told: its system prompt and, per cycle, the goal, the plan, each
+// subtask's outcome and the file index (never contents).
+import { coordinatorSpec, type AgentSpec } from '../../shared/agent/roles.ts';
+import type { GoalRecord } from '../../shared/goal/store.ts';
+import type { Config } from '../../shared/runtime/config.ts';
+import { formatIndex, type FileEntry } from '../../shared/vfs/vfs.ts';
+import type { SubtaskOutcome } from './outcomes.ts';
+
+export const REFLECTOR_PROMPT =
+  'You are the reflection node. Given the goal, the plan and the file index (name, status, ' +
+  'bytes), decide what happens next. Return ONLY JSON: {"decision": ' +
+  '"continue"|"replan"|"end"|"escalate", "reason": str}. Use "end" when the goal is met, ' +
+  '"continue" to run the next cycle of the plan, "replan" when the plan is wrong, "escalate" ' +
+  'when a human must decide.';
+
+export function reflectorSpec(cfg: Config): AgentSpec {
+  return coordinatorSpec({ systemPrompt: REFLECTOR_PROMPT, tier: 'LOW', contract: 'reflection' }, cfg.reflector);
+}
+
+export function reflectorMessage(goal: GoalRecord, step: number, outcomes: SubtaskOutcome[], index: FileEntry[]): string {
+  const lines = outcomes.map((o) => `- ${o.artifact} (${o.role}): ${o.status}${o.reason ? `: ${o.reason}` : ''}`);
+  return [
+    `Goal: ${goal.goal}`,
+    `Cycle: ${step}`,
+    `Plan: ${JSON.stringify(goal.plan)}`,
+    `Outcomes:\n${lines.join('\n') || '(none)'}`,
+    `Current files:\n${formatIndex(index)}`,
+  ].join('\n');
+}

@@ -1,0 +1,20 @@
+// A subtask that failed for good is recorded on the goal's timeline; the cycle's reflection
+// goes on without it (a failed child never cancels its siblings).
+import type { Job } from 'bullmq';
+import { scrubSecrets } from '../../shared/runtime/logger.ts';
+import { SubagentJobSchema } from '../../shared/runtime/jobs.ts';
+import { subagentQueueName } from '../../shared/runtime/queues.ts';
+import type { Runtime } from '../../shared/runtime/runtime.ts';
+
+export function recordSubtaskFailure(rt: Runtime) {
+  return async (job: Job, err: Error): Promise<void> => {
+    const parsed = SubagentJobSchema.safeParse(job.data);
+    if (!parsed.success) return;
+    const { goalId, step, index, role, expected_artifact } = parsed.data;
+    // A job in another role's queue was not dispatched by deepq (dispatch derives the queue from the role).
+    if (job.queueName !== subagentQueueName(role)) return;
+    if (!(await rt.goals.get(goalId))) return;
+    const reason = scrubSecrets(err.message, rt.secrets).slice(0, 300);
+    await rt.goals.appendEvent(goalId, { type: 'subtask_failed', step, index, role, artifact: expected_artifact, reason });
+  };
+}

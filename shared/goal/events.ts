@@ -1,0 +1,56 @@
+// The goal timeline: one typed variant per event. The writers (lifecycle, services, the
+// vfsEvict script) and the readers (`watch`, the timeline view, tests) share these types.
+import type { Decision } from './plan.ts';
+import type { TerminalStatus } from './status.ts';
+
+export interface SubtaskRef {
+  index: number;
+  role: string;
+  artifact: string;
+}
+
+export type PausedFor = 'review' | 'escalation';
+
+export interface SubtaskOutcomeRef {
+  index: number;
+  status: 'done' | 'failed';
+}
+
+export type TimelineEventBody =
+  | { type: 'created'; goal: string }
+  | { type: 'planned'; step: number; threadId: string; subtasks: Omit<SubtaskRef, 'index'>[] }
+  | { type: 'dispatched'; step: number; subtasks: SubtaskRef[]; redelivered?: boolean }
+  | (SubtaskRef & { type: 'subtask_started'; step: number; threadId: string; attempt: number })
+  | (SubtaskRef & {
+      type: 'subtask_finished' | 'subtask_failed';
+      step: number;
+      threadId?: string;
+      bytes?: number;
+      ms?: number;
+      reason?: string;
+    })
+  | { type: 'evicted'; step: number; name: string; reason: string }
+  | {
+      type: 'reflected';
+      step: number;
+      decision: Decision;
+      reason: string;
+      threadId?: string;
+      outcomes: SubtaskOutcomeRef[];
+    }
+  | { type: 'paused'; step: number; pausedFor: PausedFor; reason: string; decision?: Decision }
+  | { type: 'resumed'; step: number; action: string; note?: string }
+  | { type: 'finished'; status: TerminalStatus; step?: number; reason?: string };
+
+export type TimelineEventType = TimelineEventBody['type'];
+/** An event as stored: the body plus when it happened (ms). */
+export type TimelineEvent = TimelineEventBody & { at: number };
+export interface TimelineEntry {
+  /** The stream id, for reading on from here. */
+  id: string;
+  event: TimelineEvent;
+}
+
+export function subtaskRefs(plan: { subtasks: { role: string; expected_artifact: string }[] }): SubtaskRef[] {
+  return plan.subtasks.map((t, index) => ({ index, role: t.role, artifact: t.expected_artifact }));
+}
