@@ -123,7 +123,7 @@ async function parallelSpeedup(url: string) {
       const plan = await createAgent(plannerSpec(cfg), deps).run<Plan>({
         task: plannerMessage(goal, 1, await rt.vfs.index(goalId)),
         contract: planContract(roleNames(cfg), []),
-        ctx: { role: 'planner', kind: 'planner', goalId, step: 1 },
+        ctx: { role: 'planner', kind: 'planner', goalId, step: 1, subject: { goal: goal.goal, plan: null, files: [] } },
       });
       const t1 = performance.now();
       for (const [index, t] of plan.value!.subtasks.entries()) {
@@ -131,7 +131,7 @@ async function parallelSpeedup(url: string) {
         const tools = createVfsTools(rt.vfs, { goalId, step: 1, role: role.name, threadId: 'seq', writer: `seq-${index}` }, role.tools);
         const run = await createAgent(role, deps).run({
           task: await buildSubagentTask(rt, { goalId, step: 1, index, ...t }),
-          tools, contract: contractFor(role.contract), ctx: { role: role.name, kind: 'subagent', goalId, step: 1 },
+          tools, contract: contractFor(role.contract), ctx: { role: role.name, kind: 'subagent', goalId, step: 1, subject: { goal: goal.goal, instruction: t.instruction } },
         });
         await rt.vfs.write(goalId, t.expected_artifact, run.text, { status: 'done', step: 1, role: role.name, writer: `seq-${index}` });
       }
@@ -139,7 +139,7 @@ async function parallelSpeedup(url: string) {
       await createAgent(reflectorSpec(cfg), deps).run<Reflection>({
         task: reflectorMessage({ ...goal, plan: plan.value! }, 1, [], await rt.vfs.index(goalId)),
         contract: reflectionContract,
-        ctx: { role: 'reflector', kind: 'reflector', goalId, step: 1 },
+        ctx: { role: 'reflector', kind: 'reflector', goalId, step: 1, subject: { goal: goal.goal, plan: plan.value!, files: (await rt.vfs.index(goalId)).filter((e) => e.status !== 'evicted').map((e) => e.name) } },
       });
       seqCycles.push(performance.now() - t0);
       seqFanouts.push(t2 - t1);

@@ -106,6 +106,11 @@ async function usedMemory(rt: Runtime): Promise<number> {
   return Number(/used_memory:(\d+)/.exec(info)![1]);
 }
 
+/** A refused transition would leave the goal where the figures no longer mean anything. */
+async function moved(transition: string, ok: Promise<boolean>): Promise<void> {
+  if (!(await ok)) throw new Error(`vfs bench: the ${transition} transition was refused`);
+}
+
 const kb = (n: number) => `${(n / 1024).toFixed(1)} KB`;
 
 interface StepRow {
@@ -148,23 +153,17 @@ async function longGoal(rt: Runtime, log: (s: string) => void, steps: number) {
   let bytesWritten = 0;
   for (let step = 1; step <= steps; step++) {
     // Planner: reads the index (never contents), stores and dispatches its plan.
-    await rt.goals.transition(goalId, { from: ['queued'], to: 'planning' });
+    await moved('beginPlanning', rt.lifecycle.beginPlanning(goalId));
     const index = await rt.vfs.index(goalId);
     const live = index.filter((e) => e.status !== 'evicted').map((e) => e.name);
     const arts = cycleArtifacts(step, rand);
     const plan = planFor(goalText, step, arts, live);
-    await rt.goals.transition(goalId, {
-      fields: { plan: JSON.stringify(plan), planStep: step },
-      event: { type: 'planned', step, threadId: `goal-${goalId}--planner-bench${step}`, subtasks: plan.subtasks.map((t) => ({ role: t.role, artifact: t.expected_artifact })) },
-    });
+    await moved('recordPlan', rt.lifecycle.recordPlan(goalId, step, plan, `goal-${goalId}--planner-bench${step}`));
     await saveTranscript(rt, goalId, `goal-${goalId}--planner-b${step}`, 'planner', [
       { role: 'user', content: plannerMessage(await rt.goals.mustGet(goalId), step, index) },
       { role: 'assistant', content: [{ type: 'text', text: JSON.stringify(plan) }] },
     ]);
-    await rt.goals.transition(goalId, {
-      from: ['planning'], to: 'running', fields: { step, note: '' },
-      event: { type: 'dispatched', step, subtasks: plan.subtasks.map((t, i) => ({ index: i, role: t.role, artifact: t.expected_artifact })) },
-    });
+    await moved('dispatch', rt.lifecycle.dispatch(goalId, step, plan));
 
     // Subagents: one artifact each, as processSubagentJob writes it.
     const outcomes: SubtaskOutcome[] = [];
@@ -185,15 +184,14 @@ async function longGoal(rt: Runtime, log: (s: string) => void, steps: number) {
     outcomes.sort((x, y) => x.index - y.index);
 
     // Reflector: evicts before reflecting, then stores its decision.
-    await rt.goals.transition(goalId, { from: ['running'], to: 'reflecting' });
+    await moved('beginReflecting', rt.lifecycle.beginReflecting(goalId));
     evictedTotal += (await rt.vfs.evict(goalId, step)).length;
     const goalNow = await rt.goals.mustGet(goalId);
     const reflectorPromptBytes = utf8(reflectorSystem) + utf8(reflectorMessage(goalNow, step, outcomes, await rt.vfs.index(goalId)));
     const reflection = { decision: 'continue' as const, reason: `cycle ${step} produced ${outcomes.filter((o) => o.status === 'done').length} of 5 artifacts; the model still misses the segment breakdown, continue with the next revision` };
-    await rt.goals.transition(goalId, {
-      from: ['reflecting'], to: 'queued', fields: { reflection: JSON.stringify({ ...reflection, step }), depth: step },
-      event: { type: 'reflected', step, decision: reflection.decision, reason: reflection.reason, threadId: `goal-${goalId}--reflector-b${step}`, outcomes: outcomes.map((o) => ({ index: o.index, status: o.status })) },
-    });
+    await moved('requeue', rt.lifecycle.requeue(goalId, {
+      step, reflection, threadId: `goal-${goalId}--reflector-b${step}`, outcomes: outcomes.map((o) => ({ index: o.index, status: o.status })),
+    }));
 
     // Measure: the goal's keys, and the prompt the planner sends for the next cycle.
     const usage = await memoryUsage(rt, await goalKeys(rt, goalId));
@@ -216,8 +214,9 @@ async function longGoal(rt: Runtime, log: (s: string) => void, steps: number) {
     });
   }
 
-  // Finish the goal; the soak's sweep will remove it.
-  await rt.goals.transition(goalId, { to: 'done', event: { type: 'finished', status: 'done', step: steps } });
+  // Finish the goal (it waits for its next plan: cancelling is how a queued goal ends); the
+  // sweep before the soak removes it.
+  await moved('cancel', rt.lifecycle.cancel(goalId, steps));
   const first = rows[0]!;
   const last = rows[rows.length - 1]!;
   const ratio = last.plannerPromptBytes / first.plannerPromptBytes;
@@ -281,17 +280,23 @@ async function soak(rt: Runtime, log: (s: string) => void, goalCount: number) {
       const goalId = newGoalId();
       ids.push(goalId);
       await rt.goals.create(goalId, `soak goal ${n}: summarise and test a small module`, {}, false);
-      await rt.goals.transition(goalId, { from: ['queued'], to: 'running', fields: { step: 1 }, event: { type: 'dispatched', step: 1 } });
       const arts: [string, number][] = [['research.md', 3000 + Math.floor(rand() * 4000)], ['solution.py', 2000 + Math.floor(rand() * 6000)], ['critique.json', 800]];
       if (n % 40 === 0) arts.push(['data.csv', 120 * 1024]); // one goal in forty spills
+      const plan: Plan = { subtasks: arts.map(([name]) => ({ role: 'research-specialist', instruction: `Write ${name}`, expected_artifact: name, read_files: [] })) };
+      await moved('beginPlanning', rt.lifecycle.beginPlanning(goalId));
+      await moved('recordPlan', rt.lifecycle.recordPlan(goalId, 1, plan, `goal-${goalId}--planner-s1`));
+      await moved('dispatch', rt.lifecycle.dispatch(goalId, 1, plan));
       for (const [k, [name, bytes]] of arts.entries()) {
         const threadId = `goal-${goalId}--worker-s${k}`;
         await rt.vfs.write(goalId, name, text(rand, bytes, `# ${name}`), { status: 'done', step: 1, role: 'research-specialist', threadId, writer: `${goalId}:1:${k}` });
-        await rt.goals.appendEvent(goalId, { type: 'subtask_finished', step: 1, index: k, artifact: name, bytes });
+        await rt.goals.appendEvent(goalId, { type: 'subtask_finished', step: 1, index: k, role: 'research-specialist', artifact: name, threadId, bytes });
       }
       await saveTranscript(rt, goalId, `goal-${goalId}--planner-s0`, 'planner', [{ role: 'user', content: text(rand, 1500) }, { role: 'assistant', content: [{ type: 'text', text: text(rand, 500) }] }]);
       await rt.vfs.evict(goalId, 1);
-      await rt.goals.transition(goalId, { to: 'done', event: { type: 'finished', status: 'done', step: 1 } });
+      await moved('beginReflecting', rt.lifecycle.beginReflecting(goalId));
+      await moved('complete', rt.lifecycle.complete(goalId, {
+        step: 1, reflection: { decision: 'end', reason: 'the goal is met' }, outcomes: arts.map((_, index) => ({ index, status: 'done' as const })),
+      }));
     }));
   }
   const runSeconds = (Date.now() - startedAt) / 1000;

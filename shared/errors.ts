@@ -1,53 +1,94 @@
-// Errors that cross a boundary carry a stable name, so callers (CLI, processors, metrics)
-// can decide on policy without parsing messages.
+// deepq's errors, by code. Callers (CLI, processors, the VFS) decide on policy by code or
+// class, never by message text; Lua error replies and exit codes are mapped here, in one place.
 
-/** Bad configuration or environment: the process must not start. */
-export class ConfigError extends Error {
-  override name = 'ConfigError';
+export enum ErrorCode {
+  /** Bad configuration or environment: the process must not start. */
+  Config = 'CONFIG',
+  /** Input from a user or a job payload that does not fit its contract. */
+  Validation = 'VALIDATION',
+  /** A virtual-FS rule was broken: bad name, too big, too many files. */
+  VfsLimit = 'VFS_LIMIT',
+  /** Two writers raced on one artifact name; the loser sees this instead of losing data. */
+  VersionConflict = 'VERSION_CONFLICT',
+  /** The provider said 429; the worker pauses its whole queue for `retryAfterMs`. */
+  RateLimited = 'RATE_LIMITED',
+  /** A goal went past one of its budgets (tokens, steps, seconds). */
+  BudgetExceeded = 'BUDGET_EXCEEDED',
+  /** A goal id that does not exist. */
+  UnknownGoal = 'UNKNOWN_GOAL',
 }
 
-/** Input from a user or a job payload that does not fit its contract. */
-export class ValidationError extends Error {
-  override name = 'ValidationError';
-}
-
-/** Model output that breaks the role's output contract (retried once with a reminder). */
-export class ContractError extends Error {
-  override name = 'ContractError';
-}
-
-/** A virtual-FS rule was broken: bad name, too big, too many files. */
-export class VfsLimitError extends Error {
-  override name = 'VfsLimitError';
-}
-
-/** Two writers raced on one artifact name; the loser sees this instead of losing data silently. */
-export class VersionConflictError extends Error {
-  override name = 'VersionConflictError';
-}
-
-/** The provider said 429; the worker pauses its whole queue for `retryAfterMs`. */
-export class ProviderRateLimitError extends Error {
-  override name = 'ProviderRateLimitError';
-  constructor(message: string, readonly retryAfterMs: number) {
+export class DeepqError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+  ) {
     super(message);
+    this.name = new.target.name;
   }
 }
 
-/** A goal went past one of its budgets (tokens, steps, seconds). */
-export class BudgetExceededError extends Error {
-  override name = 'BudgetExceededError';
+export class ConfigError extends DeepqError {
+  constructor(message: string) {
+    super(ErrorCode.Config, message);
+  }
 }
 
-/** The goal was cancelled while this work ran. */
-export class GoalCancelledError extends Error {
-  override name = 'GoalCancelledError';
+export class ValidationError extends DeepqError {
+  constructor(message: string) {
+    super(ErrorCode.Validation, message);
+  }
 }
 
-/** A goal id that does not exist. */
-export class UnknownGoalError extends Error {
-  override name = 'UnknownGoalError';
+export class VfsLimitError extends DeepqError {
+  constructor(message: string) {
+    super(ErrorCode.VfsLimit, message);
+  }
+}
+
+export class VersionConflictError extends DeepqError {
+  constructor(message: string) {
+    super(ErrorCode.VersionConflict, message);
+  }
+}
+
+export class ProviderRateLimitError extends DeepqError {
+  constructor(
+    message: string,
+    readonly retryAfterMs: number,
+  ) {
+    super(ErrorCode.RateLimited, message);
+  }
+}
+
+export class BudgetExceededError extends DeepqError {
+  constructor(message: string) {
+    super(ErrorCode.BudgetExceeded, message);
+  }
+}
+
+export class UnknownGoalError extends DeepqError {
   constructor(readonly goalId: string) {
-    super(`unknown goal id: ${goalId}`);
+    super(ErrorCode.UnknownGoal, `unknown goal id: ${goalId}`);
   }
+}
+
+export function hasCode(err: unknown, code: ErrorCode): err is DeepqError {
+  return err instanceof DeepqError && err.code === code;
+}
+
+/**
+ * Lua scripts refuse with an error reply `<CODE> <message>` (shared/vfs/lua/vfsWrite.lua).
+ * Returns the typed error for a known code, or null for any other error (e.g. a lost connection).
+ */
+export function fromScriptError(err: unknown): DeepqError | null {
+  const m = /(?:^|\s)(VERSION_CONFLICT|TOO_MANY_FILES) (.*)$/s.exec(err instanceof Error ? err.message : '');
+  if (!m) return null;
+  if (m[1] === 'VERSION_CONFLICT') return new VersionConflictError(`version conflict: ${m[2]}`);
+  return new VfsLimitError(m[2]!);
+}
+
+/** EX_CONFIG (78) for a config error, so supervisors do not restart-loop on it; else 1. */
+export function exitCodeFor(err: unknown): number {
+  return hasCode(err, ErrorCode.Config) ? 78 : 1;
 }

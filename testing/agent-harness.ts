@@ -1,6 +1,7 @@
 // In-process pieces for agent-level tests: a Runtime whose provider is the real
 // AnthropicProvider pointed at a local Messages-API server, on a private Redis, and a
-// logger whose lines the test can read.
+// logger whose lines the test can read. Tests of the agent alone (no VFS, no stores) use
+// the server without any Redis: `useMessagesApi(null, ...)`, `testConfig(UNUSED_REDIS_URL, ...)`.
 import { after, before } from 'node:test';
 import { Writable } from 'node:stream';
 import { pino, type Logger } from 'pino';
@@ -45,6 +46,9 @@ export function anthropicAt(server: MessagesApiServer, timeoutMs = 10_000): Anth
 /** Model ids the tests configure for the tiers (DEEPQ_MODEL_HIGH / DEEPQ_MODEL_LOW). */
 export const TEST_MODELS = { HIGH: 'test-model-high', LOW: 'test-model-low' } as const;
 
+/** For tests that load a config but never connect: no client is ever made for this URL. */
+export const UNUSED_REDIS_URL = 'redis://unused.invalid:6379';
+
 /** Config as a service would load it from the environment, pointed at the test server. */
 export function testConfig(redisUrl: string, server: MessagesApiServer, extraEnv: NodeJS.ProcessEnv = {}): { cfg: Config; env: NodeJS.ProcessEnv } {
   const env = testEnv(redisUrl, { ...anthropicEnv(server), LOG_LEVEL: 'silent', ...extraEnv });
@@ -65,18 +69,20 @@ export function ctxFor(role: string, extra: Partial<CallContext> = {}): Omit<Cal
 /**
  * The file's Messages-API server (and, with `runtime`, an in-process Runtime on it), started
  * once the file's private Redis is up and closed after its tests; `assign` hands them over.
+ * `redis` null: the server alone, for tests that need no Redis (no runtime then).
  */
 export function useMessagesApi(
-  redis: TestRedis,
+  redis: TestRedis | null,
   assign: (server: MessagesApiServer, rt: Runtime) => void,
   opts: { runtime?: boolean } = {},
 ): void {
+  if (opts.runtime && !redis) throw new Error('useMessagesApi: a runtime needs the file\'s Redis');
   let server: MessagesApiServer | undefined;
   let rt: Runtime | undefined;
   before(async () => {
-    await redis.ready;
+    if (redis) await redis.ready;
     server = await startMessagesApiServer();
-    if (opts.runtime) rt = testRuntime(redis.url, server);
+    if (opts.runtime && redis) rt = testRuntime(redis.url, server);
     assign(server, rt as Runtime);
   });
   after(async () => {

@@ -1,7 +1,7 @@
 // Chaos for deepq: a fleet with several processes per service, a loop that SIGKILLs a random
 // one every interval and restarts it with the same arguments, and a verifier that checks
 // every goal ended `done` with each expected artifact exactly once and complete. Used by
-// tests/chaos_kill_workers.test.ts (CI size) and scripts/chaos.ts (the large run).
+// tests/system/chaos-kill-workers.int.test.ts (CI size) and scripts/chaos.ts (the large run).
 import { once } from 'node:events';
 import { loadConfig } from '../shared/runtime/config.ts';
 import { isTerminal } from '../shared/goal/status.ts';
@@ -11,7 +11,6 @@ import { responseText } from '../shared/agent/providers/types.ts';
 import { contractFor } from '../shared/agent/output-contracts.ts';
 import { buildSubagentTask } from '../services/subagent-worker/task.ts';
 import type { SubagentJob } from '../shared/runtime/jobs.ts';
-import type { TimelineEvent } from '../shared/goal/events.ts';
 import { startFleet, startProcess, type Fleet, type ServiceProc } from './fleet.ts';
 import { prng } from './prng.ts';
 
@@ -202,7 +201,7 @@ export async function verifyGoals(fleet: Fleet, goalIds: string[]): Promise<Veri
   let replanned = 0;
   const roleSpec = (name: string) => cfg.roles.find((r) => r.name === name)!;
 
-  const expectedContent = async (goalId: string, a: ExpectedArtifact): Promise<string | null> => {
+  const expectedContent = async (goal: string, goalId: string, a: ExpectedArtifact): Promise<string | null> => {
     const job = await client.queues.get(subagentQueueName(a.role)).getJob(subtaskJobId(goalId, a.step, a.index));
     if (!job) return null;
     const data = job.data as SubagentJob;
@@ -212,7 +211,7 @@ export async function verifyGoals(fleet: Fleet, goalIds: string[]): Promise<Veri
     // Ask for the final answer (the tool turn is not the artifact).
     const res = await scripted.createMessage(
       { model: 'scripted', system: spec.systemPrompt, messages: [{ role: 'user', content: task }, { role: 'assistant', content: 'ok' }, { role: 'user', content: 'go on' }], max_tokens: 1000 },
-      { role: a.role, kind: 'subagent', contract: spec.contract, tier: spec.tier },
+      { role: a.role, kind: 'subagent', contract: spec.contract, tier: spec.tier, subject: { goal, instruction: data.instruction } },
     );
     return responseText(res);
   };
@@ -231,16 +230,16 @@ export async function verifyGoals(fleet: Fleet, goalIds: string[]): Promise<Veri
     else done++;
     if (g.step > 2) replanned++;
 
-    const events = (await client.goals.events(goalId, '-', 10_000)).map((x) => x.event as TimelineEvent);
+    const events = (await client.goals.events(goalId, '-', 10_000)).map((x) => x.event);
     // Which subtasks (job ids) each artifact name was dispatched to, over all cycles. Normally
     // one; more when a subtask failed for good and the planner asked for the file again.
     const targets = new Map<string, { step: number; index: number; role: string }[]>();
     const seenCycles = new Set<number>();
     for (const e of events) {
-      if (e.type !== 'dispatched' || seenCycles.has(Number(e.step))) continue;
-      seenCycles.add(Number(e.step));
-      for (const t of (e.subtasks as { index: number; role: string; artifact: string }[]) ?? []) {
-        targets.set(t.artifact, [...(targets.get(t.artifact) ?? []), { step: Number(e.step), index: t.index, role: t.role }]);
+      if (e.type !== 'dispatched' || seenCycles.has(e.step)) continue;
+      seenCycles.add(e.step);
+      for (const t of e.subtasks) {
+        targets.set(t.artifact, [...(targets.get(t.artifact) ?? []), { step: e.step, index: t.index, role: t.role }]);
       }
     }
 
@@ -285,7 +284,7 @@ export async function verifyGoals(fleet: Fleet, goalIds: string[]): Promise<Veri
       if (Buffer.byteLength(content, 'utf8') !== e.bytes) lose(`${a.name}: ${Buffer.byteLength(content, 'utf8')} bytes stored, entry says ${e.bytes}`);
       const verdict = contractFor(roleSpec(a.role).contract).check(content);
       if (!verdict.ok) lose(`${a.name} breaks the ${roleSpec(a.role).contract} contract: ${verdict.problem}`);
-      const want = await expectedContent(goalId, { ...a, step: writer.step, index: writer.index });
+      const want = await expectedContent(g.goal, goalId, { ...a, step: writer.step, index: writer.index });
       if (want === null) lose(`${a.name}: the job ${e.writer} is gone, cannot check its content`);
       else if (content !== want) lose(`${a.name}: content differs from the scripted answer for ${e.writer} (${content.length} vs ${want.length} chars)`);
     }

@@ -50,93 +50,101 @@ export interface Agent {
 export function createAgent(spec: AgentSpec, deps: AgentDeps): Agent {
   const stack = buildMiddleware(spec.middleware, deps);
   const maxChars = deps.toolResultMaxChars ?? 50_000;
-
-  async function callProvider(req: ModelRequest, ctx: CallContext): Promise<ModelResponse> {
-    const started = performance.now();
-    const labels = { provider: deps.provider.name, model: req.model, role: ctx.role };
-    try {
-      const res = await deps.provider.createMessage(req, ctx);
-      deps.metrics?.llmRequests.inc({ ...labels, status: 'ok' });
-      return res;
-    } catch (err) {
-      deps.metrics?.llmRequests.inc({ ...labels, status: err instanceof ModelCallError ? err.kind : 'error' });
-      throw err;
-    } finally {
-      deps.metrics?.llmLatency.observe(labels, (performance.now() - started) / 1000);
-    }
-  }
-
   return {
     spec,
     async run<T>(opts: RunOptions): Promise<AgentRun<T>> {
       const ctx: CallContext = { ...opts.ctx, tier: spec.tier, contract: opts.contract.name };
-      const call = compose(stack, ctx, (req) => callProvider(req, ctx));
+      const call = compose(stack, ctx, (req) => callProvider(deps, req, ctx));
       const tools = new Map((opts.tools ?? []).map((t) => [t.def.name, t]));
       // P52: the list starts fresh with the task alone; nothing from any other agent.
-      const messages: Message[] = [{ role: 'user', content: opts.task }];
-      let turns = 0;
-      let contractRetries = 0;
+      const conv: Conversation = { spec, call, tools, maxChars, messages: [{ role: 'user', content: opts.task }], turns: 0 };
+      const stopped = () => `stopped at the turn limit (${spec.maxTurns}) without a final answer`;
+      const result = (r: Omit<AgentRun<T>, 'turns' | 'messages'>): AgentRun<T> => ({ ...r, turns: conv.turns, messages: conv.messages });
 
-      const loop = async (): Promise<string | null> => {
-        for (let i = 0; i < spec.maxTurns; i++) {
-          turns++;
-          const res = await call({
-            model: spec.tier, // replaced by tier routing; a bare tier name fails loudly without it
-            system: spec.systemPrompt,
-            messages: [...messages],
-            ...(tools.size ? { tools: [...tools.values()].map((t) => t.def) } : {}),
-            max_tokens: spec.maxTokens,
-          });
-          const uses = res.content.filter((b): b is ToolUseBlock => b.type === 'tool_use');
-          const final = res.stop_reason !== 'tool_use' || uses.length === 0;
-          // Keep the history one the API accepts when it is sent again (a contract retry):
-          // no blank text blocks, no empty assistant turn, and no tool_use left without its
-          // tool_result (a final turn cut off by max_tokens mid tool call runs no tools).
-          const kept = res.content.filter((b) => (b.type === 'text' ? b.text.trim() !== '' : !(final && b.type === 'tool_use')));
-          if (kept.length) messages.push({ role: 'assistant', content: kept });
-          if (final) return responseText(res);
-          const results: ToolResultBlock[] = [];
-          for (const use of uses) {
-            const tool = tools.get(use.name);
-            if (!tool) {
-              results.push({ type: 'tool_result', tool_use_id: use.id, content: `error: unknown tool ${JSON.stringify(use.name)} (available: ${[...tools.keys()].join(', ') || 'none'})`, is_error: true });
-              continue;
-            }
-            try {
-              results.push({ type: 'tool_result', tool_use_id: use.id, content: truncate(await tool.run(use.input), maxChars) });
-            } catch (err) {
-              results.push({ type: 'tool_result', tool_use_id: use.id, content: truncate(`error: ${(err as Error).message}`, maxChars), is_error: true });
-            }
-          }
-          messages.push({ role: 'user', content: results });
-        }
-        return null;
-      };
-
-      let text = await loop();
-      if (text === null) {
-        return { ok: false, text: '', problem: `stopped at the turn limit (${spec.maxTurns}) without a final answer`, turns, contractRetries, messages };
-      }
+      let text = await runTurns(conv);
+      if (text === null) return result({ ok: false, text: '', problem: stopped(), contractRetries: 0 });
       let verdict = opts.contract.check(text);
-      if (!verdict.ok) {
-        // Reject and retry once with a reminder naming what was wrong (seed 000).
-        contractRetries = 1;
-        deps.metrics?.contractRejections.inc({ role: ctx.role, outcome: 'retried' });
-        messages.push({
-          role: 'user',
-          content: `Your answer was rejected: ${verdict.problem}. Reply again with ONLY ${opts.contract.describe}.`,
-        });
-        text = await loop();
-        if (text === null) {
-          return { ok: false, text: '', problem: `stopped at the turn limit (${spec.maxTurns}) without a final answer`, turns, contractRetries, messages };
-        }
-        verdict = opts.contract.check(text);
-        if (!verdict.ok) {
-          deps.metrics?.contractRejections.inc({ role: ctx.role, outcome: 'failed' });
-          return { ok: false, text, problem: `output broke the ${opts.contract.name} contract twice: ${verdict.problem}`, turns, contractRetries, messages };
-        }
-      }
-      return { ok: true, text, value: verdict.value as T, turns, contractRetries, messages };
+      if (verdict.ok) return result({ ok: true, text, value: verdict.value as T, contractRetries: 0 });
+      // Reject and retry once with a reminder naming what was wrong (seed 000).
+      deps.metrics?.contractRejections.inc({ role: ctx.role, outcome: 'retried' });
+      const reminder = `Your answer was rejected: ${verdict.problem}. Reply again with ONLY ${opts.contract.describe}.`;
+      conv.messages.push({ role: 'user', content: reminder });
+      text = await runTurns(conv);
+      if (text === null) return result({ ok: false, text: '', problem: stopped(), contractRetries: 1 });
+      verdict = opts.contract.check(text);
+      if (verdict.ok) return result({ ok: true, text, value: verdict.value as T, contractRetries: 1 });
+      deps.metrics?.contractRejections.inc({ role: ctx.role, outcome: 'failed' });
+      const problem = `output broke the ${opts.contract.name} contract twice: ${verdict.problem}`;
+      return result({ ok: false, text, problem, contractRetries: 1 });
     },
   };
+}
+
+async function callProvider(deps: AgentDeps, req: ModelRequest, ctx: CallContext): Promise<ModelResponse> {
+  const started = performance.now();
+  const labels = { provider: deps.provider.name, model: req.model, role: ctx.role };
+  try {
+    const res = await deps.provider.createMessage(req, ctx);
+    deps.metrics?.llmRequests.inc({ ...labels, status: 'ok' });
+    return res;
+  } catch (err) {
+    deps.metrics?.llmRequests.inc({ ...labels, status: err instanceof ModelCallError ? err.kind : 'error' });
+    throw err;
+  } finally {
+    deps.metrics?.llmLatency.observe(labels, (performance.now() - started) / 1000);
+  }
+}
+
+interface Conversation {
+  spec: AgentSpec;
+  call: (req: ModelRequest) => Promise<ModelResponse>;
+  tools: Map<string, Tool>;
+  maxChars: number;
+  messages: Message[];
+  turns: number;
+}
+
+/** Turns until the model stops calling tools (its final text) or the turn limit (null). */
+async function runTurns(c: Conversation): Promise<string | null> {
+  for (let i = 0; i < c.spec.maxTurns; i++) {
+    c.turns++;
+    const res = await c.call({
+      model: c.spec.tier, // replaced by tier routing; a bare tier name fails loudly without it
+      system: c.spec.systemPrompt,
+      messages: [...c.messages],
+      ...(c.tools.size ? { tools: [...c.tools.values()].map((t) => t.def) } : {}),
+      max_tokens: c.spec.maxTokens,
+    });
+    const uses = res.content.filter((b): b is ToolUseBlock => b.type === 'tool_use');
+    const final = res.stop_reason !== 'tool_use' || uses.length === 0;
+    // Keep the history one the API accepts when it is sent again (a contract retry):
+    // no blank text blocks, no empty assistant turn, and no tool_use left without its
+    // tool_result (a final turn cut off by max_tokens mid tool call runs no tools).
+    const kept = res.content.filter((b) => (b.type === 'text' ? b.text.trim() !== '' : !(final && b.type === 'tool_use')));
+    if (kept.length) c.messages.push({ role: 'assistant', content: kept });
+    if (final) return responseText(res);
+    c.messages.push({ role: 'user', content: await runTools(c, uses) });
+  }
+  return null;
+}
+
+/** Runs each tool call; an unknown tool or a thrown error becomes an is_error result. */
+async function runTools(c: Conversation, uses: ToolUseBlock[]): Promise<ToolResultBlock[]> {
+  const results: ToolResultBlock[] = [];
+  for (const use of uses) {
+    const tool = c.tools.get(use.name);
+    if (!tool) {
+      const available = [...c.tools.keys()].join(', ') || 'none';
+      const content = `error: unknown tool ${JSON.stringify(use.name)} (available: ${available})`;
+      results.push({ type: 'tool_result', tool_use_id: use.id, content, is_error: true });
+      continue;
+    }
+    try {
+      results.push({ type: 'tool_result', tool_use_id: use.id, content: truncate(await tool.run(use.input), c.maxChars) });
+    } catch (err) {
+      const content = truncate(`error: ${(err as Error).message}`, c.maxChars);
+      results.push({ type: 'tool_result', tool_use_id: use.id, content, is_error: true });
+    }
+  }
+  return results;
 }

@@ -35,7 +35,3 @@ export function goalUsageSink(rt: Runtime, goal: Pick<GoalRecord, 'goalId' | 'bu
   };
 }
 
-/** Ends the goal as budget_exceeded (idempotent: refused if already terminal). */
-export async function endOverBudget(rt: Runtime, goalId: string, reason: string, step?: number): Promise<void> {
-  await rt.lifecycle.exceedBudget(goalId, reason, step);
-}

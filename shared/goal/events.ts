@@ -16,19 +16,21 @@ export interface SubtaskOutcomeRef {
   status: 'done' | 'failed';
 }
 
+/** How a subtask ended; a failure recorded after the job failed for good has only a reason. */
+interface SubtaskEnd {
+  threadId?: string;
+  bytes?: number;
+  ms?: number;
+  reason?: string;
+}
+
 export type TimelineEventBody =
   | { type: 'created'; goal: string }
   | { type: 'planned'; step: number; threadId: string; subtasks: Omit<SubtaskRef, 'index'>[] }
   | { type: 'dispatched'; step: number; subtasks: SubtaskRef[]; redelivered?: boolean }
   | (SubtaskRef & { type: 'subtask_started'; step: number; threadId: string; attempt: number })
-  | (SubtaskRef & {
-      type: 'subtask_finished' | 'subtask_failed';
-      step: number;
-      threadId?: string;
-      bytes?: number;
-      ms?: number;
-      reason?: string;
-    })
+  | (SubtaskRef & { type: 'subtask_finished'; step: number } & SubtaskEnd)
+  | (SubtaskRef & { type: 'subtask_failed'; step: number } & SubtaskEnd)
   | { type: 'evicted'; step: number; name: string; reason: string }
   | {
       type: 'reflected';

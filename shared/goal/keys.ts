@@ -1,4 +1,6 @@
 // The Redis key layout. Every key of a goal lives under `<prefix>:goal:<goalId>`.
+import { GOAL_ID_PATTERN } from './ids.ts';
+
 export class Keys {
   constructor(readonly prefix: string) {}
   goal(goalId: string): string {
@@ -43,7 +45,9 @@ export function threadIdFor(goalId: string, role: string, short: string): string
   return `goal-${goalId}--${role}-${short}`;
 }
 
+const THREAD_ID_RE = new RegExp(`^goal-(${GOAL_ID_PATTERN})--[a-z][a-z0-9-]*-[A-Za-z0-9]+$`);
+
 export function goalIdFromThreadId(threadId: string): string | null {
-  const m = /^goal-([a-z0-9]+)--[a-z][a-z0-9-]*-[A-Za-z0-9]+$/.exec(threadId);
+  const m = THREAD_ID_RE.exec(threadId);
   return m ? m[1]! : null;
 }

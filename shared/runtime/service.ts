@@ -1,10 +1,12 @@
 // Runs one queue consumer as a service: the BullMQ worker, its ops endpoints, queue-depth
 // gauges, cross-process cancellation, and a graceful drain on SIGTERM.
-import { Worker, type Job, type Processor } from 'bullmq';
-import type { Runtime } from './runtime.ts';
-import { startOpsServer } from './ops-server.ts';
-import { pingRedis, createRedis } from './redis.ts';
+import { RateLimitError, UnrecoverableError, Worker, type Job, type Processor } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Server } from 'node:http';
 import { scrubSecrets } from './logger.ts';
+import { startOpsServer } from './ops-server.ts';
+import { createRedis, pingRedis } from './redis.ts';
+import type { Runtime } from './runtime.ts';
 
 export type JobHandler = (job: Job, signal: AbortSignal) => Promise<unknown>;
 
@@ -39,31 +41,48 @@ export interface RunningService {
 
 const QUEUE_STATES = ['waiting', 'active', 'delayed', 'failed', 'prioritized', 'waiting-children'] as const;
 
+/** The jobs this process is running, by job id: what cancellation and the drain act on. */
+type ActiveJobs = Map<string, { job: Job; token?: string; goalId?: string }>;
+
 export async function startService(opts: ServiceOptions): Promise<RunningService> {
   const { rt } = opts;
-  const log = rt.logger;
-  const active = new Map<string, { job: Job; token?: string; goalId?: string }>();
+  const active: ActiveJobs = new Map();
+  const workers = createWorkers(opts, active);
+  const [worker] = workers;
   let stopping = false;
+  const ops = await startOpsServer({
+    port: rt.cfg.metricsPort,
+    registry: rt.metrics.registry,
+    async ready() {
+      const redisOk = await pingRedis(rt.redis);
+      const workerOk = worker!.isRunning() && !stopping;
+      return { ok: redisOk && workerOk, checks: { redis: redisOk, worker: workerOk } };
+    },
+    beforeScrape: () => reportQueueDepths(rt, opts.reportQueues ?? [opts.queueName]),
+  });
+  // The ops server is up before anything waits on Redis: /healthz answers while Redis is
+  // away, and /readyz says so.
+  const sub = await listenForCancels(rt, opts.name, worker!, active);
+  for (const w of workers) {
+    void w.run().catch((err) => rt.logger.error({ err }, 'worker stopped'));
+    await w.waitUntilReady();
+  }
+  await opts.onStart?.();
+  const started = { queue: opts.queueName, concurrency: opts.concurrency, metricsPort: ops.port, provider: rt.provider.name };
+  rt.logger.info(started, `${opts.name} started`);
 
-  const makeProcessor = (queueName: string, role: string, handler: JobHandler): Processor => async (job, token, signal) => {
-    const started = performance.now();
-    const goalId = typeof job.data?.goalId === 'string' ? job.data.goalId : undefined;
-    active.set(String(job.id), { job, token, goalId });
-    try {
-      const res = await handler(job, signal ?? new AbortController().signal);
-      rt.metrics.jobs.inc({ queue: queueName, role, status: 'completed' });
-      return res;
-    } catch (err) {
-      const status = (err as Error).name === 'RateLimitError' || (err as Error).message === 'bullmq:rateLimitExceeded' ? 'rate_limited' : 'failed';
-      rt.metrics.jobs.inc({ queue: queueName, role, status });
-      throw err;
-    } finally {
-      active.delete(String(job.id));
-      rt.metrics.jobDuration.observe({ queue: queueName, role }, (performance.now() - started) / 1000);
-    }
+  let stopped: Promise<void> | undefined;
+  const stop = () => {
+    stopping = true;
+    stopped ??= drainAndClose(rt, { workers, active, sub, server: ops.server });
+    return stopped;
   };
+  return { worker: worker!, port: ops.port, drainTimeoutMs: rt.cfg.drainTimeoutMs, stop };
+}
 
-  const workerOptions = {
+function createWorkers(opts: ServiceOptions, active: ActiveJobs): Worker[] {
+  const { rt } = opts;
+  const base = {
     connection: rt.bull,
     prefix: rt.cfg.prefix,
     lockDuration: rt.cfg.lockDurationMs,
@@ -71,93 +90,111 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     maxStalledCount: rt.cfg.maxStalledCount,
     autorun: false,
   };
-  const worker = new Worker(opts.queueName, makeProcessor(opts.queueName, opts.role, opts.handler), {
-    ...workerOptions,
+  const limiter = opts.manualRateLimit ? { limiter: { max: 1_000_000, duration: 1000 } } : {};
+  const main = new Worker(opts.queueName, instrumented(rt, opts.queueName, opts.role, opts.handler, active), {
+    ...base,
     concurrency: opts.concurrency,
-    ...(opts.manualRateLimit ? { limiter: { max: 1_000_000, duration: 1000 } } : {}),
+    ...limiter,
   });
-  const sideWorkers = (opts.sideQueues ?? []).map((q) => {
-    const w = new Worker(q.queueName, makeProcessor(q.queueName, q.role, q.handler), { ...workerOptions, concurrency: q.concurrency });
-    w.on('error', (err) => log.error({ err: { message: scrubSecrets(err.message, rt.secrets) } }, 'worker error'));
-    return w;
-  });
-  worker.on('error', (err) => log.error({ err: { message: scrubSecrets(err.message, rt.secrets) } }, 'worker error'));
-  worker.on('failed', (job, err) => {
-    if (!job) return;
-    const final = err.name === 'UnrecoverableError' || job.attemptsMade >= (job.opts.attempts ?? 1);
-    const fields = { goalId: job.data?.goalId, step: job.data?.step, role: opts.role, jobId: job.id, attempt: job.attemptsMade, final };
-    log.warn({ ...fields, reason: scrubSecrets(err.message, rt.secrets) }, final ? 'job failed for good' : 'job failed, will retry');
-    if (final) opts.onFinalFailure?.(job, err).catch((e) => log.error({ err: e }, 'final-failure hook failed'));
-  });
+  main.on('failed', (job, err) => onJobFailed(opts, job, err));
+  const side = (opts.sideQueues ?? []).map(
+    (q) => new Worker(q.queueName, instrumented(rt, q.queueName, q.role, q.handler, active), { ...base, concurrency: q.concurrency }),
+  );
+  for (const w of [main, ...side]) {
+    w.on('error', (err) => rt.logger.error({ err: { message: scrubSecrets(err.message, rt.secrets) } }, 'worker error'));
+  }
+  return [main, ...side];
+}
 
-  const queueNames = opts.reportQueues ?? [opts.queueName];
-  const ops = await startOpsServer({
-    port: rt.cfg.metricsPort,
-    registry: rt.metrics.registry,
-    async ready() {
-      const redisOk = await pingRedis(rt.redis);
-      const workerOk = worker.isRunning() && !stopping;
-      return { ok: redisOk && workerOk, checks: { redis: redisOk, worker: workerOk } };
-    },
-    async beforeScrape() {
-      for (const q of queueNames) {
-        const counts = await rt.queues.get(q).getJobCounts(...QUEUE_STATES);
-        for (const s of QUEUE_STATES) rt.metrics.queueJobs.set({ queue: q, state: s }, counts[s] ?? 0);
-      }
-    },
-  });
+/** Wraps a handler with job metrics and the active-jobs bookkeeping. */
+function instrumented(rt: Runtime, queue: string, role: string, handler: JobHandler, active: ActiveJobs): Processor {
+  return async (job, token, signal) => {
+    const started = performance.now();
+    const goalId = typeof job.data?.goalId === 'string' ? job.data.goalId : undefined;
+    active.set(String(job.id), { job, token, goalId });
+    try {
+      const res = await handler(job, signal ?? new AbortController().signal);
+      rt.metrics.jobs.inc({ queue, role, status: 'completed' });
+      return res;
+    } catch (err) {
+      rt.metrics.jobs.inc({ queue, role, status: err instanceof RateLimitError ? 'rate_limited' : 'failed' });
+      throw err;
+    } finally {
+      active.delete(String(job.id));
+      rt.metrics.jobDuration.observe({ queue, role }, (performance.now() - started) / 1000);
+    }
+  };
+}
 
-  // The ops server is up before anything waits on Redis: /healthz answers while Redis is
-  // away, and /readyz says so.
-  // Cancellation crosses processes: `deepq cancel` publishes the goal id; every process
-  // aborts its running jobs of that goal (the AbortSignal reaches the SDK call).
-  const sub = createRedis(rt.cfg.redisUrl, `deepq:${opts.name}:sub`);
+function onJobFailed(opts: ServiceOptions, job: Job | undefined, err: Error): void {
+  if (!job) return;
+  const log = opts.rt.logger;
+  const final = err instanceof UnrecoverableError || job.attemptsMade >= (job.opts.attempts ?? 1);
+  const fields = { goalId: job.data?.goalId, step: job.data?.step, role: opts.role, jobId: job.id, attempt: job.attemptsMade, final };
+  log.warn({ ...fields, reason: scrubSecrets(err.message, opts.rt.secrets) }, final ? 'job failed for good' : 'job failed, will retry');
+  if (final) opts.onFinalFailure?.(job, err).catch((e) => log.error({ err: e }, 'final-failure hook failed'));
+}
+
+async function reportQueueDepths(rt: Runtime, queueNames: string[]): Promise<void> {
+  for (const q of queueNames) {
+    const counts = await rt.queues.get(q).getJobCounts(...QUEUE_STATES);
+    for (const s of QUEUE_STATES) rt.metrics.queueJobs.set({ queue: q, state: s }, counts[s] ?? 0);
+  }
+}
+
+/**
+ * Cancellation crosses processes: `deepq cancel` publishes the goal id; every process aborts
+ * its running jobs of that goal (the AbortSignal reaches the SDK call).
+ */
+async function listenForCancels(rt: Runtime, name: string, worker: Worker, active: ActiveJobs): Promise<Redis> {
+  const sub = createRedis(rt.cfg.redisUrl, `deepq:${name}:sub`);
   await sub.subscribe(rt.goals.keys.cancelChannel());
   sub.on('message', (_channel, goalId: string) => {
     for (const [jobId, a] of active) {
-      if (a.goalId === goalId) {
-        log.info({ goalId, jobId }, 'cancelling running job');
-        worker.cancelJob(jobId, 'goal cancelled');
-      }
+      if (a.goalId !== goalId) continue;
+      rt.logger.info({ goalId, jobId }, 'cancelling running job');
+      worker.cancelJob(jobId, 'goal cancelled');
     }
   });
+  return sub;
+}
 
-  for (const w of [worker, ...sideWorkers]) {
-    void w.run().catch((err) => log.error({ err }, 'worker stopped'));
-    await w.waitUntilReady();
-  }
-  await opts.onStart?.();
-  log.info({ queue: opts.queueName, concurrency: opts.concurrency, metricsPort: ops.port, provider: rt.provider.name }, `${opts.name} started`);
+interface Closable {
+  workers: Worker[];
+  active: ActiveJobs;
+  sub: Redis;
+  server: Server;
+}
 
-  let stopped: Promise<void> | undefined;
-  async function stop(): Promise<void> {
-    if (stopped) return stopped;
-    stopping = true;
-    stopped = (async () => {
-      log.info({ active: active.size, drainTimeoutMs: rt.cfg.drainTimeoutMs }, 'draining');
-      const closing = Promise.all([worker, ...sideWorkers].map((w) => w.close()));
-      const drained = await Promise.race([
-        closing.then(() => true),
-        new Promise<boolean>((r) => setTimeout(() => r(false), rt.cfg.drainTimeoutMs).unref()),
-      ]);
-      if (!drained) {
-        // Hand back what did not finish: abort it and return it to the queue untouched.
-        log.warn({ active: active.size }, 'drain timeout: handing active jobs back');
-        const pending = [...active.values()];
-        for (const w of [worker, ...sideWorkers]) w.cancelAllJobs('shutdown');
-        for (const a of pending) {
-          if (a.token) await a.job.moveToWait(a.token).catch((e) => log.warn({ jobId: a.job.id, err: { message: (e as Error).message } }, 'hand-back failed; the stalled check will recover it'));
-        }
-        await Promise.all([worker, ...sideWorkers].map((w) => w.close(true).catch(() => {})));
-      }
-      await sub.quit().catch(() => sub.disconnect());
-      await new Promise<void>((r) => ops.server.close(() => r()));
-      await rt.close();
-      log.info('stopped');
-    })();
-    return stopped;
+/** Stops taking jobs, lets running ones finish up to the drain timeout, hands back the rest. */
+async function drainAndClose(rt: Runtime, c: Closable): Promise<void> {
+  const log = rt.logger;
+  log.info({ active: c.active.size, drainTimeoutMs: rt.cfg.drainTimeoutMs }, 'draining');
+  const closing = Promise.all(c.workers.map((w) => w.close()));
+  const drained = await Promise.race([
+    closing.then(() => true),
+    new Promise<boolean>((r) => setTimeout(() => r(false), rt.cfg.drainTimeoutMs).unref()),
+  ]);
+  if (!drained) await handBack(rt, c);
+  await c.sub.quit().catch(() => c.sub.disconnect());
+  await new Promise<void>((r) => c.server.close(() => r()));
+  await rt.close();
+  log.info('stopped');
+}
+
+/** Aborts what did not finish and returns it to the queue untouched (not counted as a stall). */
+async function handBack(rt: Runtime, c: Closable): Promise<void> {
+  rt.logger.warn({ active: c.active.size }, 'drain timeout: handing active jobs back');
+  const pending = [...c.active.values()];
+  for (const w of c.workers) w.cancelAllJobs('shutdown');
+  for (const a of pending) {
+    if (!a.token) continue;
+    await a.job.moveToWait(a.token).catch((e) => {
+      const fields = { jobId: a.job.id, err: { message: (e as Error).message } };
+      rt.logger.warn(fields, 'hand-back failed; the stalled check will recover it');
+    });
   }
-  return { worker, port: ops.port, drainTimeoutMs: rt.cfg.drainTimeoutMs, stop };
+  await Promise.all(c.workers.map((w) => w.close(true).catch(() => {})));
 }
 
 /** SIGTERM / SIGINT → drain and exit 0. */

@@ -4,6 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, rm, writeFile, rename, readdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { GOAL_ID_PATTERN, isGoalId } from '../goal/ids.ts';
 
 export interface BlobStore {
   put(goalId: string, content: string): Promise<string>;
@@ -13,7 +14,7 @@ export interface BlobStore {
   listGoals(): Promise<string[]>;
 }
 
-const REF_RE = /^[a-z0-9]{6,32}\/[a-f0-9]{64}$/;
+const REF_RE = new RegExp(`^${GOAL_ID_PATTERN}/[a-f0-9]{64}$`);
 
 export class DirBlobStore implements BlobStore {
   readonly root: string;
@@ -52,7 +53,7 @@ export class DirBlobStore implements BlobStore {
   }
 
   async deleteGoal(goalId: string): Promise<void> {
-    if (!/^[a-z0-9]{6,32}$/.test(goalId)) return;
+    if (!isGoalId(goalId)) return;
     await rm(join(this.root, goalId), { recursive: true, force: true });
   }
 

@@ -5,7 +5,7 @@ import { Keys } from '../goal/keys.ts';
 import { runScript } from '../runtime/scripts.ts';
 import type { BlobStore } from './blob-store.ts';
 import { artifactNameProblem } from './artifact-name.ts';
-import { VersionConflictError, VfsLimitError } from '../errors.ts';
+import { VfsLimitError, fromScriptError } from '../errors.ts';
 
 export type EntryStatus = 'active' | 'done' | 'failed' | 'evicted';
 
@@ -103,15 +103,12 @@ export class VirtualFs {
           this.opts.maxFilesPerGoal, this.opts.keyTtlSeconds],
       )) as [number, string];
     } catch (err) {
-      const msg = (err as Error).message;
-      const refused = msg.includes('VERSION_CONFLICT') || msg.includes('TOO_MANY_FILES');
+      const refused = fromScriptError(err);
       // Blob refs are unique per put: a refused write's blob is ours alone, so it goes now.
       // Any other error (a lost connection) may have come after the script ran: keep the
       // blob then; the goal's sweep removes it if no entry points to it.
       if (refused && blobRef) await this.blobs.delete(blobRef).catch(() => {});
-      if (msg.includes('VERSION_CONFLICT')) throw new VersionConflictError(msg.replace(/^.*VERSION_CONFLICT /, 'version conflict: '));
-      if (msg.includes('TOO_MANY_FILES')) throw new VfsLimitError(msg.replace(/^.*TOO_MANY_FILES /, ''));
-      throw err;
+      throw refused ?? err;
     }
     const [version, oldBlob] = res;
     if (oldBlob && oldBlob !== blobRef) await this.blobs.delete(oldBlob);

@@ -1,0 +1,80 @@
+// Fleet-wide flow control: a provider 429 pauses the role's whole queue for retry-after
+// (BullMQ rate limit + RateLimitError), in every process, and the job goes back untouched.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { useRedis } from '../../testing/redis.ts';
+import { startFleet, startProcess, waitForStart, stopProcess, type Fleet, type ServiceProc } from '../../testing/fleet.ts';
+import { startMessagesApiServer, defaultHandler, apiError, roleOf, type MessagesApiServer } from '../../testing/messages-api-server.ts';
+import { subagentQueueName } from '../../shared/runtime/queues.ts';
+
+const redis = useRedis();
+let api: MessagesApiServer;
+let fleet: Fleet;
+const research: ServiceProc[] = [];
+let limitedAt = 0;
+
+before(async () => {
+  await redis.ready;
+  let researchCalls = 0;
+  api = await startMessagesApiServer({
+    handler: (body, i, req) => {
+      if (roleOf(body) === 'research' && researchCalls++ === 0) {
+        limitedAt = req.receivedAt;
+        return apiError(429, 'rate limited', { 'retry-after': '2' });
+      }
+      return defaultHandler(body, i, req);
+    },
+  });
+  fleet = await startFleet(redis.url, api.env(), { roles: ['code-writer', 'critic'] });
+  // Two research processes, one job at a time each: a local sleep in one process would
+  // leave the other free to call the provider; a queue-wide pause stops both.
+  for (const n of [1, 2]) research.push(startProcess(`research-${n}`, ['worker', '--role', 'research-specialist', '--concurrency', '1'], fleet.env));
+  await Promise.all(research.map((p) => waitForStart(p)));
+});
+after(async () => {
+  await Promise.all(research.map((p) => stopProcess(p)));
+  await fleet?.stop();
+  await api?.close();
+});
+
+test('a 429 pauses the research queue in every process for retry-after, then all goals finish', async () => {
+  const ids = await Promise.all([1, 2, 3].map((i) => fleet.client.enqueue({ goal: `Rate limited goal ${i}` })));
+  for (const id of ids) assert.equal((await fleet.client.waitFor(id, { timeoutMs: 60_000 })).status, 'done');
+  assert.ok(limitedAt > 0, 'the 429 was never served');
+  // A job already taken elsewhere may finish its calls; no process may take another
+  // research job until retry-after has passed. (The pause is set a moment after the 429 is
+  // served, once the worker has read it: hence the 300 ms of slack.)
+  const jobs0 = await fleet.client.queues.get(subagentQueueName('research-specialist')).getJobs(['completed']);
+  const taken = jobs0.map((j) => j.processedOn!).filter((t) => t > limitedAt + 300 && t < limitedAt + 1800);
+  assert.deepEqual(taken, [], 'a research job was taken while the queue was paused');
+  assert.ok(jobs0.some((j) => j.processedOn! >= limitedAt + 1800), 'the limited job never ran again after the pause');
+  // The limited job went back to the queue without using up an attempt.
+  const jobs = await fleet.client.queues.get(subagentQueueName('research-specialist')).getJobs(['completed']);
+  assert.equal(jobs.length, 3);
+  assert.ok(jobs.every((j) => j.attemptsMade <= 1), JSON.stringify(jobs.map((j) => j.attemptsMade)));
+  assert.match(research.map((p) => p.output()).join(''), /provider rate limit: pausing the queue/);
+});
+
+test('a provider that never stops answering 429 fails the subtask with the reason instead of looping', async () => {
+  const always = await startMessagesApiServer({
+    handler: (body, i, req) => (roleOf(body) === 'research' ? apiError(429, 'rate limited', { 'retry-after': '0' }) : defaultHandler(body, i, req)),
+  });
+  const f = await startFleet(redis.url, always.env({ DEEPQ_MAX_RATE_LIMIT_REQUEUES: '2', DEEPQ_SUBTASK_ATTEMPTS: '2' }));
+  try {
+    const goalId = await f.client.enqueue({ goal: 'Never served' });
+    const g = await f.client.waitFor(goalId, { timeoutMs: 60_000 });
+    assert.ok(['done', 'awaiting_human', 'failed'].includes(g.status), g.status);
+    const job = await f.client.queues.get(subagentQueueName('research-specialist')).getJob(`${goalId}:1:0`);
+    assert.equal(await job!.getState(), 'failed');
+    assert.match(job!.failedReason, /provider rate limit persisted through 2 queue pauses/);
+    const failed = (await f.client.goals.events(goalId)).map((e) => e.event).find((e) => e.type === 'subtask_failed');
+    assert.ok(failed?.type === 'subtask_failed', 'a subtask_failed event');
+    assert.match(String(failed.reason), /rate limit persisted/);
+    // The count spans attempts: 2 re-queues + the call that fails attempt 1, then attempt 2's
+    // one call fails at once. Nothing after that.
+    assert.equal(always.messageRequests().filter((r) => roleOf(r.body) === 'research').length, 4);
+  } finally {
+    await f.stop();
+    await always.close();
+  }
+});

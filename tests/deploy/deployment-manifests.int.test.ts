@@ -1,0 +1,757 @@
+// Offline checks of the deployment files: Dockerfile, docker-compose.yml, the Prometheus and
+// Grafana provisioning, and the Kubernetes manifests (raw, and built with `kubectl
+// kustomize` when kubectl is on PATH). No Docker engine, no cluster, no Redis.
+import { test, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { accessSync, constants, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, delimiter, dirname, join, posix, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import YAML from 'yaml';
+import { CONFIG_ENV_VARS, ConfigSchema, loadConfig } from '../../shared/runtime/config.ts';
+import { Metrics } from '../../shared/runtime/metrics.ts';
+import { subagentQueueName } from '../../shared/runtime/queues.ts';
+
+// Manifests are untyped YAML; `any` keeps the walking code short.
+type Obj = Record<string, any>;
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const BIN = join(ROOT, 'bin', 'deepq.mjs');
+const run = promisify(execFile);
+const rel = (p: string) => relative(ROOT, p) || '.';
+const readText = (p: string) => readFileSync(join(ROOT, p), 'utf8');
+
+const DRAIN_DEFAULT_MS = ConfigSchema.parse({}).drainTimeoutMs;
+const DEEPQ_COMMANDS = new Set(['planner', 'reflector', 'worker']);
+const REQUIRED_DASHBOARD_METRICS = [
+  'deepq_queue_jobs',
+  'deepq_jobs_total',
+  'deepq_job_duration_seconds',
+  'deepq_llm_requests_total',
+  'deepq_llm_latency_seconds',
+  'deepq_llm_tokens_total',
+  'deepq_goals_total',
+  'deepq_reflection_decisions_total',
+  'deepq_vfs_bytes',
+  'deepq_vfs_evictions_total',
+];
+// Set in both compose and k8s: without them a containerised fleet does not work.
+const MUST_SET_EVERYWHERE = ['REDIS_URL', 'DEEPQ_CONFIG', 'DEEPQ_PREFIX', 'DEEPQ_BLOB_DIR', 'METRICS_PORT', 'DEEPQ_DRAIN_TIMEOUT_MS'];
+
+// ---------------------------------------------------------------------------------------
+// Helpers
+
+function walk(dir: string, pred: (f: string) => boolean): string[] {
+  const out: string[] = [];
+  for (const name of readdirSync(dir).sort()) {
+    const p = join(dir, name);
+    if (statSync(p).isDirectory()) out.push(...walk(p, pred));
+    else if (pred(p)) out.push(p);
+  }
+  return out;
+}
+
+/** Every YAML document of a file, each checked for parse errors. */
+function parseYamlDocs(text: string, where: string): Obj[] {
+  const docs = YAML.parseAllDocuments(text, { merge: true });
+  const out: Obj[] = [];
+  for (const d of docs) {
+    assert.deepEqual(d.errors.map((e) => e.message), [], `${where}: YAML errors`);
+    const js = d.toJS();
+    if (js !== null && js !== undefined) out.push(js);
+  }
+  return out;
+}
+function parseYamlFile(path: string): Obj[] {
+  return parseYamlDocs(readFileSync(path, 'utf8'), rel(path));
+}
+
+/** docker compose's variable interpolation, with the given (here: empty) environment. */
+function interpolate(s: string, env: Record<string, string> = {}): string {
+  return s.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}/g, (_m, name: string, op?: string, arg?: string) => {
+    const v = env[name];
+    if (op === ':-') return v ? v : arg ?? '';
+    if (op === '-') return v !== undefined ? v : arg ?? '';
+    if (op === ':?' || op === '?') {
+      if (v === undefined || (op === ':?' && v === '')) throw new Error(`compose requires ${name}: ${arg}`);
+      return v;
+    }
+    return v ?? '';
+  });
+}
+function deepInterpolate<T>(v: T): T {
+  if (typeof v === 'string') return interpolate(v) as T;
+  if (Array.isArray(v)) return v.map(deepInterpolate) as T;
+  if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, deepInterpolate(x)])) as T;
+  return v;
+}
+
+/** "40s", "1m30s", "500ms", "2m" → seconds. */
+function durationSeconds(d: string | number): number {
+  if (typeof d === 'number') return d;
+  let total = 0;
+  const re = /(\d+(?:\.\d+)?)(ms|h|m|s|us)/g;
+  let m: RegExpExecArray | null;
+  let matched = '';
+  while ((m = re.exec(d))) {
+    matched += m[0];
+    const n = Number(m[1]);
+    total += m[2] === 'h' ? n * 3600 : m[2] === 'm' ? n * 60 : m[2] === 's' ? n : m[2] === 'ms' ? n / 1000 : n / 1e6;
+  }
+  assert.equal(matched, d, `cannot parse duration ${JSON.stringify(d)}`);
+  return total;
+}
+
+function envList(env: unknown): Record<string, string> {
+  if (!env) return {};
+  if (Array.isArray(env)) {
+    return Object.fromEntries(env.map((e: string) => {
+      const i = e.indexOf('=');
+      return i < 0 ? [e, ''] : [e.slice(0, i), e.slice(i + 1)];
+    }));
+  }
+  return Object.fromEntries(Object.entries(env as Obj).map(([k, v]) => [k, v === null || v === undefined ? '' : String(v)]));
+}
+
+function onPath(cmd: string): string | undefined {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (!dir) continue;
+    const p = join(dir, cmd);
+    try {
+      accessSync(p, constants.X_OK);
+      return p;
+    } catch {
+      /* not here */
+    }
+  }
+  return undefined;
+}
+
+function redisPassword(url: string): string {
+  return decodeURIComponent(new URL(url).password);
+}
+
+/** Names of the environment variables the deepq code reads. */
+function varsTheCodeReads(): Set<string> {
+  const names = new Set<string>(CONFIG_ENV_VARS);
+  const files = ['bin', 'cli', 'services', 'shared'].flatMap((d) => walk(join(ROOT, d), (f) => /\.(ts|mjs|js)$/.test(f)));
+  for (const f of files) {
+    for (const m of readFileSync(f, 'utf8').matchAll(/process\.env(?:\.([A-Z][A-Z0-9_]*)|\[\s*['"]([A-Z][A-Z0-9_]*)['"]\s*\])/g)) {
+      names.add((m[1] ?? m[2])!);
+    }
+  }
+  return names;
+}
+const KNOWN_VARS = varsTheCodeReads();
+
+/** The variable table of deploy/ENV.md: name → {compose, k8s} columns. */
+function envDoc(): Map<string, { defaultValue: string; compose: string; k8s: string }> {
+  const text = readText('deploy/ENV.md');
+  const start = text.indexOf('## Variables deepq reads');
+  assert.ok(start >= 0, 'deploy/ENV.md needs a "## Variables deepq reads" section');
+  const rest = text.slice(start + 1);
+  const end = rest.indexOf('\n## ');
+  const section = end < 0 ? rest : rest.slice(0, end);
+  const rows = new Map<string, { defaultValue: string; compose: string; k8s: string }>();
+  for (const line of section.split('\n')) {
+    const m = /^\|\s*`([A-Z][A-Z0-9_]*)`\s*\|(.*)\|\s*$/.exec(line);
+    if (!m) continue;
+    const cells = m[2]!.split('|').map((c) => c.trim());
+    assert.equal(cells.length, 4, `deploy/ENV.md row ${m[1]}: expected Variable | Default | Meaning | compose | k8s`);
+    assert.ok(!rows.has(m[1]!), `deploy/ENV.md lists ${m[1]} twice`);
+    rows.set(m[1]!, { defaultValue: cells[0]!, compose: cells[2]!, k8s: cells[3]! });
+  }
+  return rows;
+}
+
+/** Runs `deepq <args> --help` and returns the help text (exit 0 required). */
+async function deepqHelp(args: string[]): Promise<string> {
+  // A bare environment: --help must not need Redis or config, and never reaches any Redis.
+  const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdir() };
+  try {
+    const { stdout } = await run(process.execPath, [BIN, ...args, '--help'], { cwd: ROOT, env, timeout: 20_000 });
+    return stdout;
+  } catch (err) {
+    const e = err as Error & { code?: number; stdout?: string; stderr?: string };
+    assert.fail(`deepq ${args.join(' ')} --help exited ${e.code}: ${e.stderr ?? e.message}`);
+  }
+}
+
+/** Checks a service command against the real CLI: the subcommand exists and every option
+ * in the args is one it lists. */
+async function assertRealCommand(args: string[], where: string): Promise<void> {
+  assert.ok(args.length > 0, `${where}: empty command`);
+  assert.ok(DEEPQ_COMMANDS.has(args[0]!), `${where}: ${JSON.stringify(args)} is not a deepq service command (${[...DEEPQ_COMMANDS].join(', ')})`);
+  // `deepq <args> --help` parses the args up to --help and prints the subcommand's help.
+  const help = await deepqHelp(args);
+  assert.match(help, new RegExp(`Usage: deepq ${args[0]} `), `${where}: deepq ${args.join(' ')} --help`);
+  for (const a of args.slice(1)) {
+    if (!a.startsWith('-')) continue;
+    const flag = a.split('=')[0]!;
+    assert.ok(new RegExp(`(^|[\\s,])${flag.replace(/[-]/g, '\\-')}([\\s,]|$)`, 'm').test(help), `${where}: option ${flag} is not an option of deepq ${args[0]}:\n${help}`);
+  }
+}
+
+function workerRole(args: string[]): string | undefined {
+  if (args[0] !== 'worker') return undefined;
+  const i = args.findIndex((a) => a === '--role' || a.startsWith('--role='));
+  assert.ok(i >= 0, `worker command without --role: ${JSON.stringify(args)}`);
+  return args[i]!.includes('=') ? args[i]!.split('=')[1] : args[i + 1];
+}
+
+function rolesOfConfigText(text: string, where: string): string[] {
+  const parsed = ConfigSchema.safeParse(YAML.parse(text) ?? {});
+  assert.ok(parsed.success, `${where}: not a valid deepq config: ${parsed.success ? '' : parsed.error.message}`);
+  return parsed.data.roles.map((r) => r.name);
+}
+
+/** Loads the config the way a container would (env + the mounted config file). */
+function assertConfigLoads(env: Record<string, string>, configText: string, where: string): void {
+  const dir = mkdtempSync(join(tmpdir(), 'deepq-manifest-'));
+  try {
+    const file = join(dir, basename(env.DEEPQ_CONFIG ?? 'deepq.yaml'));
+    writeFileSync(file, configText);
+    const cfg = loadConfig({ ...env, DEEPQ_CONFIG: file });
+    assert.equal(cfg.metricsPort, 9464, `${where}: METRICS_PORT`);
+  } catch (err) {
+    assert.fail(`${where}: the container's config does not load: ${(err as Error).message}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Compose
+
+const COMPOSE_PATH = join(ROOT, 'docker-compose.yml');
+function loadCompose(): Obj {
+  const docs = parseYamlFile(COMPOSE_PATH);
+  assert.equal(docs.length, 1, 'docker-compose.yml: one document');
+  return deepInterpolate(docs[0]!);
+}
+function deepqComposeServices(compose: Obj): [string, Obj][] {
+  return Object.entries(compose.services as Obj).filter(([, s]) => s.build !== undefined);
+}
+function composeCommand(s: Obj): string[] {
+  const c = s.command;
+  if (Array.isArray(c)) return c.map(String);
+  assert.equal(typeof c, 'string', 'compose command');
+  return (c as string).trim().split(/\s+/);
+}
+function composeMounts(s: Obj): { source: string; target: string; type: 'bind' | 'volume' }[] {
+  return (s.volumes ?? []).map((v: string | Obj) => {
+    if (typeof v === 'object') return { source: v.source, target: v.target, type: v.type === 'bind' ? 'bind' : 'volume' };
+    const [source, target] = v.split(':');
+    return { source: source!, target: target!, type: /^[./~]/.test(source!) ? 'bind' : 'volume' };
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+// Kubernetes
+
+const K8S = join(ROOT, 'k8s');
+const BASE = join(K8S, 'base');
+
+/** The raw base: its resources, plus ConfigMaps/Secrets emulating its generators. */
+function rawBase(): Obj[] {
+  const kust = parseYamlFile(join(BASE, 'kustomization.yaml'))[0]!;
+  const objs: Obj[] = [];
+  for (const r of kust.resources as string[]) objs.push(...parseYamlFile(join(BASE, r)));
+  for (const g of (kust.configMapGenerator ?? []) as Obj[]) {
+    const data: Record<string, string> = {};
+    for (const f of (g.files ?? []) as string[]) {
+      const [key, path] = f.includes('=') ? f.split('=') : [basename(f), f];
+      data[key!] = readFileSync(join(BASE, path!), 'utf8');
+    }
+    for (const l of (g.literals ?? []) as string[]) {
+      const i = l.indexOf('=');
+      data[l.slice(0, i)] = l.slice(i + 1);
+    }
+    objs.push({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: g.name }, data });
+  }
+  return objs;
+}
+
+function byKind(objs: Obj[], kind: string): Obj[] {
+  return objs.filter((o) => o.kind === kind);
+}
+function find(objs: Obj[], kind: string, name: string): Obj | undefined {
+  return objs.find((o) => o.kind === kind && o.metadata?.name === name);
+}
+function secretData(secret: Obj): Record<string, string> {
+  const out: Record<string, string> = { ...(secret.stringData ?? {}) };
+  for (const [k, v] of Object.entries((secret.data ?? {}) as Record<string, string>)) out[k] ??= Buffer.from(v, 'base64').toString('utf8');
+  return out;
+}
+function matches(selector: Record<string, string>, labels: Record<string, string>): boolean {
+  return Object.entries(selector).every(([k, v]) => labels?.[k] === v);
+}
+
+/** A container's environment as the kubelet builds it (envFrom, then env). */
+function containerEnv(objs: Obj[], c: Obj, where: string): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const ef of (c.envFrom ?? []) as Obj[]) {
+    if (ef.configMapRef) {
+      const cm = find(objs, 'ConfigMap', ef.configMapRef.name);
+      assert.ok(cm || ef.configMapRef.optional, `${where}: envFrom ConfigMap ${ef.configMapRef.name} not found`);
+      Object.assign(env, cm?.data ?? {});
+    }
+    if (ef.secretRef) {
+      const s = find(objs, 'Secret', ef.secretRef.name);
+      assert.ok(s || ef.secretRef.optional, `${where}: envFrom Secret ${ef.secretRef.name} not found`);
+      if (s) Object.assign(env, secretData(s));
+    }
+  }
+  for (const e of (c.env ?? []) as Obj[]) {
+    if (e.value !== undefined) env[e.name] = String(e.value);
+    else if (e.valueFrom?.secretKeyRef) {
+      const ref = e.valueFrom.secretKeyRef;
+      const s = find(objs, 'Secret', ref.name);
+      const v = s ? secretData(s)[ref.key] : undefined;
+      assert.ok(v !== undefined || ref.optional, `${where}: ${e.name} refers to missing secret key ${ref.name}/${ref.key}`);
+      if (v !== undefined) env[e.name] = v;
+    } else if (e.valueFrom?.configMapKeyRef) {
+      const ref = e.valueFrom.configMapKeyRef;
+      const v = find(objs, 'ConfigMap', ref.name)?.data?.[ref.key];
+      assert.ok(v !== undefined || ref.optional, `${where}: ${e.name} refers to missing ConfigMap key ${ref.name}/${ref.key}`);
+      if (v !== undefined) env[e.name] = v;
+    } else {
+      env[e.name] = '';
+    }
+  }
+  return env;
+}
+
+function probePort(c: Obj, probe: Obj): number {
+  const p = probe.httpGet.port;
+  if (typeof p === 'number') return p;
+  if (/^\d+$/.test(p)) return Number(p);
+  const named = (c.ports ?? []).find((x: Obj) => x.name === p);
+  assert.ok(named, `probe port ${p} is not a named container port`);
+  return named.containerPort;
+}
+
+interface DeepqPod {
+  deployment: Obj;
+  name: string;
+  args: string[];
+  env: Record<string, string>;
+  configText: string;
+  image: string;
+}
+
+/** Structural checks of a set of Kubernetes objects (raw base or kustomize output). */
+function checkCluster(objs: Obj[], label: string): { pods: DeepqPod[]; roles: string[] } {
+  for (const o of objs) {
+    assert.ok(o.apiVersion && o.kind && o.metadata?.name, `${label}: every object has apiVersion, kind and metadata.name (${JSON.stringify(o).slice(0, 120)})`);
+  }
+  const deployments = byKind(objs, 'Deployment');
+  assert.ok(deployments.length >= 5, `${label}: planner, reflector and a worker per role`);
+  const pods: DeepqPod[] = [];
+  for (const d of deployments) {
+    const name = d.metadata.name as string;
+    const where = `${label} Deployment ${name}`;
+    const spec = d.spec.template.spec as Obj;
+    const podLabels = d.spec.template.metadata.labels as Record<string, string>;
+    assert.ok(matches(d.spec.selector.matchLabels, podLabels), `${where}: selector matches the pod labels`);
+    assert.equal(spec.containers.length, 1, `${where}: one container`);
+    const c = spec.containers[0] as Obj;
+    // The image's ENTRYPOINT runs deepq; args pick the service.
+    if (c.command !== undefined) assert.deepEqual(c.command, ['node', 'bin/deepq.mjs'], `${where}: command must keep the deepq entrypoint`);
+    const args = (c.args ?? []).map(String) as string[];
+    const env = containerEnv(objs, c, where);
+    for (const k of Object.keys(env)) assert.ok(KNOWN_VARS.has(k), `${where}: sets ${k}, which deepq does not read`);
+    for (const k of MUST_SET_EVERYWHERE) assert.ok(env[k], `${where}: ${k} must be set`);
+
+    // Metrics port, probes, scrape annotations.
+    const port = Number(env.METRICS_PORT);
+    assert.ok(port > 0, `${where}: METRICS_PORT`);
+    assert.ok((c.ports ?? []).some((p: Obj) => p.containerPort === port), `${where}: containerPort ${port}`);
+    assert.equal(c.livenessProbe?.httpGet?.path, '/healthz', `${where}: liveness /healthz`);
+    assert.equal(c.readinessProbe?.httpGet?.path, '/readyz', `${where}: readiness /readyz`);
+    assert.equal(probePort(c, c.livenessProbe), port, `${where}: liveness port`);
+    assert.equal(probePort(c, c.readinessProbe), port, `${where}: readiness port`);
+    if (c.startupProbe) {
+      assert.ok(['/healthz', '/readyz'].includes(c.startupProbe.httpGet?.path), `${where}: startup probe path`);
+      assert.equal(probePort(c, c.startupProbe), port, `${where}: startup port`);
+    }
+    const ann = (d.spec.template.metadata.annotations ?? {}) as Record<string, string>;
+    assert.equal(ann['prometheus.io/scrape'], 'true', `${where}: prometheus.io/scrape`);
+    assert.equal(Number(ann['prometheus.io/port']), port, `${where}: prometheus.io/port`);
+    assert.equal(ann['prometheus.io/path'] ?? '/metrics', '/metrics', `${where}: prometheus.io/path`);
+
+    // Shutdown, resources, security.
+    const drainMs = Number(env.DEEPQ_DRAIN_TIMEOUT_MS || DRAIN_DEFAULT_MS);
+    assert.ok(spec.terminationGracePeriodSeconds > drainMs / 1000, `${where}: terminationGracePeriodSeconds ${spec.terminationGracePeriodSeconds} must exceed the drain timeout ${drainMs} ms`);
+    for (const k of ['requests', 'limits']) for (const r of ['cpu', 'memory']) assert.ok(c.resources?.[k]?.[r], `${where}: resources.${k}.${r}`);
+    const sc = { ...(spec.securityContext ?? {}), ...(c.securityContext ?? {}) };
+    assert.equal(sc.runAsNonRoot, true, `${where}: runAsNonRoot`);
+    assert.ok(sc.runAsUser === undefined || sc.runAsUser !== 0, `${where}: non-root user`);
+    assert.equal(c.securityContext?.allowPrivilegeEscalation, false, `${where}: allowPrivilegeEscalation false`);
+
+    // Volumes: the config file and the shared blob directory.
+    const volumes = new Map<string, Obj>(((spec.volumes ?? []) as Obj[]).map((v) => [v.name, v]));
+    const mountAt = (path: string) => (c.volumeMounts ?? []).find((m: Obj) => m.mountPath === path);
+    const blobMount = mountAt(env.DEEPQ_BLOB_DIR!);
+    assert.ok(blobMount, `${where}: DEEPQ_BLOB_DIR ${env.DEEPQ_BLOB_DIR} is mounted`);
+    const claim = volumes.get(blobMount.name)?.persistentVolumeClaim?.claimName;
+    const pvc = claim && find(objs, 'PersistentVolumeClaim', claim);
+    assert.ok(pvc, `${where}: the blob dir is a PersistentVolumeClaim`);
+    assert.ok(pvc.spec.accessModes.includes('ReadWriteMany'), `${where}: PVC ${claim} is ReadWriteMany (shared by every pod)`);
+    const cfgMount = mountAt(posix.dirname(env.DEEPQ_CONFIG!));
+    assert.ok(cfgMount, `${where}: DEEPQ_CONFIG ${env.DEEPQ_CONFIG} is in a mounted directory`);
+    const cmName = volumes.get(cfgMount.name)?.configMap?.name;
+    const configText = cmName && find(objs, 'ConfigMap', cmName)?.data?.[posix.basename(env.DEEPQ_CONFIG!)];
+    assert.equal(typeof configText, 'string', `${where}: DEEPQ_CONFIG comes from a ConfigMap key`);
+    const readOnlyRoot = c.securityContext?.readOnlyRootFilesystem === true;
+    if (readOnlyRoot) assert.ok(mountAt('/tmp'), `${where}: a read-only root needs a writable /tmp (tsx cache)`);
+
+    // Every Deployment has a PodDisruptionBudget.
+    const pdbs = byKind(objs, 'PodDisruptionBudget').filter((p) => matches(p.spec.selector.matchLabels, podLabels));
+    assert.equal(pdbs.length, 1, `${where}: exactly one PodDisruptionBudget`);
+
+    pods.push({ deployment: d, name, args, env, configText, image: c.image });
+  }
+
+  assert.equal(new Set(pods.map((p) => p.image)).size, 1, `${label}: one image for every service`);
+  const configs = new Set(pods.map((p) => p.configText));
+  assert.equal(configs.size, 1, `${label}: every service reads the same config`);
+  const roles = rolesOfConfigText([...configs][0]!, `${label} ConfigMap config`);
+  for (const p of pods) assertConfigLoads(p.env, p.configText, `${label} Deployment ${p.name}`);
+
+  // Planner and reflector, once each; one worker Deployment per role, and nothing else.
+  const cmds = pods.map((p) => p.args[0]);
+  assert.equal(cmds.filter((c) => c === 'planner').length, 1, `${label}: one planner Deployment`);
+  assert.equal(cmds.filter((c) => c === 'reflector').length, 1, `${label}: one reflector Deployment`);
+  const workers = pods.filter((p) => p.args[0] === 'worker');
+  const workerRoles = workers.map((p) => workerRole(p.args)!);
+  assert.deepEqual([...workerRoles].sort(), [...roles].sort(), `${label}: worker Deployments match the roles in the ConfigMap one-to-one`);
+
+  // One KEDA ScaledObject per role worker, scaling on that role's backlog.
+  const scaled = byKind(objs, 'ScaledObject');
+  const scaledRoles: string[] = [];
+  for (const so of scaled) {
+    const where = `${label} ScaledObject ${so.metadata.name}`;
+    const target = workers.find((w) => w.name === so.spec.scaleTargetRef.name);
+    assert.ok(target, `${where}: scaleTargetRef ${so.spec.scaleTargetRef.name} is a worker Deployment`);
+    assert.ok(!so.spec.scaleTargetRef.kind || so.spec.scaleTargetRef.kind === 'Deployment', `${where}: targets a Deployment`);
+    const role = workerRole(target.args)!;
+    scaledRoles.push(role);
+    assert.equal(target.deployment.spec.replicas, undefined, `${where}: the Deployment leaves replicas to the autoscaler`);
+    assert.ok(so.spec.maxReplicaCount >= (so.spec.minReplicaCount ?? 0), `${where}: min <= max`);
+    const triggers = so.spec.triggers as Obj[];
+    assert.equal(triggers.length, 1, `${where}: one trigger`);
+    const t = triggers[0]!;
+    assert.equal(t.type, 'prometheus', `${where}: KEDA prometheus scaler`);
+    assert.match(t.metadata.serverAddress, /^https?:\/\//, `${where}: serverAddress`);
+    assert.ok(Number(t.metadata.threshold) > 0, `${where}: threshold`);
+    const q = t.metadata.query as string;
+    assert.match(q, /\bdeepq_queue_jobs\{/, `${where}: queries deepq_queue_jobs`);
+    assert.ok(q.includes(`queue="${subagentQueueName(role)}"`), `${where}: query is on queue ${subagentQueueName(role)}: ${q}`);
+    const states = /state=~"([^"]+)"/.exec(q)?.[1]?.split('|') ?? [];
+    assert.deepEqual([...states].sort(), ['prioritized', 'waiting'], `${where}: backlog = waiting + prioritized`);
+    // The reflector reports every queue and workers their own: avoid counting a queue twice.
+    assert.ok(/\bmax\s+by\s*\(\s*queue\s*,\s*state\s*\)|\bmax\s*\(|service="/.test(q), `${where}: query must de-duplicate reporters (max by (queue, state) or a service filter): ${q}`);
+  }
+  assert.deepEqual([...scaledRoles].sort(), [...roles].sort(), `${label}: ScaledObjects match the roles one-to-one`);
+
+  // Redis: persistence, noeviction, a password that matches REDIS_URL, a Service.
+  const redis = byKind(objs, 'StatefulSet').find((s) => s.metadata.name === 'redis');
+  assert.ok(redis, `${label}: Redis StatefulSet`);
+  const rc = redis.spec.template.spec.containers[0] as Obj;
+  const rargs = [...(rc.command ?? []), ...(rc.args ?? [])].map(String);
+  const argAfter = (flag: string) => rargs[rargs.indexOf(flag) + 1];
+  assert.equal(argAfter('--appendonly'), 'yes', `${label}: Redis AOF on`);
+  assert.equal(argAfter('--maxmemory-policy'), 'noeviction', `${label}: Redis noeviction`);
+  assert.ok(rargs.includes('--requirepass'), `${label}: Redis password`);
+  assert.ok(redis.spec.volumeClaimTemplates?.length, `${label}: Redis persistence (volumeClaimTemplates)`);
+  const renv = containerEnv(objs, rc, `${label} StatefulSet redis`);
+  const pass = argAfter('--requirepass')!.replace(/\$\(([A-Z_][A-Z0-9_]*)\)/g, (_m, n: string) => renv[n] ?? '');
+  assert.ok(pass.length > 0, `${label}: Redis password resolves`);
+  const redisPodLabels = redis.spec.template.metadata.labels as Record<string, string>;
+  for (const p of pods) {
+    const url = new URL(p.env.REDIS_URL!);
+    assert.equal(redisPassword(p.env.REDIS_URL!), pass, `${label} ${p.name}: REDIS_URL carries the Redis password`);
+    const svc = find(objs, 'Service', url.hostname.split('.')[0]!);
+    assert.ok(svc && matches(svc.spec.selector, redisPodLabels), `${label} ${p.name}: REDIS_URL host ${url.hostname} is the Redis Service`);
+    assert.ok(svc.spec.ports.some((x: Obj) => x.port === Number(url.port || 6379)), `${label}: Redis Service port`);
+  }
+  assert.ok(byKind(objs, 'Namespace').some((n) => n.metadata.name === 'deepq'), `${label}: namespace deepq`);
+  return { pods, roles };
+}
+
+// ---------------------------------------------------------------------------------------
+// Tests
+
+describe('deployment files parse', () => {
+  test('docker-compose.yml, Prometheus, Grafana and every Kubernetes manifest parse', () => {
+    assert.ok(Object.keys(loadCompose().services).length >= 8);
+    const prom = parseYamlFile(join(ROOT, 'deploy/prometheus/prometheus.yml'));
+    assert.ok(prom[0]!.scrape_configs.length > 0);
+    for (const f of walk(join(ROOT, 'deploy/grafana/provisioning'), (p) => /\.ya?ml$/.test(p))) assert.equal(parseYamlFile(f).length, 1, rel(f));
+    for (const f of walk(join(ROOT, 'deploy/grafana/dashboards'), (p) => p.endsWith('.json'))) JSON.parse(readFileSync(f, 'utf8'));
+
+    const files = walk(K8S, (p) => /\.ya?ml$/.test(p));
+    assert.ok(files.length >= 12, 'k8s manifests');
+    const kustomizations = new Set<string>();
+    for (const f of files) {
+      const docs = parseYamlFile(f);
+      assert.ok(docs.length > 0, `${rel(f)}: empty`);
+      const name = basename(f);
+      if (name === 'kustomization.yaml') {
+        assert.equal(docs[0]!.kind, 'Kustomization', rel(f));
+        kustomizations.add(dirname(f));
+        continue;
+      }
+      if (name === 'kustomizeconfig.yaml' || name === 'deepq.yaml') continue; // not objects
+      for (const d of docs) assert.ok(d.apiVersion && d.kind && d.metadata?.name, `${rel(f)}: apiVersion, kind, metadata.name`);
+    }
+    assert.ok(kustomizations.has(BASE) && kustomizations.has(join(K8S, 'overlays/example')), 'base and overlays/example kustomizations');
+
+    // Every base file is used by the base kustomization; k8s/extras by none.
+    const kust = parseYamlFile(join(BASE, 'kustomization.yaml'))[0]!;
+    const used = new Set<string>([
+      'kustomization.yaml',
+      ...(kust.resources as string[]),
+      ...((kust.configurations ?? []) as string[]),
+      ...((kust.configMapGenerator ?? []) as Obj[]).flatMap((g) => ((g.files ?? []) as string[]).map((x) => x.split('=').pop()!)),
+    ]);
+    for (const f of readdirSync(BASE).filter((x) => /\.ya?ml$/.test(x))) assert.ok(used.has(f), `k8s/base/${f} is not referenced by k8s/base/kustomization.yaml`);
+    for (const dir of kustomizations) {
+      const text = readFileSync(join(dir, 'kustomization.yaml'), 'utf8');
+      assert.doesNotMatch(text, /extras/, `${rel(dir)}/kustomization.yaml must not include k8s/extras`);
+    }
+    const hpa = parseYamlFile(join(K8S, 'extras/hpa-example.yaml'));
+    assert.ok(hpa.length > 0 && hpa.every((h) => h.kind === 'HorizontalPodAutoscaler' && h.spec.metrics.length > 0), 'hpa-example.yaml holds HPAs');
+  });
+});
+
+describe('Dockerfile', () => {
+  test('multi-stage, production deps only, non-root, one image whose entrypoint is deepq', () => {
+    const df = readText('Dockerfile');
+    const lines = df.split('\n').filter((l) => !/^\s*#/.test(l));
+    const text = lines.join('\n');
+    assert.ok((text.match(/^FROM\s/gm) ?? []).length >= 2, 'multi-stage build');
+    assert.match(text, /npm ci\b[^\n]*--omit=dev/, 'npm ci --omit=dev');
+    assert.match(text, /^FROM\s+node:(\$\{NODE_VERSION\}|20)-(slim|alpine)/m, 'node:20 slim or alpine runtime');
+    const users = [...text.matchAll(/^USER\s+(\S+)/gm)].map((m) => m[1]!);
+    assert.ok(users.length > 0, 'USER set');
+    const last = users[users.length - 1]!;
+    assert.ok(!/^(root|0)(:|$)/.test(last), `runs as non-root (USER ${last})`);
+    const entry = /^ENTRYPOINT\s+(\[.*\])\s*$/m.exec(text);
+    assert.ok(entry, 'ENTRYPOINT in exec form');
+    assert.deepEqual(JSON.parse(entry[1]!), ['node', 'bin/deepq.mjs']);
+    assert.match(text, /METRICS_PORT=9464/, 'METRICS_PORT=9464 in the image');
+    // Everything the CLI imports at run time is copied in (there is no build step).
+    for (const dir of ['bin', 'cli', 'services', 'shared']) assert.match(text, new RegExp(`^COPY\\s+(--\\S+\\s+)*${dir}\\s`, 'm'), `COPY ${dir}`);
+    const pkg = JSON.parse(readText('package.json'));
+    assert.ok(pkg.dependencies.tsx, 'tsx is a runtime dependency (bin/deepq.mjs registers it)');
+    const ignore = readText('.dockerignore').split('\n').map((l) => l.trim());
+    assert.ok(ignore.includes('node_modules') && ignore.includes('.git'), '.dockerignore excludes node_modules and .git');
+    for (const dir of ['bin', 'cli', 'services', 'shared']) assert.ok(!ignore.includes(dir), `.dockerignore must keep ${dir}`);
+  });
+});
+
+describe('docker-compose.yml', () => {
+  test('Redis: AOF, noeviction, a password that REDIS_URL carries', () => {
+    const compose = loadCompose();
+    const redis = compose.services.redis as Obj;
+    const args = composeCommand(redis);
+    const after = (f: string) => args[args.indexOf(f) + 1];
+    assert.equal(args[0], 'redis-server');
+    assert.equal(after('--appendonly'), 'yes');
+    assert.equal(after('--maxmemory-policy'), 'noeviction');
+    const pass = after('--requirepass');
+    assert.ok(pass, 'a password');
+    assert.ok(composeMounts(redis).some((m) => m.target === '/data' && m.type === 'volume'), 'Redis data on a named volume');
+    for (const [name, s] of deepqComposeServices(compose)) {
+      assert.equal(redisPassword(envList(s.environment).REDIS_URL!), pass, `${name}: REDIS_URL carries the Redis password`);
+      assert.equal(new URL(envList(s.environment).REDIS_URL!).hostname, 'redis', `${name}: REDIS_URL host`);
+      assert.equal(s.depends_on?.redis?.condition, 'service_healthy', `${name}: waits for a healthy Redis`);
+    }
+  });
+
+  test('deepq services: env, healthcheck on /healthz, drain-safe stop, shared blob volume, scalable workers', () => {
+    const compose = loadCompose();
+    const services = deepqComposeServices(compose);
+    const others = Object.keys(compose.services).filter((n) => !services.some(([s]) => s === n)).sort();
+    assert.deepEqual(others, ['grafana', 'prometheus', 'redis']);
+    const images = new Set<string>();
+    for (const [name, s] of services) {
+      const env = envList(s.environment);
+      images.add(s.image);
+      for (const k of Object.keys(env)) assert.ok(KNOWN_VARS.has(k), `${name}: sets ${k}, which deepq does not read`);
+      for (const k of MUST_SET_EVERYWHERE) assert.ok(env[k], `${name}: ${k} must be set`);
+      assert.equal(env.METRICS_PORT, '9464', `${name}: METRICS_PORT`);
+      const hc = (Array.isArray(s.healthcheck?.test) ? s.healthcheck.test.join(' ') : String(s.healthcheck?.test ?? '')) as string;
+      assert.ok(hc.includes(`:${env.METRICS_PORT}/healthz`), `${name}: healthcheck hits /healthz on METRICS_PORT: ${hc}`);
+      const drainMs = Number(env.DEEPQ_DRAIN_TIMEOUT_MS || DRAIN_DEFAULT_MS);
+      assert.ok(durationSeconds(s.stop_grace_period ?? '10s') > drainMs / 1000, `${name}: stop_grace_period above the drain timeout`);
+      const mounts = composeMounts(s);
+      const blob = mounts.find((m) => m.target === env.DEEPQ_BLOB_DIR);
+      assert.ok(blob && blob.type === 'volume' && blob.source in (compose.volumes ?? {}), `${name}: DEEPQ_BLOB_DIR on a shared named volume`);
+      const cfg = mounts.find((m) => m.target === env.DEEPQ_CONFIG);
+      assert.ok(cfg && cfg.type === 'bind' && existsSync(join(ROOT, cfg.source)), `${name}: DEEPQ_CONFIG is a mounted file of the repo`);
+      assertConfigLoads(env, readFileSync(join(ROOT, cfg.source), 'utf8'), `compose ${name}`);
+      if (s.read_only) assert.ok((s.tmpfs ?? []).includes('/tmp'), `${name}: read-only root needs a /tmp tmpfs (tsx cache)`);
+      if (name.startsWith('worker-')) {
+        assert.equal(s.container_name, undefined, `${name}: no container_name (it must scale)`);
+        assert.equal(s.ports, undefined, `${name}: no host ports (it must scale)`);
+      }
+    }
+    assert.equal(images.size, 1, 'one image for every deepq service');
+    const blobSources = new Set(services.map(([, s]) => composeMounts(s).find((m) => m.target === envList(s.environment).DEEPQ_BLOB_DIR)!.source));
+    assert.equal(blobSources.size, 1, 'every service shares the same blob volume');
+  });
+
+  test('worker services match the roles of the config file one-to-one; planner and reflector once', async () => {
+    const compose = loadCompose();
+    const services = deepqComposeServices(compose);
+    const cfgMount = composeMounts(services[0]![1]).find((m) => m.target === envList(services[0]![1].environment).DEEPQ_CONFIG)!;
+    const roles = rolesOfConfigText(readFileSync(join(ROOT, cfgMount.source), 'utf8'), cfgMount.source);
+    const byCommand = services.map(([name, s]) => ({ name, args: composeCommand(s) }));
+    assert.deepEqual(byCommand.filter((c) => c.args[0] === 'planner').map((c) => c.name), ['planner']);
+    assert.deepEqual(byCommand.filter((c) => c.args[0] === 'reflector').map((c) => c.name), ['reflector']);
+    const workers = byCommand.filter((c) => c.args[0] === 'worker');
+    for (const w of workers) assert.equal(w.name, `worker-${workerRole(w.args)}`, `${w.name}: named worker-<role>`);
+    assert.deepEqual(workers.map((w) => workerRole(w.args)).sort(), [...roles].sort());
+  });
+
+  test('Prometheus scrapes every deepq service (and its replicas) on METRICS_PORT; Grafana is provisioned', () => {
+    const compose = loadCompose();
+    const services = deepqComposeServices(compose);
+    const prom = compose.services.prometheus as Obj;
+    const promMount = composeMounts(prom).find((m) => m.type === 'bind' && m.source.endsWith('prometheus.yml'));
+    assert.ok(promMount, 'prometheus.yml mounted');
+    assert.ok((prom.command ?? []).some((a: string) => a === `--config.file=${promMount.target}`), 'Prometheus reads the mounted config');
+    const cfg = parseYamlFile(join(ROOT, promMount.source))[0]!;
+    const job = (cfg.scrape_configs as Obj[]).find((j) => j.dns_sd_configs);
+    assert.ok(job, 'a DNS service discovery job (replicas of a scaled service are all found)');
+    const names = new Set<string>();
+    for (const sd of job.dns_sd_configs as Obj[]) {
+      assert.equal(sd.type, 'A');
+      assert.equal(String(sd.port), '9464');
+      for (const n of sd.names) names.add(n);
+    }
+    assert.deepEqual([...names].sort(), services.map(([n]) => n).sort(), 'every deepq compose service is scraped');
+    for (const [, s] of services) assert.equal(envList(s.environment).METRICS_PORT, '9464');
+
+    const grafana = compose.services.grafana as Obj;
+    const gm = composeMounts(grafana);
+    const prov = gm.find((m) => m.target === '/etc/grafana/provisioning');
+    assert.ok(prov && existsSync(join(ROOT, prov.source)), 'Grafana provisioning mounted');
+    const ds = parseYamlFile(join(ROOT, prov.source, 'datasources/prometheus.yml'))[0]!;
+    assert.equal(new URL(ds.datasources[0].url).hostname, 'prometheus', 'datasource points at the prometheus service');
+    const provider = parseYamlFile(join(ROOT, prov.source, 'dashboards/deepq.yml'))[0]!.providers[0];
+    const dashMount = gm.find((m) => m.target === provider.options.path);
+    assert.ok(dashMount && existsSync(join(ROOT, dashMount.source, 'deepq.json')), 'the dashboard directory is mounted where the provider looks');
+  });
+});
+
+describe('Grafana dashboard', () => {
+  test('covers the deepq metrics and only queries metrics that exist', async () => {
+    const dash = JSON.parse(readText('deploy/grafana/dashboards/deepq.json'));
+    assert.ok(dash.uid && dash.title, 'uid and title');
+    const exprs: string[] = [];
+    const visit = (panels: Obj[]) => {
+      for (const p of panels) {
+        if (p.panels) visit(p.panels);
+        for (const t of p.targets ?? []) exprs.push(t.expr);
+      }
+    };
+    visit(dash.panels);
+    assert.ok(exprs.length >= 15, 'a real dashboard');
+    const used = new Set(exprs.flatMap((e) => [...e.matchAll(/\b(deepq_[a-z0-9_]+)/g)].map((m) => m[1]!)));
+    const metrics = new Metrics();
+    const exists = new Set((await metrics.registry.getMetricsAsJSON()).map((m) => m.name));
+    const base = (n: string) => (exists.has(n) ? n : n.replace(/_(bucket|sum|count)$/, ''));
+    for (const n of used) assert.ok(exists.has(base(n)), `dashboard queries ${n}, which deepq does not export`);
+    for (const n of REQUIRED_DASHBOARD_METRICS) assert.ok([...used].some((u) => base(u) === n), `dashboard shows ${n}`);
+    assert.ok(exprs.some((e) => /histogram_quantile\(.*deepq_job_duration_seconds_bucket/.test(e)), 'job duration quantiles');
+    assert.ok(exprs.some((e) => /histogram_quantile\(.*deepq_llm_latency_seconds_bucket/.test(e)), 'LLM latency quantiles');
+  });
+});
+
+describe('Kubernetes manifests', () => {
+  test('the raw base: probes, ports, grace period, security, volumes, PDBs, roles = Deployments = ScaledObjects', () => {
+    checkCluster(rawBase(), 'k8s/base');
+  });
+
+  test('the secret is an example: placeholders only', () => {
+    const secret = find(rawBase(), 'Secret', 'deepq-secrets');
+    assert.ok(secret, 'deepq-secrets');
+    const data = secretData(secret);
+    for (const k of ['ANTHROPIC_API_KEY', 'REDIS_URL']) assert.ok(data[k], `Secret has ${k}`);
+    assert.doesNotMatch(data.ANTHROPIC_API_KEY!, /^sk-ant-[A-Za-z0-9_-]{20,}/, 'no real-looking API key');
+  });
+
+  test('kubectl kustomize builds k8s/base and k8s/overlays/example', async (t) => {
+    const kubectl = onPath('kubectl');
+    if (!kubectl) {
+      console.log('# skipped kubectl kustomize: kubectl is not on PATH');
+      t.skip('kubectl is not on PATH');
+      return;
+    }
+    const build = async (dir: string) => {
+      const { stdout } = await run(kubectl, ['kustomize', join(K8S, dir)], { cwd: ROOT, timeout: 20_000, maxBuffer: 16 * 1024 * 1024 });
+      return parseYamlDocs(stdout, `kubectl kustomize k8s/${dir}`);
+    };
+    const [base, overlay] = await Promise.all([build('base'), build('overlays/example')]);
+    const b = checkCluster(base, 'kustomize k8s/base');
+    const o = checkCluster(overlay, 'kustomize k8s/overlays/example');
+    assert.deepEqual(o.roles, b.roles);
+    for (const obj of [...base, ...overlay]) {
+      if (obj.kind !== 'Namespace') assert.equal(obj.metadata.namespace, 'deepq', `${obj.kind} ${obj.metadata.name} in namespace deepq`);
+    }
+    assert.notEqual(o.pods[0]!.image, b.pods[0]!.image, 'the overlay sets the image');
+  });
+});
+
+describe('commands', () => {
+  test('every container command is a real deepq command; worker roles exist in the config', async () => {
+    const compose = loadCompose();
+    const cmds = new Map<string, string>(); // args → where
+    for (const [name, s] of deepqComposeServices(compose)) cmds.set(JSON.stringify(composeCommand(s)), `compose ${name}`);
+    const base = rawBase();
+    const { roles } = checkCluster(base, 'k8s/base');
+    for (const d of byKind(base, 'Deployment')) cmds.set(JSON.stringify(d.spec.template.spec.containers[0].args), `k8s Deployment ${d.metadata.name}`);
+    for (const [json, where] of cmds) {
+      const role = workerRole(JSON.parse(json));
+      if (role !== undefined) assert.ok(roles.includes(role), `${where}: role ${role} is not in the ConfigMap config (${roles.join(', ')})`);
+    }
+    const distinct = [...cmds.entries()];
+    await Promise.all(distinct.map(([json, where]) => assertRealCommand(JSON.parse(json), where)));
+  });
+});
+
+describe('environment variables', () => {
+  test('every variable deepq reads is documented in deploy/ENV.md, and set where ENV.md says', () => {
+    const doc = envDoc();
+    for (const v of KNOWN_VARS) assert.ok(doc.has(v), `deploy/ENV.md does not document ${v}`);
+    for (const v of doc.keys()) assert.ok(KNOWN_VARS.has(v), `deploy/ENV.md documents ${v}, which deepq does not read`);
+
+    const compose = loadCompose();
+    const composeSet = new Set(deepqComposeServices(compose).flatMap(([, s]) => Object.keys(envList(s.environment))));
+    const k8sSet = new Set<string>();
+    const base = rawBase();
+    for (const d of byKind(base, 'Deployment')) for (const k of Object.keys(containerEnv(base, d.spec.template.spec.containers[0], d.metadata.name))) k8sSet.add(k);
+    for (const f of walk(join(K8S, 'overlays'), (p) => /\.ya?ml$/.test(p))) {
+      for (const o of parseYamlFile(f)) {
+        if (o.kind === 'ConfigMap') for (const k of Object.keys(o.data ?? {})) k8sSet.add(k);
+        if (o.kind === 'Kustomization') for (const g of (o.configMapGenerator ?? []) as Obj[]) for (const l of (g.literals ?? []) as string[]) k8sSet.add(l.split('=')[0]!);
+      }
+    }
+    for (const v of MUST_SET_EVERYWHERE) {
+      assert.ok(composeSet.has(v), `${v} must be set in docker-compose.yml`);
+      assert.ok(k8sSet.has(v), `${v} must be set in the k8s manifests`);
+    }
+    for (const v of KNOWN_VARS) {
+      assert.ok(composeSet.has(v) || k8sSet.has(v) || doc.has(v), `${v}: neither set nor documented`);
+      const row = doc.get(v)!;
+      assert.equal(row.compose !== '-', composeSet.has(v), `deploy/ENV.md compose column of ${v} says ${JSON.stringify(row.compose)}`);
+      assert.equal(row.k8s !== '-', k8sSet.has(v), `deploy/ENV.md k8s column of ${v} says ${JSON.stringify(row.k8s)}`);
+    }
+  });
+});

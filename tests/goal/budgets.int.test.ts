@@ -1,0 +1,57 @@
+// Per-goal budgets (tokens, steps, seconds), from `deepq enqueue` flags: checked before each
+// dispatch and after each model call; a goal past one ends budget_exceeded with artifacts kept.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { useRedis } from '../../testing/redis.ts';
+import { startFleet, runCli, type Fleet } from '../../testing/fleet.ts';
+
+const redis = useRedis();
+let fleet: Fleet;
+before(async () => {
+  await redis.ready;
+  fleet = await startFleet(redis.url, { DEEPQ_SCRIPTED_LATENCY_MS: '150' });
+});
+after(async () => fleet?.stop());
+
+async function enqueue(args: string[]) {
+  const r = await runCli(['enqueue', 'Budgeted goal', '--wait', '--json', ...args], fleet.env);
+  const summary = JSON.parse(r.stdout.trim().split('\n').pop()!);
+  return { r, summary, goal: await fleet.client.get(summary.goalId) };
+}
+
+test('--max-steps 1: the second cycle is never dispatched; cycle 1 artifacts stay', async () => {
+  const { r, summary, goal } = await enqueue(['--max-steps', '1']);
+  assert.equal(r.code, 1, 'enqueue --wait exits non-zero unless the goal is done');
+  assert.equal(summary.status, 'budget_exceeded');
+  assert.match(goal.reason!, /step budget exceeded: step 2 would pass the limit of 1/);
+  assert.equal(goal.step, 1);
+  assert.deepEqual([...summary.artifacts].sort(), ['research.md', 'solution.py']);
+});
+
+test('--max-tokens: the goal stops after the model call that crosses the budget', async () => {
+  const { summary, goal } = await enqueue(['--max-tokens', '300']);
+  assert.equal(summary.status, 'budget_exceeded');
+  assert.match(goal.reason!, /token budget exceeded: \d+ tokens used \(max 300\)/);
+  const used = goal.tokens.input + goal.tokens.output;
+  assert.ok(used >= 300, `recorded ${used} tokens`);
+  // It stopped early: a full run takes two cycles and ends done.
+  assert.ok(goal.step <= 1);
+});
+
+test('--max-seconds: a goal past its wall-clock budget ends at the next check', async () => {
+  const slow = await startFleet(redis.url, { DEEPQ_SCRIPTED_LATENCY_MS: '1500' });
+  try {
+    const r = await runCli(['enqueue', 'Slow goal', '--wait', '--json', '--max-seconds', '1'], slow.env);
+    const summary = JSON.parse(r.stdout.trim().split('\n').pop()!);
+    assert.equal(summary.status, 'budget_exceeded');
+    assert.match((await slow.client.get(summary.goalId)).reason!, /time budget exceeded/);
+  } finally {
+    await slow.stop();
+  }
+});
+
+test('budget flags reject nonsense with a clear error', async () => {
+  const r = await runCli(['enqueue', 'x', '--max-tokens', 'lots'], fleet.env);
+  assert.notEqual(r.code, 0);
+  assert.match(r.stderr, /--max-tokens must be an integer/);
+});

@@ -1,0 +1,79 @@
+// The human boundary: escalation (by the model or at max depth) and --review pause the goal
+// in awaiting_human; `deepq resume` carries on, with or without a note.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { useRedis } from '../../testing/redis.ts';
+import { startFleet, runCli, type Fleet } from '../../testing/fleet.ts';
+import { loadTranscript } from '../../shared/agent/transcripts.ts';
+
+const redis = useRedis();
+let fleet: Fleet;
+before(async () => {
+  await redis.ready;
+  fleet = await startFleet(redis.url, { DEEPQ_MAX_DEPTH: '1' });
+});
+after(async () => fleet?.stop());
+
+test('--review pauses after every reflection; resume applies the decision each time', async () => {
+  const reviewFleet = await startFleet(redis.url);
+  try {
+    const c = reviewFleet.client;
+    const goalId = await c.enqueue({ goal: 'Reviewed goal', review: true });
+    let g = await c.waitFor(goalId, { timeoutMs: 20_000 });
+    assert.equal(g.status, 'awaiting_human');
+    assert.equal(g.pausedFor, 'review');
+    assert.equal(g.reflection!.decision, 'continue');
+    assert.equal(g.step, 1);
+
+    let r = await runCli(['resume', goalId], reviewFleet.env);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /continue/);
+    g = await c.waitFor(goalId, { timeoutMs: 20_000 });
+    assert.equal(g.status, 'awaiting_human', 'the goal did not pause after the second reflection');
+    assert.equal(g.step, 2);
+    assert.equal(g.reflection!.decision, 'end');
+
+    r = await runCli(['resume', goalId], reviewFleet.env);
+    assert.match(r.stdout, /end \(status done\)/);
+    assert.equal((await c.get(goalId)).status, 'done');
+    const types = (await c.goals.events(goalId)).map((e) => e.event.type);
+    assert.deepEqual(types.filter((t) => t === 'paused' || t === 'resumed'), ['paused', 'resumed', 'paused', 'resumed']);
+  } finally {
+    await reviewFleet.stop();
+  }
+});
+
+test('at max depth the reflector escalates without asking the model', async () => {
+  const goalId = await fleet.client.enqueue({ goal: 'Deep goal' });
+  const g = await fleet.client.waitFor(goalId, { timeoutMs: 20_000 });
+  assert.equal(g.status, 'awaiting_human');
+  assert.equal(g.pausedFor, 'escalation');
+  assert.match(g.reason!, /max depth 1 reached/);
+  const reflected = (await fleet.client.goals.events(goalId)).map((e) => e.event).find((e) => e.type === 'reflected')!;
+  assert.equal(reflected.decision, 'escalate');
+  assert.equal(reflected.threadId, undefined, 'a model was asked at max depth');
+  const keys = await redis.client.keys(`${fleet.env.DEEPQ_PREFIX}:goal:${goalId}:thread:*reflector*`);
+  assert.equal(keys.length, 0);
+
+  // Resume after an escalation re-plans; with a note, the note reaches the planner.
+  const r = await runCli(['resume', goalId, '--note', 'Focus on edge cases please'], fleet.env);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /replan with note/);
+  const g2 = await fleet.client.waitFor(goalId, { timeoutMs: 20_000 });
+  assert.equal(g2.step, 2);
+  const planned = (await fleet.client.goals.events(goalId)).map((e) => e.event).filter((e) => e.type === 'planned');
+  assert.equal(planned.length, 2);
+  const t = await loadTranscript({ redis: redis.client, goals: fleet.client.goals }, String(planned[1]!.threadId));
+  assert.match(JSON.stringify(t!.messages[0]), /Note from a human: Focus on edge cases please/);
+  const t1 = await loadTranscript({ redis: redis.client, goals: fleet.client.goals }, String(planned[0]!.threadId));
+  assert.doesNotMatch(JSON.stringify(t1!.messages[0]), /Note from a human/);
+});
+
+test('resume refuses a goal that is not awaiting a human, naming its status', async () => {
+  const goalId = await fleet.client.enqueue({ goal: 'Deep goal 2' });
+  await fleet.client.waitFor(goalId, { timeoutMs: 20_000 });
+  await fleet.client.cancel(goalId);
+  const r = await runCli(['resume', goalId], fleet.env);
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, new RegExp(`goal ${goalId} is cancelled, not awaiting_human`));
+});

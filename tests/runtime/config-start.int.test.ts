@@ -1,0 +1,11 @@
+// A bad config stops a service process at start: exit 78, the field named, no stack trace.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { runCli } from '../../testing/fleet.ts';
+
+test('a bad config stops a service process at start with the field named and no stack trace', async () => {
+  const r = await runCli(['planner'], { PATH: process.env.PATH, DEEPQ_MAX_DEPTH: '-2' });
+  assert.equal(r.code, 78);
+  assert.match(r.stderr, /deepq: error: invalid config: maxDepth/);
+  assert.doesNotMatch(r.stderr, /at .*\.ts:\d+/);
+});

@@ -1,0 +1,211 @@
+// The TTL sweep: finished goals older than the retention lose every key and blob; running
+// goals stay; keys of goals that no longer exist go; every goal key has an EXPIRE backstop;
+// and the reflector's job scheduler really runs the sweep.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { useRedis } from '../../testing/redis.ts';
+import { keysOfGoal, vfsRuntime, type VfsTestRuntime, useVfsRuntime } from '../../testing/vfs-runtime.ts';
+import { startProcess, stopProcess, waitForStart, type ServiceProc } from '../../testing/fleet.ts';
+import { sweep } from '../../services/reflector/sweep.ts';
+import { saveTranscript } from '../../shared/agent/transcripts.ts';
+import { newGoalId } from '../../shared/goal/ids.ts';
+import { MAINTENANCE_QUEUE, SWEEP_SCHEDULER_ID } from '../../shared/runtime/queues.ts';
+import type { TerminalStatus } from '../../shared/goal/status.ts';
+import type { Plan } from '../../shared/goal/plan.ts';
+import type { Runtime } from '../../shared/runtime/runtime.ts';
+
+const redis = useRedis();
+let t: VfsTestRuntime;
+useVfsRuntime(redis, (x) => (t = x));
+
+const DAY = 86_400_000;
+
+/** A goal with everything a goal can own: inline and spilled artifacts, a tombstone, events, a transcript. */
+async function populatedGoal(v: VfsTestRuntime = t): Promise<string> {
+  const goalId = await v.newGoal('populated goal');
+  const { rt } = v;
+  await dispatch(rt, goalId);
+  const m = (writer: string, step = 1) => ({ status: 'done' as const, step, role: 'critic', threadId: `goal-${goalId}--critic-1`, writer });
+  await rt.vfs.write(goalId, 'old.md', 'evict me', m('a'));
+  await rt.vfs.write(goalId, 'inline.md', 'hello', m('b', 4));
+  await rt.vfs.write(goalId, 'big.csv', 'x'.repeat(rt.cfg.vfs.spillBytes + 1), m('c', 4));
+  await rt.vfs.evict(goalId, 5);
+  await rt.goals.appendEvent(goalId, { type: 'subtask_started', step: 5, index: 0, role: 'critic', artifact: 'critique.json', threadId: `goal-${goalId}--critic-5`, attempt: 1 });
+  await saveTranscript(rt, goalId, `goal-${goalId}--critic-abcd1234`, 'critic', [{ role: 'user', content: 'task' }]);
+  assert.ok(existsSync(v.blobDirOf(goalId)));
+  return goalId;
+}
+
+const PLAN: Plan = { subtasks: [{ role: 'critic', instruction: 'review the code', expected_artifact: 'critique.json', read_files: [] }] };
+
+/** queued → planning → running at cycle 1, as the planner moves a goal. */
+async function dispatch(rt: Runtime, goalId: string): Promise<void> {
+  assert.ok(await rt.lifecycle.beginPlanning(goalId));
+  assert.ok(await rt.lifecycle.dispatch(goalId, 1, PLAN));
+}
+
+/** Ends a goal (queued or running) through the transitions that reach `status` in production; returns its finishedAt. */
+async function finish(rt: Runtime, goalId: string, status: TerminalStatus = 'done'): Promise<number> {
+  const lc = rt.lifecycle;
+  if (status === 'done') {
+    if ((await rt.goals.mustGet(goalId)).status === 'queued') await dispatch(rt, goalId);
+    assert.ok(await lc.beginReflecting(goalId));
+    assert.ok(await lc.complete(goalId, { step: 1, reflection: { decision: 'end', reason: 'the goal is met' }, outcomes: [{ index: 0, status: 'done' }] }));
+  } else if (status === 'failed') assert.ok(await lc.fail(goalId, 'reflector output rejected', 1));
+  else if (status === 'cancelled') assert.ok(await lc.cancel(goalId, 1));
+  else assert.ok(await lc.exceedBudget(goalId, 'token budget exceeded', 1));
+  const g = await rt.goals.mustGet(goalId);
+  assert.equal(g.status, status);
+  return g.finishedAt!;
+}
+
+const inIndex = async (goalId: string) => (await redis.client.zscore(t.rt.goals.keys.goalsIndex(), goalId)) !== null;
+
+test('a finished goal older than the retention loses every key and blob', async () => {
+  const goalId = await populatedGoal();
+  const finishedAt = await finish(t.rt, goalId);
+  const keys = await keysOfGoal(t.rt, goalId);
+  for (const k of ['', ':files', ':content', ':events']) assert.ok(keys.includes(t.rt.goals.keys.goal(goalId) + k), `missing ${k}`);
+  assert.ok(keys.some((k) => k.includes(':thread:')));
+
+  const report = await sweep(t.rt, finishedAt + t.rt.cfg.retentionSeconds * 1000 + 1);
+  assert.ok(report.expired >= 1);
+  assert.ok(report.keysDeleted >= keys.length);
+  assert.deepEqual(await keysOfGoal(t.rt, goalId), []);
+  assert.equal(await inIndex(goalId), false);
+  assert.ok(!existsSync(t.blobDirOf(goalId)), 'the goal\'s blobs are gone');
+});
+
+test('every terminal status is swept after the retention', async () => {
+  const ids: string[] = [];
+  for (const status of ['done', 'failed', 'cancelled', 'budget_exceeded'] as const) {
+    const goalId = await t.newGoal();
+    await t.rt.vfs.write(goalId, 'a.md', 'x', { status: 'done', step: 1, writer: 'w' });
+    await finish(t.rt, goalId, status);
+    ids.push(goalId);
+  }
+  await sweep(t.rt, Date.now() + t.rt.cfg.retentionSeconds * 1000 + 1000);
+  for (const goalId of ids) assert.deepEqual(await keysOfGoal(t.rt, goalId), []);
+});
+
+test('a finished goal younger than the retention is kept', async () => {
+  const goalId = await populatedGoal();
+  const finishedAt = await finish(t.rt, goalId);
+  const keys = await keysOfGoal(t.rt, goalId);
+  await sweep(t.rt, finishedAt + t.rt.cfg.retentionSeconds * 1000 - 1000);
+  assert.deepEqual(await keysOfGoal(t.rt, goalId), keys);
+  assert.ok(await inIndex(goalId));
+  assert.ok(existsSync(t.blobDirOf(goalId)));
+  assert.equal(await t.rt.vfs.read(goalId, 'inline.md'), 'hello');
+});
+
+test('running and paused goals are kept, however old', async () => {
+  const running = await populatedGoal();
+  const paused = await populatedGoal();
+  assert.ok(await t.rt.lifecycle.beginReflecting(paused));
+  assert.ok(await t.rt.lifecycle.awaitHuman(paused, { step: 1, reflection: { decision: 'escalate', reason: 'max depth 5 reached' }, outcomes: [] }, 'escalation'));
+  const queued = await t.newGoal();
+  const before = { running: await keysOfGoal(t.rt, running), paused: await keysOfGoal(t.rt, paused), queued: await keysOfGoal(t.rt, queued) };
+  await sweep(t.rt, Date.now() + 365 * DAY);
+  assert.deepEqual(await keysOfGoal(t.rt, running), before.running);
+  assert.deepEqual(await keysOfGoal(t.rt, paused), before.paused);
+  assert.deepEqual(await keysOfGoal(t.rt, queued), before.queued);
+  assert.ok(existsSync(t.blobDirOf(running)));
+  assert.equal(await t.rt.vfs.read(running, 'big.csv'), 'x'.repeat(t.rt.cfg.vfs.spillBytes + 1));
+});
+
+test('keys and blobs of goals that no longer exist are swept', async () => {
+  // A goal whose hash is gone (its backstop TTL fired, or a crash mid-delete) but whose
+  // other keys, index entry and blobs remain.
+  const goalId = await populatedGoal();
+  await redis.client.del(t.rt.goals.keys.goal(goalId));
+  // Keys of a goal id that never had a hash or index entry.
+  const ghost = newGoalId();
+  await redis.client.hset(t.rt.goals.keys.files(ghost), 'x.md', '{}');
+  await redis.client.set(t.rt.goals.keys.transcript(ghost, `goal-${ghost}--critic-1`), '{}');
+  // A blob dir with no goal at all.
+  const blobOnly = newGoalId();
+  mkdirSync(t.blobDirOf(blobOnly), { recursive: true });
+  writeFileSync(join(t.blobDirOf(blobOnly), 'a'.repeat(64)), 'orphan');
+  // An index entry with nothing behind it.
+  const indexOnly = newGoalId();
+  await redis.client.zadd(t.rt.goals.keys.goalsIndex(), Date.now(), indexOnly);
+
+  const report = await sweep(t.rt);
+  assert.ok(report.orphans >= 4, `orphans: ${report.orphans}`);
+  for (const id of [goalId, ghost, blobOnly, indexOnly]) {
+    assert.deepEqual(await keysOfGoal(t.rt, id), [], `keys of ${id} remain`);
+    assert.ok(!existsSync(t.blobDirOf(id)), `blobs of ${id} remain`);
+    assert.equal(await inIndex(id), false);
+  }
+});
+
+test('the sweep touches nothing outside the goal namespace of its prefix', async () => {
+  const p = t.rt.cfg.prefix;
+  const foreign = [`${p}:plan:meta`, `${p}:maintenance:id`, `other:goal:${newGoalId()}:files`, `${p}goal:x`, 'unrelated'];
+  for (const k of foreign) await redis.client.set(k, 'keep');
+  await sweep(t.rt, Date.now() + 365 * DAY);
+  for (const k of foreign) assert.equal(await redis.client.get(k), 'keep', `${k} was deleted`);
+  await redis.client.del(...foreign);
+});
+
+test('every goal key carries an EXPIRE backstop', async () => {
+  const goalId = await populatedGoal();
+  await t.rt.goals.addUsage(goalId, 'critic', 'scripted', { input: 10, output: 5, cache_read: 0, cache_write: 0 });
+  await finish(t.rt, goalId);
+  const keys = await keysOfGoal(t.rt, goalId);
+  assert.ok(keys.length >= 5);
+  for (const key of keys) {
+    const ttl = await redis.client.ttl(key);
+    const max = key.includes(':thread:') ? t.rt.cfg.transcriptTtlSeconds : t.rt.cfg.goalKeyTtlSeconds;
+    assert.ok(ttl > 0 && ttl <= max, `${key} has TTL ${ttl}`);
+  }
+});
+
+test('eviction refreshes the backstop on the keys it touches', async () => {
+  const goalId = await t.newGoal();
+  await t.rt.vfs.write(goalId, 'a.md', 'x', { status: 'done', step: 1, writer: 'w' });
+  for (const key of [t.rt.vfs.keys.files(goalId), t.rt.vfs.keys.events(goalId)]) await redis.client.expire(key, 100);
+  await t.rt.vfs.evict(goalId, 5);
+  for (const key of [t.rt.vfs.keys.files(goalId), t.rt.vfs.keys.events(goalId)]) {
+    assert.ok((await redis.client.ttl(key)) > 100, `${key} TTL not refreshed`);
+  }
+});
+
+test('the reflector process runs the sweep on its job scheduler', async () => {
+  const p = vfsRuntime(redis.url, { DEEPQ_SWEEP_INTERVAL_SECONDS: '1', DEEPQ_RETENTION_SECONDS: '1' });
+  let svc: ServiceProc | undefined;
+  try {
+    const finished = await populatedGoal(p);
+    await finish(p.rt, finished);
+    const running = await populatedGoal(p);
+    const runningKeys = await keysOfGoal(p.rt, running);
+    assert.ok((await keysOfGoal(p.rt, finished)).length >= 5);
+
+    svc = startProcess('reflector', ['reflector'], { ...p.env, LOG_LEVEL: 'info' });
+    await waitForStart(svc);
+    const scheduler = await p.rt.queues.get(MAINTENANCE_QUEUE).getJobScheduler(SWEEP_SCHEDULER_ID);
+    assert.equal(scheduler?.every, 1000);
+
+    // Wait for the sweep job to finish: keys first, then blobs, then the job's completion.
+    const queue = p.rt.queues.get(MAINTENANCE_QUEUE);
+    const swept = async () => ({
+      keys: (await keysOfGoal(p.rt, finished)).length,
+      blobs: existsSync(p.blobDirOf(finished)),
+      job: (await queue.getCompleted()).some((j) => j.name === 'sweep' && (j.returnvalue as { expired?: number } | null)?.expired === 1),
+    });
+    const deadline = Date.now() + 30_000;
+    for (let s = await swept(); s.keys > 0 || s.blobs || !s.job; s = await swept()) {
+      assert.ok(Date.now() < deadline, `the finished goal was not swept (${JSON.stringify(s)}):\n${svc.output().slice(-3000)}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.deepEqual(await keysOfGoal(p.rt, running), runningKeys, 'the running goal lost keys');
+    assert.ok(existsSync(p.blobDirOf(running)));
+    assert.equal(await p.rt.vfs.read(running, 'inline.md'), 'hello');
+  } finally {
+    if (svc) await stopProcess(svc);
+    await p.close();
+  }
+});

@@ -1,0 +1,66 @@
+// Horizontal scale with a fleet-wide cap: any number of processes share a role's queue, and
+// the role's `fleetConcurrency` (BullMQ global concurrency) bounds them all together.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { useRedis } from '../../testing/redis.ts';
+import { startFleet, type Fleet } from '../../testing/fleet.ts';
+import { DEFAULT_ROLES } from '../../shared/agent/roles.ts';
+import type { TimelineEvent } from '../../shared/goal/events.ts';
+
+const redis = useRedis();
+
+function overlapMax(events: TimelineEvent[]): number {
+  const marks = events
+    .filter((e) => e.type === 'subtask_started' || e.type === 'subtask_finished')
+    .map((e) => ({ at: e.at, d: e.type === 'subtask_started' ? 1 : -1 }))
+    .sort((a, b) => a.at - b.at || a.d - b.d);
+  let cur = 0;
+  let max = 0;
+  for (const m of marks) max = Math.max(max, (cur += m.d));
+  return max;
+}
+
+async function fanOut(fleet: Fleet): Promise<TimelineEvent[]> {
+  const goalId = await fleet.client.enqueue({ goal: 'Five research parts' });
+  for (;;) {
+    const events = (await fleet.client.goals.events(goalId)).map((e) => e.event);
+    if (events.some((e) => e.type === 'reflected' && e.step === 1)) {
+      await fleet.client.cancel(goalId);
+      return events.filter((e) => 'step' in e && e.step === 1);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const env = { DEEPQ_SCRIPTED_LATENCY_MS: '300', DEEPQ_SCRIPTED_FANOUT: '5' };
+let capped: Fleet;
+let free: Fleet;
+before(async () => {
+  await redis.ready;
+  const dir = mkdtempSync(join(tmpdir(), 'deepq-fleet-'));
+  const file = join(dir, 'deepq.json');
+  writeFileSync(file, JSON.stringify({ roles: DEFAULT_ROLES.map((r) => (r.name === 'research-specialist' ? { ...r, fleetConcurrency: 2 } : r)) }));
+  capped = await startFleet(redis.url, { ...env, DEEPQ_CONFIG: file }, { roles: ['research-specialist'], replicas: 2 });
+});
+after(async () => {
+  await capped?.stop();
+  await free?.stop();
+});
+
+test('two processes of a role with fleetConcurrency 2 never run more than 2 of its jobs at once', async () => {
+  const events = await fanOut(capped);
+  assert.equal(events.filter((e) => e.type === 'subtask_finished').length, 5);
+  assert.equal(overlapMax(events), 2);
+});
+
+test('without the cap, the same two processes run all five subtasks at once', async () => {
+  await capped.stop();
+  capped = undefined as unknown as Fleet;
+  // The cap lives on the queue in Redis: a fresh prefix starts without it.
+  free = await startFleet(redis.url, env, { roles: ['research-specialist'], replicas: 2 });
+  const events = await fanOut(free);
+  assert.equal(overlapMax(events), 5);
+});

@@ -1,0 +1,198 @@
+// Virtual-FS writes: entry metadata, idempotent retries, versioned concurrency, limits.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, readdirSync } from 'node:fs';
+import { useRedis } from '../../testing/redis.ts';
+import { vfsRuntime, type VfsTestRuntime, useVfsRuntime } from '../../testing/vfs-runtime.ts';
+import { VersionConflictError, VfsLimitError } from '../../shared/errors.ts';
+
+const redis = useRedis();
+let t: VfsTestRuntime;
+useVfsRuntime(redis, (x) => (t = x));
+
+const meta = (writer: string, extra: Record<string, unknown> = {}) => ({
+  status: 'done' as const, step: 1, role: 'research-specialist', threadId: 'goal-x--research-specialist-ab12', writer, ...extra,
+});
+
+test('an entry carries status, step, bytes, role, threadId, version and updatedAt', async () => {
+  const goalId = await t.newGoal();
+  const before = Date.now();
+  const content = 'résumé: ünïcode counts in bytes';
+  const written = await t.rt.vfs.write(goalId, 'notes/summary.md', content, {
+    status: 'active', step: 3, role: 'critic', threadId: `goal-${goalId}--critic-1a2b`, writer: `${goalId}:3:0`,
+  });
+  const e = (await t.rt.vfs.stat(goalId, 'notes/summary.md'))!;
+  assert.equal(e.status, 'active');
+  assert.equal(e.step, 3);
+  assert.equal(e.bytes, Buffer.byteLength(content, 'utf8'));
+  assert.notEqual(e.bytes, content.length, 'bytes are UTF-8 bytes, not characters');
+  assert.equal(e.role, 'critic');
+  assert.equal(e.threadId, `goal-${goalId}--critic-1a2b`);
+  assert.equal(e.version, 1);
+  assert.ok(e.updatedAt >= before && e.updatedAt <= Date.now());
+  assert.equal(written.version, 1);
+
+  // The metadata hash holds the entry and never the content; the content hash holds the content.
+  const raw = JSON.parse((await redis.client.hget(t.rt.vfs.keys.files(goalId), 'notes/summary.md'))!);
+  for (const field of ['status', 'step', 'bytes', 'role', 'threadId', 'version', 'updatedAt']) assert.ok(field in raw, `entry lacks ${field}`);
+  assert.ok(!JSON.stringify(raw).includes('ünïcode'));
+  assert.equal(await redis.client.hget(t.rt.vfs.keys.content(goalId), 'notes/summary.md'), content);
+  assert.equal(await t.rt.vfs.read(goalId, 'notes/summary.md'), content);
+});
+
+test('the three statuses active, done and failed are stored as given', async () => {
+  const goalId = await t.newGoal();
+  for (const status of ['active', 'done', 'failed'] as const) {
+    await t.rt.vfs.write(goalId, `${status}.md`, status, meta(`w-${status}`, { status }));
+    assert.equal((await t.rt.vfs.stat(goalId, `${status}.md`))!.status, status);
+  }
+});
+
+test('a retried writer (same writer id) overwrites its own artifact in place, never duplicates it', async () => {
+  const goalId = await t.newGoal();
+  const writer = `${goalId}:2:1`;
+  const first = await t.rt.vfs.write(goalId, 'solution.py', 'print(1)', meta(writer, { step: 2, status: 'active' }));
+  // The job is retried: it writes the same name again, even with the expectation it had
+  // before its first attempt (the name did not exist then).
+  const again = await t.rt.vfs.write(goalId, 'solution.py', 'print(2)', meta(writer, { step: 2, expectedVersion: 0 }));
+  const third = await t.rt.vfs.write(goalId, 'solution.py', 'print(3)', meta(writer, { step: 2 }));
+  assert.equal(first.version, 1);
+  assert.equal(again.version, 1, 'a retry keeps the version: it is the same write');
+  assert.equal(third.version, 1);
+  assert.equal(await redis.client.hlen(t.rt.vfs.keys.files(goalId)), 1);
+  assert.equal(await redis.client.hlen(t.rt.vfs.keys.content(goalId)), 1);
+  const index = await t.rt.vfs.index(goalId);
+  assert.deepEqual(index.map((e) => e.name), ['solution.py']);
+  assert.equal(index[0]!.status, 'done');
+  assert.equal(await t.rt.vfs.read(goalId, 'solution.py'), 'print(3)');
+});
+
+test('a different writer to an existing name makes a new version', async () => {
+  const goalId = await t.newGoal();
+  await t.rt.vfs.write(goalId, 'plan.md', 'v1', meta('a'));
+  const e = await t.rt.vfs.write(goalId, 'plan.md', 'v2', meta('b', { step: 2 }));
+  assert.equal(e.version, 2);
+  assert.equal((await t.rt.vfs.stat(goalId, 'plan.md'))!.step, 2);
+  assert.equal(await t.rt.vfs.read(goalId, 'plan.md'), 'v2');
+});
+
+test('20 concurrent writers with the same expectedVersion: exactly one wins, the others get VersionConflictError', async () => {
+  const goalId = await t.newGoal();
+  await t.rt.vfs.write(goalId, 'shared.md', 'base', meta('w-base'));
+  const results = await Promise.allSettled(
+    Array.from({ length: 20 }, (_, i) => t.rt.vfs.write(goalId, 'shared.md', `content of writer ${i}`, meta(`w-${i}`, { step: 2, expectedVersion: 1 }))),
+  );
+  const won = results.flatMap((r, i) => (r.status === 'fulfilled' ? [{ i, e: r.value }] : []));
+  const lost = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+  assert.equal(won.length, 1, 'exactly one writer wins');
+  assert.equal(lost.length, 19);
+  for (const r of lost) {
+    assert.ok(r.reason instanceof VersionConflictError, `expected VersionConflictError, got ${r.reason}`);
+    assert.match(r.reason.message, /shared\.md is at version 2, expected 1/);
+  }
+  assert.equal(won[0]!.e.version, 2);
+  // The winner's content is what is stored: no loser overwrote it afterwards.
+  assert.equal(await t.rt.vfs.read(goalId, 'shared.md'), `content of writer ${won[0]!.i}`);
+  assert.equal((await t.rt.vfs.stat(goalId, 'shared.md'))!.version, 2);
+});
+
+test('20 concurrent creators of a new name (expectedVersion 0): exactly one wins', async () => {
+  const goalId = await t.newGoal();
+  const results = await Promise.allSettled(
+    Array.from({ length: 20 }, (_, i) => t.rt.vfs.write(goalId, 'fresh.md', `creator ${i}`, meta(`c-${i}`, { expectedVersion: 0 }))),
+  );
+  const won = results.flatMap((r, i) => (r.status === 'fulfilled' ? [i] : []));
+  assert.equal(won.length, 1);
+  for (const r of results) if (r.status === 'rejected') assert.ok(r.reason instanceof VersionConflictError);
+  assert.equal(await t.rt.vfs.read(goalId, 'fresh.md'), `creator ${won[0]}`);
+  assert.equal((await t.rt.vfs.stat(goalId, 'fresh.md'))!.version, 1);
+});
+
+test('concurrent spilled writers: one wins and the losers leave no blob behind', async () => {
+  const goalId = await t.newGoal();
+  const big = (i: number) => `${i}`.padEnd(t.rt.cfg.vfs.spillBytes + 10, 'x');
+  const results = await Promise.allSettled(
+    Array.from({ length: 20 }, (_, i) => t.rt.vfs.write(goalId, 'big.csv', big(i), meta(`s-${i}`, { expectedVersion: 0 }))),
+  );
+  const won = results.flatMap((r, i) => (r.status === 'fulfilled' ? [i] : []));
+  assert.equal(won.length, 1);
+  assert.equal(await t.rt.vfs.read(goalId, 'big.csv'), big(won[0]!));
+  assert.equal(readdirSync(t.blobDirOf(goalId)).length, 1, 'only the winner\'s blob remains');
+});
+
+test('concurrent writers without expectedVersion are serialized by version: every write counts, none is lost silently', async () => {
+  const goalId = await t.newGoal();
+  await t.rt.vfs.write(goalId, 'log.md', 'start', meta('w-start'));
+  const entries = await Promise.all(Array.from({ length: 20 }, (_, i) => t.rt.vfs.write(goalId, 'log.md', `entry ${i}`, meta(`u-${i}`))));
+  const versions = entries.map((e) => e.version).sort((a, b) => a - b);
+  assert.deepEqual(versions, Array.from({ length: 20 }, (_, i) => i + 2), 'each write got its own version');
+  const last = entries.find((e) => e.version === 21)!;
+  const final = (await t.rt.vfs.stat(goalId, 'log.md'))!;
+  assert.equal(final.version, 21);
+  assert.equal(final.writer, last.writer, 'the stored content is the highest version\'s');
+});
+
+test('a writer whose expectedVersion is stale is refused, and the stored artifact is untouched', async () => {
+  const goalId = await t.newGoal();
+  await t.rt.vfs.write(goalId, 'doc.md', 'one', meta('a'));
+  await t.rt.vfs.write(goalId, 'doc.md', 'two', meta('b', { expectedVersion: 1 }));
+  await assert.rejects(t.rt.vfs.write(goalId, 'doc.md', 'three', meta('c', { expectedVersion: 1 })), VersionConflictError);
+  await assert.rejects(t.rt.vfs.write(goalId, 'missing.md', 'x', meta('c', { expectedVersion: 3 })), (err: Error) => err instanceof VersionConflictError && /does not exist/.test(err.message));
+  assert.equal(await t.rt.vfs.read(goalId, 'doc.md'), 'two');
+  assert.equal(await t.rt.vfs.stat(goalId, 'missing.md'), null);
+});
+
+test('max files per goal: a new name past the limit is refused with a clear error; overwrites and other goals are not', async () => {
+  const small = vfsRuntime(redis.url, { DEEPQ_MAX_FILES_PER_GOAL: '3', DEEPQ_SPILL_BYTES: '10' });
+  try {
+    const goalId = await small.newGoal();
+    for (const n of ['a.md', 'b.md', 'c.md']) await small.rt.vfs.write(goalId, n, n, meta(`w-${n}`));
+    for (const content of ['d', 'd'.repeat(20) /* spilled */]) {
+      await assert.rejects(
+        small.rt.vfs.write(goalId, 'd.md', content, meta('w-d')),
+        (err: Error) => err instanceof VfsLimitError && /already has 3 files \(max 3\)/.test(err.message),
+      );
+    }
+    assert.equal(await small.rt.vfs.stat(goalId, 'd.md'), null);
+    assert.deepEqual(existsSync(small.blobDirOf(goalId)) ? readdirSync(small.blobDirOf(goalId)) : [], [], 'the refused spilled write left a blob');
+    // Overwriting an existing name adds no file.
+    await small.rt.vfs.write(goalId, 'a.md', 'a2', meta('w-a2'));
+    // The limit is per goal.
+    const other = await small.newGoal();
+    await small.rt.vfs.write(other, 'd.md', 'd', meta('w-d'));
+    // Tombstones do not count: once a file is evicted there is room again.
+    await small.rt.vfs.evict(goalId, 1 + small.rt.cfg.vfs.evictDoneAfterSteps + 1);
+    await small.rt.vfs.write(goalId, 'd.md', 'd', meta('w-d', { step: 5 }));
+    assert.equal((await small.rt.vfs.stat(goalId, 'd.md'))!.status, 'done');
+  } finally {
+    await small.close();
+  }
+});
+
+test('max artifact size: one byte over is refused with a clear error and nothing is stored', async () => {
+  const small = vfsRuntime(redis.url, { DEEPQ_MAX_ARTIFACT_BYTES: '1000', DEEPQ_SPILL_BYTES: '100' });
+  try {
+    const goalId = await small.newGoal();
+    await small.rt.vfs.write(goalId, 'exact.txt', 'x'.repeat(1000), meta('w1'));
+    assert.equal((await small.rt.vfs.stat(goalId, 'exact.txt'))!.bytes, 1000);
+    await assert.rejects(
+      small.rt.vfs.write(goalId, 'over.txt', 'x'.repeat(1001), meta('w2')),
+      (err: Error) => err instanceof VfsLimitError && /over\.txt is 1001 bytes \(max 1000\)/.test(err.message),
+    );
+    // The limit counts UTF-8 bytes: 501 "é" are 1002 bytes.
+    await assert.rejects(small.rt.vfs.write(goalId, 'wide.txt', 'é'.repeat(501), meta('w3')), VfsLimitError);
+    await small.rt.vfs.write(goalId, 'wide.txt', 'é'.repeat(500), meta('w3'));
+    assert.equal(await small.rt.vfs.stat(goalId, 'over.txt'), null);
+    // The refused write spilled nothing either: only the two accepted artifacts have blobs.
+    assert.ok(existsSync(small.blobDirOf(goalId)));
+    assert.equal(readdirSync(small.blobDirOf(goalId)).length, 2);
+  } finally {
+    await small.close();
+  }
+});
+
+test('the default limits are 5 MB per artifact and a bounded number of files', () => {
+  assert.equal(t.rt.cfg.vfs.maxArtifactBytes, 5 * 1024 * 1024);
+  assert.ok(t.rt.cfg.vfs.maxFilesPerGoal > 0 && Number.isFinite(t.rt.cfg.vfs.maxFilesPerGoal));
+  assert.throws(() => t.rt.vfs.check('a.md', 'x'.repeat(5 * 1024 * 1024 + 1)), VfsLimitError);
+});
