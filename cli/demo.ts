@@ -1,51 +1,33 @@
 // `npm run demo`: one goal end to end, every service its own process. Uses REDIS_URL, or
 // the Redis on 127.0.0.1:6379, or a private redis-server it starts and removes.
+
+import { GoalClient } from './goal-client.ts';
+import type { GoalRecord } from '../shared/goal/store.ts';
 import type { Config } from '../shared/runtime/config.ts';
 import { loadConfig } from '../shared/runtime/config.ts';
-import { GoalClient } from '../shared/goal/client.ts';
-import { hasRedisServer, portAnswers, startPrivateRedis, type PrivateRedis } from './private-redis.ts';
+import { hasRedisServer, type PrivateRedis, portAnswers, startPrivateRedis } from './private-redis.ts';
 import { planChildren, supervise } from './supervisor.ts';
 import { formatEventLine } from './timeline.ts';
 
-export async function runDemo(goalText: string, out: (s: string) => void = (s) => process.stdout.write(s + '\n')): Promise<number> {
-  let priv: PrivateRedis | undefined;
-  const env: NodeJS.ProcessEnv = {};
-  // The local port the demo looks at before starting its own Redis (tests point it elsewhere).
-  const localPort = Number(process.env.DEEPQ_DEMO_REDIS_PORT ?? 6379);
-  if (!process.env.REDIS_URL && !(await portAnswers(localPort))) {
-    if (!hasRedisServer()) {
-      out(`deepq demo: no Redis answers on 127.0.0.1:${localPort} and no redis-server is on PATH.`);
-      out('Install one (Debian/Ubuntu: sudo apt-get install -y redis-server; macOS: brew install redis) or set REDIS_URL.');
-      return 1;
-    }
-    priv = await startPrivateRedis();
-    env.REDIS_URL = priv.url;
-    out(`deepq demo: started a private redis-server on port ${priv.port}`);
-  }
+type Out = (s: string) => void;
+
+const INSTALL_REDIS =
+  'Install one (Debian/Ubuntu: sudo apt-get install -y redis-server; macOS: brew install redis) or set REDIS_URL.';
+
+export async function runDemo(goalText: string, out: Out = (s) => process.stdout.write(`${s}\n`)): Promise<number> {
+  const redis = await demoRedis(out);
+  if (!redis) return 1;
+  const { env, priv } = redis;
   const cfg: Config = loadConfig({ ...process.env, ...env });
   if (cfg.providerNotice) out(cfg.providerNotice);
-  const sup = supervise(planChildren(cfg.roles.map((r) => r.name), 0), { env: { ...env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'error' } });
+  const roles = cfg.roles.map((r) => r.name);
+  // The services' logs would drown the timeline: errors only, unless LOG_LEVEL says otherwise.
+  const sup = supervise(planChildren(roles, 0), { env: { ...env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'error' } });
   const client = new GoalClient(cfg);
   try {
     const goalId = await client.enqueue({ goal: goalText });
     out(`goal ${goalId}: ${goalText}`);
-    let last = '-';
-    let t0 = Date.now();
-    for (;;) {
-      for (const { id, event } of await client.goals.events(goalId, last)) {
-        last = id;
-        if (event.type === 'created') t0 = event.at;
-        out(formatEventLine(event, t0));
-      }
-      const g = await client.get(goalId);
-      if (['done', 'failed', 'cancelled', 'budget_exceeded', 'awaiting_human'].includes(g.status)) break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    for (const { id, event } of await client.goals.events(goalId, last)) {
-      last = id;
-      out(formatEventLine(event, t0));
-    }
-    const g = await client.get(goalId);
+    const g = await printTimeline(client, goalId, out);
     out('');
     out(`final plan (cycle ${g.planStep}): ${JSON.stringify(g.plan)}`);
     out(`status: ${g.status}${g.reason ? ` (${g.reason})` : ''}`);
@@ -60,4 +42,39 @@ export async function runDemo(goalText: string, out: (s: string) => void = (s) =
     await sup.stop();
     await priv?.stop();
   }
+}
+
+/**
+ * The Redis the demo uses: REDIS_URL, else the local port if it answers, else a private
+ * redis-server (its URL in `env`). Undefined, having said why, when there is none to be had.
+ */
+async function demoRedis(out: Out): Promise<{ env: NodeJS.ProcessEnv; priv?: PrivateRedis } | undefined> {
+  // The local port the demo looks at before starting its own Redis (tests point it elsewhere).
+  const localPort = Number(process.env.DEEPQ_DEMO_REDIS_PORT ?? 6379);
+  if (process.env.REDIS_URL || (await portAnswers(localPort))) return { env: {} };
+  if (!hasRedisServer()) {
+    out(`deepq demo: no Redis answers on 127.0.0.1:${localPort} and no redis-server is on PATH.`);
+    out(INSTALL_REDIS);
+    return undefined;
+  }
+  const priv = await startPrivateRedis();
+  out(`deepq demo: started a private redis-server on port ${priv.port}`);
+  return { env: { REDIS_URL: priv.url }, priv };
+}
+
+/** Prints one line per event until the goal is terminal or awaiting a human; returns its record. */
+async function printTimeline(client: GoalClient, goalId: string, out: Out): Promise<GoalRecord> {
+  let t0 = Date.now();
+  let last: GoalRecord | undefined;
+  for await (const { events, goal } of client.follow(goalId)) {
+    for (const { event } of events) {
+      // Times are relative to the goal's creation, not to when the demo started watching.
+      if (event.type === 'created') t0 = event.at;
+      out(formatEventLine(event, t0));
+    }
+    last = goal;
+  }
+  // follow() always yields at least once and ends only after a settled batch.
+  if (!last) throw new Error(`stopped following goal ${goalId}`);
+  return last;
 }

@@ -6,68 +6,123 @@
 // one SIGKILLed every interval and restarted, N goals on the scripted model. Prints a
 // summary (goals, kills, restarts, lost, duplicates, re-executions, wall time), writes it as
 // JSON, and exits 1 when a goal was lost, an effect duplicated, or a process died by itself.
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
-import { availableParallelism, cpus } from 'node:os';
-import { hasRedisServer, startPrivateRedis } from '../cli/private-redis.ts';
-import { formatReport, runChaos } from '../testing/chaos.ts';
+// Exits 2 when it could not run (bad arguments, no redis-server).
 
-function arg(name: string, fallback: number): number;
-function arg(name: string, fallback: string): string;
-function arg(name: string, fallback: number | string): number | string {
-  const i = process.argv.indexOf(`--${name}`);
-  if (i < 0) return fallback;
-  const raw = process.argv[i + 1];
-  if (raw === undefined) throw new Error(`--${name} needs a value`);
-  if (typeof fallback === 'string') return raw;
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n < 0) throw new Error(`--${name} must be a non-negative number, got ${JSON.stringify(raw)}`);
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { availableParallelism, cpus } from 'node:os';
+import { dirname, resolve } from 'node:path';
+import { Command, InvalidArgumentError } from 'commander';
+import { hasRedisServer, startPrivateRedis } from '../cli/private-redis.ts';
+import { type ChaosOptions, type ChaosReport, formatReport, runChaos } from '../testing/chaos.ts';
+
+const count = (v: string) => {
+  const n = Number(v);
+  if (!Number.isFinite(n) || n < 0) throw new InvalidArgumentError('Expected a non-negative number.');
   return n;
+};
+
+interface Args {
+  goals: number;
+  replicas: number;
+  killEveryMs: number;
+  latencyMs: number;
+  lockMs: number;
+  stalledMs: number;
+  spreadMs?: number;
+  timeoutMs: number;
+  concurrency: number;
+  seed?: number;
+  out: string;
 }
 
-async function main(): Promise<number> {
-  if (!hasRedisServer()) throw new Error('redis-server is not on PATH: the chaos run starts its own private one');
-  const goals = arg('goals', 200);
-  const out = resolve(arg('out', 'bench/results/chaos.json'));
-  const seedArg = arg('seed', -1);
-  const opts = {
-    goals,
-    replicas: arg('replicas', 2),
+function parseArgs(argv: string[]): Args {
+  const program = new Command()
+    .name('npm run chaos --')
+    .description('The large chaos run: SIGKILL random deepq processes while goals run; report lost or duplicate work.')
+    .option('--goals <n>', 'goals to run', count, 200)
+    .option('--replicas <n>', 'processes per service (planner, reflector, each role)', count, 2)
+    .option('--kill-every-ms <ms>', 'SIGKILL a random process this often', count, 1000)
+    .option('--latency-ms <ms>', "the scripted model's latency per call", count, 150)
+    .option('--lock-ms <ms>', 'BullMQ lock duration', count, 4000)
+    .option('--stalled-ms <ms>', 'BullMQ stalled-job check interval', count, 1000)
+    .option('--spread-ms <ms>', 'enqueue the goals evenly over this time (default: goals × 250)', count)
+    .option('--timeout-ms <ms>', 'give up waiting for the goals after this long', count, 900_000)
+    .option('--concurrency <n>', 'jobs each process runs at once', count, 8)
+    .option('--seed <n>', 'seed for the kill schedule and the goals (default: random)', count)
+    .option('--out <file>', 'where to write the JSON report', 'bench/results/chaos.json')
+    .configureOutput({ outputError: (str, write) => write(`chaos: ${str}`) })
+    // Bad arguments exit 2, like any other reason the run could not start; --help exits 0.
+    .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2));
+  return program.parse(argv).opts<Args>();
+}
+
+function chaosOptions(a: Args): ChaosOptions {
+  return {
+    goals: a.goals,
+    replicas: a.replicas,
     replicateAll: true,
-    killEveryMs: arg('kill-every-ms', 1000),
-    latencyMs: arg('latency-ms', 150),
-    lockDurationMs: arg('lock-ms', 4000),
-    stalledIntervalMs: arg('stalled-ms', 1000),
+    killEveryMs: a.killEveryMs,
+    latencyMs: a.latencyMs,
+    lockDurationMs: a.lockMs,
+    stalledIntervalMs: a.stalledMs,
     // Enough time for the chaos to matter: goals arrive over ~goals/4 seconds by default.
-    enqueueSpreadMs: arg('spread-ms', goals * 250),
-    timeoutMs: arg('timeout-ms', 900_000),
-    concurrency: arg('concurrency', 8),
-    ...(seedArg >= 0 ? { seed: seedArg } : {}),
+    enqueueSpreadMs: a.spreadMs ?? a.goals * 250,
+    timeoutMs: a.timeoutMs,
+    concurrency: a.concurrency,
+    ...(a.seed !== undefined ? { seed: a.seed } : {}),
     log: (s: string) => process.stderr.write(`${s}\n`),
   };
-  const redis = await startPrivateRedis();
-  let report;
-  try {
-    report = await runChaos(redis.url, opts);
-  } finally {
-    await redis.stop();
+}
+
+function printReport(report: ChaosReport): void {
+  const list = (items: string[], max: number) =>
+    items
+      .slice(0, max)
+      .map((p) => `  - ${p}`)
+      .join('\n');
+  process.stdout.write(`\ndeepq chaos run\n${formatReport(report)}\n`);
+  if (report.problems.length) {
+    process.stdout.write(`problems (${report.problems.length}):\n${list(report.problems, 50)}\n`);
   }
-  const summary = formatReport(report);
-  process.stdout.write(`\ndeepq chaos run\n${summary}\n`);
-  if (report.problems.length) process.stdout.write(`problems (${report.problems.length}):\n${report.problems.slice(0, 50).map((p) => `  - ${p}`).join('\n')}\n`);
-  if (report.failures.length) process.stdout.write(`jobs that failed for good (${report.failures.length}):\n${report.failures.slice(0, 20).map((p) => `  - ${p}`).join('\n')}\n`);
-  for (const e of report.unexpectedExits) process.stdout.write(`unexpected exit: ${e.name} (${e.signal ?? e.code})\n${e.tail}\n`);
-  mkdirSync(dirname(out), { recursive: true });
-  writeFileSync(out, JSON.stringify({
+  if (report.failures.length) {
+    process.stdout.write(`jobs that failed for good (${report.failures.length}):\n${list(report.failures, 20)}\n`);
+  }
+  for (const e of report.unexpectedExits) {
+    process.stdout.write(`unexpected exit: ${e.name} (${e.signal ?? e.code})\n${e.tail}\n`);
+  }
+}
+
+function writeReport(out: string, report: ChaosReport): void {
+  const machine = { cpus: availableParallelism(), model: cpus()[0]?.model ?? 'unknown', node: process.version };
+  const json = {
     at: new Date().toISOString(),
-    machine: { cpus: availableParallelism(), model: cpus()[0]?.model ?? 'unknown', node: process.version },
+    machine,
     ...report,
+    // The exits' output tails and the long lists are in the printed report; the file stays small.
     unexpectedExits: report.unexpectedExits.map((e) => ({ name: e.name, code: e.code, signal: e.signal })),
     problems: report.problems.slice(0, 200),
     failures: report.failures.slice(0, 200),
-  }, null, 2) + '\n');
+  };
+  mkdirSync(dirname(out), { recursive: true });
+  writeFileSync(out, `${JSON.stringify(json, null, 2)}\n`);
   process.stdout.write(`written to ${out}\n`);
-  const ok = report.lost === 0 && report.duplicates === 0 && report.unexpectedExits.length === 0 && report.done === report.goals;
+}
+
+async function main(): Promise<number> {
+  const args = parseArgs(process.argv);
+  if (!hasRedisServer()) throw new Error('redis-server is not on PATH: the chaos run starts its own private one');
+  const out = resolve(args.out);
+  const redis = await startPrivateRedis();
+  let report: ChaosReport;
+  try {
+    report = await runChaos(redis.url, chaosOptions(args));
+  } finally {
+    await redis.stop();
+  }
+  printReport(report);
+  writeReport(out, report);
+  const ok =
+    report.lost === 0 && report.duplicates === 0 && report.unexpectedExits.length === 0 && report.done === report.goals;
   return ok ? 0 : 1;
 }
 

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BIN } from '../cli/supervisor.ts';
 import { loadConfig, type Config } from '../shared/runtime/config.ts';
-import { GoalClient } from '../shared/goal/client.ts';
+import { GoalClient } from '../cli/goal-client.ts';
 import { createRedis } from '../shared/runtime/redis.ts';
 
 export interface ServiceProc {

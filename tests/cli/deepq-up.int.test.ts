@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { useRedis } from '../../testing/redis.ts';
 import { testEnv } from '../../testing/fleet.ts';
 import { BIN } from '../../cli/supervisor.ts';
-import { GoalClient } from '../../shared/goal/client.ts';
+import { GoalClient } from '../../cli/goal-client.ts';
 import { loadConfig } from '../../shared/runtime/config.ts';
 import { freePort } from '../../cli/private-redis.ts';
 

@@ -1,7 +1,7 @@
 // The zod contracts at every boundary: valid shapes pass, invalid ones fail naming the field.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { GoalRequestSchema } from '../../shared/goal/request.ts';
+import { GoalRequestSchema } from '../../cli/goal-request.ts';
 import { PlanJobSchema, ReflectJobSchema, SubagentJobSchema, SubagentJobResultSchema, SubagentResultSchema } from '../../shared/runtime/jobs.ts';
 import { ReflectionSchema } from '../../shared/goal/plan.ts';
 import { planSchemaFor } from '../../services/planner/plan-contract.ts';

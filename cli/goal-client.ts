@@ -1,18 +1,18 @@
 // The producer side: enqueue goals, read their status, cancel and resume them.
 import type { Redis } from 'ioredis';
-import type { Config } from '../runtime/config.ts';
-import { GoalRequestSchema, type GoalRequest } from './request.ts';
-import { GoalIdSchema } from './ids.ts';
-import { isTerminal } from './status.ts';
-import { parseOrThrow } from '../zod.ts';
-import { type GoalStore, totalTokens, type GoalRecord } from './store.ts';
-import { type TimelineEvent } from './events.ts';
-import { newGoalId } from './ids.ts';
-import { type Queues, PLAN_QUEUE, REFLECT_QUEUE, planJobId, reflectJobId, subagentQueueName, subtaskJobId } from '../runtime/queues.ts';
-import type { VirtualFs, FileEntry } from '../vfs/vfs.ts';
-import { UnknownGoalError, ValidationError } from '../errors.ts';
-import { openState, type State } from '../runtime/runtime.ts';
-import type { GoalLifecycle } from './lifecycle.ts';
+import type { Config } from '../shared/runtime/config.ts';
+import { GoalRequestSchema, type GoalRequest } from './goal-request.ts';
+import { GoalIdSchema } from '../shared/goal/ids.ts';
+import { isTerminal } from '../shared/goal/status.ts';
+import { parseOrThrow } from '../shared/zod.ts';
+import { type GoalStore, totalTokens, type GoalRecord } from '../shared/goal/store.ts';
+import { type TimelineEvent } from '../shared/goal/events.ts';
+import { newGoalId } from '../shared/goal/ids.ts';
+import { type Queues, PLAN_QUEUE, REFLECT_QUEUE, planJobId, reflectJobId, subagentQueueName, subtaskJobId } from '../shared/runtime/queues.ts';
+import type { VirtualFs, FileEntry } from '../shared/vfs/vfs.ts';
+import { UnknownGoalError, ValidationError } from '../shared/errors.ts';
+import { openState, type State } from '../shared/runtime/runtime.ts';
+import type { GoalLifecycle } from '../shared/goal/lifecycle.ts';
 
 /** The `--json` / `status --json` object. */
 export interface GoalSummary {

@@ -1,6 +1,6 @@
 // What a producer submits: the goal text, its budgets and whether a human reviews each cycle.
 import { z } from 'zod';
-import { BudgetsSchema } from './budgets.ts';
+import { BudgetsSchema } from '../shared/goal/budgets.ts';
 
 const BINARY_TEXT = new RegExp('[\\u0000-\\u0008\\u000e-\\u001f\\ufffd]');
 

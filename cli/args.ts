@@ -1,0 +1,18 @@
+// Commander argument parsers: a bad value fails the command, naming the flag and the rule.
+import { InvalidArgumentError } from 'commander';
+
+export function int(name: string, min = 1) {
+  return (v: string) => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < min) throw new InvalidArgumentError(`${name} must be an integer ≥ ${min}`);
+    return n;
+  };
+}
+
+export function num(name: string) {
+  return (v: string) => {
+    const n = Number(v);
+    if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError(`${name} must be a positive number`);
+    return n;
+  };
+}

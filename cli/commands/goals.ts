@@ -1,0 +1,159 @@
+// The commands about goals: enqueue, status, watch, artifacts, cancel, resume and goals.
+// Registered in this order, which is the order `deepq --help` lists them in.
+
+import { mkdir, writeFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import type { Command } from 'commander';
+import { estimateCost, type GoalClient } from '../goal-client.ts';
+import { totalTokens } from '../../shared/goal/store.ts';
+import { artifactNameProblem } from '../../shared/vfs/artifact-name.ts';
+import { int, num } from '../args.ts';
+import { client } from '../connect.ts';
+import { follow, print } from './output.ts';
+
+export function registerGoalCommands(program: Command): void {
+  registerEnqueue(program);
+  registerStatus(program);
+  program
+    .command('watch')
+    .description('follow a goal live until it is terminal')
+    .argument('<goalId>')
+    .action(async (goalId: string) => {
+      const c = await client();
+      await c.get(goalId);
+      const status = await follow(c, goalId, process.stdout.isTTY ? 'tree' : 'lines');
+      process.exitCode = status === 'done' ? 0 : 1;
+    });
+  registerArtifacts(program);
+  program
+    .command('cancel')
+    .description('cancel a goal across all processes')
+    .argument('<goalId>')
+    .action(async (goalId: string) => {
+      const r = await (await client()).cancel(goalId);
+      print(r.cancelled ? `cancelled ${goalId}` : `goal ${goalId} is already ${r.status}`);
+    });
+  program
+    .command('resume')
+    .description('carry on a goal awaiting a human')
+    .argument('<goalId>')
+    .option('--note <text>', 'a note for the planner (always re-plans)')
+    .action(async (goalId: string, o) => {
+      const r = await (await client()).resume(goalId, o.note);
+      print(`resumed ${goalId}: ${r.action} (status ${r.status})`);
+    });
+  registerGoals(program);
+}
+
+function registerEnqueue(program: Command): void {
+  program
+    .command('enqueue')
+    .description('submit a goal; prints its id')
+    .argument('<goal>', 'the goal text')
+    .option('--wait', 'wait until the goal is terminal; exit 0 only when it is done')
+    .option('--json', 'print the status object as the last line')
+    .option('--review', 'pause in awaiting_human after every reflection')
+    .option('--max-tokens <n>', 'token budget', int('--max-tokens'))
+    .option('--max-steps <n>', 'cycle budget', int('--max-steps'))
+    .option('--max-seconds <n>', 'wall-clock budget', num('--max-seconds'))
+    .action(async (goal: string, o) => {
+      const c = await client();
+      const budgets = { maxTokens: o.maxTokens, maxSteps: o.maxSteps, maxSeconds: o.maxSeconds };
+      const goalId = await c.enqueue({ goal, review: !!o.review, budgets });
+      // With --json --wait the status object is the only output.
+      if (!o.json || !o.wait) print(goalId);
+      let status = 'queued';
+      if (o.wait) status = await follow(c, goalId, o.json ? 'none' : process.stdout.isTTY ? 'tree' : 'lines');
+      if (o.json) print(JSON.stringify(await c.summary(goalId)));
+      process.exitCode = o.wait && status !== 'done' ? 1 : 0;
+    });
+}
+
+function registerStatus(program: Command): void {
+  program
+    .command('status')
+    .description('show a goal: status, step, tokens, estimated cost')
+    .argument('<goalId>')
+    .option('--json', 'print the status object')
+    .action(async (goalId: string, o) => {
+      const c = await client();
+      const s = await c.summary(goalId);
+      if (o.json) {
+        print(JSON.stringify(s));
+        return;
+      }
+      await printStatus(c, goalId, s.artifacts);
+    });
+}
+
+async function printStatus(c: GoalClient, goalId: string, artifacts: string[]): Promise<void> {
+  const g = await c.get(goalId);
+  const t = g.tokens;
+  print(`goal      ${g.goalId}: ${g.goal.slice(0, 100)}`);
+  print(`status    ${g.status}${g.reason ? ` (${g.reason})` : ''}`);
+  print(`step      ${g.step} (depth ${g.depth})`);
+  print(
+    `tokens    ${totalTokens(t)} (input ${t.input}, output ${t.output}, ` +
+      `cache read ${t.cache_read}, cache write ${t.cache_write})`,
+  );
+  for (const [k, u] of Object.entries(g.usage)) {
+    print(
+      `  ${k.replace('|', ' @ ').padEnd(44)} in ${u.input} out ${u.output} ` +
+        `cache r/w ${u.cache_read}/${u.cache_write}`,
+    );
+  }
+  print(`cost      ~$${estimateCost(g, c.cfg.prices).toFixed(4)}`);
+  print(`artifacts ${artifacts.join(', ') || '(none)'}`);
+  const finished = g.finishedAt ? `  finished ${new Date(g.finishedAt).toISOString()}` : '';
+  print(`created   ${new Date(g.createdAt).toISOString()}${finished}`);
+}
+
+function registerArtifacts(program: Command): void {
+  program
+    .command('artifacts')
+    .description("list a goal's artifacts, or write each to DIR")
+    .argument('<goalId>')
+    .option('--out <dir>', 'write each artifact into this directory')
+    .action(async (goalId: string, o) => {
+      const c = await client();
+      const files = await c.artifacts(goalId);
+      for (const f of files) {
+        if (o.out) {
+          // A name that could escape the directory is never written.
+          if (artifactNameProblem(f.name)) continue;
+          const path = resolve(o.out, f.name);
+          await mkdir(dirname(path), { recursive: true });
+          await writeFile(path, (await c.read(goalId, f.name)) ?? '');
+          print(`${join(o.out, f.name)}  (${f.bytes} bytes)`);
+        } else {
+          const size = `${String(f.bytes).padStart(9)} B`;
+          print(`${f.name.padEnd(32)} ${f.status.padEnd(7)} ${size}  step ${f.step}  ${f.role ?? ''}  v${f.version}`);
+        }
+      }
+      if (!files.length) print('(no artifacts)');
+    });
+}
+
+/** Column widths of the `goals` table; the goal text runs on unpadded at the end. */
+const GOAL_COLUMNS = [14, 16, 6, 10, 10, 8];
+const goalRow = (cells: string[]) => cells.map((s, i) => s.padEnd(GOAL_COLUMNS[i] ?? 0)).join('');
+
+function registerGoals(program: Command): void {
+  program
+    .command('goals')
+    .description('list goals')
+    .option('--status <status>', 'only goals in this status')
+    .option('--json', 'print JSON')
+    .action(async (o) => {
+      const rows = await (await client()).list(o.status);
+      if (o.json) {
+        print(JSON.stringify(rows));
+        return;
+      }
+      print(goalRow(['GOAL', 'STATUS', 'STEP', 'TOKENS', 'COST', 'AGE', 'TEXT']));
+      for (const r of rows) {
+        const cost = `$${r.costUsd.toFixed(4)}`;
+        print(goalRow([r.goalId, r.status, String(r.step), String(r.tokens), cost, `${r.ageSeconds}s`, r.goal]));
+      }
+    });
+}

@@ -1,0 +1,36 @@
+// What the commands write to stdout: plain lines, and a followed goal's progress.
+import type { GoalClient } from '../goal-client.ts';
+import { formatEventLine, TimelineView } from '../timeline.ts';
+
+export const print = (s: string) => process.stdout.write(`${s}\n`);
+
+/** `tree` redraws the timeline in place (a TTY), `lines` prints one line per event, `none` is silent. */
+export type FollowMode = 'tree' | 'lines' | 'none';
+
+/** Shows a goal's progress until it is terminal or awaiting a human; returns that status. */
+export async function follow(c: GoalClient, goalId: string, mode: FollowMode): Promise<string> {
+  const view = new TimelineView();
+  let t0 = 0;
+  let drawn = 0;
+  let status = '';
+  for await (const { events, goal } of c.follow(goalId, { pollMs: 150 })) {
+    for (const { event } of events) {
+      // Times are relative to the first event, normally `created`.
+      if (!t0) t0 = event.at;
+      view.apply(event);
+      if (mode === 'lines') print(formatEventLine(event, t0));
+    }
+    // Redraw only on news, but draw once even for a goal with no events yet.
+    if (mode === 'tree' && (events.length || !drawn)) drawn = redraw(view.render(), drawn);
+    status = goal.status;
+  }
+  return status;
+}
+
+/** Replaces the `drawn` lines written last with `text`; returns how many lines it wrote. */
+function redraw(text: string, drawn: number): number {
+  // Cursor up `drawn` lines to column 0, then clear to the end of the screen.
+  if (drawn) process.stdout.write(`\x1b[${drawn}F\x1b[J`);
+  process.stdout.write(`${text}\n`);
+  return text.split('\n').length;
+}

@@ -1,0 +1,88 @@
+// The service commands: planner, reflector and worker run one service in this process;
+// `up` runs all of them as child processes.
+import { type Command, Option } from 'commander';
+import { loadConfig } from '../../shared/runtime/config.ts';
+import { int } from '../args.ts';
+import { planChildren, supervise } from '../supervisor.ts';
+import { print } from './output.ts';
+
+const concurrency = () =>
+  new Option('--concurrency <n>', 'jobs this process runs at once (default: config concurrency, 8)').argParser(
+    int('--concurrency'),
+  );
+
+export function registerServiceCommands(program: Command): void {
+  // Each service is imported only when run: the producer commands need none of them.
+  program
+    .command('planner')
+    .description('run a planner service process')
+    .addOption(concurrency())
+    .action(async (o) => {
+      const { main } = await import('../../services/planner/main.ts');
+      const cfg = loadConfig();
+      await main(cfg, { concurrency: o.concurrency ?? cfg.concurrency });
+    });
+  program
+    .command('reflector')
+    .description('run a reflector service process (hosts the TTL sweep)')
+    .addOption(concurrency())
+    .action(async (o) => {
+      const { main } = await import('../../services/reflector/main.ts');
+      const cfg = loadConfig();
+      await main(cfg, { concurrency: o.concurrency ?? cfg.concurrency });
+    });
+  program
+    .command('worker')
+    .description('run a subagent worker process for one role')
+    .requiredOption('--role <role>', 'the role this worker serves')
+    .addOption(concurrency())
+    .action(async (o) => {
+      const { main } = await import('../../services/subagent-worker/main.ts');
+      const cfg = loadConfig();
+      await main(cfg, { role: o.role, concurrency: o.concurrency ?? cfg.concurrency });
+    });
+  registerUp(program);
+}
+
+function registerUp(program: Command): void {
+  program
+    .command('up')
+    .description('start planner, reflector and one worker per role as child processes')
+    .option(
+      '--metrics-port-base <port>',
+      'first metrics port; each child takes the next one',
+      int('--metrics-port-base', 0),
+      9464,
+    )
+    .option('--replicas <n>', 'worker processes per role', int('--replicas'), 1)
+    .action(async (o) => up(o.metricsPortBase, o.replicas));
+}
+
+/** Starts the children and stops them all on SIGINT or SIGTERM, exiting 1 if any failed. */
+function up(metricsPortBase: number, replicas: number): void {
+  const cfg = loadConfig();
+  if (cfg.providerNotice) print(cfg.providerNotice);
+  const specs = planChildren(
+    cfg.roles.map((r) => r.name),
+    metricsPortBase,
+    replicas,
+  );
+  for (const s of specs) print(`deepq up: ${s.name.padEnd(28)} metrics http://127.0.0.1:${s.port}/metrics`);
+  const sup = supervise(specs);
+  let stopping = false;
+  const stop = () => {
+    // A second signal while draining must not start a second stop.
+    if (stopping) return;
+    stopping = true;
+    print('deepq up: stopping all services…');
+    sup.stop(cfg.drainTimeoutMs + 5000).then((codes) => {
+      const bad = [...codes].filter(([, code]) => code !== 0);
+      for (const [name, code] of codes) {
+        print(`deepq up: ${name} exited ${code === 0 ? 'cleanly' : `with ${code ?? 'a signal'}`}`);
+      }
+      process.exit(bad.length ? 1 : 0);
+    });
+  };
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+}

@@ -1,0 +1,27 @@
+// `deepq transcript`: one agent run's stored transcript, by thread id.
+import type { Command } from 'commander';
+import { loadTranscript } from '../../shared/agent/transcripts.ts';
+import { loadConfig } from '../../shared/runtime/config.ts';
+import { createRuntime } from '../../shared/runtime/runtime.ts';
+import { connected } from '../connect.ts';
+import { print } from './output.ts';
+
+export function registerTranscriptCommand(program: Command): void {
+  program
+    .command('transcript')
+    .description("show an agent run's transcript by thread id")
+    .argument('<threadId>')
+    .action(async (threadId: string) => {
+      const cfg = loadConfig();
+      // Transcripts are read through a runtime, not the goal client; its logs would be noise here.
+      const rt = createRuntime({ ...cfg, logLevel: 'silent' }, 'cli');
+      try {
+        await connected(rt.redis, cfg.redisUrl);
+        const t = await loadTranscript(rt, threadId);
+        if (!t) throw new Error(`no transcript for thread id ${threadId} (unknown, or expired after its TTL)`);
+        print(JSON.stringify(t, null, 2));
+      } finally {
+        await rt.close();
+      }
+    });
+}

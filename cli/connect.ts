@@ -1,0 +1,65 @@
+// The CLI's Redis connection: one lazily created GoalClient, and a bounded wait for the first
+// connection so that a wrong host, port, password or TLS setting is reported, not waited on.
+import type { Redis } from 'ioredis';
+import { GoalClient } from './goal-client.ts';
+import { loadConfig, redactUrl } from '../shared/runtime/config.ts';
+import { createRedis } from '../shared/runtime/redis.ts';
+
+/** How long a CLI command waits for its first Redis connection before saying so. */
+const CONNECT_TIMEOUT_MS = 10_000;
+const PERMANENT_CONNECT_ERROR =
+  /WRONGPASS|NOAUTH|invalid password|certificate|self[- ]signed|ERR_TLS|CERT_|UNABLE_TO_VERIFY|altnames/i;
+
+/**
+ * Resolves once the connection is ready; rejects with an error naming the (redacted) URL and
+ * the last connection error when it is not within the timeout. Without this a CLI command
+ * would wait forever, silently, on a wrong host, port, password or TLS setting.
+ */
+export async function connected(redis: Redis, url: string, timeoutMs = CONNECT_TIMEOUT_MS): Promise<void> {
+  if (redis.status === 'ready') return;
+  let last = '';
+  let onError: (err: Error) => void = () => {};
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const fail = () => reject(new Error(`cannot connect to Redis at ${redactUrl(url)}${last ? `: ${last}` : ''}`));
+      const t = setTimeout(() => {
+        last = `no connection within ${timeoutMs / 1000} s${last ? ` (${last})` : ''}`;
+        fail();
+      }, timeoutMs);
+      t.unref();
+      onError = (err: Error) => {
+        last = err.message;
+        // A refused connection may be a Redis still starting; a wrong password or an
+        // untrusted certificate will not get better by waiting.
+        if (PERMANENT_CONNECT_ERROR.test(`${err.message} ${(err as NodeJS.ErrnoException).code ?? ''}`)) {
+          clearTimeout(t);
+          fail();
+        }
+      };
+      redis.on('error', onError);
+      redis.once('ready', () => {
+        clearTimeout(t);
+        resolve();
+      });
+    });
+  } finally {
+    redis.off('error', onError);
+  }
+}
+
+let clientRef: GoalClient | undefined;
+
+/** The process's GoalClient, created on first use so that commands without Redis need none. */
+export async function client(): Promise<GoalClient> {
+  if (!clientRef) {
+    const cfg = loadConfig();
+    clientRef = new GoalClient(cfg, createRedis(cfg.redisUrl, 'deepq:cli'));
+  }
+  await connected(clientRef.redis, clientRef.cfg.redisUrl);
+  return clientRef;
+}
+
+/** Closes the client if a command created one; a no-op otherwise. */
+export async function closeClient(): Promise<void> {
+  await clientRef?.close();
+}
