@@ -5,8 +5,9 @@
 #   docker run deepq worker --role critic
 #   docker run deepq enqueue --wait "a goal"      (the producer CLI works too)
 # There is no build step: bin/deepq.mjs registers tsx, which is a runtime dependency.
+# The image ships Node 24 (LTS); the code also runs on Node 20, the floor in package.json.
 
-ARG NODE_VERSION=20
+ARG NODE_VERSION=24
 
 # ---- deps: production node_modules only -------------------------------------------------
 FROM node:${NODE_VERSION}-slim AS deps

@@ -1,26 +1,23 @@
 // `npm run bench`: deepq's figures, each a ratio or distribution measured within one run,
 // on the scripted model and a private redis-server. It reports; it never asserts.
-import { writeFileSync, mkdirSync, existsSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { FlowProducer, Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { startPrivateRedis } from '../cli/private-redis.ts';
-import { loadConfig } from '../shared/runtime/config.ts';
-import { createRuntime } from '../shared/runtime/runtime.ts';
+import { planContract } from '../services/planner/plan-contract.ts';
+import { plannerMessage, plannerSpec } from '../services/planner/prompt.ts';
+import { reflectionContract } from '../services/reflector/decision-contract.ts';
+import { reflectorMessage, reflectorSpec } from '../services/reflector/prompt.ts';
+import { buildSubagentTask } from '../services/subagent-worker/task.ts';
 import { createAgent } from '../shared/agent/create-agent.ts';
 import { contractFor } from '../shared/agent/output-contracts.ts';
-import { planContract } from '../services/planner/plan-contract.ts';
-import { reflectionContract } from '../services/reflector/decision-contract.ts';
 import { createVfsTools } from '../shared/agent/tools.ts';
-import { plannerMessage } from '../services/planner/prompt.ts';
-import { reflectorMessage } from '../services/reflector/prompt.ts';
-import { buildSubagentTask } from '../services/subagent-worker/task.ts';
-import { plannerSpec } from '../services/planner/prompt.ts';
-import { reflectorSpec } from '../services/reflector/prompt.ts';
-import { roleNames } from '../shared/runtime/config.ts';
-import { PLAN_QUEUE, subagentQueueName } from '../shared/runtime/queues.ts';
 import type { Plan, Reflection } from '../shared/goal/plan.ts';
-import { startFleet, type Fleet } from '../testing/fleet.ts';
+import { loadConfig, roleNames } from '../shared/runtime/config.ts';
+import { PLAN_QUEUE, subagentQueueName } from '../shared/runtime/queues.ts';
+import { createRuntime } from '../shared/runtime/runtime.ts';
+import { type Fleet, startFleet } from '../testing/fleet.ts';
 
 const LATENCY = 200;
 const quick = process.argv.includes('--quick');
@@ -48,7 +45,12 @@ export function steadyRate(finishedAt: number[]): number {
  * A closed loop: `inFlight` goals at a time, a new one as each finishes, `n` in all. The
  * rate counts the middle 80 % of completions, so pipeline fill and drain do not count.
  */
-async function runGoals(fleet: Fleet, n: number, goal = 'Benchmark goal', inFlight = 64): Promise<{ seconds: number; rate: number; ids: string[] }> {
+async function runGoals(
+  fleet: Fleet,
+  n: number,
+  goal = 'Benchmark goal',
+  inFlight = 64,
+): Promise<{ seconds: number; rate: number; ids: string[] }> {
   const t0 = performance.now();
   const ids: string[] = [];
   const live = new Set<string>();
@@ -93,7 +95,9 @@ async function parallelSpeedup(url: string) {
         if (reflected) {
           const created = events.find((e) => e.type === 'created')!;
           const dispatched = events.find((e) => e.type === 'dispatched' && e.step === 1)!;
-          const lastDone = Math.max(...events.filter((e) => e.type === 'subtask_finished' && e.step === 1).map((e) => e.at));
+          const lastDone = Math.max(
+            ...events.filter((e) => e.type === 'subtask_finished' && e.step === 1).map((e) => e.at),
+          );
           if (i > 0) {
             cycles.push(reflected.at - created.at);
             fanouts.push(lastDone - dispatched.at);
@@ -109,7 +113,13 @@ async function parallelSpeedup(url: string) {
   }
 
   // The seed's loop: planner, then each subtask in turn, then reflection, in one process.
-  const cfg = loadConfig({ REDIS_URL: url, DEEPQ_PREFIX: 'seqbench', DEEPQ_MODEL_PROVIDER: 'scripted', ...env, LOG_LEVEL: 'silent' });
+  const cfg = loadConfig({
+    REDIS_URL: url,
+    DEEPQ_PREFIX: 'seqbench',
+    DEEPQ_MODEL_PROVIDER: 'scripted',
+    ...env,
+    LOG_LEVEL: 'silent',
+  });
   const rt = createRuntime(cfg, 'bench');
   const seqCycles: number[] = [];
   const seqFanouts: number[] = [];
@@ -128,18 +138,45 @@ async function parallelSpeedup(url: string) {
       const t1 = performance.now();
       for (const [index, t] of plan.value!.subtasks.entries()) {
         const role = cfg.roles.find((r) => r.name === t.role)!;
-        const tools = createVfsTools(rt.vfs, { goalId, step: 1, role: role.name, threadId: 'seq', writer: `seq-${index}` }, role.tools);
+        const tools = createVfsTools(
+          rt.vfs,
+          { goalId, step: 1, role: role.name, threadId: 'seq', writer: `seq-${index}` },
+          role.tools,
+        );
         const run = await createAgent(role, deps).run({
           task: await buildSubagentTask(rt, { goalId, step: 1, index, ...t }),
-          tools, contract: contractFor(role.contract), ctx: { role: role.name, kind: 'subagent', goalId, step: 1, subject: { goal: goal.goal, instruction: t.instruction } },
+          tools,
+          contract: contractFor(role.contract),
+          ctx: {
+            role: role.name,
+            kind: 'subagent',
+            goalId,
+            step: 1,
+            subject: { goal: goal.goal, instruction: t.instruction },
+          },
         });
-        await rt.vfs.write(goalId, t.expected_artifact, run.text, { status: 'done', step: 1, role: role.name, writer: `seq-${index}` });
+        await rt.vfs.write(goalId, t.expected_artifact, run.text, {
+          status: 'done',
+          step: 1,
+          role: role.name,
+          writer: `seq-${index}`,
+        });
       }
       const t2 = performance.now();
       await createAgent(reflectorSpec(cfg), deps).run<Reflection>({
         task: reflectorMessage({ ...goal, plan: plan.value! }, 1, [], await rt.vfs.index(goalId)),
         contract: reflectionContract,
-        ctx: { role: 'reflector', kind: 'reflector', goalId, step: 1, subject: { goal: goal.goal, plan: plan.value!, files: (await rt.vfs.index(goalId)).filter((e) => e.status !== 'evicted').map((e) => e.name) } },
+        ctx: {
+          role: 'reflector',
+          kind: 'reflector',
+          goalId,
+          step: 1,
+          subject: {
+            goal: goal.goal,
+            plan: plan.value!,
+            files: (await rt.vfs.index(goalId)).filter((e) => e.status !== 'evicted').map((e) => e.name),
+          },
+        },
       });
       seqCycles.push(performance.now() - t0);
       seqFanouts.push(t2 - t1);
@@ -154,7 +191,10 @@ async function parallelSpeedup(url: string) {
     parallel_speedup_subtasks: round(median(seqFanouts) / median(fanouts)),
     cycle_ms: { deepq: cycle, sequential: round(seq, 0) },
     subtasks_ms: { deepq: median(fanouts), sequential: round(median(seqFanouts), 0) },
-    note: `model latency ${LATENCY} ms; a cycle is plan + 5 subtasks + reflection, so the whole-cycle ratio is bounded by (1+5+1)/(1+1+1) = 2.33 (Amdahl); the fan-out phase alone is bounded by 5`,
+    note:
+      `model latency ${LATENCY} ms; a cycle is plan + 5 subtasks + reflection, ` +
+      'so the whole-cycle ratio is bounded by (1+5+1)/(1+1+1) = 2.33 (Amdahl); ' +
+      'the fan-out phase alone is bounded by 5',
   };
 }
 
@@ -168,31 +208,52 @@ async function rawBullmqGoalsPerSecond(url: string, n: number): Promise<number> 
   const finished: number[] = [];
   const opts = { removeOnComplete: { age: 3600 } };
   const workers = [
-    new Worker('plan', async (job) => {
-      const { goalId, step } = job.data;
-      const kids = step === 1 ? ['research', 'code'] : ['critic'];
-      await flows.add({
-        name: 'reflect', queueName: 'reflect', data: { goalId, step }, opts: { ...opts, jobId: `${goalId}:${step}:reflect` },
-        children: kids.map((k, i) => ({ name: k, queueName: `sub-${k}`, data: { goalId, step, i }, opts: { ...opts, jobId: `${goalId}:${step}:${i}`, ignoreDependencyOnFailure: true } })),
-      });
-    }, { connection: conn, prefix, concurrency: 8 }),
-    new Worker('reflect', async (job) => {
-      const { goalId, step } = job.data;
-      await job.getChildrenValues();
-      if (step === 1) await planQ.add('plan', { goalId, step: 2 }, { ...opts, jobId: `${goalId}:2:plan` });
-      else {
-        finished.push(Date.now());
-        done.get(goalId)?.();
-      }
-    }, { connection: conn, prefix, concurrency: 8 }),
-    ...['research', 'code', 'critic'].map((k) => new Worker(`sub-${k}`, async () => ({ ok: true }), { connection: conn, prefix, concurrency: 8 })),
+    new Worker(
+      'plan',
+      async (job) => {
+        const { goalId, step } = job.data;
+        const kids = step === 1 ? ['research', 'code'] : ['critic'];
+        await flows.add({
+          name: 'reflect',
+          queueName: 'reflect',
+          data: { goalId, step },
+          opts: { ...opts, jobId: `${goalId}:${step}:reflect` },
+          children: kids.map((k, i) => ({
+            name: k,
+            queueName: `sub-${k}`,
+            data: { goalId, step, i },
+            opts: { ...opts, jobId: `${goalId}:${step}:${i}`, ignoreDependencyOnFailure: true },
+          })),
+        });
+      },
+      { connection: conn, prefix, concurrency: 8 },
+    ),
+    new Worker(
+      'reflect',
+      async (job) => {
+        const { goalId, step } = job.data;
+        await job.getChildrenValues();
+        if (step === 1) await planQ.add('plan', { goalId, step: 2 }, { ...opts, jobId: `${goalId}:2:plan` });
+        else {
+          finished.push(Date.now());
+          done.get(goalId)?.();
+        }
+      },
+      { connection: conn, prefix, concurrency: 8 },
+    ),
+    ...['research', 'code', 'critic'].map(
+      (k) => new Worker(`sub-${k}`, async () => ({ ok: true }), { connection: conn, prefix, concurrency: 8 }),
+    ),
   ];
   await Promise.all(workers.map((w) => w.waitUntilReady()));
   let started = 0;
   const startOne = (): Promise<void> => {
     const goalId = `raw${started++}x${Date.now().toString(36)}`;
     const p = new Promise<void>((r) => done.set(goalId, r));
-    return planQ.add('plan', { goalId, step: 1 }, { ...opts, jobId: `${goalId}:1:plan` }).then(() => p).then(() => (started < n ? startOne() : undefined));
+    return planQ
+      .add('plan', { goalId, step: 1 }, { ...opts, jobId: `${goalId}:1:plan` })
+      .then(() => p)
+      .then(() => (started < n ? startOne() : undefined));
   };
   await Promise.all(Array.from({ length: Math.min(64, n) }, () => startOne()));
   const gps = steadyRate(finished);
@@ -238,7 +299,11 @@ async function throughputAndDispatch(url: string) {
         const pj = await fleet.client.queues.get(PLAN_QUEUE).getJob(`${goalId}:${step}:plan`);
         if (pj?.processedOn) latencies.plan!.push(pj.processedOn - pj.timestamp);
       }
-      for (const [role, step, i] of [['research-specialist', 1, 0], ['code-writer', 1, 1], ['critic', 2, 0]] as const) {
+      for (const [role, step, i] of [
+        ['research-specialist', 1, 0],
+        ['code-writer', 1, 1],
+        ['critic', 2, 0],
+      ] as const) {
         const j = await fleet.client.queues.get(subagentQueueName(role)).getJob(`${goalId}:${step}:${i}`);
         if (j?.processedOn) latencies.subagent!.push(j.processedOn - j.timestamp);
       }
@@ -254,8 +319,16 @@ async function throughputAndDispatch(url: string) {
     goals_per_second: { deepq: round(deepqGps, 1), raw_bullmq: round(rawGps, 1), goals: n },
     redis_commands_per_goal: { deepq: Math.round(deepqCost.calls / n), raw_bullmq: Math.round(raw.calls / n) },
     redis_cpu_us_per_goal: { deepq: Math.round(deepqCost.usec / n), raw_bullmq: Math.round(raw.usec / n) },
-    note: 'zero model latency, 64 goals in flight; deepq runs 5 service processes, raw BullMQ one in-process set of no-op workers with the same 7-job graph per goal',
-    dispatch_latency_ms: { p50: pct(all, 50), p99: pct(all, 99), samples: all.length, plan_p50: pct(latencies.plan!, 50), subagent_p50: pct(latencies.subagent!, 50) },
+    note:
+      'zero model latency, 64 goals in flight; deepq runs 5 service processes, ' +
+      'raw BullMQ one in-process set of no-op workers with the same 7-job graph per goal',
+    dispatch_latency_ms: {
+      p50: pct(all, 50),
+      p99: pct(all, 99),
+      samples: all.length,
+      plan_p50: pct(latencies.plan!, 50),
+      subagent_p50: pct(latencies.subagent!, 50),
+    },
   };
 }
 
@@ -264,7 +337,11 @@ async function scaling(url: string) {
   const concurrency = 2;
   const gps: Record<string, number> = {};
   for (const replicas of [1, 4]) {
-    const fleet = await startFleet(url, { DEEPQ_SCRIPTED_LATENCY_MS: String(LATENCY), LOG_LEVEL: 'warn' }, { replicas, replicateAll: true, concurrency });
+    const fleet = await startFleet(
+      url,
+      { DEEPQ_SCRIPTED_LATENCY_MS: String(LATENCY), LOG_LEVEL: 'warn' },
+      { replicas, replicateAll: true, concurrency },
+    );
     try {
       await runGoals(fleet, 4, 'warm-up', 4);
       gps[`x${replicas}`] = (await runGoals(fleet, n)).rate;
@@ -274,8 +351,14 @@ async function scaling(url: string) {
   }
   return {
     scaling_4x: round(gps.x4! / gps.x1!),
-    goals_per_second: { one_process_per_service: round(gps.x1!, 2), four_processes_per_service: round(gps.x4!, 2), goals: n },
-    note: `model latency ${LATENCY} ms, --concurrency ${concurrency} per process, every service (planner, reflector, each role) scaled 1→4 processes`,
+    goals_per_second: {
+      one_process_per_service: round(gps.x1!, 2),
+      four_processes_per_service: round(gps.x4!, 2),
+      goals: n,
+    },
+    note:
+      `model latency ${LATENCY} ms, --concurrency ${concurrency} per process, ` +
+      'every service (planner, reflector, each role) scaled 1→4 processes',
   };
 }
 
@@ -284,7 +367,12 @@ async function main() {
   const results: Record<string, unknown> = {};
   try {
     const info = await new Redis(redis.url).info('server');
-    results.environment = { node: process.version, redis: /redis_version:(\S+)/.exec(info)?.[1], cores: availableParallelism(), quick };
+    results.environment = {
+      node: process.version,
+      redis: /redis_version:(\S+)/.exec(info)?.[1],
+      cores: availableParallelism(),
+      quick,
+    };
     log('parallel speedup…');
     results.parallel = await parallelSpeedup(redis.url);
     log('throughput and dispatch latency…');
@@ -300,13 +388,17 @@ async function main() {
     await redis.stop();
   }
   mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
-  writeFileSync(new URL('./results/latest.json', import.meta.url), JSON.stringify(results, null, 2) + '\n');
+  writeFileSync(new URL('./results/latest.json', import.meta.url), `${JSON.stringify(results, null, 2)}\n`);
   const p = results.parallel as Awaited<ReturnType<typeof parallelSpeedup>>;
   const t = results.throughput as Awaited<ReturnType<typeof throughputAndDispatch>>;
   const s = results.scaling as Awaited<ReturnType<typeof scaling>>;
   const env = results.environment as { node: string; redis: string; cores: number };
   const rows: [string, string, string][] = [
-    ['parallel_speedup (whole cycle vs seed loop)', String(p.parallel_speedup), `≥ 4.5 (bounded by 2.33 here: see note)`],
+    [
+      'parallel_speedup (whole cycle vs seed loop)',
+      String(p.parallel_speedup),
+      `≥ 4.5 (bounded by 2.33 here: see note)`,
+    ],
     ['parallel_speedup_subtasks (fan-out phase)', String(p.parallel_speedup_subtasks), '≤ 5 by construction'],
     ['throughput_ratio_vs_raw_bullmq', String(t.throughput_ratio_vs_raw_bullmq), '≥ 0.7'],
     ['dispatch_latency_ms p50', String(t.dispatch_latency_ms.p50), '≤ 3'],
@@ -322,10 +414,21 @@ async function main() {
   ];
   const vfs = results.vfs as Record<string, unknown> | undefined;
   if (vfs?.summary) out.push('', '```', JSON.stringify(vfs.summary, null, 2), '```');
-  out.push('', `cycle ms: deepq ${p.cycle_ms.deepq}, sequential ${p.cycle_ms.sequential}; goals/s: deepq ${t.goals_per_second.deepq}, raw BullMQ ${t.goals_per_second.raw_bullmq}; scaling goals/s ${s.goals_per_second.one_process_per_service} → ${s.goals_per_second.four_processes_per_service}`);
-  out.push(`Redis commands per goal: deepq ${t.redis_commands_per_goal.deepq}, raw BullMQ ${t.redis_commands_per_goal.raw_bullmq}; Redis CPU per goal: deepq ${t.redis_cpu_us_per_goal.deepq} µs, raw ${t.redis_cpu_us_per_goal.raw_bullmq} µs`);
+  const { cycle_ms: cycle } = p;
+  const { goals_per_second: gps, redis_commands_per_goal: cmds, redis_cpu_us_per_goal: cpu } = t;
+  const scaled = s.goals_per_second;
+  out.push(
+    '',
+    `cycle ms: deepq ${cycle.deepq}, sequential ${cycle.sequential}; ` +
+      `goals/s: deepq ${gps.deepq}, raw BullMQ ${gps.raw_bullmq}; ` +
+      `scaling goals/s ${scaled.one_process_per_service} → ${scaled.four_processes_per_service}`,
+  );
+  out.push(
+    `Redis commands per goal: deepq ${cmds.deepq}, raw BullMQ ${cmds.raw_bullmq}; ` +
+      `Redis CPU per goal: deepq ${cpu.deepq} µs, raw ${cpu.raw_bullmq} µs`,
+  );
   out.push('full figures: bench/results/latest.json');
-  process.stdout.write(out.join('\n') + '\n');
+  process.stdout.write(`${out.join('\n')}\n`);
 }
 
 await main();

@@ -13,19 +13,17 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { loadConfig } from '../shared/runtime/config.ts';
-import { plannerSpec } from '../services/planner/prompt.ts';
-import { reflectorSpec } from '../services/reflector/prompt.ts';
-import { createRuntime, type Runtime } from '../shared/runtime/runtime.ts';
-import { plannerMessage } from '../services/planner/prompt.ts';
-import { reflectorMessage } from '../services/reflector/prompt.ts';
-import { type SubtaskOutcome } from '../services/reflector/outcomes.ts';
+import { plannerMessage, plannerSpec } from '../services/planner/prompt.ts';
+import type { SubtaskOutcome } from '../services/reflector/outcomes.ts';
+import { reflectorMessage, reflectorSpec } from '../services/reflector/prompt.ts';
 import { sweep } from '../services/reflector/sweep.ts';
-import { formatIndex } from '../shared/vfs/vfs.ts';
+import type { Message } from '../shared/agent/providers/types.ts';
 import { saveTranscript } from '../shared/agent/transcripts.ts';
 import { newGoalId } from '../shared/goal/ids.ts';
 import type { Plan } from '../shared/goal/plan.ts';
-import type { Message } from '../shared/agent/providers/types.ts';
+import { loadConfig } from '../shared/runtime/config.ts';
+import { createRuntime, type Runtime } from '../shared/runtime/runtime.ts';
+import { formatIndex } from '../shared/vfs/vfs.ts';
 import { prng } from '../testing/prng.ts';
 
 const TARGET_GOAL_BYTES = 500 * 1024;
@@ -34,8 +32,10 @@ const TARGET_MEMORY_DRIFT = 0.1;
 
 const utf8 = (s: string) => Buffer.byteLength(s, 'utf8');
 
-
-const WORDS = 'the of and a to in is for that on with as by it from at this be are an or was which data model result step risk revenue code test function value error cache queue redis worker plan goal'.split(' ');
+const WORDS = (
+  'the of and a to in is for that on with as by it from at this be are an or was which data model result step ' +
+  'risk revenue code test function value error cache queue redis worker plan goal'
+).split(' ');
 function text(rand: () => number, bytes: number, head = ''): string {
   const parts: string[] = [head];
   let n = utf8(head);
@@ -65,10 +65,37 @@ function cycleArtifacts(step: number, rand: () => number): ArtifactSpec[] {
   return [
     { role: 'research-specialist', name: `research/cycle-${s}.md`, bytes: between(4, 9), status: 'done' },
     { role: 'research-specialist', name: `data/cycle-${s}.csv`, bytes: between(120, 200), status: 'done' },
-    { role: 'code-writer', name: `src/solution-${s}.py`, bytes: step % 7 === 0 ? between(105, 130) : between(6, 16), status: 'done' },
-    { role: 'critic', name: `review/critique-${s}.json`, bytes: between(1, 3), status: step % 10 === 5 ? 'failed' : 'done' },
+    {
+      role: 'code-writer',
+      name: `src/solution-${s}.py`,
+      bytes: step % 7 === 0 ? between(105, 130) : between(6, 16),
+      status: 'done',
+    },
+    {
+      role: 'critic',
+      name: `review/critique-${s}.json`,
+      bytes: between(1, 3),
+      status: step % 10 === 5 ? 'failed' : 'done',
+    },
     { role: 'research-specialist', name: `notes/cycle-${s}.md`, bytes: between(2, 5), status: 'done' },
   ];
+}
+
+/** The task a planner hands to a subagent of `role`, worded like a real plan's instruction. */
+function instructionTask(role: string): string {
+  if (role === 'code-writer') {
+    return (
+      'revise the implementation so that it addresses every open point of the latest critique ' +
+      'and keeps the public interface stable'
+    );
+  }
+  if (role === 'critic') {
+    return (
+      'review the latest implementation against the goal ' +
+      'and list concrete defects with line numbers and severities'
+    );
+  }
+  return 'gather and summarise the facts still missing for the goal, with inline citations to the sources used';
 }
 
 function planFor(goal: string, step: number, arts: ArtifactSpec[], live: string[]): Plan {
@@ -76,8 +103,7 @@ function planFor(goal: string, step: number, arts: ArtifactSpec[], live: string[
   return {
     subtasks: arts.map((a) => ({
       role: a.role,
-      instruction:
-        `Cycle ${step}: ${a.role === 'code-writer' ? 'revise the implementation so that it addresses every open point of the latest critique and keeps the public interface stable' : a.role === 'critic' ? 'review the latest implementation against the goal and list concrete defects with line numbers and severities' : 'gather and summarise the facts still missing for the goal, with inline citations to the sources used'} (${goal.slice(0, 40)}).`,
+      instruction: `Cycle ${step}: ${instructionTask(a.role)} (${goal.slice(0, 40)}).`,
       expected_artifact: a.name,
       read_files: a.role === 'research-specialist' ? [] : prev,
     })),
@@ -87,7 +113,8 @@ function planFor(goal: string, step: number, arts: ArtifactSpec[], live: string[
 /** Every key of one goal: its hash and everything under `<goal>:`. */
 async function goalKeys(rt: Runtime, goalId: string): Promise<string[]> {
   const keys = [rt.goals.keys.goal(goalId)];
-  for await (const batch of rt.redis.scanStream({ match: rt.goals.keys.goalPattern(goalId), count: 1000 })) keys.push(...(batch as string[]));
+  for await (const batch of rt.redis.scanStream({ match: rt.goals.keys.goalPattern(goalId), count: 1000 }))
+    keys.push(...(batch as string[]));
   return keys;
 }
 
@@ -112,6 +139,7 @@ async function moved(transition: string, ok: Promise<boolean>): Promise<void> {
 }
 
 const kb = (n: number) => `${(n / 1024).toFixed(1)} KB`;
+const verdict = (met: boolean) => (met ? 'MET' : 'MISSED');
 
 interface StepRow {
   step: number;
@@ -167,46 +195,107 @@ async function longGoal(rt: Runtime, log: (s: string) => void, steps: number) {
 
     // Subagents: one artifact each, as processSubagentJob writes it.
     const outcomes: SubtaskOutcome[] = [];
-    await Promise.all(arts.map(async (a, i) => {
-      const threadId = `goal-${goalId}--${a.role}-b${step}i${i}`;
-      await rt.goals.appendEvent(goalId, { type: 'subtask_started', step, index: i, role: a.role, artifact: a.name, threadId, attempt: 1 });
-      const content = text(rand, a.bytes, `# ${a.name}`);
-      const task = [...plan.subtasks[i]!.read_files.map((n) => `# ${n}\n(contents of ${n})`), `## Task\n${plan.subtasks[i]!.instruction}`].join('\n\n');
-      // The transcript the agent loop would save: the task and the final answer.
-      const messages: Message[] = [{ role: 'user', content: task }, { role: 'assistant', content: [{ type: 'text', text: content }] }];
-      await saveTranscript(rt, goalId, threadId, a.role, messages);
-      const e = await rt.vfs.write(goalId, a.name, content, { status: a.status, step, role: a.role, threadId, writer: `${goalId}:${step}:${i}` });
-      if (e.blobRef) spilledWrites++;
-      bytesWritten += e.bytes;
-      outcomes.push({ index: i, role: a.role, artifact: a.name, status: a.status, bytes: e.bytes, ...(a.status === 'failed' ? { reason: 'output broke the critique contract twice' } : {}) });
-      await rt.goals.appendEvent(goalId, { type: a.status === 'done' ? 'subtask_finished' : 'subtask_failed', step, index: i, role: a.role, artifact: a.name, threadId, bytes: e.bytes, ms: 1000 });
-    }));
+    await Promise.all(
+      arts.map(async (a, i) => {
+        const threadId = `goal-${goalId}--${a.role}-b${step}i${i}`;
+        await rt.goals.appendEvent(goalId, {
+          type: 'subtask_started',
+          step,
+          index: i,
+          role: a.role,
+          artifact: a.name,
+          threadId,
+          attempt: 1,
+        });
+        const content = text(rand, a.bytes, `# ${a.name}`);
+        const task = [
+          ...plan.subtasks[i]!.read_files.map((n) => `# ${n}\n(contents of ${n})`),
+          `## Task\n${plan.subtasks[i]!.instruction}`,
+        ].join('\n\n');
+        // The transcript the agent loop would save: the task and the final answer.
+        const messages: Message[] = [
+          { role: 'user', content: task },
+          { role: 'assistant', content: [{ type: 'text', text: content }] },
+        ];
+        await saveTranscript(rt, goalId, threadId, a.role, messages);
+        const e = await rt.vfs.write(goalId, a.name, content, {
+          status: a.status,
+          step,
+          role: a.role,
+          threadId,
+          writer: `${goalId}:${step}:${i}`,
+        });
+        if (e.blobRef) spilledWrites++;
+        bytesWritten += e.bytes;
+        outcomes.push({
+          index: i,
+          role: a.role,
+          artifact: a.name,
+          status: a.status,
+          bytes: e.bytes,
+          ...(a.status === 'failed' ? { reason: 'output broke the critique contract twice' } : {}),
+        });
+        await rt.goals.appendEvent(goalId, {
+          type: a.status === 'done' ? 'subtask_finished' : 'subtask_failed',
+          step,
+          index: i,
+          role: a.role,
+          artifact: a.name,
+          threadId,
+          bytes: e.bytes,
+          ms: 1000,
+        });
+      }),
+    );
     outcomes.sort((x, y) => x.index - y.index);
 
     // Reflector: evicts before reflecting, then stores its decision.
     await moved('beginReflecting', rt.lifecycle.beginReflecting(goalId));
     evictedTotal += (await rt.vfs.evict(goalId, step)).length;
     const goalNow = await rt.goals.mustGet(goalId);
-    const reflectorPromptBytes = utf8(reflectorSystem) + utf8(reflectorMessage(goalNow, step, outcomes, await rt.vfs.index(goalId)));
-    const reflection = { decision: 'continue' as const, reason: `cycle ${step} produced ${outcomes.filter((o) => o.status === 'done').length} of 5 artifacts; the model still misses the segment breakdown, continue with the next revision` };
-    await moved('requeue', rt.lifecycle.requeue(goalId, {
-      step, reflection, threadId: `goal-${goalId}--reflector-b${step}`, outcomes: outcomes.map((o) => ({ index: o.index, status: o.status })),
-    }));
+    const reflectorPromptBytes =
+      utf8(reflectorSystem) + utf8(reflectorMessage(goalNow, step, outcomes, await rt.vfs.index(goalId)));
+    const doneCount = outcomes.filter((o) => o.status === 'done').length;
+    const reflection = {
+      decision: 'continue' as const,
+      reason:
+        `cycle ${step} produced ${doneCount} of 5 artifacts; ` +
+        'the model still misses the segment breakdown, continue with the next revision',
+    };
+    await moved(
+      'requeue',
+      rt.lifecycle.requeue(goalId, {
+        step,
+        reflection,
+        threadId: `goal-${goalId}--reflector-b${step}`,
+        outcomes: outcomes.map((o) => ({ index: o.index, status: o.status })),
+      }),
+    );
 
     // Measure: the goal's keys, and the prompt the planner sends for the next cycle.
     const usage = await memoryUsage(rt, await goalKeys(rt, goalId));
     const k = rt.goals.keys;
-    const byKey = { goal: usage[k.goal(goalId)] ?? 0, files: usage[k.files(goalId)] ?? 0, content: usage[k.content(goalId)] ?? 0, events: usage[k.events(goalId)] ?? 0 };
+    const byKey = {
+      goal: usage[k.goal(goalId)] ?? 0,
+      files: usage[k.files(goalId)] ?? 0,
+      content: usage[k.content(goalId)] ?? 0,
+      events: usage[k.events(goalId)] ?? 0,
+    };
     // Every key under the goal counts, transcripts (and their index) included.
     const stateBytes = Object.values(usage).reduce((s, n) => s + n, 0);
-    const transcriptBytes = Object.entries(usage).filter(([key]) => key.includes(':thread')).reduce((s, [, n]) => s + n, 0);
+    const transcriptBytes = Object.entries(usage)
+      .filter(([key]) => key.includes(':thread'))
+      .reduce((s, [, n]) => s + n, 0);
     const after = await rt.vfs.index(goalId);
     rows.push({
       step,
       goalRedisBytes: stateBytes,
       byKey,
       transcriptBytes,
-      indexEntries: { live: after.filter((e) => e.status !== 'evicted').length, tombstones: after.filter((e) => e.status === 'evicted').length },
+      indexEntries: {
+        live: after.filter((e) => e.status !== 'evicted').length,
+        tombstones: after.filter((e) => e.status === 'evicted').length,
+      },
       indexBytes: utf8(formatIndex(after)),
       plannerPromptBytes: await promptBytes(step + 1),
       reflectorPromptBytes,
@@ -221,22 +310,58 @@ async function longGoal(rt: Runtime, log: (s: string) => void, steps: number) {
   const last = rows[rows.length - 1]!;
   const ratio = last.plannerPromptBytes / first.plannerPromptBytes;
 
-  log(`\nvfs bench, part 1: one goal, ${steps} cycles x 5 artifacts (${spilledWrites} spilled over ${kb(rt.cfg.vfs.spillBytes)}, ${kb(bytesWritten)} written in all)`);
-  log('step  all goal keys (hash / files / content / events)           transcripts  live+tomb  blobs  planner prompt  reflector prompt');
+  log(
+    `\nvfs bench, part 1: one goal, ${steps} cycles x 5 artifacts ` +
+      `(${spilledWrites} spilled over ${kb(rt.cfg.vfs.spillBytes)}, ${kb(bytesWritten)} written in all)`,
+  );
+  log(
+    'step  all goal keys (hash / files / content / events)           ' +
+      'transcripts  live+tomb  blobs  planner prompt  reflector prompt',
+  );
   for (const r of rows) {
     if (r.step <= 5 || r.step % 5 === 0) {
-      log(`${String(r.step).padStart(4)}  ${kb(r.goalRedisBytes).padStart(9)}   (${[r.byKey.goal, r.byKey.files, r.byKey.content, r.byKey.events].map(kb).join(' / ')})`.padEnd(72) +
-        `${kb(r.transcriptBytes).padStart(10)}  ${`${r.indexEntries.live}+${r.indexEntries.tombstones}`.padStart(9)}  ${String(r.blobFiles).padStart(5)}  ${`${r.plannerPromptBytes} B`.padStart(14)}  ${`${r.reflectorPromptBytes} B`.padStart(16)}`);
+      const byKey = [r.byKey.goal, r.byKey.files, r.byKey.content, r.byKey.events].map(kb).join(' / ');
+      const redisColumns = `${String(r.step).padStart(4)}  ${kb(r.goalRedisBytes).padStart(9)}   (${byKey})`;
+      const otherColumns = [
+        kb(r.transcriptBytes).padStart(10),
+        `${r.indexEntries.live}+${r.indexEntries.tombstones}`.padStart(9),
+        String(r.blobFiles).padStart(5),
+        `${r.plannerPromptBytes} B`.padStart(14),
+        `${r.reflectorPromptBytes} B`.padStart(16),
+      ];
+      log(redisColumns.padEnd(72) + otherColumns.join('  '));
     }
   }
-  log('Prompt at step k = the planner request (system prompt + plannerMessage) built from the state at the end of cycle k,');
-  log('  i.e. what the planner sends to plan cycle k+1. Step 1 is the first prompt that carries a file index, a prior plan');
-  log(`  and a reflection. The very first prompt (cycle 1: empty index, no plan, no reflection) is ${coldStartPromptBytes} B; step 50 is`);
-  log(`  ${(last.plannerPromptBytes / coldStartPromptBytes).toFixed(2)}x that, mostly the prior plan and reflection, which any later prompt carries.`);
-  log(`  Of the step-${steps} prompt, the file index is ${last.indexBytes} B (step 1: ${first.indexBytes} B); the rest (system prompt, goal, prior plan,`);
-  log(`  reflection) is ${last.plannerPromptBytes - last.indexBytes} B. A terser planner (shorter instructions) shrinks that rest and raises the ratio.`);
-  log(`goal state at step ${steps}: ${kb(last.goalRedisBytes)} (target <= ${kb(TARGET_GOAL_BYTES)}): ${last.goalRedisBytes <= TARGET_GOAL_BYTES ? 'MET' : 'MISSED'}`);
-  log(`planner prompt step ${steps} / step 1: ${last.plannerPromptBytes} / ${first.plannerPromptBytes} B = ${ratio.toFixed(2)}x (target <= ${TARGET_PROMPT_RATIO}x): ${ratio <= TARGET_PROMPT_RATIO ? 'MET' : 'MISSED'}`);
+  const coldStartMultiple = (last.plannerPromptBytes / coldStartPromptBytes).toFixed(2);
+  log(
+    'Prompt at step k = the planner request (system prompt + plannerMessage) ' +
+      'built from the state at the end of cycle k,',
+  );
+  log(
+    '  i.e. what the planner sends to plan cycle k+1. ' +
+      'Step 1 is the first prompt that carries a file index, a prior plan',
+  );
+  log(
+    '  and a reflection. The very first prompt (cycle 1: empty index, no plan, no reflection) ' +
+      `is ${coldStartPromptBytes} B; step 50 is`,
+  );
+  log(`  ${coldStartMultiple}x that, mostly the prior plan and reflection, which any later prompt carries.`);
+  log(
+    `  Of the step-${steps} prompt, the file index is ${last.indexBytes} B (step 1: ${first.indexBytes} B); ` +
+      'the rest (system prompt, goal, prior plan,',
+  );
+  log(
+    `  reflection) is ${last.plannerPromptBytes - last.indexBytes} B. ` +
+      'A terser planner (shorter instructions) shrinks that rest and raises the ratio.',
+  );
+  log(
+    `goal state at step ${steps}: ${kb(last.goalRedisBytes)} (target <= ${kb(TARGET_GOAL_BYTES)}): ` +
+      verdict(last.goalRedisBytes <= TARGET_GOAL_BYTES),
+  );
+  log(
+    `planner prompt step ${steps} / step 1: ${last.plannerPromptBytes} / ${first.plannerPromptBytes} B = ` +
+      `${ratio.toFixed(2)}x (target <= ${TARGET_PROMPT_RATIO}x): ${verdict(ratio <= TARGET_PROMPT_RATIO)}`,
+  );
   log(`of which transcripts (capped per goal and per block, included above): ${kb(last.transcriptBytes)}`);
 
   return {
@@ -249,7 +374,9 @@ async function longGoal(rt: Runtime, log: (s: string) => void, steps: number) {
     spillBytes: rt.cfg.vfs.spillBytes,
     evictDoneAfterSteps: rt.cfg.vfs.evictDoneAfterSteps,
     evictAnyAfterSteps: rt.cfg.vfs.evictAnyAfterSteps,
-    promptDefinition: 'prompt at step k = planner system prompt + plannerMessage() built from the state at the end of cycle k (what plans cycle k+1); step 1 = first prompt with a file index, prior plan and reflection',
+    promptDefinition:
+      'prompt at step k = planner system prompt + plannerMessage() built from the state at the end of cycle k ' +
+      '(what plans cycle k+1); step 1 = first prompt with a file index, prior plan and reflection',
     coldStartPromptBytes,
     perStep: rows,
     goalRedisBytesAtStep50: last.goalRedisBytes,
@@ -259,8 +386,16 @@ async function longGoal(rt: Runtime, log: (s: string) => void, steps: number) {
     plannerPromptRatio: Number(ratio.toFixed(3)),
     plannerPromptRatioVsColdStart: Number((last.plannerPromptBytes / coldStartPromptBytes).toFixed(3)),
     targets: {
-      goalRedisBytesAtStep50: { limit: TARGET_GOAL_BYTES, value: last.goalRedisBytes, met: last.goalRedisBytes <= TARGET_GOAL_BYTES },
-      plannerPromptRatio: { limit: TARGET_PROMPT_RATIO, value: Number(ratio.toFixed(3)), met: ratio <= TARGET_PROMPT_RATIO },
+      goalRedisBytesAtStep50: {
+        limit: TARGET_GOAL_BYTES,
+        value: last.goalRedisBytes,
+        met: last.goalRedisBytes <= TARGET_GOAL_BYTES,
+      },
+      plannerPromptRatio: {
+        limit: TARGET_PROMPT_RATIO,
+        value: Number(ratio.toFixed(3)),
+        met: ratio <= TARGET_PROMPT_RATIO,
+      },
     },
   };
 }
@@ -275,29 +410,64 @@ async function soak(rt: Runtime, log: (s: string) => void, goalCount: number) {
   const ids: string[] = [];
   const batch = 100;
   for (let i = 0; i < goalCount; i += batch) {
-    await Promise.all(Array.from({ length: Math.min(batch, goalCount - i) }, async (_, j) => {
-      const n = i + j;
-      const goalId = newGoalId();
-      ids.push(goalId);
-      await rt.goals.create(goalId, `soak goal ${n}: summarise and test a small module`, {}, false);
-      const arts: [string, number][] = [['research.md', 3000 + Math.floor(rand() * 4000)], ['solution.py', 2000 + Math.floor(rand() * 6000)], ['critique.json', 800]];
-      if (n % 40 === 0) arts.push(['data.csv', 120 * 1024]); // one goal in forty spills
-      const plan: Plan = { subtasks: arts.map(([name]) => ({ role: 'research-specialist', instruction: `Write ${name}`, expected_artifact: name, read_files: [] })) };
-      await moved('beginPlanning', rt.lifecycle.beginPlanning(goalId));
-      await moved('recordPlan', rt.lifecycle.recordPlan(goalId, 1, plan, `goal-${goalId}--planner-s1`));
-      await moved('dispatch', rt.lifecycle.dispatch(goalId, 1, plan));
-      for (const [k, [name, bytes]] of arts.entries()) {
-        const threadId = `goal-${goalId}--worker-s${k}`;
-        await rt.vfs.write(goalId, name, text(rand, bytes, `# ${name}`), { status: 'done', step: 1, role: 'research-specialist', threadId, writer: `${goalId}:1:${k}` });
-        await rt.goals.appendEvent(goalId, { type: 'subtask_finished', step: 1, index: k, role: 'research-specialist', artifact: name, threadId, bytes });
-      }
-      await saveTranscript(rt, goalId, `goal-${goalId}--planner-s0`, 'planner', [{ role: 'user', content: text(rand, 1500) }, { role: 'assistant', content: [{ type: 'text', text: text(rand, 500) }] }]);
-      await rt.vfs.evict(goalId, 1);
-      await moved('beginReflecting', rt.lifecycle.beginReflecting(goalId));
-      await moved('complete', rt.lifecycle.complete(goalId, {
-        step: 1, reflection: { decision: 'end', reason: 'the goal is met' }, outcomes: arts.map((_, index) => ({ index, status: 'done' as const })),
-      }));
-    }));
+    await Promise.all(
+      Array.from({ length: Math.min(batch, goalCount - i) }, async (_, j) => {
+        const n = i + j;
+        const goalId = newGoalId();
+        ids.push(goalId);
+        await rt.goals.create(goalId, `soak goal ${n}: summarise and test a small module`, {}, false);
+        const arts: [string, number][] = [
+          ['research.md', 3000 + Math.floor(rand() * 4000)],
+          ['solution.py', 2000 + Math.floor(rand() * 6000)],
+          ['critique.json', 800],
+        ];
+        if (n % 40 === 0) arts.push(['data.csv', 120 * 1024]); // one goal in forty spills
+        const plan: Plan = {
+          subtasks: arts.map(([name]) => ({
+            role: 'research-specialist',
+            instruction: `Write ${name}`,
+            expected_artifact: name,
+            read_files: [],
+          })),
+        };
+        await moved('beginPlanning', rt.lifecycle.beginPlanning(goalId));
+        await moved('recordPlan', rt.lifecycle.recordPlan(goalId, 1, plan, `goal-${goalId}--planner-s1`));
+        await moved('dispatch', rt.lifecycle.dispatch(goalId, 1, plan));
+        for (const [k, [name, bytes]] of arts.entries()) {
+          const threadId = `goal-${goalId}--worker-s${k}`;
+          await rt.vfs.write(goalId, name, text(rand, bytes, `# ${name}`), {
+            status: 'done',
+            step: 1,
+            role: 'research-specialist',
+            threadId,
+            writer: `${goalId}:1:${k}`,
+          });
+          await rt.goals.appendEvent(goalId, {
+            type: 'subtask_finished',
+            step: 1,
+            index: k,
+            role: 'research-specialist',
+            artifact: name,
+            threadId,
+            bytes,
+          });
+        }
+        await saveTranscript(rt, goalId, `goal-${goalId}--planner-s0`, 'planner', [
+          { role: 'user', content: text(rand, 1500) },
+          { role: 'assistant', content: [{ type: 'text', text: text(rand, 500) }] },
+        ]);
+        await rt.vfs.evict(goalId, 1);
+        await moved('beginReflecting', rt.lifecycle.beginReflecting(goalId));
+        await moved(
+          'complete',
+          rt.lifecycle.complete(goalId, {
+            step: 1,
+            reflection: { decision: 'end', reason: 'the goal is met' },
+            outcomes: arts.map((_, index) => ({ index, status: 'done' as const })),
+          }),
+        );
+      }),
+    );
   }
   const runSeconds = (Date.now() - startedAt) / 1000;
   const afterRun = await usedMemory(rt);
@@ -311,15 +481,26 @@ async function soak(rt: Runtime, log: (s: string) => void, goalCount: number) {
   await settle();
   const afterSweep = await usedMemory(rt);
   let keysLeft = 0;
-  for await (const b of rt.redis.scanStream({ match: `${rt.cfg.prefix}:goal*`, count: 1000 })) keysLeft += (b as string[]).length;
+  for await (const b of rt.redis.scanStream({ match: `${rt.cfg.prefix}:goal*`, count: 1000 }))
+    keysLeft += (b as string[]).length;
   const blobDirsLeft = (await rt.vfs.blobs.listGoals()).length;
   const drift = (afterSweep - before) / before;
 
-  log(`\nvfs bench, part 2: soak of ${goalCount} finished goals (run ${runSeconds.toFixed(1)} s, sweep ${sweepSeconds.toFixed(2)} s: ${report.expired} expired, ${report.orphans} orphans, ${report.keysDeleted} keys)`);
+  log(
+    `\nvfs bench, part 2: soak of ${goalCount} finished goals ` +
+      `(run ${runSeconds.toFixed(1)} s, sweep ${sweepSeconds.toFixed(2)} s: ` +
+      `${report.expired} expired, ${report.orphans} orphans, ${report.keysDeleted} keys)`,
+  );
   log('(baseline: this Redis with no goal of the bench prefix, the scripts cached, after a 2 s settle)');
-  log(`used_memory before ${kb(before)}, after the run ${kb(afterRun)}, right after the sweep ${kb(afterSweepImmediate)}, 2 s later ${kb(afterSweep)}`);
+  log(
+    `used_memory before ${kb(before)}, after the run ${kb(afterRun)}, ` +
+      `right after the sweep ${kb(afterSweepImmediate)}, 2 s later ${kb(afterSweep)}`,
+  );
   log(`left after the sweep: ${keysLeft} goal keys, ${blobDirsLeft} blob dirs`);
-  log(`used_memory after the sweep vs baseline: ${(drift * 100).toFixed(2)} % (target within ${TARGET_MEMORY_DRIFT * 100} %): ${Math.abs(drift) <= TARGET_MEMORY_DRIFT ? 'MET' : 'MISSED'}`);
+  log(
+    `used_memory after the sweep vs baseline: ${(drift * 100).toFixed(2)} % ` +
+      `(target within ${TARGET_MEMORY_DRIFT * 100} %): ${verdict(Math.abs(drift) <= TARGET_MEMORY_DRIFT)}`,
+  );
   return {
     goals: goalCount,
     runSeconds,
@@ -332,12 +513,24 @@ async function soak(rt: Runtime, log: (s: string) => void, goalCount: number) {
     keysLeft,
     blobDirsLeft,
     driftAfterSweep: Number(drift.toFixed(4)),
-    targets: { usedMemoryWithin10Percent: { limit: TARGET_MEMORY_DRIFT, value: Number(drift.toFixed(4)), met: Math.abs(drift) <= TARGET_MEMORY_DRIFT } },
+    targets: {
+      usedMemoryWithin10Percent: {
+        limit: TARGET_MEMORY_DRIFT,
+        value: Number(drift.toFixed(4)),
+        met: Math.abs(drift) <= TARGET_MEMORY_DRIFT,
+      },
+    },
   };
 }
 
-/** `opts` exist for exploration (e.g. 150 steps shows where the events stream levels off); the defaults are the issue's. */
-export async function benchVfs(redisUrl: string, opts: { steps?: number; soakGoals?: number } = {}): Promise<Record<string, unknown>> {
+/**
+ * `opts` exist for exploration (e.g. 150 steps shows where the events stream levels off);
+ * the defaults are the issue's.
+ */
+export async function benchVfs(
+  redisUrl: string,
+  opts: { steps?: number; soakGoals?: number } = {},
+): Promise<Record<string, unknown>> {
   const blobDir = mkdtempSync(join(tmpdir(), 'deepq-bench-blobs-'));
   const env: NodeJS.ProcessEnv = {
     REDIS_URL: redisUrl,

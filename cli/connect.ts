@@ -1,9 +1,9 @@
 // The CLI's Redis connection: one lazily created GoalClient, and a bounded wait for the first
 // connection so that a wrong host, port, password or TLS setting is reported, not waited on.
 import type { Redis } from 'ioredis';
-import { GoalClient } from './goal-client.ts';
 import { loadConfig, redactUrl } from '../shared/runtime/config.ts';
 import { createRedis } from '../shared/runtime/redis.ts';
+import { GoalClient } from './goal-client.ts';
 
 /** How long a CLI command waits for its first Redis connection before saying so. */
 const CONNECT_TIMEOUT_MS = 10_000;

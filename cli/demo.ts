@@ -1,10 +1,10 @@
 // `npm run demo`: one goal end to end, every service its own process. Uses REDIS_URL, or
 // the Redis on 127.0.0.1:6379, or a private redis-server it starts and removes.
 
-import { GoalClient } from './goal-client.ts';
 import type { GoalRecord } from '../shared/goal/store.ts';
 import type { Config } from '../shared/runtime/config.ts';
 import { loadConfig } from '../shared/runtime/config.ts';
+import { GoalClient } from './goal-client.ts';
 import { hasRedisServer, type PrivateRedis, portAnswers, startPrivateRedis } from './private-redis.ts';
 import { planChildren, supervise } from './supervisor.ts';
 import { formatEventLine } from './timeline.ts';

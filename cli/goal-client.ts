@@ -1,18 +1,25 @@
 // The producer side: enqueue goals, read their status, cancel and resume them.
 import type { Redis } from 'ioredis';
-import type { Config } from '../shared/runtime/config.ts';
-import { GoalRequestSchema, type GoalRequest } from './goal-request.ts';
-import { GoalIdSchema } from '../shared/goal/ids.ts';
-import { isTerminal } from '../shared/goal/status.ts';
-import { parseOrThrow } from '../shared/zod.ts';
-import { type GoalStore, totalTokens, type GoalRecord } from '../shared/goal/store.ts';
-import { type TimelineEvent } from '../shared/goal/events.ts';
-import { newGoalId } from '../shared/goal/ids.ts';
-import { type Queues, PLAN_QUEUE, REFLECT_QUEUE, planJobId, reflectJobId, subagentQueueName, subtaskJobId } from '../shared/runtime/queues.ts';
-import type { VirtualFs, FileEntry } from '../shared/vfs/vfs.ts';
 import { UnknownGoalError, ValidationError } from '../shared/errors.ts';
-import { openState, type State } from '../shared/runtime/runtime.ts';
+import type { TimelineEvent } from '../shared/goal/events.ts';
+import { GoalIdSchema, newGoalId } from '../shared/goal/ids.ts';
 import type { GoalLifecycle } from '../shared/goal/lifecycle.ts';
+import { isTerminal } from '../shared/goal/status.ts';
+import { type GoalRecord, type GoalStore, totalTokens } from '../shared/goal/store.ts';
+import type { Config } from '../shared/runtime/config.ts';
+import {
+  PLAN_QUEUE,
+  planJobId,
+  type Queues,
+  REFLECT_QUEUE,
+  reflectJobId,
+  subagentQueueName,
+  subtaskJobId,
+} from '../shared/runtime/queues.ts';
+import { openState, type State } from '../shared/runtime/runtime.ts';
+import type { FileEntry, VirtualFs } from '../shared/vfs/vfs.ts';
+import { parseOrThrow } from '../shared/zod.ts';
+import { type GoalRequest, GoalRequestSchema } from './goal-request.ts';
 
 /** The `--json` / `status --json` object. */
 export interface GoalSummary {
@@ -42,7 +49,12 @@ export function estimateCost(goal: GoalRecord, prices: Config['prices']): number
     const model = key.split('|')[1] ?? '';
     const p = prices[model];
     if (!p) continue;
-    usd += (u.input * p.inputPerMTok + u.output * p.outputPerMTok + u.cache_read * p.cacheReadPerMTok + u.cache_write * p.cacheWritePerMTok) / 1e6;
+    usd +=
+      (u.input * p.inputPerMTok +
+        u.output * p.outputPerMTok +
+        u.cache_read * p.cacheReadPerMTok +
+        u.cache_write * p.cacheWritePerMTok) /
+      1e6;
   }
   return usd;
 }
@@ -54,9 +66,18 @@ export class GoalClient {
   readonly lifecycle: GoalLifecycle;
   readonly vfs: VirtualFs;
   readonly queues: Queues;
-  constructor(readonly cfg: Config, redis?: Redis) {
+  constructor(
+    readonly cfg: Config,
+    redis?: Redis,
+  ) {
     this.state = openState(cfg, 'cli', { redis });
-    ({ redis: this.redis, goals: this.goals, lifecycle: this.lifecycle, vfs: this.vfs, queues: this.queues } = this.state);
+    ({
+      redis: this.redis,
+      goals: this.goals,
+      lifecycle: this.lifecycle,
+      vfs: this.vfs,
+      queues: this.queues,
+    } = this.state);
   }
 
   async enqueue(input: { goal: string; budgets?: GoalRequest['budgets']; review?: boolean }): Promise<string> {
@@ -77,9 +98,12 @@ export class GoalClient {
     const g = await this.get(goalId);
     const files = await this.vfs.index(goalId);
     return {
-      goalId, status: g.status, steps: g.step,
+      goalId,
+      status: g.status,
+      steps: g.step,
       artifacts: files.filter((f) => f.status !== 'evicted').map((f) => f.name),
-      createdAt: g.createdAt, finishedAt: g.finishedAt,
+      createdAt: g.createdAt,
+      finishedAt: g.finishedAt,
     };
   }
 
@@ -130,7 +154,8 @@ export class GoalClient {
     for (let s = Math.max(1, step - 1); s <= step + 1; s++) {
       await this.removeJob(PLAN_QUEUE, planJobId(goalId, s));
       await this.removeJob(REFLECT_QUEUE, reflectJobId(goalId, s));
-      for (const role of this.cfg.roles) for (let i = 0; i < 5; i++) await this.removeJob(subagentQueueName(role.name), subtaskJobId(goalId, s, i));
+      for (const role of this.cfg.roles)
+        for (let i = 0; i < 5; i++) await this.removeJob(subagentQueueName(role.name), subtaskJobId(goalId, s, i));
     }
     return { cancelled: moved, status: (await this.get(goalId)).status };
   }
@@ -151,7 +176,8 @@ export class GoalClient {
    */
   async resume(goalId: string, note?: string): Promise<{ status: string; action: string }> {
     const g = await this.get(goalId);
-    if (g.status !== 'awaiting_human') throw new ValidationError(`goal ${goalId} is ${g.status}, not awaiting_human: nothing to resume`);
+    if (g.status !== 'awaiting_human')
+      throw new ValidationError(`goal ${goalId} is ${g.status}, not awaiting_human: nothing to resume`);
     const decision = g.reflection?.decision;
     if (!note && g.pausedFor === 'review' && decision === 'end') {
       if (!(await this.lifecycle.approveEnd(goalId, g.step))) throw changedWhileResuming(goalId);
@@ -167,8 +193,13 @@ export class GoalClient {
   async list(status?: string) {
     const goals = await this.goals.list({ status });
     return goals.map((g) => ({
-      goalId: g.goalId, status: g.status, step: g.step, tokens: totalTokens(g.tokens),
-      costUsd: estimateCost(g, this.cfg.prices), ageSeconds: Math.round((Date.now() - g.createdAt) / 1000), goal: g.goal.slice(0, 80),
+      goalId: g.goalId,
+      status: g.status,
+      step: g.step,
+      tokens: totalTokens(g.tokens),
+      costUsd: estimateCost(g, this.cfg.prices),
+      ageSeconds: Math.round((Date.now() - g.createdAt) / 1000),
+      goal: g.goal.slice(0, 80),
     }));
   }
 
@@ -184,4 +215,3 @@ function changedWhileResuming(goalId: string): ValidationError {
 function stripUndefined<T extends object>(o: T): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
-

@@ -2,7 +2,8 @@
 import { z } from 'zod';
 import { BudgetsSchema } from '../shared/goal/budgets.ts';
 
-const BINARY_TEXT = new RegExp('[\\u0000-\\u0008\\u000e-\\u001f\\ufffd]');
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
+const BINARY_TEXT = /[\u0000-\u0008\u000e-\u001f\ufffd]/;
 
 export const GoalRequestSchema = z.object({
   goal: z

@@ -1,8 +1,8 @@
 // A private redis-server on a free port, for tests, the demo and the benchmark: the shared
 // Redis on 6379 is never touched or flushed.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, createConnection } from 'node:net';
+import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -49,8 +49,18 @@ export async function startPrivateRedis(opts: { appendonly?: boolean; password?:
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'deepq-redis-'));
   const args = [
-    '--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '',
-    '--appendonly', opts.appendonly ? 'yes' : 'no', '--maxmemory-policy', 'noeviction',
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--dir',
+    dir,
+    '--save',
+    '',
+    '--appendonly',
+    opts.appendonly ? 'yes' : 'no',
+    '--maxmemory-policy',
+    'noeviction',
     ...(opts.password ? ['--requirepass', opts.password] : []),
   ];
   const launch = async () => {

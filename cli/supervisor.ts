@@ -1,6 +1,6 @@
 // `deepq up`: every service as its own child process, each with its own metrics port.
 // Ctrl-C / SIGTERM stops them all cleanly; a child that dies is restarted.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 export const BIN = fileURLToPath(new URL('../bin/deepq.mjs', import.meta.url));
@@ -17,7 +17,12 @@ export function planChildren(roles: string[], portBase: number, replicas = 1): C
     { name: 'reflector', args: ['reflector'], port: 0 },
   ];
   for (const role of roles) {
-    for (let r = 0; r < replicas; r++) specs.push({ name: replicas > 1 ? `worker-${role}-${r + 1}` : `worker-${role}`, args: ['worker', '--role', role], port: 0 });
+    for (let r = 0; r < replicas; r++)
+      specs.push({
+        name: replicas > 1 ? `worker-${role}-${r + 1}` : `worker-${role}`,
+        args: ['worker', '--role', role],
+        port: 0,
+      });
   }
   return specs.map((s, i) => ({ ...s, port: portBase === 0 ? 0 : portBase + i }));
 }
@@ -28,7 +33,14 @@ export interface Supervisor {
   stop(timeoutMs?: number): Promise<Map<string, number | null>>;
 }
 
-export function supervise(specs: ChildSpec[], opts: { env?: NodeJS.ProcessEnv; stdio?: 'inherit' | 'ignore' | 'pipe'; onExit?: (name: string, code: number | null) => void } = {}): Supervisor {
+export function supervise(
+  specs: ChildSpec[],
+  opts: {
+    env?: NodeJS.ProcessEnv;
+    stdio?: 'inherit' | 'ignore' | 'pipe';
+    onExit?: (name: string, code: number | null) => void;
+  } = {},
+): Supervisor {
   const children = new Map<string, ChildProcess>();
   let stopping = false;
   const launch = (spec: ChildSpec, restarts = 0) => {

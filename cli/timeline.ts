@@ -103,7 +103,7 @@ export class TimelineView {
       const decision = c.decision ? `  → ${c.decision}${c.reason ? ` (${c.reason.slice(0, 80)})` : ''}` : '';
       lines.push(`└─ cycle ${c.step}${decision}${c.evicted ? `  [${c.evicted} evicted]` : ''}`);
       const subs = [...c.subtasks.values()].sort((a, b) => a.index - b.index);
-      subs.forEach((t, i) => lines.push(subtaskLine(t, i === subs.length - 1)));
+      for (const [i, t] of subs.entries()) lines.push(subtaskLine(t, i === subs.length - 1));
     }
     if (this.finishedReason && this.status !== 'running') lines.push(`reason: ${this.finishedReason}`);
     return lines.join('\n');
@@ -119,7 +119,8 @@ function subtaskLine(t: SubtaskView, last: boolean): string {
   ]
     .filter(Boolean)
     .join(', ');
-  return `   ${branch} [${t.index}] ${t.role.padEnd(20)} ${t.artifact.padEnd(18)} ${t.state}${extra ? `  (${extra})` : ''}`;
+  const what = `[${t.index}] ${t.role.padEnd(20)} ${t.artifact.padEnd(18)} ${t.state}`;
+  return `   ${branch} ${what}${extra ? `  (${extra})` : ''}`;
 }
 
 /** One line per event, for logs and non-TTY output. */

@@ -2,15 +2,16 @@
 // AnthropicProvider pointed at a local Messages-API server, on a private Redis, and a
 // logger whose lines the test can read. Tests of the agent alone (no VFS, no stores) use
 // the server without any Redis: `useMessagesApi(null, ...)`, `testConfig(UNUSED_REDIS_URL, ...)`.
-import { after, before } from 'node:test';
+
 import { Writable } from 'node:stream';
-import { pino, type Logger } from 'pino';
-import { loadConfig, type Config } from '../shared/runtime/config.ts';
-import { createRuntime, type Runtime } from '../shared/runtime/runtime.ts';
+import { after, before } from 'node:test';
+import { type Logger, pino } from 'pino';
 import { AnthropicProvider } from '../shared/agent/providers/anthropic.ts';
 import type { CallContext } from '../shared/agent/providers/types.ts';
+import { type Config, loadConfig } from '../shared/runtime/config.ts';
+import { createRuntime, type Runtime } from '../shared/runtime/runtime.ts';
 import { testEnv } from './fleet.ts';
-import { FAKE_API_KEY, startMessagesApiServer, type MessagesApiServer } from './messages-api-server.ts';
+import { FAKE_API_KEY, type MessagesApiServer, startMessagesApiServer } from './messages-api-server.ts';
 import type { TestRedis } from './redis.ts';
 
 export interface LogLine {
@@ -50,20 +51,35 @@ export const TEST_MODELS = { HIGH: 'test-model-high', LOW: 'test-model-low' } as
 export const UNUSED_REDIS_URL = 'redis://unused.invalid:6379';
 
 /** Config as a service would load it from the environment, pointed at the test server. */
-export function testConfig(redisUrl: string, server: MessagesApiServer, extraEnv: NodeJS.ProcessEnv = {}): { cfg: Config; env: NodeJS.ProcessEnv } {
+export function testConfig(
+  redisUrl: string,
+  server: MessagesApiServer,
+  extraEnv: NodeJS.ProcessEnv = {},
+): { cfg: Config; env: NodeJS.ProcessEnv } {
   const env = testEnv(redisUrl, { ...anthropicEnv(server), LOG_LEVEL: 'silent', ...extraEnv });
   return { cfg: loadConfig(env), env };
 }
 
 /** A Runtime built exactly as the services build theirs (real provider, VFS, stores). */
-export function testRuntime(redisUrl: string, server: MessagesApiServer, extraEnv: NodeJS.ProcessEnv = {}): Runtime & { env: NodeJS.ProcessEnv } {
+export function testRuntime(
+  redisUrl: string,
+  server: MessagesApiServer,
+  extraEnv: NodeJS.ProcessEnv = {},
+): Runtime & { env: NodeJS.ProcessEnv } {
   const { cfg, env } = testConfig(redisUrl, server, extraEnv);
   const rt = createRuntime(cfg, 'test');
   return Object.assign(rt, { env });
 }
 
 export function ctxFor(role: string, extra: Partial<CallContext> = {}): Omit<CallContext, 'tier' | 'contract'> {
-  return { role, kind: 'subagent', goalId: 'goaltest01', step: 1, threadId: `goal-goaltest01--${role}-0000abcd`, ...extra };
+  return {
+    role,
+    kind: 'subagent',
+    goalId: 'goaltest01',
+    step: 1,
+    threadId: `goal-goaltest01--${role}-0000abcd`,
+    ...extra,
+  };
 }
 
 /**
@@ -76,7 +92,7 @@ export function useMessagesApi(
   assign: (server: MessagesApiServer, rt: Runtime) => void,
   opts: { runtime?: boolean } = {},
 ): void {
-  if (opts.runtime && !redis) throw new Error('useMessagesApi: a runtime needs the file\'s Redis');
+  if (opts.runtime && !redis) throw new Error("useMessagesApi: a runtime needs the file's Redis");
   let server: MessagesApiServer | undefined;
   let rt: Runtime | undefined;
   before(async () => {

@@ -3,15 +3,22 @@
 // every goal ended `done` with each expected artifact exactly once and complete. Used by
 // tests/system/chaos-kill-workers.int.test.ts (CI size) and scripts/chaos.ts (the large run).
 import { once } from 'node:events';
-import { loadConfig } from '../shared/runtime/config.ts';
-import { isTerminal } from '../shared/goal/status.ts';
-import { PLAN_QUEUE, REFLECT_QUEUE, planJobId, reflectJobId, subagentQueueName, subtaskJobId } from '../shared/runtime/queues.ts';
+import { buildSubagentTask } from '../services/subagent-worker/task.ts';
+import { contractFor } from '../shared/agent/output-contracts.ts';
 import { ScriptedProvider } from '../shared/agent/providers/scripted.ts';
 import { responseText } from '../shared/agent/providers/types.ts';
-import { contractFor } from '../shared/agent/output-contracts.ts';
-import { buildSubagentTask } from '../services/subagent-worker/task.ts';
+import { isTerminal } from '../shared/goal/status.ts';
+import { loadConfig } from '../shared/runtime/config.ts';
 import type { SubagentJob } from '../shared/runtime/jobs.ts';
-import { startFleet, startProcess, type Fleet, type ServiceProc } from './fleet.ts';
+import {
+  PLAN_QUEUE,
+  planJobId,
+  REFLECT_QUEUE,
+  reflectJobId,
+  subagentQueueName,
+  subtaskJobId,
+} from '../shared/runtime/queues.ts';
+import { type Fleet, type ServiceProc, startFleet, startProcess } from './fleet.ts';
 import { prng } from './prng.ts';
 
 export interface ChaosOptions {
@@ -39,7 +46,10 @@ export interface ChaosReport {
   done: number;
   /** Goals that did not end `done`, or whose artifacts are missing, wrong or incomplete. */
   lost: number;
-  /** Side effects that happened twice: an artifact at version > 1, an extra artifact name, a goal finished twice, a cycle reflected twice. */
+  /**
+   * Side effects that happened twice: an artifact at version > 1, an extra artifact name,
+   * a goal finished twice, a cycle reflected twice.
+   */
   duplicates: number;
   /** Goals that needed an extra cycle because a subtask failed for good (recovered, not lost). */
   replanned: number;
@@ -65,7 +75,6 @@ export interface ChaosReport {
   settings: Omit<ChaosOptions, 'log'> & { seed: number };
 }
 
-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export interface ChaosLoop {
@@ -81,7 +90,10 @@ export interface ChaosLoop {
  * included) and starts it again with the same name and arguments. The fleet's process list
  * is updated in place, so `fleet.stop()` stops the replacements.
  */
-export function startChaos(fleet: Fleet, opts: { killEveryMs: number; seed: number; log?: (s: string) => void }): ChaosLoop {
+export function startChaos(
+  fleet: Fleet,
+  opts: { killEveryMs: number; seed: number; log?: (s: string) => void },
+): ChaosLoop {
   const rand = prng(opts.seed);
   const killed = new WeakSet<ServiceProc['proc']>();
   let stopping = false;
@@ -126,7 +138,14 @@ export function startChaos(fleet: Fleet, opts: { killEveryMs: number; seed: numb
 }
 
 /** The fleet the chaos runs against: `replicas` processes per service. */
-export async function startChaosFleet(redisUrl: string, opts: Pick<ChaosOptions, 'replicas' | 'replicateAll' | 'latencyMs' | 'lockDurationMs' | 'stalledIntervalMs' | 'concurrency'>, extraEnv: NodeJS.ProcessEnv = {}): Promise<Fleet> {
+export async function startChaosFleet(
+  redisUrl: string,
+  opts: Pick<
+    ChaosOptions,
+    'replicas' | 'replicateAll' | 'latencyMs' | 'lockDurationMs' | 'stalledIntervalMs' | 'concurrency'
+  >,
+  extraEnv: NodeJS.ProcessEnv = {},
+): Promise<Fleet> {
   return startFleet(
     redisUrl,
     {
@@ -147,7 +166,7 @@ export async function waitForGoals(fleet: Fleet, goalIds: string[], timeoutMs: n
     const pipe = fleet.client.redis.pipeline();
     for (const id of goalIds) pipe.hget(fleet.client.goals.keys.goal(id), 'status');
     const res = (await pipe.exec()) ?? [];
-    goalIds.forEach((id, i) => status.set(id, String(res[i]?.[1] ?? 'missing')));
+    for (const [i, id] of goalIds.entries()) status.set(id, String(res[i]?.[1] ?? 'missing'));
     const open = [...status.values()].filter((s) => !isTerminal(s) && s !== 'awaiting_human').length;
     if (open === 0 || Date.now() > deadline) return status;
     await sleep(200);
@@ -210,8 +229,23 @@ export async function verifyGoals(fleet: Fleet, goalIds: string[]): Promise<Veri
     const spec = roleSpec(a.role);
     // Ask for the final answer (the tool turn is not the artifact).
     const res = await scripted.createMessage(
-      { model: 'scripted', system: spec.systemPrompt, messages: [{ role: 'user', content: task }, { role: 'assistant', content: 'ok' }, { role: 'user', content: 'go on' }], max_tokens: 1000 },
-      { role: a.role, kind: 'subagent', contract: spec.contract, tier: spec.tier, subject: { goal, instruction: data.instruction } },
+      {
+        model: 'scripted',
+        system: spec.systemPrompt,
+        messages: [
+          { role: 'user', content: task },
+          { role: 'assistant', content: 'ok' },
+          { role: 'user', content: 'go on' },
+        ],
+        max_tokens: 1000,
+      },
+      {
+        role: a.role,
+        kind: 'subagent',
+        contract: spec.contract,
+        tier: spec.tier,
+        subject: { goal, instruction: data.instruction },
+      },
     );
     return responseText(res);
   };
@@ -261,32 +295,49 @@ export async function verifyGoals(fleet: Fleet, goalIds: string[]): Promise<Veri
         lose(`artifact ${a.name} is missing`);
         continue;
       }
-      const e = JSON.parse(raw) as { status: string; version: number; bytes: number; writer?: string; step: number; role?: string };
+      const e = JSON.parse(raw) as {
+        status: string;
+        version: number;
+        bytes: number;
+        writer?: string;
+        step: number;
+        role?: string;
+      };
       const dispatched = targets.get(a.name) ?? [];
       const writer = dispatched.find((t) => subtaskJobId(goalId, t.step, t.index) === e.writer);
       // Each dispatched subtask writes its file once, whatever its re-executions: a version
       // beyond the number of subtasks that targeted the name is a duplicate write.
       if (e.version > Math.max(1, dispatched.length)) {
-        problems.push(`goal ${goalId}: ${a.name} is at version ${e.version} after ${dispatched.length} subtask(s) targeted it (written more than once)`);
+        problems.push(
+          `goal ${goalId}: ${a.name} is at version ${e.version} ` +
+            `after ${dispatched.length} subtask(s) targeted it (written more than once)`,
+        );
         duplicates++;
       }
       if (e.status !== 'done') lose(`${a.name} has status ${e.status}`);
       if (!writer) {
-        lose(`${a.name} was written by ${e.writer}, not by a subtask dispatched for it (${dispatched.map((t) => subtaskJobId(goalId, t.step, t.index)).join(', ') || 'none'})`);
+        const dispatchedIds = dispatched.map((t) => subtaskJobId(goalId, t.step, t.index)).join(', ');
+        lose(`${a.name} was written by ${e.writer}, not by a subtask dispatched for it (${dispatchedIds || 'none'})`);
         continue;
       }
-      if (e.step !== writer.step || e.role !== a.role || writer.role !== a.role) lose(`${a.name}: step ${e.step} role ${e.role}, its job is step ${writer.step} role ${writer.role}`);
+      if (e.step !== writer.step || e.role !== a.role || writer.role !== a.role)
+        lose(`${a.name}: step ${e.step} role ${e.role}, its job is step ${writer.step} role ${writer.role}`);
       const content = await client.vfs.read(goalId, a.name);
       if (content === null) {
         lose(`${a.name} has no content`);
         continue;
       }
-      if (Buffer.byteLength(content, 'utf8') !== e.bytes) lose(`${a.name}: ${Buffer.byteLength(content, 'utf8')} bytes stored, entry says ${e.bytes}`);
+      if (Buffer.byteLength(content, 'utf8') !== e.bytes)
+        lose(`${a.name}: ${Buffer.byteLength(content, 'utf8')} bytes stored, entry says ${e.bytes}`);
       const verdict = contractFor(roleSpec(a.role).contract).check(content);
       if (!verdict.ok) lose(`${a.name} breaks the ${roleSpec(a.role).contract} contract: ${verdict.problem}`);
       const want = await expectedContent(g.goal, goalId, { ...a, step: writer.step, index: writer.index });
       if (want === null) lose(`${a.name}: the job ${e.writer} is gone, cannot check its content`);
-      else if (content !== want) lose(`${a.name}: content differs from the scripted answer for ${e.writer} (${content.length} vs ${want.length} chars)`);
+      else if (content !== want)
+        lose(
+          `${a.name}: content differs from the scripted answer for ${e.writer} ` +
+            `(${content.length} vs ${want.length} chars)`,
+        );
     }
 
     const finished = events.filter((e) => e.type === 'finished');
@@ -301,7 +352,8 @@ export async function verifyGoals(fleet: Fleet, goalIds: string[]): Promise<Veri
         duplicates++;
       }
       const planned = events.filter((e) => e.type === 'planned' && e.step === step).length;
-      if (planned > 1) problems.push(`goal ${goalId}: cycle ${step} planned ${planned} times (a concurrent duplicate delivery)`);
+      if (planned > 1)
+        problems.push(`goal ${goalId}: cycle ${step} planned ${planned} times (a concurrent duplicate delivery)`);
       redispatches += events.filter((e) => e.type === 'dispatched' && e.step === step && e.redelivered).length;
     }
     const starts = new Map<string, number>();
@@ -320,11 +372,14 @@ export async function verifyGoals(fleet: Fleet, goalIds: string[]): Promise<Veri
   let failedJobs = 0;
   const failures: string[] = [];
   const queueKinds: [string, keyof typeof jobs][] = [
-    [PLAN_QUEUE, 'plan'], [REFLECT_QUEUE, 'reflect'],
+    [PLAN_QUEUE, 'plan'],
+    [REFLECT_QUEUE, 'reflect'],
     ...cfg.roles.map((r) => [subagentQueueName(r.name), 'subagent'] as [string, keyof typeof jobs]),
   ];
   for (const [queue, kind] of queueKinds) {
-    const list = await client.queues.get(queue).getJobs(['completed', 'failed', 'active', 'waiting', 'delayed', 'waiting-children'], 0, -1);
+    const list = await client.queues
+      .get(queue)
+      .getJobs(['completed', 'failed', 'active', 'waiting', 'delayed', 'waiting-children'], 0, -1);
     for (const job of list) {
       if (!job || !ours.has(job.data?.goalId)) continue;
       jobs[kind] += Math.max(0, (job.attemptsStarted ?? 1) - 1);
@@ -337,7 +392,10 @@ export async function verifyGoals(fleet: Fleet, goalIds: string[]): Promise<Veri
   }
   // Every goal's deterministic job ids exist (nothing was dispatched under another id).
   for (const goalId of goalIds.slice(0, 5)) {
-    for (const [queue, id] of [[PLAN_QUEUE, planJobId(goalId, 1)], [REFLECT_QUEUE, reflectJobId(goalId, 1)]] as const) {
+    for (const [queue, id] of [
+      [PLAN_QUEUE, planJobId(goalId, 1)],
+      [REFLECT_QUEUE, reflectJobId(goalId, 1)],
+    ] as const) {
       if (!(await client.queues.get(queue).getJob(id))) problems.push(`goal ${goalId}: job ${queue}/${id} not found`);
     }
   }
@@ -359,7 +417,11 @@ export async function runChaos(redisUrl: string, opts: ChaosOptions): Promise<Ch
   const { log: _log, ...settings } = opts;
   void _log;
   // Fail fast on a bad setting rather than inside ten child processes.
-  loadConfig({ REDIS_URL: redisUrl, DEEPQ_LOCK_DURATION_MS: String(opts.lockDurationMs), DEEPQ_STALLED_INTERVAL_MS: String(opts.stalledIntervalMs) });
+  loadConfig({
+    REDIS_URL: redisUrl,
+    DEEPQ_LOCK_DURATION_MS: String(opts.lockDurationMs),
+    DEEPQ_STALLED_INTERVAL_MS: String(opts.stalledIntervalMs),
+  });
   log(`chaos: starting ${opts.replicas} process(es) per service (seed ${seed})`);
   const fleet = await startChaosFleet(redisUrl, opts);
   log(`chaos: ${fleet.procs.length} processes up; ${opts.goals} goals, a SIGKILL every ${opts.killEveryMs} ms`);
@@ -373,14 +435,18 @@ export async function runChaos(redisUrl: string, opts: ChaosOptions): Promise<Ch
       goalIds.push(await fleet.client.enqueue({ goal: `Chaos goal ${i} (seed ${seed}): sort numbers #${i}` }));
       if (gap) await sleep(gap);
     }
-    log(`chaos: ${goalIds.length} goals enqueued after ${((performance.now() - t0) / 1000).toFixed(1)} s; ${chaos.kills} kills so far`);
+    const enqueueSeconds = ((performance.now() - t0) / 1000).toFixed(1);
+    log(`chaos: ${goalIds.length} goals enqueued after ${enqueueSeconds} s; ${chaos.kills} kills so far`);
     status = await waitForGoals(fleet, goalIds, opts.timeoutMs);
   } finally {
     await chaos.stop();
   }
   const wallSeconds = (performance.now() - t0) / 1000;
   const open = [...status.values()].filter((s) => !isTerminal(s)).length;
-  log(`chaos: goals settled after ${wallSeconds.toFixed(1)} s (${open} still open); ${chaos.kills} kills, ${chaos.restarts} restarts; verifying`);
+  log(
+    `chaos: goals settled after ${wallSeconds.toFixed(1)} s (${open} still open); ` +
+      `${chaos.kills} kills, ${chaos.restarts} restarts; verifying`,
+  );
   try {
     const v = await verifyGoals(fleet, goalIds);
     return {
@@ -405,10 +471,15 @@ export async function runChaos(redisUrl: string, opts: ChaosOptions): Promise<Ch
 
 export function formatReport(r: ChaosReport): string {
   const x = r.reExecutions;
+  const { settings } = r;
   return [
-    `goals ${r.goals}, done ${r.done}, lost ${r.lost}, duplicates ${r.duplicates}, re-planned after a failed subtask ${r.replanned}`,
+    `goals ${r.goals}, done ${r.done}, lost ${r.lost}, duplicates ${r.duplicates}, ` +
+      `re-planned after a failed subtask ${r.replanned}`,
     `kills ${r.kills}, restarts ${r.restarts}, unexpected exits ${r.unexpectedExits.length}`,
-    `re-executions: subtasks ${x.subtasks}; job starts beyond the first: plan ${x.jobs.plan}, reflect ${x.jobs.reflect}, subagent ${x.jobs.subagent}; stalled ${x.stalled}; re-dispatches ${x.redispatches}; failed jobs ${x.failedJobs}`,
-    `wall time ${r.wallSeconds} s (lock ${r.settings.lockDurationMs} ms, stalled interval ${r.settings.stalledIntervalMs} ms, latency ${r.settings.latencyMs} ms, seed ${r.settings.seed})`,
+    `re-executions: subtasks ${x.subtasks}; ` +
+      `job starts beyond the first: plan ${x.jobs.plan}, reflect ${x.jobs.reflect}, subagent ${x.jobs.subagent}; ` +
+      `stalled ${x.stalled}; re-dispatches ${x.redispatches}; failed jobs ${x.failedJobs}`,
+    `wall time ${r.wallSeconds} s (lock ${settings.lockDurationMs} ms, ` +
+      `stalled interval ${settings.stalledIntervalMs} ms, latency ${settings.latencyMs} ms, seed ${settings.seed})`,
   ].join('\n');
 }

@@ -1,11 +1,11 @@
 // Real OS processes for the services, as users run them: `node bin/deepq.mjs <command>`.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BIN } from '../cli/supervisor.ts';
-import { loadConfig, type Config } from '../shared/runtime/config.ts';
 import { GoalClient } from '../cli/goal-client.ts';
+import { BIN } from '../cli/supervisor.ts';
+import { type Config, loadConfig } from '../shared/runtime/config.ts';
 import { createRedis } from '../shared/runtime/redis.ts';
 
 export interface ServiceProc {
@@ -51,7 +51,10 @@ let nextPort = 10000 + Math.floor(Math.random() * 20000);
 /** Starts `deepq <args>` as a child process on its own metrics port (a fixed one, so a
  *  restarted process keeps it). */
 export function startProcess(name: string, args: string[], env: NodeJS.ProcessEnv, port = nextPort++): ServiceProc {
-  const proc = spawn(process.execPath, [BIN, ...args], { env: { ...env, METRICS_PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(process.execPath, [BIN, ...args], {
+    env: { ...env, METRICS_PORT: String(port) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   proc.stdout!.on('data', (d) => (out += d));
   proc.stderr!.on('data', (d) => (out += d));
@@ -107,7 +110,10 @@ export async function startFleet(
   const conc = opts.concurrency ? ['--concurrency', String(opts.concurrency)] : [];
   const specs: [string, string[]][] = [];
   for (let i = 0; i < (opts.replicateAll ? n : 1); i++) {
-    specs.push([`planner${i ? `-${i}` : ''}`, ['planner', ...conc]], [`reflector${i ? `-${i}` : ''}`, ['reflector', ...conc]]);
+    specs.push(
+      [`planner${i ? `-${i}` : ''}`, ['planner', ...conc]],
+      [`reflector${i ? `-${i}` : ''}`, ['reflector', ...conc]],
+    );
   }
   for (const role of opts.roles ?? cfg.roles.map((r) => r.name)) {
     for (let i = 0; i < n; i++) specs.push([`worker-${role}${i ? `-${i}` : ''}`, ['worker', '--role', role, ...conc]]);
@@ -117,7 +123,12 @@ export async function startFleet(
   openClients.add(client);
   let stopped = false;
   return {
-    env, cfg, procs, ports, client, start,
+    env,
+    cfg,
+    procs,
+    ports,
+    client,
+    start,
     async stop() {
       if (stopped) return;
       stopped = true;
@@ -128,7 +139,11 @@ export async function startFleet(
   };
 }
 
-export function stopProcess(p: ServiceProc, signal: NodeJS.Signals = 'SIGTERM', timeoutMs = 15_000): Promise<number | null> {
+export function stopProcess(
+  p: ServiceProc,
+  signal: NodeJS.Signals = 'SIGTERM',
+  timeoutMs = 15_000,
+): Promise<number | null> {
   return new Promise((resolve) => {
     if (p.proc.exitCode !== null || p.proc.signalCode !== null) return resolve(p.proc.exitCode);
     const t = setTimeout(() => p.proc.kill('SIGKILL'), timeoutMs);
@@ -141,7 +156,11 @@ export function stopProcess(p: ServiceProc, signal: NodeJS.Signals = 'SIGTERM', 
 }
 
 /** Runs the CLI to completion and returns its exit code and output. */
-export function runCli(args: string[], env: NodeJS.ProcessEnv, timeoutMs = 60_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export function runCli(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  timeoutMs = 60_000,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const proc = spawn(process.execPath, [BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';

@@ -14,12 +14,34 @@ import type { AddressInfo, Socket } from 'node:net';
 
 // ---- the wire shapes -------------------------------------------------------------------
 
-export interface WireTextBlock { type: 'text'; text: string; cache_control?: unknown }
-export interface WireToolUse { type: 'tool_use'; id: string; name: string; input: unknown }
-export interface WireToolResult { type: 'tool_result'; tool_use_id: string; content: unknown; is_error?: boolean }
+export interface WireTextBlock {
+  type: 'text';
+  text: string;
+  cache_control?: unknown;
+}
+export interface WireToolUse {
+  type: 'tool_use';
+  id: string;
+  name: string;
+  input: unknown;
+}
+export interface WireToolResult {
+  type: 'tool_result';
+  tool_use_id: string;
+  content: unknown;
+  is_error?: boolean;
+}
 export type WireBlock = WireTextBlock | WireToolUse | WireToolResult | { type: string; [k: string]: unknown };
-export interface WireMessage { role: 'user' | 'assistant'; content: string | WireBlock[] }
-export interface WireTool { name: string; description?: string; input_schema: Record<string, unknown>; cache_control?: unknown }
+export interface WireMessage {
+  role: 'user' | 'assistant';
+  content: string | WireBlock[];
+}
+export interface WireTool {
+  name: string;
+  description?: string;
+  input_schema: Record<string, unknown>;
+  cache_control?: unknown;
+}
 
 /** The parsed request body of `POST /v1/messages`. */
 export interface MessagesBody {
@@ -60,7 +82,11 @@ export interface RawReply {
  * and part of the body, then never finishes it.
  */
 export type HandlerResult = MessageReply | RawReply | 'reset' | 'hang' | 'stall';
-export type Handler = (body: MessagesBody, reqIndex: number, req: RecordedRequest) => HandlerResult | Promise<HandlerResult>;
+export type Handler = (
+  body: MessagesBody,
+  reqIndex: number,
+  req: RecordedRequest,
+) => HandlerResult | Promise<HandlerResult>;
 
 export interface RecordedRequest {
   /** 0-based, over every request the server received. */
@@ -108,15 +134,27 @@ let toolUseSeq = 0;
 export function toolUse(name: string, input: unknown, opts: { id?: string; text?: string } = {}): MessageReply {
   const id = opts.id ?? `toolu_${Date.now().toString(36)}_${++toolUseSeq}`;
   return {
-    content: [...(opts.text ? [{ type: 'text' as const, text: opts.text }] : []), { type: 'tool_use', id, name, input }],
+    content: [
+      ...(opts.text ? [{ type: 'text' as const, text: opts.text }] : []),
+      { type: 'tool_use', id, name, input },
+    ],
     stop_reason: 'tool_use',
   };
 }
 
 export function apiError(status: number, message: string, headers: Record<string, string> = {}): RawReply {
   const type =
-    status === 429 ? 'rate_limit_error' : status === 529 ? 'overloaded_error' : status >= 500 ? 'api_error'
-    : status === 401 ? 'authentication_error' : status === 404 ? 'not_found_error' : 'invalid_request_error';
+    status === 429
+      ? 'rate_limit_error'
+      : status === 529
+        ? 'overloaded_error'
+        : status >= 500
+          ? 'api_error'
+          : status === 401
+            ? 'authentication_error'
+            : status === 404
+              ? 'not_found_error'
+              : 'invalid_request_error';
   return { status, headers, body: { type: 'error', error: { type, message } } };
 }
 
@@ -161,7 +199,12 @@ export function roleOf(body: Pick<MessagesBody, 'system'>): DeepqRole {
 /** The role names the planner prompt offers ("available roles: a, b, c."). */
 export function plannerRoles(body: Pick<MessagesBody, 'system'>): string[] {
   const m = /available roles: ([^\n]*)\.\n/.exec(systemText(body));
-  return m ? m[1]!.split(',').map((s) => s.trim()).filter(Boolean) : [];
+  return m
+    ? m[1]!
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean)
+    : [];
 }
 
 /** The goal text of a planner or reflector request ("Goal: ..." line of the task). */
@@ -190,7 +233,8 @@ export function validateRequest(body: unknown): string | null {
     if (!Array.isArray(b.system)) return 'system: must be a string or an array of text blocks';
     for (const [i, blk] of b.system.entries()) {
       if (blk?.type !== 'text') return `system.${i}: only text blocks are allowed`;
-      if (typeof blk.text !== 'string' || !blk.text.trim()) return `system.${i}.text: text content blocks must contain non-whitespace text`;
+      if (typeof blk.text !== 'string' || !blk.text.trim())
+        return `system.${i}.text: text content blocks must contain non-whitespace text`;
     }
   }
   if (!Array.isArray(b.messages) || b.messages.length === 0) return 'messages: at least one message is required';
@@ -199,22 +243,31 @@ export function validateRequest(body: unknown): string | null {
     if (m.role !== 'user' && m.role !== 'assistant') return `messages.${i}.role: must be "user" or "assistant"`;
     const last = i === b.messages.length - 1;
     if (typeof m.content === 'string') {
-      if (!m.content.trim() && !(last && m.role === 'assistant')) return `messages.${i}: all messages must have non-empty content except for the optional final assistant message`;
+      if (!m.content.trim() && !(last && m.role === 'assistant'))
+        return `messages.${i}: all messages must have non-empty content except for the optional final assistant message`;
       continue;
     }
     if (!Array.isArray(m.content)) return `messages.${i}.content: must be a string or an array`;
-    if (m.content.length === 0 && !(last && m.role === 'assistant')) return `messages.${i}: all messages must have non-empty content except for the optional final assistant message`;
+    if (m.content.length === 0 && !(last && m.role === 'assistant'))
+      return `messages.${i}: all messages must have non-empty content except for the optional final assistant message`;
     for (const [j, blk] of m.content.entries()) {
-      if (blk.type === 'text' && (typeof (blk as WireTextBlock).text !== 'string' || !(blk as WireTextBlock).text.trim())) return `messages.${i}.content.${j}.text: text content blocks must contain non-whitespace text`;
-      if (blk.type === 'tool_use' && m.role !== 'assistant') return `messages.${i}.content.${j}: tool_use blocks are only allowed in assistant messages`;
-      if (blk.type === 'tool_result' && m.role !== 'user') return `messages.${i}.content.${j}: tool_result blocks are only allowed in user messages`;
+      if (
+        blk.type === 'text' &&
+        (typeof (blk as WireTextBlock).text !== 'string' || !(blk as WireTextBlock).text.trim())
+      )
+        return `messages.${i}.content.${j}.text: text content blocks must contain non-whitespace text`;
+      if (blk.type === 'tool_use' && m.role !== 'assistant')
+        return `messages.${i}.content.${j}: tool_use blocks are only allowed in assistant messages`;
+      if (blk.type === 'tool_result' && m.role !== 'user')
+        return `messages.${i}.content.${j}: tool_result blocks are only allowed in user messages`;
     }
     if (m.role === 'user') {
       const results = toolResultsOf(m);
       if (results.length) {
         const prev = new Set(toolUsesOf(b.messages[i - 1]).map((u) => u.id));
         for (const r of results) {
-          if (!prev.has(r.tool_use_id)) return `messages.${i}.content: unexpected \`tool_use_id\` found in \`tool_result\` blocks: ${r.tool_use_id}. Each \`tool_result\` block must have a corresponding \`tool_use\` block in the previous message.`;
+          if (!prev.has(r.tool_use_id))
+            return `messages.${i}.content: unexpected \`tool_use_id\` found in \`tool_result\` blocks: ${r.tool_use_id}. Each \`tool_result\` block must have a corresponding \`tool_use\` block in the previous message.`;
         }
       }
     } else {
@@ -222,14 +275,16 @@ export function validateRequest(body: unknown): string | null {
       if (uses.length && !last) {
         const answered = new Set(toolResultsOf(b.messages[i + 1]).map((r) => r.tool_use_id));
         const missing = uses.filter((u) => !answered.has(u.id)).map((u) => u.id);
-        if (missing.length) return `messages.${i}: \`tool_use\` ids were found without \`tool_result\` blocks immediately after: ${missing.join(', ')}. Each \`tool_use\` block must have a corresponding \`tool_result\` block in the next message.`;
+        if (missing.length)
+          return `messages.${i}: \`tool_use\` ids were found without \`tool_result\` blocks immediately after: ${missing.join(', ')}. Each \`tool_use\` block must have a corresponding \`tool_result\` block in the next message.`;
       }
     }
   }
   if (b.tools !== undefined) {
     if (!Array.isArray(b.tools)) return 'tools: must be an array';
     for (const [i, t] of b.tools.entries()) {
-      if (typeof t.name !== 'string' || !/^[a-zA-Z0-9_-]{1,128}$/.test(t.name)) return `tools.${i}.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'`;
+      if (typeof t.name !== 'string' || !/^[a-zA-Z0-9_-]{1,128}$/.test(t.name))
+        return `tools.${i}.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'`;
       if (t.input_schema?.type !== 'object') return `tools.${i}.input_schema.type: Input should be 'object'`;
     }
   }
@@ -247,10 +302,27 @@ export function estimateUsage(body: MessagesBody, content: unknown, seenCachedSy
   const sysTokens = Math.ceil(sys.length / 4);
   const restTokens = Math.ceil((JSON.stringify(body.messages).length + JSON.stringify(body.tools ?? []).length) / 4);
   const out = Math.max(1, Math.ceil(JSON.stringify(content).length / 4));
-  if (!cached) return { input_tokens: sysTokens + restTokens, output_tokens: out, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 };
-  if (seenCachedSystems.has(sys)) return { input_tokens: restTokens, output_tokens: out, cache_read_input_tokens: sysTokens, cache_creation_input_tokens: 0 };
+  if (!cached)
+    return {
+      input_tokens: sysTokens + restTokens,
+      output_tokens: out,
+      cache_read_input_tokens: 0,
+      cache_creation_input_tokens: 0,
+    };
+  if (seenCachedSystems.has(sys))
+    return {
+      input_tokens: restTokens,
+      output_tokens: out,
+      cache_read_input_tokens: sysTokens,
+      cache_creation_input_tokens: 0,
+    };
   seenCachedSystems.add(sys);
-  return { input_tokens: restTokens, output_tokens: out, cache_read_input_tokens: 0, cache_creation_input_tokens: sysTokens };
+  return {
+    input_tokens: restTokens,
+    output_tokens: out,
+    cache_read_input_tokens: 0,
+    cache_creation_input_tokens: sysTokens,
+  };
 }
 
 // ---- the default model -----------------------------------------------------------------
@@ -269,7 +341,9 @@ function pickRole(roles: string[], kind: keyof typeof DEFAULT_ROLE_NAMES): strin
 }
 
 /** Like the scripted provider: cycle 1 research + code, cycle 2 a critique, then end. */
-export function defaultPlan(body: MessagesBody): { subtasks: { role: string; instruction: string; expected_artifact: string; read_files: string[] }[] } {
+export function defaultPlan(body: MessagesBody): {
+  subtasks: { role: string; instruction: string; expected_artifact: string; read_files: string[] }[];
+} {
   const roles = plannerRoles(body);
   const task = firstUserText(body);
   const goal = goalOf(body).slice(0, 300) || 'the goal';
@@ -280,15 +354,43 @@ export function defaultPlan(body: MessagesBody): { subtasks: { role: string; ins
   const critic = pickRole(roles, 'critic');
   const subtasks: { role: string; instruction: string; expected_artifact: string; read_files: string[] }[] = [];
   if (priorPlan === '(none)' || !files.includes('solution.py')) {
-    if (research) subtasks.push({ role: research, instruction: `Research the background for: ${goal}`, expected_artifact: 'research.md', read_files: [] });
-    if (coder) subtasks.push({ role: coder, instruction: `Write code for: ${goal}`, expected_artifact: 'solution.py', read_files: [] });
+    if (research)
+      subtasks.push({
+        role: research,
+        instruction: `Research the background for: ${goal}`,
+        expected_artifact: 'research.md',
+        read_files: [],
+      });
+    if (coder)
+      subtasks.push({
+        role: coder,
+        instruction: `Write code for: ${goal}`,
+        expected_artifact: 'solution.py',
+        read_files: [],
+      });
   } else if (critic && !priorPlan.includes(`"role":"${critic}"`)) {
-    subtasks.push({ role: critic, instruction: `Review the code against the goal: ${goal}`, expected_artifact: 'critique.json', read_files: ['solution.py'] });
+    subtasks.push({
+      role: critic,
+      instruction: `Review the code against the goal: ${goal}`,
+      expected_artifact: 'critique.json',
+      read_files: ['solution.py'],
+    });
   } else if (coder) {
     const reads = ['solution.py', ...(files.includes('critique.json') ? ['critique.json'] : [])];
-    subtasks.push({ role: coder, instruction: `Revise the code for: ${goal}, addressing the critique`, expected_artifact: 'solution.py', read_files: reads });
+    subtasks.push({
+      role: coder,
+      instruction: `Revise the code for: ${goal}, addressing the critique`,
+      expected_artifact: 'solution.py',
+      read_files: reads,
+    });
   }
-  if (subtasks.length === 0) subtasks.push({ role: roles[0] ?? DEFAULT_ROLE_NAMES.research, instruction: `Work on: ${goal}`, expected_artifact: 'notes.md', read_files: [] });
+  if (subtasks.length === 0)
+    subtasks.push({
+      role: roles[0] ?? DEFAULT_ROLE_NAMES.research,
+      instruction: `Work on: ${goal}`,
+      expected_artifact: 'notes.md',
+      read_files: [],
+    });
   return { subtasks };
 }
 
@@ -309,7 +411,9 @@ export function defaultSummary(body: MessagesBody): string {
 }
 
 export function defaultCode(body: MessagesBody): string {
-  const topic = taskTopic(firstUserText(body)).replace(/[^\w .,-]/g, '').slice(0, 120);
+  const topic = taskTopic(firstUserText(body))
+    .replace(/[^\w .,-]/g, '')
+    .slice(0, 120);
   return `\`\`\`python\n# ${topic}\ndef solve(values):\n    """Sorts the values."""\n    return sorted(values)\n\n\nif __name__ == "__main__":\n    print(solve([3, 1, 2]))\n\`\`\``;
 }
 
@@ -323,12 +427,18 @@ export function defaultCritique(): string {
 /** The contract-valid final answer for the request's role. */
 export function defaultAnswer(body: MessagesBody): string {
   switch (roleOf(body)) {
-    case 'planner': return JSON.stringify(defaultPlan(body));
-    case 'reflector': return JSON.stringify(defaultReflection(body));
-    case 'research': return defaultSummary(body);
-    case 'code': return defaultCode(body);
-    case 'critic': return defaultCritique();
-    default: return 'OK';
+    case 'planner':
+      return JSON.stringify(defaultPlan(body));
+    case 'reflector':
+      return JSON.stringify(defaultReflection(body));
+    case 'research':
+      return defaultSummary(body);
+    case 'code':
+      return defaultCode(body);
+    case 'critic':
+      return defaultCritique();
+    default:
+      return 'OK';
   }
 }
 
@@ -343,7 +453,8 @@ export const defaultHandler: Handler = (body, reqIndex) => {
   const firstTurn = body.messages.length === 1;
   if (firstTurn && (role === 'research' || role === 'code' || role === 'critic')) {
     const file = /^# (\S+)\n/m.exec(firstUserText(body))?.[1];
-    if (role === 'critic' && file && names.has('read_file')) return toolUse('read_file', { name: file }, { id: `toolu_${reqIndex}_0` });
+    if (role === 'critic' && file && names.has('read_file'))
+      return toolUse('read_file', { name: file }, { id: `toolu_${reqIndex}_0` });
     if (names.has('list_files')) return toolUse('list_files', {}, { id: `toolu_${reqIndex}_0` });
   }
   return text(defaultAnswer(body));
@@ -351,7 +462,9 @@ export const defaultHandler: Handler = (body, reqIndex) => {
 
 // ---- the server ------------------------------------------------------------------------
 
-export async function startMessagesApiServer(opts: { handler?: Handler; validate?: boolean } = {}): Promise<MessagesApiServer> {
+export async function startMessagesApiServer(
+  opts: { handler?: Handler; validate?: boolean } = {},
+): Promise<MessagesApiServer> {
   let handler: Handler = opts.handler ?? defaultHandler;
   const validate = opts.validate ?? true;
   const requests: RecordedRequest[] = [];
@@ -384,7 +497,8 @@ export async function startMessagesApiServer(opts: { handler?: Handler; validate
       void (async () => {
         const rawBody = Buffer.concat(chunks).toString('utf8');
         const headers: Record<string, string> = {};
-        for (const [k, v] of Object.entries(req.headers)) headers[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : String(v ?? '');
+        for (const [k, v] of Object.entries(req.headers))
+          headers[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : String(v ?? '');
         const bearer = /^Bearer (.+)$/i.exec(headers.authorization ?? '')?.[1] ?? null;
         let body: MessagesBody;
         let parsed = true;
@@ -395,8 +509,14 @@ export async function startMessagesApiServer(opts: { handler?: Handler; validate
           body = undefined as unknown as MessagesBody;
         }
         const rec: RecordedRequest = {
-          index: counter++, method: req.method ?? '', path: (req.url ?? '').split('?')[0]!, headers,
-          apiKey: headers['x-api-key'] || bearer, rawBody, body, receivedAt: Date.now(),
+          index: counter++,
+          method: req.method ?? '',
+          path: (req.url ?? '').split('?')[0]!,
+          headers,
+          apiKey: headers['x-api-key'] || bearer,
+          rawBody,
+          body,
+          receivedAt: Date.now(),
         };
         requests.push(rec);
         notify();
@@ -479,8 +599,17 @@ export async function startMessagesApiServer(opts: { handler?: Handler; validate
     waitForRequests(n, timeoutMs = 30_000) {
       if (counter >= n) return Promise.resolve();
       return new Promise<void>((resolve, reject) => {
-        const t = setTimeout(() => reject(new Error(`messages-api-server: ${counter} of ${n} requests after ${timeoutMs} ms`)), timeoutMs);
-        waiters.push({ n, resolve: () => { clearTimeout(t); resolve(); } });
+        const t = setTimeout(
+          () => reject(new Error(`messages-api-server: ${counter} of ${n} requests after ${timeoutMs} ms`)),
+          timeoutMs,
+        );
+        waiters.push({
+          n,
+          resolve: () => {
+            clearTimeout(t);
+            resolve();
+          },
+        });
       });
     },
     async close() {
@@ -506,7 +635,9 @@ function same(a: unknown, b: unknown): boolean {
 
 /** The assistant turn an agent keeps in its history from a response (blank text dropped). */
 function keptAssistantContent(content: WireBlock[], final: boolean): WireBlock[] {
-  return content.filter((b) => (b.type === 'text' ? (b as WireTextBlock).text.trim() !== '' : !(final && b.type === 'tool_use')));
+  return content.filter((b) =>
+    b.type === 'text' ? (b as WireTextBlock).text.trim() !== '' : !(final && b.type === 'tool_use'),
+  );
 }
 
 /**
@@ -543,16 +674,32 @@ export function linkThreads(reqs: RecordedRequest[]): ThreadLinks {
       const uses = answer.content.filter((b): b is WireToolUse => b.type === 'tool_use');
       const final = answer.stop_reason !== 'tool_use' || uses.length === 0;
       const kept = keptAssistantContent(answer.content, final);
-      const userTurn = kept.length ? (rest.length === 2 && rest[0]!.role === 'assistant' && same(rest[0]!.content, kept) ? rest[1] : undefined) : rest.length === 1 ? rest[0] : undefined;
-      if (!userTurn || userTurn.role !== 'user') continue;
+      const userTurn = kept.length
+        ? rest.length === 2 && rest[0]!.role === 'assistant' && same(rest[0]!.content, kept)
+          ? rest[1]
+          : undefined
+        : rest.length === 1
+          ? rest[0]
+          : undefined;
+      if (userTurn?.role !== 'user') continue;
       if (final) {
         if (toolResultsOf(userTurn).length === 0) candidates.push(tail);
-      } else if (same(toolResultsOf(userTurn).map((x) => x.tool_use_id), uses.map((u) => u.id))) {
+      } else if (
+        same(
+          toolResultsOf(userTurn).map((x) => x.tool_use_id),
+          uses.map((u) => u.id),
+        )
+      ) {
         candidates.push(tail);
       }
     }
     if (candidates.length !== 1) {
-      problems.push({ req: r, problem: candidates.length ? `extends ${candidates.length} earlier requests` : 'extends no earlier request of its own conversation' });
+      problems.push({
+        req: r,
+        problem: candidates.length
+          ? `extends ${candidates.length} earlier requests`
+          : 'extends no earlier request of its own conversation',
+      });
       continue;
     }
     const t = tails.get(candidates[0]!)!;

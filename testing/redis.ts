@@ -1,7 +1,7 @@
 // Every test file gets its own redis-server on a free port; the shared 6379 is never used.
 import { after } from 'node:test';
 import { Redis } from 'ioredis';
-import { startPrivateRedis, type PrivateRedis } from '../cli/private-redis.ts';
+import { type PrivateRedis, startPrivateRedis } from '../cli/private-redis.ts';
 import { stopEverything } from './fleet.ts';
 
 export interface TestRedis {

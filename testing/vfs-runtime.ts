@@ -1,11 +1,12 @@
 // A Runtime for the virtual-FS and sweep tests: private Redis, a fresh prefix and blob dir,
 // the scripted provider, silent logs. Overrides of `vfs` keep the env's blob dir.
-import { after, before } from 'node:test';
+
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { after, before } from 'node:test';
+import { newGoalId } from '../shared/goal/ids.ts';
 import { loadConfig } from '../shared/runtime/config.ts';
 import { createRuntime, type Runtime } from '../shared/runtime/runtime.ts';
-import { newGoalId } from '../shared/goal/ids.ts';
 import { testEnv } from './fleet.ts';
 import type { TestRedis } from './redis.ts';
 
@@ -47,7 +48,8 @@ export function vfsRuntime(
 /** Every Redis key of a goal: its hash and everything under it. */
 export async function keysOfGoal(rt: Runtime, goalId: string): Promise<string[]> {
   const out = (await rt.redis.exists(rt.goals.keys.goal(goalId))) ? [rt.goals.keys.goal(goalId)] : [];
-  for await (const batch of rt.redis.scanStream({ match: rt.goals.keys.goalPattern(goalId), count: 1000 })) out.push(...(batch as string[]));
+  for await (const batch of rt.redis.scanStream({ match: rt.goals.keys.goalPattern(goalId), count: 1000 }))
+    out.push(...(batch as string[]));
   return out.sort();
 }
 

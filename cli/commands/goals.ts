@@ -4,11 +4,11 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { estimateCost, type GoalClient } from '../goal-client.ts';
 import { totalTokens } from '../../shared/goal/store.ts';
 import { artifactNameProblem } from '../../shared/vfs/artifact-name.ts';
 import { int, num } from '../args.ts';
 import { client } from '../connect.ts';
+import { estimateCost, type GoalClient } from '../goal-client.ts';
 import { follow, print } from './output.ts';
 
 export function registerGoalCommands(program: Command): void {

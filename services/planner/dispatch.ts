@@ -2,16 +2,16 @@
 // parallel in their roles' queues. Job ids are deterministic (`<goalId>:<step>:<index>`), so
 // dispatching a cycle twice adds nothing.
 import type { Plan } from '../../shared/goal/plan.ts';
+import type { Config } from '../../shared/runtime/config.ts';
 import type { ReflectJob, SubagentJob } from '../../shared/runtime/jobs.ts';
 import {
-  REFLECT_QUEUE,
   baseJobOptions,
+  type Queues,
+  REFLECT_QUEUE,
   reflectJobId,
   subagentQueueName,
   subtaskJobId,
-  type Queues,
 } from '../../shared/runtime/queues.ts';
-import type { Config } from '../../shared/runtime/config.ts';
 
 export async function dispatchCycle(queues: Queues, cfg: Config, goalId: string, step: number, plan: Plan) {
   const opts = baseJobOptions(cfg);

@@ -1,16 +1,21 @@
 // The planner service: consumes `plan`, dispatches one flow per cycle. Wiring only.
+
+import { failGoalOnFinalFailure } from '../../shared/goal/final-failure.ts';
 import type { Config } from '../../shared/runtime/config.ts';
+import { PLAN_QUEUE } from '../../shared/runtime/queues.ts';
 import { createRuntime } from '../../shared/runtime/runtime.ts';
 import { startService, stopOnSignals } from '../../shared/runtime/service.ts';
 import { processPlanJob } from './plan-job.ts';
-import { PLAN_QUEUE } from '../../shared/runtime/queues.ts';
-import { failGoalOnFinalFailure } from '../../shared/goal/final-failure.ts';
 
 export async function main(cfg: Config, opts: { concurrency: number }) {
   const rt = createRuntime(cfg, 'planner');
   if (cfg.providerNotice) rt.logger.warn(cfg.providerNotice);
   const svc = await startService({
-    rt, name: 'planner', queueName: PLAN_QUEUE, role: 'planner', concurrency: opts.concurrency,
+    rt,
+    name: 'planner',
+    queueName: PLAN_QUEUE,
+    role: 'planner',
+    concurrency: opts.concurrency,
     handler: (job, signal) => processPlanJob(rt, job, signal),
     onFinalFailure: failGoalOnFinalFailure(rt, 'planning'),
   });

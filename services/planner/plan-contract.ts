@@ -2,7 +2,7 @@
 // context: known roles, unique artifact names, read_files naming files that exist.
 import type { z } from 'zod';
 import { jsonContract, type OutputContract } from '../../shared/agent/output-contracts.ts';
-import { PlanSchema, type Plan } from '../../shared/goal/plan.ts';
+import { type Plan, PlanSchema } from '../../shared/goal/plan.ts';
 
 export function planSchemaFor(knownRoles: string[], existingFiles: string[]) {
   const files = new Set(existingFiles);

@@ -11,7 +11,7 @@ import type { Plan } from '../../shared/goal/plan.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';
 import { roleNames } from '../../shared/runtime/config.ts';
-import { PlanJobSchema, goalOfJob, parseJobData } from '../../shared/runtime/jobs.ts';
+import { goalOfJob, PlanJobSchema, parseJobData } from '../../shared/runtime/jobs.ts';
 import { REFLECT_QUEUE, reflectJobId } from '../../shared/runtime/queues.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 import { dispatchCycle } from './dispatch.ts';
@@ -78,7 +78,12 @@ async function choosePlan(c: PlanJobContext): Promise<{ plan: Plan } | PlanOutco
     task: plannerMessage(goal, step, index),
     contract: planContract(roleNames(rt.cfg), live),
     ctx: {
-      role: 'planner', kind: 'planner', goalId: goal.goalId, step, threadId: c.threadId, signal: c.signal,
+      role: 'planner',
+      kind: 'planner',
+      goalId: goal.goalId,
+      step,
+      threadId: c.threadId,
+      signal: c.signal,
       subject: { goal: goal.goal, plan: goal.plan, files: live },
     },
     log: c.log,

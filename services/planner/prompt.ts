@@ -1,9 +1,9 @@
 // What the planner is told: its system prompt (the roles it may assign) and, per cycle, the
 // goal, the file index (never contents), the prior plan, the last reflection and any note.
-import { coordinatorSpec, type AgentSpec } from '../../shared/agent/roles.ts';
+import { type AgentSpec, coordinatorSpec } from '../../shared/agent/roles.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';
-import { roleNames, type Config } from '../../shared/runtime/config.ts';
-import { formatIndex, type FileEntry } from '../../shared/vfs/vfs.ts';
+import { type Config, roleNames } from '../../shared/runtime/config.ts';
+import { type FileEntry, formatIndex } from '../../shared/vfs/vfs.ts';
 
 export function plannerPrompt(roles: string[]): string {
   return (

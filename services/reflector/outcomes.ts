@@ -23,13 +23,26 @@ export async function collectOutcomes(job: Job, goal: GoalRecord): Promise<Subta
   for (const [key, v] of Object.entries(values)) {
     const status = v.status === 'failed' ? 'failed' : 'done';
     const index = indexOf(key);
-    byIndex.set(index, { index, role: v.role, artifact: v.artifact_name, status, reason: v.notes ?? undefined, bytes: v.bytes });
+    byIndex.set(index, {
+      index,
+      role: v.role,
+      artifact: v.artifact_name,
+      status,
+      reason: v.notes ?? undefined,
+      bytes: v.bytes,
+    });
   }
   for (const [key, reason] of Object.entries(failures)) {
     const index = indexOf(key);
     const t = goal.plan?.subtasks[index];
     const artifact = t?.expected_artifact ?? '?';
-    byIndex.set(index, { index, role: t?.role ?? '?', artifact, status: 'failed', reason: String(reason).slice(0, 300) });
+    byIndex.set(index, {
+      index,
+      role: t?.role ?? '?',
+      artifact,
+      status: 'failed',
+      reason: String(reason).slice(0, 300),
+    });
   }
   return [...byIndex.values()].sort((a, b) => a.index - b.index);
 }

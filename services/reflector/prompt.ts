@@ -1,9 +1,9 @@
 // What the reflector is told: its system prompt and, per cycle, the goal, the plan, each
 // subtask's outcome and the file index (never contents).
-import { coordinatorSpec, type AgentSpec } from '../../shared/agent/roles.ts';
+import { type AgentSpec, coordinatorSpec } from '../../shared/agent/roles.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';
 import type { Config } from '../../shared/runtime/config.ts';
-import { formatIndex, type FileEntry } from '../../shared/vfs/vfs.ts';
+import { type FileEntry, formatIndex } from '../../shared/vfs/vfs.ts';
 import type { SubtaskOutcome } from './outcomes.ts';
 
 export const REFLECTOR_PROMPT =
@@ -17,7 +17,12 @@ export function reflectorSpec(cfg: Config): AgentSpec {
   return coordinatorSpec({ systemPrompt: REFLECTOR_PROMPT, tier: 'LOW', contract: 'reflection' }, cfg.reflector);
 }
 
-export function reflectorMessage(goal: GoalRecord, step: number, outcomes: SubtaskOutcome[], index: FileEntry[]): string {
+export function reflectorMessage(
+  goal: GoalRecord,
+  step: number,
+  outcomes: SubtaskOutcome[],
+  index: FileEntry[],
+): string {
   const lines = outcomes.map((o) => `- ${o.artifact} (${o.role}): ${o.status}${o.reason ? `: ${o.reason}` : ''}`);
   return [
     `Goal: ${goal.goal}`,

@@ -10,7 +10,7 @@ import type { Decided } from '../../shared/goal/lifecycle.ts';
 import type { Reflection } from '../../shared/goal/plan.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';
-import { ReflectJobSchema, goalOfJob, parseJobData } from '../../shared/runtime/jobs.ts';
+import { goalOfJob, parseJobData, ReflectJobSchema } from '../../shared/runtime/jobs.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 import { reflectionContract } from './decision-contract.ts';
 import { collectOutcomes, type SubtaskOutcome } from './outcomes.ts';
@@ -86,7 +86,12 @@ async function decide(rt: Runtime, d: DecideInput): Promise<Decided | ReflectRes
     task: reflectorMessage(goal, step, d.outcomes, index),
     contract: reflectionContract,
     ctx: {
-      role: 'reflector', kind: 'reflector', goalId: goal.goalId, step, threadId: d.threadId, signal: d.signal,
+      role: 'reflector',
+      kind: 'reflector',
+      goalId: goal.goalId,
+      step,
+      threadId: d.threadId,
+      signal: d.signal,
       subject: { goal: goal.goal, plan: goal.plan, files },
     },
     log: d.log,
@@ -105,5 +110,6 @@ async function applyDecision(rt: Runtime, goal: GoalRecord, d: Decided): Promise
   if (decision !== 'escalate' && goal.review) await rt.lifecycle.awaitHuman(goal.goalId, d, 'review');
   else if (decision === 'end') await rt.lifecycle.complete(goal.goalId, d);
   else if (decision === 'escalate') await rt.lifecycle.awaitHuman(goal.goalId, d, 'escalation');
-  else if (await rt.lifecycle.requeue(goal.goalId, d)) await rt.queues.addPlan({ goalId: goal.goalId, step: d.step + 1 });
+  else if (await rt.lifecycle.requeue(goal.goalId, d))
+    await rt.queues.addPlan({ goalId: goal.goalId, step: d.step + 1 });
 }

@@ -5,9 +5,10 @@
 // pipelined batches, and a second SCAN pass unlinks the doomed goals' keys (a SCAN per goal
 // would make the sweep quadratic). Terminal statuses are final (lua/goalTransition.lua never
 // leaves one), so a goal judged expired cannot come back to life between the passes.
-import type { Runtime } from '../../shared/runtime/runtime.ts';
+
 import { isTerminal } from '../../shared/goal/status.ts';
 import { MAINTENANCE_QUEUE, SWEEP_SCHEDULER_ID } from '../../shared/runtime/queues.ts';
+import type { Runtime } from '../../shared/runtime/runtime.ts';
 
 export interface SweepReport {
   expired: number;
@@ -53,7 +54,10 @@ export async function sweep(rt: Runtime, now = Date.now()): Promise<SweepReport>
       }
     });
   }
-  await measureLiveBytes(rt, all.filter((id) => !doomed.has(id)));
+  await measureLiveBytes(
+    rt,
+    all.filter((id) => !doomed.has(id)),
+  );
   if (doomed.size === 0) return report;
 
   // Pass 2: unlink the doomed goals' keys (transcripts included), then their index entries
@@ -71,7 +75,11 @@ export async function sweep(rt: Runtime, now = Date.now()): Promise<SweepReport>
   for (let i = 0; i < gone.length; i += BATCH) await rt.redis.zrem(keys.goalsIndex(), ...gone.slice(i, i + BATCH));
   for (const goalId of gone) await rt.vfs.blobs.deleteGoal(goalId);
 
-  for (const [reason, n] of [['retention', report.expired], ['orphan', report.orphans]] as const) if (n) rt.metrics.sweptGoals.inc({ reason }, n);
+  for (const [reason, n] of [
+    ['retention', report.expired],
+    ['orphan', report.orphans],
+  ] as const)
+    if (n) rt.metrics.sweptGoals.inc({ reason }, n);
   return report;
 }
 
@@ -98,9 +106,11 @@ async function measureLiveBytes(rt: Runtime, goalIds: string[]): Promise<void> {
 
 /** The reflector hosts the schedule; upsert is idempotent across replicas. */
 export async function scheduleSweep(rt: Runtime): Promise<void> {
-  await rt.queues.get(MAINTENANCE_QUEUE).upsertJobScheduler(
-    SWEEP_SCHEDULER_ID,
-    { every: rt.cfg.sweepIntervalSeconds * 1000 },
-    { name: 'sweep', data: {}, opts: { removeOnComplete: { count: 10 }, removeOnFail: { count: 50 } } },
-  );
+  await rt.queues
+    .get(MAINTENANCE_QUEUE)
+    .upsertJobScheduler(
+      SWEEP_SCHEDULER_ID,
+      { every: rt.cfg.sweepIntervalSeconds * 1000 },
+      { name: 'sweep', data: {}, opts: { removeOnComplete: { count: 10 }, removeOnFail: { count: 50 } } },
+    );
 }

@@ -1,8 +1,8 @@
 // A subtask that failed for good is recorded on the goal's timeline; the cycle's reflection
 // goes on without it (a failed child never cancels its siblings).
 import type { Job } from 'bullmq';
-import { scrubSecrets } from '../../shared/runtime/logger.ts';
 import { SubagentJobSchema } from '../../shared/runtime/jobs.ts';
+import { scrubSecrets } from '../../shared/runtime/logger.ts';
 import { subagentQueueName } from '../../shared/runtime/queues.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 
@@ -15,6 +15,13 @@ export function recordSubtaskFailure(rt: Runtime) {
     if (job.queueName !== subagentQueueName(role)) return;
     if (!(await rt.goals.get(goalId))) return;
     const reason = scrubSecrets(err.message, rt.secrets).slice(0, 300);
-    await rt.goals.appendEvent(goalId, { type: 'subtask_failed', step, index, role, artifact: expected_artifact, reason });
+    await rt.goals.appendEvent(goalId, {
+      type: 'subtask_failed',
+      step,
+      index,
+      role,
+      artifact: expected_artifact,
+      reason,
+    });
   };
 }

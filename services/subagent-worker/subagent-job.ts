@@ -1,18 +1,24 @@
 // A subagent job: run the role's agent on a fresh message list (P52), write the artifact
 // to the virtual FS, return a small SubagentResult without content or transcript.
-import { UnrecoverableError, Worker, type Job, type Queue } from 'bullmq';
+import { type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { Logger } from 'pino';
 import type { AgentRun } from '../../shared/agent/create-agent.ts';
 import { contractFor } from '../../shared/agent/output-contracts.ts';
 import { ModelCallError } from '../../shared/agent/providers/types.ts';
 import type { RoleSpec } from '../../shared/agent/roles.ts';
-import { runForGoal } from '../../shared/agent/run-for-goal.ts';
+import { type GoalRunOutcome, runForGoal } from '../../shared/agent/run-for-goal.ts';
 import { createVfsTools } from '../../shared/agent/tools.ts';
 import { shortId } from '../../shared/agent/transcripts.ts';
 import { ProviderRateLimitError } from '../../shared/errors.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
-import { SubagentJobSchema, goalOfJob, parseJobData, type SubagentJob, type SubagentJobResult } from '../../shared/runtime/jobs.ts';
+import {
+  goalOfJob,
+  parseJobData,
+  type SubagentJob,
+  type SubagentJobResult,
+  SubagentJobSchema,
+} from '../../shared/runtime/jobs.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 import { buildSubagentTask } from './task.ts';
 
@@ -29,7 +35,11 @@ function skippedResult(base: ResultBase, notes: string, skipped: string): Subage
   return { ...base, status: 'failed', notes: notes.slice(0, 200), finishedAt: Date.now(), skipped };
 }
 
-export async function processSubagentJob(deps: SubagentDeps, job: Job, signal?: AbortSignal): Promise<SubagentJobResult> {
+export async function processSubagentJob(
+  deps: SubagentDeps,
+  job: Job,
+  signal?: AbortSignal,
+): Promise<SubagentJobResult> {
   const { rt, role } = deps;
   const data = parseJobData(SubagentJobSchema, job.data, 'subagent job payload');
   if (data.role !== role.name) {
@@ -37,7 +47,13 @@ export async function processSubagentJob(deps: SubagentDeps, job: Job, signal?: 
   }
   const { goalId, step, index } = data;
   const threadId = threadIdFor(goalId, role.name, shortId());
-  const base: ResultBase = { artifact_name: data.expected_artifact, role: role.name, threadId, bytes: 0, startedAt: Date.now() };
+  const base: ResultBase = {
+    artifact_name: data.expected_artifact,
+    role: role.name,
+    threadId,
+    bytes: 0,
+    startedAt: Date.now(),
+  };
   const goal = await goalOfJob(rt.goals, goalId);
   if (isTerminal(goal.status)) return skippedResult(base, `skipped: goal is ${goal.status}`, goal.status);
   const log = rt.logger.child({ goalId, step, role: role.name, threadId, jobId: job.id });
@@ -45,7 +61,7 @@ export async function processSubagentJob(deps: SubagentDeps, job: Job, signal?: 
   await rt.goals.appendEvent(goalId, { type: 'subtask_started', ...ref, attempt: job.attemptsMade + 1 });
 
   const writer = String(job.id);
-  let res;
+  let res: GoalRunOutcome<unknown>;
   try {
     res = await runForGoal<unknown>(rt, {
       spec: role,
@@ -54,7 +70,12 @@ export async function processSubagentJob(deps: SubagentDeps, job: Job, signal?: 
       tools: createVfsTools(rt.vfs, { goalId, step, role: role.name, threadId, writer }, role.tools),
       contract: contractFor(role.contract),
       ctx: {
-        role: role.name, kind: 'subagent', goalId, step, threadId, signal,
+        role: role.name,
+        kind: 'subagent',
+        goalId,
+        step,
+        threadId,
+        signal,
         subject: { goal: goal.goal, instruction: data.instruction },
       },
       log,
@@ -69,7 +90,12 @@ export async function processSubagentJob(deps: SubagentDeps, job: Job, signal?: 
 
 /** Writes the artifact (failed runs keep what they wrote, marked failed) and the event. */
 async function recordResult(
-  rt: Runtime, data: SubagentJob, writer: string, run: AgentRun, base: ResultBase, log: Logger,
+  rt: Runtime,
+  data: SubagentJob,
+  writer: string,
+  run: AgentRun,
+  base: ResultBase,
+  log: Logger,
 ): Promise<SubagentJobResult> {
   const { goalId, step, index } = data;
   const status = run.ok ? 'done' : 'failed';
@@ -82,8 +108,14 @@ async function recordResult(
   }
   const result: SubagentJobResult = { ...base, status, notes, bytes, finishedAt: Date.now() };
   await rt.goals.appendEvent(goalId, {
-    type: run.ok ? 'subtask_finished' : 'subtask_failed', step, index, role: base.role,
-    artifact: data.expected_artifact, threadId: base.threadId, bytes, ms: result.finishedAt - base.startedAt,
+    type: run.ok ? 'subtask_finished' : 'subtask_failed',
+    step,
+    index,
+    role: base.role,
+    artifact: data.expected_artifact,
+    threadId: base.threadId,
+    bytes,
+    ms: result.finishedAt - base.startedAt,
     ...(notes ? { reason: notes } : {}),
   });
   log.info({ status, bytes, turns: run.turns }, 'subtask finished');
@@ -95,7 +127,11 @@ async function recordResult(
  * an abort of a goal that ended returns quietly; anything else fails the attempt.
  */
 async function handleRunError(
-  deps: SubagentDeps, job: Job, base: ResultBase, err: unknown, log: Logger,
+  deps: SubagentDeps,
+  job: Job,
+  base: ResultBase,
+  err: unknown,
+  log: Logger,
 ): Promise<SubagentJobResult> {
   const { rt } = deps;
   if (err instanceof ProviderRateLimitError) {

@@ -7,7 +7,9 @@ export async function buildSubagentTask(rt: { vfs: Pick<VirtualFs, 'read'> }, jo
   const parts: string[] = [];
   for (const name of job.read_files) {
     const content = await rt.vfs.read(job.goalId, name);
-    parts.push(content === null ? `# ${name}\n(not available: the file was evicted or never written)` : `# ${name}\n${content}`);
+    parts.push(
+      content === null ? `# ${name}\n(not available: the file was evicted or never written)` : `# ${name}\n${content}`,
+    );
   }
   return parts.length ? `${parts.join('\n\n')}\n\n## Task\n${job.instruction}` : job.instruction;
 }

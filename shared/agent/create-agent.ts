@@ -2,12 +2,21 @@
 // differ only in data: system prompt, tools, middleware, tier, limits, output contract.
 // The loop (seed 004): a fresh message list, tool calls run and truncated, stop when the
 // model stops calling tools or at maxTurns; only the final text returns.
-import type { AgentSpec } from './roles.ts';
+
 import type { Metrics } from '../runtime/metrics.ts';
-import type { CallContext, Message, ModelProvider, ModelRequest, ModelResponse, ToolResultBlock, ToolUseBlock } from './providers/types.ts';
-import { ModelCallError, responseText } from './providers/types.ts';
 import { buildMiddleware, compose, type MiddlewareDeps } from './middleware/index.ts';
 import type { OutputContract } from './output-contracts.ts';
+import type {
+  CallContext,
+  Message,
+  ModelProvider,
+  ModelRequest,
+  ModelResponse,
+  ToolResultBlock,
+  ToolUseBlock,
+} from './providers/types.ts';
+import { ModelCallError, responseText } from './providers/types.ts';
+import type { AgentSpec } from './roles.ts';
 import type { Tool } from './tools.ts';
 
 export const TRUNCATION_MARKER = '\n[... truncated by deepq: tool result exceeded the limit ...]';
@@ -57,9 +66,20 @@ export function createAgent(spec: AgentSpec, deps: AgentDeps): Agent {
       const call = compose(stack, ctx, (req) => callProvider(deps, req, ctx));
       const tools = new Map((opts.tools ?? []).map((t) => [t.def.name, t]));
       // P52: the list starts fresh with the task alone; nothing from any other agent.
-      const conv: Conversation = { spec, call, tools, maxChars, messages: [{ role: 'user', content: opts.task }], turns: 0 };
+      const conv: Conversation = {
+        spec,
+        call,
+        tools,
+        maxChars,
+        messages: [{ role: 'user', content: opts.task }],
+        turns: 0,
+      };
       const stopped = () => `stopped at the turn limit (${spec.maxTurns}) without a final answer`;
-      const result = (r: Omit<AgentRun<T>, 'turns' | 'messages'>): AgentRun<T> => ({ ...r, turns: conv.turns, messages: conv.messages });
+      const result = (r: Omit<AgentRun<T>, 'turns' | 'messages'>): AgentRun<T> => ({
+        ...r,
+        turns: conv.turns,
+        messages: conv.messages,
+      });
 
       let text = await runTurns(conv);
       if (text === null) return result({ ok: false, text: '', problem: stopped(), contractRetries: 0 });
@@ -120,7 +140,9 @@ async function runTurns(c: Conversation): Promise<string | null> {
     // Keep the history one the API accepts when it is sent again (a contract retry):
     // no blank text blocks, no empty assistant turn, and no tool_use left without its
     // tool_result (a final turn cut off by max_tokens mid tool call runs no tools).
-    const kept = res.content.filter((b) => (b.type === 'text' ? b.text.trim() !== '' : !(final && b.type === 'tool_use')));
+    const kept = res.content.filter((b) =>
+      b.type === 'text' ? b.text.trim() !== '' : !(final && b.type === 'tool_use'),
+    );
     if (kept.length) c.messages.push({ role: 'assistant', content: kept });
     if (final) return responseText(res);
     c.messages.push({ role: 'user', content: await runTools(c, uses) });
@@ -140,7 +162,11 @@ async function runTools(c: Conversation, uses: ToolUseBlock[]): Promise<ToolResu
       continue;
     }
     try {
-      results.push({ type: 'tool_result', tool_use_id: use.id, content: truncate(await tool.run(use.input), c.maxChars) });
+      results.push({
+        type: 'tool_result',
+        tool_use_id: use.id,
+        content: truncate(await tool.run(use.input), c.maxChars),
+      });
     } catch (err) {
       const content = truncate(`error: ${(err as Error).message}`, c.maxChars);
       results.push({ type: 'tool_result', tool_use_id: use.id, content, is_error: true });

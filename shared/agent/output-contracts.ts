@@ -7,7 +7,9 @@ import type { RoleContract } from './roles.ts';
 export type ContractResult<T = unknown> = { ok: true; value: T } | { ok: false; problem: string };
 export type OutputContract<T = unknown> = { name: string; describe: string; check(text: string): ContractResult<T> };
 
-const CritiqueSchema = z.array(z.object({ line: z.number().int(), issue: z.string().min(1), severity: z.string().min(1) }));
+const CritiqueSchema = z.array(
+  z.object({ line: z.number().int(), issue: z.string().min(1), severity: z.string().min(1) }),
+);
 
 /** A contract for JSON output: bare or fenced JSON that the schema accepts. */
 export function jsonContract<T>(name: string, describe: string, schema: z.ZodType<T>): OutputContract<T> {
@@ -22,13 +24,16 @@ function json<T>(text: string, schema: z.ZodType<T>, what: string): ContractResu
     return { ok: false, problem: (err as Error).message.replace(/^invalid .*?: /, '') };
   }
   const r = schema.safeParse(data);
-  return r.success ? { ok: true, value: r.data } : { ok: false, problem: `${what} does not match its schema: ${formatZodIssues(r.error)}` };
+  return r.success
+    ? { ok: true, value: r.data }
+    : { ok: false, problem: `${what} does not match its schema: ${formatZodIssues(r.error)}` };
 }
 
 export const summaryContract: OutputContract<string> = {
   name: 'summary',
   describe: 'a non-empty plain-text summary',
-  check: (text) => (text.trim().length > 0 ? { ok: true, value: text.trim() } : { ok: false, problem: 'the summary is empty' }),
+  check: (text) =>
+    text.trim().length > 0 ? { ok: true, value: text.trim() } : { ok: false, problem: 'the summary is empty' },
 };
 
 export const codeContract: OutputContract<string> = {
@@ -37,7 +42,13 @@ export const codeContract: OutputContract<string> = {
   check(text) {
     const t = text.trim();
     const fences = t.match(/^```/gm)?.length ?? 0;
-    if (fences !== 2) return { ok: false, problem: `expected exactly one fenced code block, found ${Math.floor(fences / 2)} block(s) (${fences} fence lines)` };
+    if (fences !== 2)
+      return {
+        ok: false,
+        problem:
+          'expected exactly one fenced code block, ' +
+          `found ${Math.floor(fences / 2)} block(s) (${fences} fence lines)`,
+      };
     if (!/^```[\w+-]*\n[\s\S]*\n```$/.test(t)) return { ok: false, problem: 'text outside the fenced code block' };
     return { ok: true, value: t };
   },

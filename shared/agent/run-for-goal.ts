@@ -6,7 +6,7 @@ import { BudgetExceededError } from '../errors.ts';
 import { goalUsageSink } from '../goal/budgets.ts';
 import type { GoalRecord } from '../goal/store.ts';
 import type { Runtime } from '../runtime/runtime.ts';
-import { createAgent, type AgentRun, type RunOptions } from './create-agent.ts';
+import { type AgentRun, createAgent, type RunOptions } from './create-agent.ts';
 import type { OutputContract } from './output-contracts.ts';
 import type { AgentSpec } from './roles.ts';
 import type { Tool } from './tools.ts';

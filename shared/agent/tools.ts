@@ -3,9 +3,9 @@
 import { z } from 'zod';
 import type { VirtualFs } from '../vfs/vfs.ts';
 import { formatIndex } from '../vfs/vfs.ts';
-import type { TOOL_NAMES } from './roles.ts';
-import type { ToolDef } from './providers/types.ts';
 import { formatZodIssues } from '../zod.ts';
+import type { ToolDef } from './providers/types.ts';
+import type { TOOL_NAMES } from './roles.ts';
 
 export interface Tool {
   def: ToolDef;
@@ -30,13 +30,22 @@ function args<T>(schema: z.ZodType<T>, input: unknown, tool: string): T {
   return r.data;
 }
 
-export function createVfsTools(vfs: VirtualFs, scope: ToolScope, names: readonly (typeof TOOL_NAMES)[number][]): Tool[] {
+export function createVfsTools(
+  vfs: VirtualFs,
+  scope: ToolScope,
+  names: readonly (typeof TOOL_NAMES)[number][],
+): Tool[] {
   const all: Record<(typeof TOOL_NAMES)[number], Tool> = {
     read_file: {
       def: {
         name: 'read_file',
         description: 'Read an artifact of this goal by name.',
-        input_schema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'], additionalProperties: false },
+        input_schema: {
+          type: 'object',
+          properties: { name: { type: 'string' } },
+          required: ['name'],
+          additionalProperties: false,
+        },
       },
       async run(input) {
         const { name } = args(ReadArgs, input, 'read_file');
@@ -51,11 +60,22 @@ export function createVfsTools(vfs: VirtualFs, scope: ToolScope, names: readonly
       def: {
         name: 'write_file',
         description: 'Write (create or replace) an artifact of this goal.',
-        input_schema: { type: 'object', properties: { name: { type: 'string' }, content: { type: 'string' } }, required: ['name', 'content'], additionalProperties: false },
+        input_schema: {
+          type: 'object',
+          properties: { name: { type: 'string' }, content: { type: 'string' } },
+          required: ['name', 'content'],
+          additionalProperties: false,
+        },
       },
       async run(input) {
         const { name, content } = args(WriteArgs, input, 'write_file');
-        const e = await vfs.write(scope.goalId, name, content, { status: 'active', step: scope.step, role: scope.role, threadId: scope.threadId, writer: scope.writer });
+        const e = await vfs.write(scope.goalId, name, content, {
+          status: 'active',
+          step: scope.step,
+          role: scope.role,
+          threadId: scope.threadId,
+          writer: scope.writer,
+        });
         return `wrote ${name} (${e.bytes} bytes, version ${e.version})`;
       },
     },

@@ -1,16 +1,18 @@
 // Each agent run's messages, kept under its thread id with a TTL for debugging; never fed
 // to another agent.
 import { randomBytes } from 'node:crypto';
-import type { Message } from './providers/types.ts';
-import type { Runtime } from '../runtime/runtime.ts';
 import { goalIdFromThreadId } from '../goal/keys.ts';
+import type { Runtime } from '../runtime/runtime.ts';
+import type { Message } from './providers/types.ts';
 
 export function shortId(): string {
   return randomBytes(4).toString('hex');
 }
 
 function elide(text: string, max: number): string {
-  return text.length > max ? `${text.slice(0, max)}\n[... ${text.length - max} chars elided from the stored transcript ...]` : text;
+  return text.length > max
+    ? `${text.slice(0, max)}\n[... ${text.length - max} chars elided from the stored transcript ...]`
+    : text;
 }
 
 /**
@@ -36,10 +38,21 @@ export function compactMessages(messages: Message[], maxChars: number): Message[
  * Stores a run's messages under its thread id with a TTL, and keeps at most
  * `transcriptsPerGoal` per goal (the oldest go first), so a long goal's keys stay small.
  */
-export async function saveTranscript(rt: Pick<Runtime, 'redis' | 'goals' | 'cfg'>, goalId: string, threadId: string, role: string, messages: Message[]): Promise<void> {
+export async function saveTranscript(
+  rt: Pick<Runtime, 'redis' | 'goals' | 'cfg'>,
+  goalId: string,
+  threadId: string,
+  role: string,
+  messages: Message[],
+): Promise<void> {
   const keys = rt.goals.keys;
   const now = Date.now();
-  const body = JSON.stringify({ threadId, role, savedAt: now, messages: compactMessages(messages, rt.cfg.transcriptMaxBlockChars) });
+  const body = JSON.stringify({
+    threadId,
+    role,
+    savedAt: now,
+    messages: compactMessages(messages, rt.cfg.transcriptMaxBlockChars),
+  });
   const res = await rt.redis
     .multi()
     .set(keys.transcript(goalId, threadId), body, 'EX', rt.cfg.transcriptTtlSeconds)
@@ -49,11 +62,18 @@ export async function saveTranscript(rt: Pick<Runtime, 'redis' | 'goals' | 'cfg'
     .exec();
   const old = (res?.[3]?.[1] as string[] | undefined) ?? [];
   if (old.length) {
-    await rt.redis.multi().unlink(...old.map((t) => keys.transcript(goalId, t))).zrem(keys.threads(goalId), ...old).exec();
+    await rt.redis
+      .multi()
+      .unlink(...old.map((t) => keys.transcript(goalId, t)))
+      .zrem(keys.threads(goalId), ...old)
+      .exec();
   }
 }
 
-export async function loadTranscript(rt: Pick<Runtime, 'redis' | 'goals'>, threadId: string): Promise<{ threadId: string; role: string; savedAt: number; messages: Message[] } | null> {
+export async function loadTranscript(
+  rt: Pick<Runtime, 'redis' | 'goals'>,
+  threadId: string,
+): Promise<{ threadId: string; role: string; savedAt: number; messages: Message[] } | null> {
   const goalId = goalIdFromThreadId(threadId);
   if (!goalId) return null;
   const raw = await rt.redis.get(rt.goals.keys.transcript(goalId, threadId));

@@ -2,8 +2,8 @@
 // payload is malformed (written into the queue by something other than deepq) is not a job
 // of any goal: it fails alone, naming the bad field, and never touches the goal it names.
 import type { Job } from 'bullmq';
-import { scrubSecrets } from '../runtime/logger.ts';
 import { PlanJobSchema } from '../runtime/jobs.ts';
+import { scrubSecrets } from '../runtime/logger.ts';
 import type { Runtime } from '../runtime/runtime.ts';
 
 export function failGoalOnFinalFailure(rt: Runtime, what: string) {

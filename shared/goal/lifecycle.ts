@@ -20,7 +20,7 @@
 // to leave them. A refused transition returns false and changes nothing.
 import type { Redis } from 'ioredis';
 import { runScript } from '../runtime/scripts.ts';
-import { subtaskRefs, type PausedFor, type SubtaskOutcomeRef, type TimelineEventBody } from './events.ts';
+import { type PausedFor, type SubtaskOutcomeRef, subtaskRefs, type TimelineEventBody } from './events.ts';
 import type { Keys } from './keys.ts';
 import type { Plan, Reflection } from './plan.ts';
 import type { GoalStatus, TerminalStatus } from './status.ts';
@@ -100,7 +100,8 @@ export class GoalLifecycle {
 
   /** A human must decide: after an escalation, or to confirm the decision under review. */
   async awaitHuman(goalId: string, d: Decided, pausedFor: PausedFor): Promise<boolean> {
-    const reason = pausedFor === 'review' ? `review: the reflector chose ${d.reflection.decision}` : d.reflection.reason;
+    const reason =
+      pausedFor === 'review' ? `review: the reflector chose ${d.reflection.decision}` : d.reflection.reason;
     const paused: TimelineEventBody = {
       type: 'paused',
       step: d.step,
@@ -194,7 +195,14 @@ export class GoalLifecycle {
 
 function reflected(d: Decided): TimelineEventBody {
   const { decision, reason } = d.reflection;
-  return { type: 'reflected', step: d.step, decision, reason, ...(d.threadId ? { threadId: d.threadId } : {}), outcomes: d.outcomes };
+  return {
+    type: 'reflected',
+    step: d.step,
+    decision,
+    reason,
+    ...(d.threadId ? { threadId: d.threadId } : {}),
+    outcomes: d.outcomes,
+  };
 }
 
 function decisionFields(d: Decided): GoalFields {

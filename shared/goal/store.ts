@@ -1,11 +1,11 @@
 // The goal's own hash, its timeline stream and the goals index.
 import type { Redis } from 'ioredis';
+import { UnknownGoalError } from '../errors.ts';
+import type { Budgets } from './budgets.ts';
 import type { TimelineEntry, TimelineEvent, TimelineEventBody } from './events.ts';
 import { Keys } from './keys.ts';
-import { UnknownGoalError } from '../errors.ts';
-import type { GoalStatus } from './status.ts';
 import type { Plan, Reflection } from './plan.ts';
-import type { Budgets } from './budgets.ts';
+import type { GoalStatus } from './status.ts';
 
 export const TOKEN_KINDS = ['input', 'output', 'cache_read', 'cache_write'] as const;
 export type TokenKind = (typeof TOKEN_KINDS)[number];
@@ -43,20 +43,27 @@ export class GoalStore {
   constructor(
     readonly redis: Redis,
     prefix: string,
-    readonly opts: GoalStoreOptions = { keyTtlSeconds: 7 * 86400, eventsMaxLen: 2000 },
+    readonly opts: GoalStoreOptions,
   ) {
     this.keys = new Keys(prefix);
   }
 
-  async create(goalId: string, goal: string, budgets: Budgets, review: boolean, now = Date.now()): Promise<void> {
+  async create(goalId: string, goal: string, budgets: Budgets, review: boolean): Promise<void> {
+    const now = Date.now();
     const key = this.keys.goal(goalId);
     const event: TimelineEvent = { type: 'created', at: now, goal: goal.slice(0, 200) };
     const ok = await this.redis
       .multi()
       .hsetnx(key, 'createdAt', String(now))
       .hset(key, {
-        goal, status: 'queued', step: '0', depth: '0', updatedAt: String(now),
-        review: review ? '1' : '0', budgets: JSON.stringify(budgets), planStep: '0',
+        goal,
+        status: 'queued',
+        step: '0',
+        depth: '0',
+        updatedAt: String(now),
+        review: review ? '1' : '0',
+        budgets: JSON.stringify(budgets),
+        planStep: '0',
       })
       .expire(key, this.opts.keyTtlSeconds)
       .zadd(this.keys.goalsIndex(), now, goalId)
@@ -78,8 +85,17 @@ export class GoalStore {
     return g;
   }
 
-  async appendEvent(goalId: string, event: TimelineEventBody, now = Date.now()): Promise<void> {
-    await this.redis.xadd(this.keys.events(goalId), 'MAXLEN', '~', this.opts.eventsMaxLen, '*', 'e', JSON.stringify({ ...event, at: now }));
+  async appendEvent(goalId: string, event: TimelineEventBody): Promise<void> {
+    const now = Date.now();
+    await this.redis.xadd(
+      this.keys.events(goalId),
+      'MAXLEN',
+      '~',
+      this.opts.eventsMaxLen,
+      '*',
+      'e',
+      JSON.stringify({ ...event, at: now }),
+    );
   }
 
   async events(goalId: string, afterId = '-', count = 1000): Promise<TimelineEntry[]> {
@@ -157,4 +173,3 @@ function parseGoal(goalId: string, h: Record<string, string>): GoalRecord {
     usage,
   };
 }
-

@@ -3,12 +3,12 @@
 import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { z } from 'zod';
 import YAML from 'yaml';
+import { z } from 'zod';
+import { AgentSpecSchema, DEFAULT_ROLES, RoleSpecSchema } from '../agent/roles.ts';
 import { ConfigError } from '../errors.ts';
 import { BudgetsSchema } from '../goal/budgets.ts';
 import { formatZodIssues } from '../zod.ts';
-import { AgentSpecSchema, DEFAULT_ROLES, RoleSpecSchema } from '../agent/roles.ts';
 
 const PriceSchema = z.object({
   inputPerMTok: z.number().nonnegative(),
@@ -17,17 +17,25 @@ const PriceSchema = z.object({
   cacheWritePerMTok: z.number().nonnegative().default(0),
 });
 
-
 export const ConfigSchema = z
   .object({
-    redisUrl: z.string().regex(/^rediss?:\/\//, 'must start with redis:// or rediss://').default('redis://127.0.0.1:6379'),
-    prefix: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'letters, digits, _ . - only').default('deepq'),
+    redisUrl: z
+      .string()
+      .regex(/^rediss?:\/\//, 'must start with redis:// or rediss://')
+      .default('redis://127.0.0.1:6379'),
+    prefix: z
+      .string()
+      .regex(/^[A-Za-z0-9_.-]{1,64}$/, 'letters, digits, _ . - only')
+      .default('deepq'),
     modelProvider: z.enum(['anthropic', 'scripted']).optional(),
     anthropicApiKey: z.string().min(1).optional(),
     anthropicBaseUrl: z.string().url().optional(),
     modelTimeoutMs: z.number().int().positive().default(120_000),
     models: z
-      .object({ HIGH: z.string().min(1).default('claude-sonnet-5-5'), LOW: z.string().min(1).default('claude-haiku-5-5') })
+      .object({
+        HIGH: z.string().min(1).default('claude-sonnet-5-5'),
+        LOW: z.string().min(1).default('claude-haiku-5-5'),
+      })
       .prefault({}),
     scriptedLatencyMs: z.number().int().nonnegative().default(0),
     /** Scripted model only: the first plan has this many research subtasks (benchmarks). */
@@ -46,8 +54,16 @@ export const ConfigSchema = z
     vfs: z
       .object({
         blobDir: z.string().min(1).default(join(tmpdir(), 'deepq-blobs')),
-        spillBytes: z.number().int().positive().default(100 * 1024),
-        maxArtifactBytes: z.number().int().positive().default(5 * 1024 * 1024),
+        spillBytes: z
+          .number()
+          .int()
+          .positive()
+          .default(100 * 1024),
+        maxArtifactBytes: z
+          .number()
+          .int()
+          .positive()
+          .default(5 * 1024 * 1024),
         maxFilesPerGoal: z.number().int().positive().default(500),
         evictDoneAfterSteps: z.number().int().nonnegative().default(3),
         evictAnyAfterSteps: z.number().int().positive().default(20),
@@ -59,7 +75,11 @@ export const ConfigSchema = z
     retentionSeconds: z.number().int().positive().default(86_400),
     sweepIntervalSeconds: z.number().int().positive().default(60),
     /** Backstop EXPIRE on every goal key, refreshed on activity. */
-    goalKeyTtlSeconds: z.number().int().positive().default(7 * 86_400),
+    goalKeyTtlSeconds: z
+      .number()
+      .int()
+      .positive()
+      .default(7 * 86_400),
     transcriptTtlSeconds: z.number().int().positive().default(86_400),
     /** Transcripts kept per goal (newest first) and the cap on each stored text block. */
     transcriptsPerGoal: z.number().int().positive().default(20),
@@ -155,7 +175,10 @@ function parseEnvValue(name: string, raw: string, kind: 'string' | 'int' | 'numb
   if (kind === 'string') return raw;
   const n = Number(raw);
   if (raw.trim() === '' || !Number.isFinite(n) || (kind === 'int' && !Number.isInteger(n))) {
-    throw new ConfigError(`invalid environment variable ${name}=${JSON.stringify(raw)}: expected ${kind === 'int' ? 'an integer' : 'a number'}`);
+    throw new ConfigError(
+      `invalid environment variable ${name}=${JSON.stringify(raw)}: ` +
+        `expected ${kind === 'int' ? 'an integer' : 'a number'}`,
+    );
   }
   return n;
 }
@@ -171,7 +194,9 @@ function readConfigFile(path: string): Record<string, unknown> {
   try {
     data = /\.ya?ml$/i.test(path) ? YAML.parse(text) : JSON.parse(text);
   } catch (err) {
-    throw new ConfigError(`config file ${path} is not valid ${/\.ya?ml$/i.test(path) ? 'YAML' : 'JSON'}: ${(err as Error).message}`);
+    throw new ConfigError(
+      `config file ${path} is not valid ${/\.ya?ml$/i.test(path) ? 'YAML' : 'JSON'}: ${(err as Error).message}`,
+    );
   }
   if (data === null || data === undefined) return {};
   if (typeof data !== 'object' || Array.isArray(data)) throw new ConfigError(`config file ${path} must hold an object`);
@@ -204,11 +229,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Reco
       : 'deepq: no ANTHROPIC_API_KEY: using the offline scripted model (canned outputs, not a real LLM)';
   }
   if (modelProvider === 'anthropic' && !cfg.anthropicApiKey) {
-    throw new ConfigError('invalid config: anthropicApiKey (ANTHROPIC_API_KEY) is required when DEEPQ_MODEL_PROVIDER=anthropic');
+    throw new ConfigError(
+      'invalid config: anthropicApiKey (ANTHROPIC_API_KEY) is required when DEEPQ_MODEL_PROVIDER=anthropic',
+    );
   }
   // The scripted model is not a priced model: unless models are set explicitly, its usage is
   // booked under its own ids, so `deepq status` never shows a cost for canned output.
-  const models = modelProvider === 'scripted' && raw.models === undefined ? { HIGH: 'scripted-high', LOW: 'scripted-low' } : cfg.models;
+  const models =
+    modelProvider === 'scripted' && raw.models === undefined
+      ? { HIGH: 'scripted-high', LOW: 'scripted-low' }
+      : cfg.models;
   return { ...cfg, models, modelProvider, providerNotice };
 }
 

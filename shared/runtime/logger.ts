@@ -1,15 +1,20 @@
 // pino JSON logs; secrets never reach the output.
-import { pino, type Logger } from 'pino';
+import { type Logger, pino } from 'pino';
 
 export const REDACT_PATHS = [
-  'apiKey', '*.apiKey', 'anthropicApiKey', '*.anthropicApiKey', 'password', '*.password',
-  'headers.authorization', '*.headers.authorization', 'headers["x-api-key"]', '*.headers["x-api-key"]',
+  'apiKey',
+  '*.apiKey',
+  'anthropicApiKey',
+  '*.anthropicApiKey',
+  'password',
+  '*.password',
+  'headers.authorization',
+  '*.headers.authorization',
+  'headers["x-api-key"]',
+  '*.headers["x-api-key"]',
 ];
 
-const SECRET_PATTERNS: RegExp[] = [
-  /sk-ant-[A-Za-z0-9_-]+/g,
-  /(rediss?:\/\/[^:@/\s]*:)[^@\s]+@/g,
-];
+const SECRET_PATTERNS: RegExp[] = [/sk-ant-[A-Za-z0-9_-]+/g, /(rediss?:\/\/[^:@/\s]*:)[^@\s]+@/g];
 
 /** Scrubs API keys and Redis passwords from free text (error messages, log strings). */
 export function scrubSecrets(text: string, extraSecrets: string[] = []): string {
@@ -34,7 +39,14 @@ export function createLogger(level: string, bindings: Record<string, unknown> = 
       log(obj) {
         const err = obj.err as { message?: string; stack?: string } | undefined;
         if (err && typeof err === 'object') {
-          return { ...obj, err: { ...err, message: scrubSecrets(String(err.message ?? ''), secrets), stack: scrubSecrets(String(err.stack ?? ''), secrets) } };
+          return {
+            ...obj,
+            err: {
+              ...err,
+              message: scrubSecrets(String(err.message ?? ''), secrets),
+              stack: scrubSecrets(String(err.stack ?? ''), secrets),
+            },
+          };
         }
         return obj;
       },

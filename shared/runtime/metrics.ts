@@ -1,22 +1,91 @@
 // Prometheus metrics. Names start with deepq_, base units, counters end in _total, and no
 // label ever carries a goal id.
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 
 export class Metrics {
   readonly registry = new Registry();
-  readonly jobs = new Counter({ name: 'deepq_jobs_total', help: 'Jobs processed, by queue, role and final status', labelNames: ['queue', 'role', 'status'], registers: [this.registry] });
-  readonly jobDuration = new Histogram({ name: 'deepq_job_duration_seconds', help: 'Job processing time', labelNames: ['queue', 'role'], buckets: [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300], registers: [this.registry] });
-  readonly queueJobs = new Gauge({ name: 'deepq_queue_jobs', help: 'Jobs in each queue by state', labelNames: ['queue', 'state'], registers: [this.registry] });
-  readonly llmRequests = new Counter({ name: 'deepq_llm_requests_total', help: 'Model requests (each HTTP attempt)', labelNames: ['provider', 'model', 'role', 'status'], registers: [this.registry] });
-  readonly llmLatency = new Histogram({ name: 'deepq_llm_latency_seconds', help: 'Model request latency', labelNames: ['provider', 'model', 'role'], buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120], registers: [this.registry] });
-  readonly llmTokens = new Counter({ name: 'deepq_llm_tokens_total', help: 'Model tokens by kind', labelNames: ['model', 'role', 'kind'], registers: [this.registry] });
-  readonly goals = new Counter({ name: 'deepq_goals_total', help: 'Goals reaching a status (terminal or awaiting_human)', labelNames: ['status'], registers: [this.registry] });
-  readonly decisions = new Counter({ name: 'deepq_reflection_decisions_total', help: 'Reflection decisions', labelNames: ['decision'], registers: [this.registry] });
-  readonly vfsBytes = new Gauge({ name: 'deepq_vfs_bytes', help: 'Bytes of live artifacts across all goals, inline (Redis) vs spilled (blob store); measured by each sweep in the reflector', labelNames: ['storage'], registers: [this.registry] });
-  readonly vfsWritten = new Counter({ name: 'deepq_vfs_written_bytes_total', help: 'Artifact bytes written by this process, inline vs spilled', labelNames: ['storage'], registers: [this.registry] });
-  readonly vfsEvictions = new Counter({ name: 'deepq_vfs_evictions_total', help: 'Artifacts evicted from the virtual FS', labelNames: ['reason'], registers: [this.registry] });
-  readonly sweptGoals = new Counter({ name: 'deepq_swept_goals_total', help: 'Goals removed by the TTL sweep', labelNames: ['reason'], registers: [this.registry] });
-  readonly contractRejections = new Counter({ name: 'deepq_contract_rejections_total', help: 'Model outputs rejected by their output contract', labelNames: ['role', 'outcome'], registers: [this.registry] });
+  readonly jobs = new Counter({
+    name: 'deepq_jobs_total',
+    help: 'Jobs processed, by queue, role and final status',
+    labelNames: ['queue', 'role', 'status'],
+    registers: [this.registry],
+  });
+  readonly jobDuration = new Histogram({
+    name: 'deepq_job_duration_seconds',
+    help: 'Job processing time',
+    labelNames: ['queue', 'role'],
+    buckets: [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
+    registers: [this.registry],
+  });
+  readonly queueJobs = new Gauge({
+    name: 'deepq_queue_jobs',
+    help: 'Jobs in each queue by state',
+    labelNames: ['queue', 'state'],
+    registers: [this.registry],
+  });
+  readonly llmRequests = new Counter({
+    name: 'deepq_llm_requests_total',
+    help: 'Model requests (each HTTP attempt)',
+    labelNames: ['provider', 'model', 'role', 'status'],
+    registers: [this.registry],
+  });
+  readonly llmLatency = new Histogram({
+    name: 'deepq_llm_latency_seconds',
+    help: 'Model request latency',
+    labelNames: ['provider', 'model', 'role'],
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120],
+    registers: [this.registry],
+  });
+  readonly llmTokens = new Counter({
+    name: 'deepq_llm_tokens_total',
+    help: 'Model tokens by kind',
+    labelNames: ['model', 'role', 'kind'],
+    registers: [this.registry],
+  });
+  readonly goals = new Counter({
+    name: 'deepq_goals_total',
+    help: 'Goals reaching a status (terminal or awaiting_human)',
+    labelNames: ['status'],
+    registers: [this.registry],
+  });
+  readonly decisions = new Counter({
+    name: 'deepq_reflection_decisions_total',
+    help: 'Reflection decisions',
+    labelNames: ['decision'],
+    registers: [this.registry],
+  });
+  readonly vfsBytes = new Gauge({
+    name: 'deepq_vfs_bytes',
+    help:
+      'Bytes of live artifacts across all goals, inline (Redis) vs spilled (blob store); ' +
+      'measured by each sweep in the reflector',
+    labelNames: ['storage'],
+    registers: [this.registry],
+  });
+  readonly vfsWritten = new Counter({
+    name: 'deepq_vfs_written_bytes_total',
+    help: 'Artifact bytes written by this process, inline vs spilled',
+    labelNames: ['storage'],
+    registers: [this.registry],
+  });
+  readonly vfsEvictions = new Counter({
+    name: 'deepq_vfs_evictions_total',
+    help: 'Artifacts evicted from the virtual FS',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
+  readonly sweptGoals = new Counter({
+    name: 'deepq_swept_goals_total',
+    help: 'Goals removed by the TTL sweep',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
+  readonly contractRejections = new Counter({
+    name: 'deepq_contract_rejections_total',
+    help: 'Model outputs rejected by their output contract',
+    labelNames: ['role', 'outcome'],
+    registers: [this.registry],
+  });
 
   constructor(defaultLabels: Record<string, string> = {}) {
     this.registry.setDefaultLabels(defaultLabels);

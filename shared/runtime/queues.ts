@@ -1,6 +1,6 @@
 // Queue names, deterministic job ids and job options. Every BullMQ key lives under the
 // deepq prefix, beside the goal keys.
-import { FlowProducer, Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
+import { type ConnectionOptions, FlowProducer, type JobsOptions, Queue } from 'bullmq';
 import type { Config } from './config.ts';
 import type { PlanJob } from './jobs.ts';
 
@@ -46,7 +46,11 @@ export class Queues {
   get(name: string): Queue {
     let q = this.queues.get(name);
     if (!q) {
-      q = new Queue(name, { connection: this.connection, prefix: this.cfg.prefix, defaultJobOptions: baseJobOptions(this.cfg) });
+      q = new Queue(name, {
+        connection: this.connection,
+        prefix: this.cfg.prefix,
+        defaultJobOptions: baseJobOptions(this.cfg),
+      });
       q.on('error', () => {});
       this.queues.set(name, q);
     }
@@ -64,7 +68,6 @@ export class Queues {
   async addPlan(data: PlanJob, attempt = 0): Promise<void> {
     await this.get(PLAN_QUEUE).add('plan', data, { jobId: planJobId(data.goalId, data.step, attempt) });
   }
-
 
   allNames(): string[] {
     return [PLAN_QUEUE, REFLECT_QUEUE, MAINTENANCE_QUEUE, ...this.cfg.roles.map((r) => subagentQueueName(r.name))];

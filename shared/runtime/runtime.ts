@@ -8,8 +8,8 @@ import { GoalLifecycle } from '../goal/lifecycle.ts';
 import { isTerminal } from '../goal/status.ts';
 import { GoalStore } from '../goal/store.ts';
 import { DirBlobStore } from '../vfs/blob-store.ts';
-import { VirtualFs, type VfsObserver } from '../vfs/vfs.ts';
-import { redactUrl, type Config } from './config.ts';
+import { type VfsObserver, VirtualFs } from '../vfs/vfs.ts';
+import { type Config, redactUrl } from './config.ts';
 import { createLogger } from './logger.ts';
 import { Metrics } from './metrics.ts';
 import { Queues } from './queues.ts';
@@ -64,7 +64,13 @@ export function openState(
   const vfs = new VirtualFs(redis, cfg.prefix, blobs, { ...cfg.vfs, ...limits }, hooks.vfs);
   const queues = new Queues(bull, cfg);
   return {
-    cfg, redis, bull, goals, lifecycle, vfs, queues,
+    cfg,
+    redis,
+    bull,
+    goals,
+    lifecycle,
+    vfs,
+    queues,
     async close() {
       await queues.close();
       redis.disconnect();

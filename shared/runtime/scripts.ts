@@ -39,9 +39,15 @@ export function defineScripts(redis: Redis): void {
 }
 
 /** Runs a named script (EVALSHA with EVAL fallback, via ioredis defineCommand). */
-export async function runScript(redis: Redis, name: ScriptName, keys: string[], args: (string | number)[]): Promise<unknown> {
+export async function runScript(
+  redis: Redis,
+  name: ScriptName,
+  keys: string[],
+  args: (string | number)[],
+): Promise<unknown> {
   defineScripts(redis);
-  if (keys.length !== SCRIPTS[name].keys) throw new Error(`script ${name} takes ${SCRIPTS[name].keys} keys, got ${keys.length}`);
+  if (keys.length !== SCRIPTS[name].keys)
+    throw new Error(`script ${name} takes ${SCRIPTS[name].keys} keys, got ${keys.length}`);
   const fn = (redis as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>)[`deepq_${name}`]!;
   return fn.call(redis, ...keys, ...args.map(String));
 }

@@ -1,8 +1,9 @@
 // Runs one queue consumer as a service: the BullMQ worker, its ops endpoints, queue-depth
 // gauges, cross-process cancellation, and a graceful drain on SIGTERM.
-import { RateLimitError, UnrecoverableError, Worker, type Job, type Processor } from 'bullmq';
-import type { Redis } from 'ioredis';
+
 import type { Server } from 'node:http';
+import { type Job, type Processor, RateLimitError, UnrecoverableError, Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
 import { scrubSecrets } from './logger.ts';
 import { startOpsServer } from './ops-server.ts';
 import { createRedis, pingRedis } from './redis.ts';
@@ -68,7 +69,12 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     await w.waitUntilReady();
   }
   await opts.onStart?.();
-  const started = { queue: opts.queueName, concurrency: opts.concurrency, metricsPort: ops.port, provider: rt.provider.name };
+  const started = {
+    queue: opts.queueName,
+    concurrency: opts.concurrency,
+    metricsPort: ops.port,
+    provider: rt.provider.name,
+  };
   rt.logger.info(started, `${opts.name} started`);
 
   let stopped: Promise<void> | undefined;
@@ -98,10 +104,16 @@ function createWorkers(opts: ServiceOptions, active: ActiveJobs): Worker[] {
   });
   main.on('failed', (job, err) => onJobFailed(opts, job, err));
   const side = (opts.sideQueues ?? []).map(
-    (q) => new Worker(q.queueName, instrumented(rt, q.queueName, q.role, q.handler, active), { ...base, concurrency: q.concurrency }),
+    (q) =>
+      new Worker(q.queueName, instrumented(rt, q.queueName, q.role, q.handler, active), {
+        ...base,
+        concurrency: q.concurrency,
+      }),
   );
   for (const w of [main, ...side]) {
-    w.on('error', (err) => rt.logger.error({ err: { message: scrubSecrets(err.message, rt.secrets) } }, 'worker error'));
+    w.on('error', (err) =>
+      rt.logger.error({ err: { message: scrubSecrets(err.message, rt.secrets) } }, 'worker error'),
+    );
   }
   return [main, ...side];
 }
@@ -130,8 +142,18 @@ function onJobFailed(opts: ServiceOptions, job: Job | undefined, err: Error): vo
   if (!job) return;
   const log = opts.rt.logger;
   const final = err instanceof UnrecoverableError || job.attemptsMade >= (job.opts.attempts ?? 1);
-  const fields = { goalId: job.data?.goalId, step: job.data?.step, role: opts.role, jobId: job.id, attempt: job.attemptsMade, final };
-  log.warn({ ...fields, reason: scrubSecrets(err.message, opts.rt.secrets) }, final ? 'job failed for good' : 'job failed, will retry');
+  const fields = {
+    goalId: job.data?.goalId,
+    step: job.data?.step,
+    role: opts.role,
+    jobId: job.id,
+    attempt: job.attemptsMade,
+    final,
+  };
+  log.warn(
+    { ...fields, reason: scrubSecrets(err.message, opts.rt.secrets) },
+    final ? 'job failed for good' : 'job failed, will retry',
+  );
   if (final) opts.onFinalFailure?.(job, err).catch((e) => log.error({ err: e }, 'final-failure hook failed'));
 }
 
@@ -222,4 +244,3 @@ export function stopOnSignals(svc: { stop(): Promise<void>; drainTimeoutMs: numb
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   process.on('SIGINT', () => onSignal('SIGINT'));
 }
-

@@ -3,7 +3,8 @@ import { z } from 'zod';
 
 /** A safe character set, ≤ 200 chars, no `..`, no leading `/`, no control chars. */
 export const ARTIFACT_NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.\-/]{0,199}$/;
-const CONTROL_CHARS = new RegExp('[\\u0000-\\u001f\\u007f]');
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
+const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
 
 export function artifactNameProblem(name: unknown): string | null {
   if (typeof name !== 'string') return 'artifact name must be a string';

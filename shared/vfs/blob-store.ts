@@ -2,7 +2,7 @@
 // Storage sits behind this small protocol; the directory store is the default (a shared
 // volume in compose and k8s).
 import { randomBytes } from 'node:crypto';
-import { mkdir, readFile, rm, writeFile, rename, readdir } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { GOAL_ID_PATTERN, isGoalId } from '../goal/ids.ts';
 

@@ -1,11 +1,11 @@
 // The virtual filesystem: a goal's artifacts in two Redis hashes (metadata, inline content),
 // large contents spilled to the blob store. Writes are atomic and idempotent (lua/vfsWrite.lua).
 import type { Redis } from 'ioredis';
+import { fromScriptError, VfsLimitError } from '../errors.ts';
 import { Keys } from '../goal/keys.ts';
 import { runScript } from '../runtime/scripts.ts';
-import type { BlobStore } from './blob-store.ts';
 import { artifactNameProblem } from './artifact-name.ts';
-import { VfsLimitError, fromScriptError } from '../errors.ts';
+import type { BlobStore } from './blob-store.ts';
 
 export type EntryStatus = 'active' | 'done' | 'failed' | 'evicted';
 
@@ -90,17 +90,30 @@ export class VirtualFs {
     const spill = bytes > this.opts.spillBytes;
     const blobRef = spill ? await this.blobs.put(goalId, content) : undefined;
     const entry: Omit<FileEntry, 'version' | 'name'> = {
-      status: meta.status, step: meta.step, bytes, role: meta.role, threadId: meta.threadId,
-      updatedAt: Date.now(), ...(blobRef ? { blobRef } : {}),
+      status: meta.status,
+      step: meta.step,
+      bytes,
+      role: meta.role,
+      threadId: meta.threadId,
+      updatedAt: Date.now(),
+      ...(blobRef ? { blobRef } : {}),
     };
     let res: [number, string];
     try {
       res = (await runScript(
-        this.redis, 'vfsWrite',
+        this.redis,
+        'vfsWrite',
         [this.keys.files(goalId), this.keys.content(goalId), this.keys.goal(goalId)],
-        [name, JSON.stringify(entry), spill ? '' : content, spill ? '0' : '1',
-          meta.expectedVersion === undefined ? '' : meta.expectedVersion, meta.writer,
-          this.opts.maxFilesPerGoal, this.opts.keyTtlSeconds],
+        [
+          name,
+          JSON.stringify(entry),
+          spill ? '' : content,
+          spill ? '0' : '1',
+          meta.expectedVersion === undefined ? '' : meta.expectedVersion,
+          meta.writer,
+          this.opts.maxFilesPerGoal,
+          this.opts.keyTtlSeconds,
+        ],
       )) as [number, string];
     } catch (err) {
       const refused = fromScriptError(err);
@@ -124,9 +137,12 @@ export class VirtualFs {
   /** Returns the content, read transparently from the blob store when spilled; null if absent. */
   async read(goalId: string, name: string): Promise<string | null> {
     for (let attempt = 1; ; attempt++) {
-      const [raw, inline] = await this.redis.multi().hget(this.keys.files(goalId), name).hget(this.keys.content(goalId), name).exec().then(
-        (r) => [r?.[0]?.[1] as string | null, r?.[1]?.[1] as string | null],
-      );
+      const [raw, inline] = await this.redis
+        .multi()
+        .hget(this.keys.files(goalId), name)
+        .hget(this.keys.content(goalId), name)
+        .exec()
+        .then((r) => [r?.[0]?.[1] as string | null, r?.[1]?.[1] as string | null]);
       if (!raw) return null;
       const entry = JSON.parse(raw) as FileEntry;
       if (entry.status === 'evicted') return null;
@@ -139,7 +155,9 @@ export class VirtualFs {
         // gone by design, so read the entry again. An unchanged entry without its blob is loss.
         const now = await this.redis.hget(this.keys.files(goalId), name);
         if (now !== raw && attempt < 5) continue;
-        throw new Error(`artifact ${name} of goal ${goalId}: its spilled content (${entry.blobRef}) is missing from the blob store`);
+        throw new Error(
+          `artifact ${name} of goal ${goalId}: its spilled content (${entry.blobRef}) is missing from the blob store`,
+        );
       }
     }
   }
@@ -154,10 +172,18 @@ export class VirtualFs {
 
   async evict(goalId: string, currentStep: number): Promise<EvictedEntry[]> {
     const flat = (await runScript(
-      this.redis, 'vfsEvict',
+      this.redis,
+      'vfsEvict',
       [this.keys.files(goalId), this.keys.content(goalId), this.keys.events(goalId)],
-      [currentStep, this.opts.evictDoneAfterSteps, this.opts.evictAnyAfterSteps, Date.now(), this.opts.eventsMaxLen,
-        Math.max(1, this.opts.tombstoneSteps ?? 1), this.opts.keyTtlSeconds],
+      [
+        currentStep,
+        this.opts.evictDoneAfterSteps,
+        this.opts.evictAnyAfterSteps,
+        Date.now(),
+        this.opts.eventsMaxLen,
+        Math.max(1, this.opts.tombstoneSteps ?? 1),
+        this.opts.keyTtlSeconds,
+      ],
     )) as string[];
     const out: EvictedEntry[] = [];
     for (let i = 0; i < flat.length; i += 3) {

@@ -1,24 +1,36 @@
 // The tool loop (seed 004) through the real AnthropicProvider and SDK against a local
 // Messages-API server, with the real VFS tools on a private Redis.
-import { test } from 'node:test';
+
 import assert from 'node:assert/strict';
-import { useRedis } from '../../testing/redis.ts';
-import { text, toolUse, type MessagesApiServer, type RecordedRequest, type WireToolResult, type WireMessage } from '../../testing/messages-api-server.ts';
-import { ctxFor, useMessagesApi } from '../../testing/agent-harness.ts';
+import { test } from 'node:test';
 import { createAgent, TRUNCATION_MARKER } from '../../shared/agent/create-agent.ts';
-import { createVfsTools } from '../../shared/agent/tools.ts';
 import { codeContract, summaryContract, textContract } from '../../shared/agent/output-contracts.ts';
-import { RoleSpecSchema, TOOL_NAMES, type RoleSpec } from '../../shared/agent/roles.ts';
+import { type RoleSpec, RoleSpecSchema, TOOL_NAMES } from '../../shared/agent/roles.ts';
+import { createVfsTools } from '../../shared/agent/tools.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
+import { ctxFor, useMessagesApi } from '../../testing/agent-harness.ts';
+import {
+  type MessagesApiServer,
+  type RecordedRequest,
+  text,
+  toolUse,
+  type WireMessage,
+  type WireToolResult,
+} from '../../testing/messages-api-server.ts';
+import { useRedis } from '../../testing/redis.ts';
 
 const redis = useRedis();
 let server: MessagesApiServer;
 let rt: Runtime;
 let goalSeq = 0;
-useMessagesApi(redis, (s, r) => {
-  server = s;
-  rt = r;
-}, { runtime: true });
+useMessagesApi(
+  redis,
+  (s, r) => {
+    server = s;
+    rt = r;
+  },
+  { runtime: true },
+);
 
 function role(name: string, over: Partial<RoleSpec> = {}): RoleSpec {
   const r = rt.cfg.roles.find((x) => x.name === name)!;
@@ -35,7 +47,14 @@ function setup(roleName: string, over: Partial<RoleSpec> = {}, goalId = newGoal(
   const threadId = `goal-${goalId}--${roleName}-0000abcd`;
   const tools = createVfsTools(rt.vfs, { goalId, step: 1, role: roleName, threadId, writer: 'test' }, spec.tools);
   const from = server.requests.length;
-  return { spec, agent, tools, goalId, ctx: ctxFor(roleName, { goalId, threadId }), reqs: (): RecordedRequest[] => server.requests.slice(from) };
+  return {
+    spec,
+    agent,
+    tools,
+    goalId,
+    ctx: ctxFor(roleName, { goalId, threadId }),
+    reqs: (): RecordedRequest[] => server.requests.slice(from),
+  };
 }
 
 function toolResults(m: WireMessage | undefined): WireToolResult[] {
@@ -46,7 +65,9 @@ function toolResults(m: WireMessage | undefined): WireToolResult[] {
 test('the loop runs tool calls and stops as soon as the model stops calling tools', async () => {
   const s = setup('code-writer');
   await rt.vfs.write(s.goalId, 'notes.md', 'hello', { status: 'done', step: 1, writer: 'seed' });
-  server.setHandler((body) => (body.messages.length === 1 ? toolUse('list_files', {}) : text('```python\nprint(1)\n```')));
+  server.setHandler((body) =>
+    body.messages.length === 1 ? toolUse('list_files', {}) : text('```python\nprint(1)\n```'),
+  );
   const run = await s.agent.run({ task: 'Write code', tools: s.tools, contract: codeContract, ctx: s.ctx });
   assert.equal(run.ok, true, run.problem);
   assert.equal(run.turns, 2);
@@ -68,7 +89,12 @@ test('the loop stops at maxTurns (30 by default, per role) without a final answe
   server.setHandler(() => toolUse('list_files', {}));
 
   const small = setup('research-specialist', { maxTurns: 4 });
-  const r4 = await small.agent.run({ task: 'Loop forever', tools: small.tools, contract: summaryContract, ctx: small.ctx });
+  const r4 = await small.agent.run({
+    task: 'Loop forever',
+    tools: small.tools,
+    contract: summaryContract,
+    ctx: small.ctx,
+  });
   assert.equal(r4.ok, false);
   assert.equal(r4.turns, 4);
   assert.match(r4.problem!, /turn limit \(4\)/);
@@ -76,7 +102,12 @@ test('the loop stops at maxTurns (30 by default, per role) without a final answe
 
   const dflt = setup('research-specialist');
   assert.equal(dflt.spec.maxTurns, 30);
-  const r30 = await dflt.agent.run({ task: 'Loop forever', tools: dflt.tools, contract: summaryContract, ctx: dflt.ctx });
+  const r30 = await dflt.agent.run({
+    task: 'Loop forever',
+    tools: dflt.tools,
+    contract: summaryContract,
+    ctx: dflt.ctx,
+  });
   assert.equal(r30.ok, false);
   assert.equal(dflt.reqs().length, 30);
   assert.match(r30.problem!, /turn limit \(30\)/);
@@ -85,13 +116,18 @@ test('the loop stops at maxTurns (30 by default, per role) without a final answe
 test('each tool result is truncated at 50,000 characters with a marker', async () => {
   assert.equal(rt.cfg.vfs.toolResultMaxChars, 50_000);
   const s = setup('research-specialist');
-  const big = 'a'.repeat(49_990) + 'BOUNDARY!!' + 'b'.repeat(10_000) + 'TAIL';
+  const big = `${'a'.repeat(49_990)}BOUNDARY!!${'b'.repeat(10_000)}TAIL`;
   const exact = 'c'.repeat(50_000);
   await rt.vfs.write(s.goalId, 'big.txt', big, { status: 'done', step: 1, writer: 'seed' });
   await rt.vfs.write(s.goalId, 'exact.txt', exact, { status: 'done', step: 1, writer: 'seed' });
   server.setHandler((body) =>
     body.messages.length === 1
-      ? { content: [{ type: 'tool_use', id: 'toolu_big', name: 'read_file', input: { name: 'big.txt' } }, { type: 'tool_use', id: 'toolu_exact', name: 'read_file', input: { name: 'exact.txt' } }] }
+      ? {
+          content: [
+            { type: 'tool_use', id: 'toolu_big', name: 'read_file', input: { name: 'big.txt' } },
+            { type: 'tool_use', id: 'toolu_exact', name: 'read_file', input: { name: 'exact.txt' } },
+          ],
+        }
       : text('summary of the files'),
   );
   const run = await s.agent.run({ task: 'Read both', tools: s.tools, contract: summaryContract, ctx: s.ctx });
@@ -116,7 +152,12 @@ test('an unknown tool or bad arguments return an error result and the loop goes 
             { type: 'tool_use', id: 'toolu_badargs', name: 'read_file', input: { path: 'x.md' } },
             { type: 'tool_use', id: 'toolu_missing', name: 'read_file', input: { name: 'missing.md' } },
             { type: 'tool_use', id: 'toolu_nocontent', name: 'write_file', input: { name: 'ok.md' } },
-            { type: 'tool_use', id: 'toolu_badname', name: 'write_file', input: { name: '../escape.md', content: 'x' } },
+            {
+              type: 'tool_use',
+              id: 'toolu_badname',
+              name: 'write_file',
+              input: { name: '../escape.md', content: 'x' },
+            },
             { type: 'tool_use', id: 'toolu_ok', name: 'list_files', input: {} },
           ],
         }
@@ -146,7 +187,12 @@ test('only the final text returns, not intermediate text or tool traffic', async
   server.setHandler((body) =>
     body.messages.length === 1
       ? toolUse('list_files', {}, { text: 'I will first look at the files.' })
-      : { content: [{ type: 'text', text: 'Paris is the capital of France [1].' }, { type: 'text', text: '\n\n[1] atlas' }] },
+      : {
+          content: [
+            { type: 'text', text: 'Paris is the capital of France [1].' },
+            { type: 'text', text: '\n\n[1] atlas' },
+          ],
+        },
   );
   const run = await s.agent.run({ task: 'Capital of France?', tools: s.tools, contract: summaryContract, ctx: s.ctx });
   assert.equal(run.ok, true);
@@ -157,7 +203,11 @@ test('only the final text returns, not intermediate text or tool traffic', async
 
 test('subagent tools are exactly read_file, write_file and list_files: none dispatches an agent', async () => {
   assert.deepEqual([...TOOL_NAMES].sort(), ['list_files', 'read_file', 'write_file']);
-  assert.equal(RoleSpecSchema.safeParse({ name: 'boss', systemPrompt: 'p', tools: ['task'] }).success, false, 'a role cannot be given a dispatch tool');
+  assert.equal(
+    RoleSpecSchema.safeParse({ name: 'boss', systemPrompt: 'p', tools: ['task'] }).success,
+    false,
+    'a role cannot be given a dispatch tool',
+  );
   server.setHandler(() => text('ok'));
   for (const r of rt.cfg.roles) {
     const s = setup(r.name);
@@ -176,7 +226,8 @@ test('subagent tools are exactly read_file, write_file and list_files: none disp
   assert.equal(server.requests.length, before, 'no tool calls the model');
   const keys = await rt.redis.keys(`${rt.cfg.prefix}:*`);
   assert.ok(keys.length > 0);
-  for (const k of keys) assert.ok(k.startsWith(`${rt.cfg.prefix}:goal:`), `unexpected key ${k}: tools must not enqueue work`);
+  for (const k of keys)
+    assert.ok(k.startsWith(`${rt.cfg.prefix}:goal:`), `unexpected key ${k}: tools must not enqueue work`);
 });
 
 test("tools cannot reach another goal's files by any name", async () => {
@@ -185,17 +236,40 @@ test("tools cannot reach another goal's files by any name", async () => {
   const s = setup('code-writer');
   const p = rt.cfg.prefix;
   const names = [
-    'secret.md', `../${victim}/secret.md`, `${victim}/secret.md`, `goal:${victim}:content`, `${p}:goal:${victim}:content`,
-    '/etc/passwd', 'x/../../secret.md', `..\\${victim}\\secret.md`, 'secret.md\u0000', 'a'.repeat(10_000),
+    'secret.md',
+    `../${victim}/secret.md`,
+    `${victim}/secret.md`,
+    `goal:${victim}:content`,
+    `${p}:goal:${victim}:content`,
+    '/etc/passwd',
+    'x/../../secret.md',
+    `..\\${victim}\\secret.md`,
+    'secret.md\u0000',
+    'a'.repeat(10_000),
   ];
   server.setHandler((body) =>
     body.messages.length === 1
       ? {
           content: [
-            ...names.map((name, i) => ({ type: 'tool_use' as const, id: `toolu_r${i}`, name: 'read_file', input: { name } })),
+            ...names.map((name, i) => ({
+              type: 'tool_use' as const,
+              id: `toolu_r${i}`,
+              name: 'read_file',
+              input: { name },
+            })),
             { type: 'tool_use', id: 'toolu_goalarg', name: 'read_file', input: { name: 'secret.md', goalId: victim } },
-            { type: 'tool_use', id: 'toolu_w', name: 'write_file', input: { name: 'secret.md', content: 'overwritten?' } },
-            { type: 'tool_use', id: 'toolu_w2', name: 'write_file', input: { name: `../${victim}/secret.md`, content: 'overwritten?' } },
+            {
+              type: 'tool_use',
+              id: 'toolu_w',
+              name: 'write_file',
+              input: { name: 'secret.md', content: 'overwritten?' },
+            },
+            {
+              type: 'tool_use',
+              id: 'toolu_w2',
+              name: 'write_file',
+              input: { name: `../${victim}/secret.md`, content: 'overwritten?' },
+            },
             { type: 'tool_use', id: 'toolu_l', name: 'list_files', input: {} },
           ],
         }
@@ -206,12 +280,24 @@ test("tools cannot reach another goal's files by any name", async () => {
   const req = s.reqs()[1]!;
   assert.ok(!req.rawBody.includes('TOP-SECRET-OF-VICTIM'), "another goal's content reached the model");
   const results = new Map(toolResults(req.body.messages[2]).map((r) => [r.tool_use_id, r]));
-  for (let i = 0; i < names.length; i++) assert.equal(results.get(`toolu_r${i}`)!.is_error, true, `read of ${JSON.stringify(names[i]!.slice(0, 40))} must fail`);
+  for (let i = 0; i < names.length; i++)
+    assert.equal(
+      results.get(`toolu_r${i}`)!.is_error,
+      true,
+      `read of ${JSON.stringify(names[i]!.slice(0, 40))} must fail`,
+    );
   assert.equal(results.get('toolu_goalarg')!.is_error, true);
   assert.equal(results.get('toolu_w2')!.is_error, true);
-  assert.equal(results.get('toolu_l')!.content, `- secret.md [active, ${'overwritten?'.length} bytes]`, 'the list shows only this goal');
+  assert.equal(
+    results.get('toolu_l')!.content,
+    `- secret.md [active, ${'overwritten?'.length} bytes]`,
+    'the list shows only this goal',
+  );
   // The victim's file is untouched.
   assert.equal(await rt.vfs.read(victim, 'secret.md'), 'TOP-SECRET-OF-VICTIM');
   assert.equal((await rt.vfs.stat(victim, 'secret.md'))!.version, 1);
-  assert.deepEqual((await rt.vfs.index(victim)).map((e) => e.name), ['secret.md']);
+  assert.deepEqual(
+    (await rt.vfs.index(victim)).map((e) => e.name),
+    ['secret.md'],
+  );
 });

@@ -3,19 +3,28 @@
 // retry-after, 5xx, connection reset, timeout, malformed body, contract-breaking output).
 // Each fault maps to what the retry policy needs; end to end, through real service
 // processes, each is handled by its policy: never a crash loop, never a stuck goal.
-import { test } from 'node:test';
+
 import assert from 'node:assert/strict';
-import { useRedis } from '../../testing/redis.ts';
-import {
-  apiError, defaultHandler, firstUserText, roleOf, text, toolUse, FAKE_API_KEY,
-  type DeepqRole, type HandlerResult, type MessagesApiServer,
-} from '../../testing/messages-api-server.ts';
-import { anthropicAt, anthropicEnv, captureLogger, ctxFor, useMessagesApi } from '../../testing/agent-harness.ts';
-import { startFleet, type Fleet } from '../../testing/fleet.ts';
+import { test } from 'node:test';
 import { createAgent } from '../../shared/agent/create-agent.ts';
 import { codeContract } from '../../shared/agent/output-contracts.ts';
-import { ModelCallError, type CallContext, type ModelRequest } from '../../shared/agent/providers/types.ts';
+import { type CallContext, ModelCallError, type ModelRequest } from '../../shared/agent/providers/types.ts';
 import { RoleSpecSchema } from '../../shared/agent/roles.ts';
+import { anthropicAt, anthropicEnv, captureLogger, ctxFor, useMessagesApi } from '../../testing/agent-harness.ts';
+import { type Fleet, startFleet } from '../../testing/fleet.ts';
+import {
+  apiError,
+  type DeepqRole,
+  defaultHandler,
+  FAKE_API_KEY,
+  firstUserText,
+  type HandlerResult,
+  type MessagesApiServer,
+  roleOf,
+  text,
+  toolUse,
+} from '../../testing/messages-api-server.ts';
+import { useRedis } from '../../testing/redis.ts';
 
 const redis = useRedis();
 let server: MessagesApiServer;
@@ -42,7 +51,11 @@ async function once(result: HandlerResult, timeoutMs = 5000, ctx: CallContext = 
 }
 
 test('a text answer: the request goes out as given, the answer and its usage come back', async () => {
-  const { res, reqs } = await once(text('Hi there', { usage: { input_tokens: 12, output_tokens: 3, cache_read_input_tokens: 40, cache_creation_input_tokens: 9 } }));
+  const { res, reqs } = await once(
+    text('Hi there', {
+      usage: { input_tokens: 12, output_tokens: 3, cache_read_input_tokens: 40, cache_creation_input_tokens: 9 },
+    }),
+  );
   assert.equal(reqs.length, 1);
   const r = reqs[0]!;
   assert.equal(r.method, 'POST');
@@ -50,44 +63,122 @@ test('a text answer: the request goes out as given, the answer and its usage com
   assert.equal(r.apiKey, FAKE_API_KEY);
   assert.ok(r.headers['anthropic-version']);
   assert.deepEqual(Object.keys(r.body).sort(), ['max_tokens', 'messages', 'model', 'system', 'tools']);
-  assert.deepEqual({ model: r.body.model, system: r.body.system, messages: r.body.messages, tools: r.body.tools, max_tokens: r.body.max_tokens }, REQ);
+  assert.deepEqual(
+    {
+      model: r.body.model,
+      system: r.body.system,
+      messages: r.body.messages,
+      tools: r.body.tools,
+      max_tokens: r.body.max_tokens,
+    },
+    REQ,
+  );
   assert.equal(res!.model, 'model-x');
   assert.equal(res!.stop_reason, 'end_turn');
   assert.deepEqual(res!.content, [{ type: 'text', text: 'Hi there' }]);
-  assert.deepEqual(res!.usage, { input_tokens: 12, output_tokens: 3, cache_read_input_tokens: 40, cache_creation_input_tokens: 9 });
+  assert.deepEqual(res!.usage, {
+    input_tokens: 12,
+    output_tokens: 3,
+    cache_read_input_tokens: 40,
+    cache_creation_input_tokens: 9,
+  });
 });
 
 test('a tool_use answer round-trips: id, name and input reach the agent, the result goes back', async () => {
   const { res } = await once(toolUse('list_files', { deep: { x: [1, 2] } }, { id: 'toolu_rt_1' }));
   assert.equal(res!.stop_reason, 'tool_use');
-  assert.deepEqual(res!.content, [{ type: 'tool_use', id: 'toolu_rt_1', name: 'list_files', input: { deep: { x: [1, 2] } } }]);
+  assert.deepEqual(res!.content, [
+    { type: 'tool_use', id: 'toolu_rt_1', name: 'list_files', input: { deep: { x: [1, 2] } } },
+  ]);
   // Through the agent loop: the tool_result answers that id in the next request.
   let n = 0;
   server.setHandler(() => (n++ === 0 ? toolUse('list_files', {}, { id: 'toolu_rt_2' }) : text('```\nok\n```')));
   const spec = RoleSpecSchema.parse({ name: 'rt', systemPrompt: 'You code.', tools: [] });
-  const agent = createAgent(spec, { provider: anthropicAt(server), logger: captureLogger().logger, models: { HIGH: 'h', LOW: 'l' } });
+  const agent = createAgent(spec, {
+    provider: anthropicAt(server),
+    logger: captureLogger().logger,
+    models: { HIGH: 'h', LOW: 'l' },
+  });
   const from = server.requests.length;
-  const run = await agent.run({ task: 't', tools: [{ def: REQ.tools![0]!, run: async () => 'file list' }], contract: codeContract, ctx: ctxFor('rt') });
+  const run = await agent.run({
+    task: 't',
+    tools: [{ def: REQ.tools![0]!, run: async () => 'file list' }],
+    contract: codeContract,
+    ctx: ctxFor('rt'),
+  });
   assert.equal(run.ok, true);
   const second = server.requests[from + 1]!.body.messages[2]!;
-  assert.deepEqual(second, { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_rt_2', content: 'file list' }] });
+  assert.deepEqual(second, {
+    role: 'user',
+    content: [{ type: 'tool_result', tool_use_id: 'toolu_rt_2', content: 'file list' }],
+  });
 });
 
 test('the fault matrix maps each fault to what the retry policy needs', { timeout: 30_000 }, async () => {
-  const cases: { name: string; result: HandlerResult; kind: ModelCallError['kind']; status?: number; retryAfterMs?: number; retryable: boolean }[] = [
-    { name: '429 + retry-after', result: apiError(429, 'rate limited', { 'retry-after': '2' }), kind: 'rate_limit', status: 429, retryAfterMs: 2000, retryable: true },
-    { name: '429 + retry-after: 0', result: apiError(429, 'rate limited', { 'retry-after': '0' }), kind: 'rate_limit', status: 429, retryAfterMs: 0, retryable: true },
-    { name: '429 without header', result: apiError(429, 'rate limited'), kind: 'rate_limit', status: 429, retryAfterMs: undefined, retryable: true },
+  const cases: {
+    name: string;
+    result: HandlerResult;
+    kind: ModelCallError['kind'];
+    status?: number;
+    retryAfterMs?: number;
+    retryable: boolean;
+  }[] = [
+    {
+      name: '429 + retry-after',
+      result: apiError(429, 'rate limited', { 'retry-after': '2' }),
+      kind: 'rate_limit',
+      status: 429,
+      retryAfterMs: 2000,
+      retryable: true,
+    },
+    {
+      name: '429 + retry-after: 0',
+      result: apiError(429, 'rate limited', { 'retry-after': '0' }),
+      kind: 'rate_limit',
+      status: 429,
+      retryAfterMs: 0,
+      retryable: true,
+    },
+    {
+      name: '429 without header',
+      result: apiError(429, 'rate limited'),
+      kind: 'rate_limit',
+      status: 429,
+      retryAfterMs: undefined,
+      retryable: true,
+    },
     { name: '500', result: apiError(500, 'internal'), kind: 'server', status: 500, retryable: true },
-    { name: '503 + retry-after', result: apiError(503, 'unavailable', { 'retry-after': '1' }), kind: 'server', status: 503, retryAfterMs: 1000, retryable: true },
+    {
+      name: '503 + retry-after',
+      result: apiError(503, 'unavailable', { 'retry-after': '1' }),
+      kind: 'server',
+      status: 503,
+      retryAfterMs: 1000,
+      retryable: true,
+    },
     { name: '529 overloaded', result: apiError(529, 'overloaded'), kind: 'server', status: 529, retryable: true },
     { name: '408', result: apiError(408, 'request timeout'), kind: 'server', status: 408, retryable: true },
     { name: 'connection reset', result: 'reset', kind: 'connection', retryable: true },
     { name: 'timeout', result: 'hang', kind: 'timeout', retryable: true },
     { name: 'body stalls after the headers', result: 'stall', kind: 'timeout', retryable: true },
-    { name: 'malformed JSON body', result: { status: 200, body: '{"id": "msg_1", "type": "mess' }, kind: 'malformed', retryable: true },
-    { name: 'JSON without content', result: { status: 200, body: { id: 'msg_1', type: 'message' } }, kind: 'malformed', retryable: true },
-    { name: 'not JSON at all', result: { status: 200, headers: { 'content-type': 'text/html' }, body: '<html>gateway</html>' }, kind: 'malformed', retryable: true },
+    {
+      name: 'malformed JSON body',
+      result: { status: 200, body: '{"id": "msg_1", "type": "mess' },
+      kind: 'malformed',
+      retryable: true,
+    },
+    {
+      name: 'JSON without content',
+      result: { status: 200, body: { id: 'msg_1', type: 'message' } },
+      kind: 'malformed',
+      retryable: true,
+    },
+    {
+      name: 'not JSON at all',
+      result: { status: 200, headers: { 'content-type': 'text/html' }, body: '<html>gateway</html>' },
+      kind: 'malformed',
+      retryable: true,
+    },
     { name: '400', result: apiError(400, 'bad request'), kind: 'client', status: 400, retryable: false },
     { name: '401', result: apiError(401, 'invalid x-api-key'), kind: 'client', status: 401, retryable: false },
   ];
@@ -144,30 +235,57 @@ test('through the services: every fault is handled by its policy, goals end, no 
       const fault = PLAYBOOK[marker]![role]?.[n];
       if (fault === 'contract') return text("I'll decompose this into subtasks first.");
       if (fault) return fault;
-      if (marker === 'MARKDEADSUB' && role === 'reflector') return text(JSON.stringify({ decision: 'end', reason: 'the code-writer is down; stopping' }));
+      if (marker === 'MARKDEADSUB' && role === 'reflector')
+        return text(JSON.stringify({ decision: 'end', reason: 'the code-writer is down; stopping' }));
     }
     return defaultHandler(body, i, rec);
   });
-  const fleet: Fleet = await startFleet(redis.url, anthropicEnv(server, { DEEPQ_MODEL_TIMEOUT_MS: '1500', DEEPQ_SUBTASK_ATTEMPTS: '2' }));
+  const fleet: Fleet = await startFleet(
+    redis.url,
+    anthropicEnv(server, { DEEPQ_MODEL_TIMEOUT_MS: '1500', DEEPQ_SUBTASK_ATTEMPTS: '2' }),
+  );
   t.after(() => fleet.stop());
   const c = fleet.client;
   const ids = await Promise.all(Object.keys(PLAYBOOK).map((m) => c.enqueue({ goal: `Write a sorting function ${m}` })));
   const [transient, deadSub, deadRefl] = await Promise.all(ids.map((id) => c.waitFor(id, { timeoutMs: 90_000 })));
-  const reqsOf = (marker: string, role: DeepqRole) => server.requests.filter((r) => r.rawBody.includes(marker) && roleOf(r.body) === role);
+  const reqsOf = (marker: string, role: DeepqRole) =>
+    server.requests.filter((r) => r.rawBody.includes(marker) && roleOf(r.body) === role);
 
   // Transient faults: retried (or the queue paused, for a worker's 429), the contract
   // break reminded, and the goal is done as if nothing happened.
   assert.equal(transient!.status, 'done', transient!.reason ?? '');
-  const seen = (role: DeepqRole) => reqsOf('MARKTRANSIENT', role).map((r) => (r.response!.kind === 'message' ? 'ok' : r.response!.kind === 'raw' ? String(r.response!.status) : r.response!.kind));
-  assert.deepEqual(seen('planner'), ['429', 'ok', 'ok'], 'retried in place (the planner has no queue-wide pause), then cycle 2');
-  assert.deepEqual(seen('research'), ['429', '500', 'ok', 'ok'], 'the 429 paused the queue and the job ran again; the 500 was retried in place');
+  const seen = (role: DeepqRole) =>
+    reqsOf('MARKTRANSIENT', role).map((r) =>
+      r.response!.kind === 'message'
+        ? 'ok'
+        : r.response!.kind === 'raw'
+          ? String(r.response!.status)
+          : r.response!.kind,
+    );
+  assert.deepEqual(
+    seen('planner'),
+    ['429', 'ok', 'ok'],
+    'retried in place (the planner has no queue-wide pause), then cycle 2',
+  );
+  assert.deepEqual(
+    seen('research'),
+    ['429', '500', 'ok', 'ok'],
+    'the 429 paused the queue and the job ran again; the 500 was retried in place',
+  );
   assert.deepEqual(seen('code'), ['reset', 'ok', 'ok'], 'the reset was retried, the contract break reminded');
   assert.deepEqual(seen('critic'), ['200', 'stall', 'ok', 'ok'], 'the malformed body and the stalled one were retried');
   assert.deepEqual(seen('reflector'), ['hang', 'ok', 'ok'], 'the timed-out call was retried');
   assert.equal(transient!.step, 2);
-  assert.deepEqual((await c.artifacts(transient!.goalId)).map((f) => [f.name, f.status]).sort(), [['critique.json', 'done'], ['research.md', 'done'], ['solution.py', 'done']]);
+  assert.deepEqual((await c.artifacts(transient!.goalId)).map((f) => [f.name, f.status]).sort(), [
+    ['critique.json', 'done'],
+    ['research.md', 'done'],
+    ['solution.py', 'done'],
+  ]);
   const codeReqs = reqsOf('MARKTRANSIENT', 'code');
-  assert.match(JSON.stringify(codeReqs[codeReqs.length - 1]!.body.messages), /Your answer was rejected: expected exactly one fenced code block/);
+  assert.match(
+    JSON.stringify(codeReqs[codeReqs.length - 1]!.body.messages),
+    /Your answer was rejected: expected exactly one fenced code block/,
+  );
   const events = (await c.goals.events(transient!.goalId)).map((e) => e.event);
   assert.ok(!events.some((e) => e.type === 'subtask_failed'), 'no subtask failed for a transient fault');
 

@@ -2,35 +2,58 @@
 // rejected and retried once with a reminder naming the problem (seen by the model in the
 // second request); a second failure marks the subtask failed with the reason, which the
 // reflector sees; a planner failing twice fails the goal with the reason.
-import { test } from 'node:test';
+
 import assert from 'node:assert/strict';
-import { useRedis } from '../../testing/redis.ts';
-import {
-  defaultHandler, firstUserText, roleOf, text, toolUse, blockText,
-  type MessagesApiServer, type MessageReply, type RecordedRequest,
-} from '../../testing/messages-api-server.ts';
-import { ctxFor, anthropicEnv, useMessagesApi } from '../../testing/agent-harness.ts';
-import { startFleet, type Fleet } from '../../testing/fleet.ts';
-import { createAgent } from '../../shared/agent/create-agent.ts';
-import { codeContract, contractFor, critiqueContract, summaryContract, type OutputContract } from '../../shared/agent/output-contracts.ts';
+import { test } from 'node:test';
 import { planContract } from '../../services/planner/plan-contract.ts';
-import { reflectionContract } from '../../services/reflector/decision-contract.ts';
 import { plannerSpec } from '../../services/planner/prompt.ts';
+import { reflectionContract } from '../../services/reflector/decision-contract.ts';
 import { reflectorSpec } from '../../services/reflector/prompt.ts';
-import { roleNames } from '../../shared/runtime/config.ts';
+import { createAgent } from '../../shared/agent/create-agent.ts';
+import {
+  codeContract,
+  contractFor,
+  critiqueContract,
+  type OutputContract,
+  summaryContract,
+} from '../../shared/agent/output-contracts.ts';
 import type { AgentSpec } from '../../shared/agent/roles.ts';
+import { roleNames } from '../../shared/runtime/config.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
+import { anthropicEnv, ctxFor, useMessagesApi } from '../../testing/agent-harness.ts';
+import { type Fleet, startFleet } from '../../testing/fleet.ts';
+import {
+  blockText,
+  defaultHandler,
+  firstUserText,
+  type MessageReply,
+  type MessagesApiServer,
+  type RecordedRequest,
+  roleOf,
+  text,
+  toolUse,
+} from '../../testing/messages-api-server.ts';
+import { useRedis } from '../../testing/redis.ts';
 
 const redis = useRedis();
 let server: MessagesApiServer;
 let rt: Runtime;
-useMessagesApi(redis, (s, r) => {
-  server = s;
-  rt = r;
-}, { runtime: true });
+useMessagesApi(
+  redis,
+  (s, r) => {
+    server = s;
+    rt = r;
+  },
+  { runtime: true },
+);
 
 const ROLES = ['research-specialist', 'code-writer', 'critic'];
-const sub = (role: string, artifact: string, read: string[] = []) => ({ role, instruction: `do ${artifact}`, expected_artifact: artifact, read_files: read });
+const sub = (role: string, artifact: string, read: string[] = []) => ({
+  role,
+  instruction: `do ${artifact}`,
+  expected_artifact: artifact,
+  read_files: read,
+});
 
 function problemOf(c: OutputContract, out: string): string {
   const r = c.check(out);
@@ -39,7 +62,11 @@ function problemOf(c: OutputContract, out: string): string {
 }
 function accepts(c: OutputContract, out: string): unknown {
   const r = c.check(out);
-  assert.equal(r.ok, true, `expected ${c.name} to accept ${JSON.stringify(out.slice(0, 80))}: ${(r as { problem?: string }).problem}`);
+  assert.equal(
+    r.ok,
+    true,
+    `expected ${c.name} to accept ${JSON.stringify(out.slice(0, 80))}: ${(r as { problem?: string }).problem}`,
+  );
   return (r as { value: unknown }).value;
 }
 
@@ -68,11 +95,16 @@ test('code-writer: exactly one fenced code block and nothing else', () => {
 });
 
 test('critic: a JSON array of {line: int, issue: str, severity: str}', () => {
-  assert.deepEqual(accepts(critiqueContract, '[{"line": 3, "issue": "off by one", "severity": "high"}]'), [{ line: 3, issue: 'off by one', severity: 'high' }]);
+  assert.deepEqual(accepts(critiqueContract, '[{"line": 3, "issue": "off by one", "severity": "high"}]'), [
+    { line: 3, issue: 'off by one', severity: 'high' },
+  ]);
   accepts(critiqueContract, '[]');
   accepts(critiqueContract, '```json\n[{"line": 1, "issue": "x", "severity": "low"}]\n```');
   assert.match(problemOf(critiqueContract, 'The code looks fine.'), /not valid JSON/);
-  assert.match(problemOf(critiqueContract, '{"line": 1, "issue": "x", "severity": "low"}'), /critique does not match its schema/);
+  assert.match(
+    problemOf(critiqueContract, '{"line": 1, "issue": "x", "severity": "low"}'),
+    /critique does not match its schema/,
+  );
   assert.match(problemOf(critiqueContract, '[{"line": 1.5, "issue": "x", "severity": "low"}]'), /0\.line/);
   assert.match(problemOf(critiqueContract, '[{"line": "3", "issue": "x", "severity": "low"}]'), /0\.line/);
   assert.match(problemOf(critiqueContract, '[{"line": 3, "issue": "x"}]'), /0\.severity/);
@@ -83,25 +115,41 @@ test('planner: unknown role, more than 5 subtasks, duplicate artifacts, bad JSON
   const c = planContract(ROLES, ['solution.py']);
   const plan = (subtasks: unknown[]) => JSON.stringify({ subtasks });
   accepts(c, plan([sub('research-specialist', 'r.md'), sub('critic', 'c.json', ['solution.py'])]));
-  assert.match(problemOf(c, plan([sub('boss', 'a.md')])), /unknown role "boss" \(known: research-specialist, code-writer, critic\)/);
+  assert.match(
+    problemOf(c, plan([sub('boss', 'a.md')])),
+    /unknown role "boss" \(known: research-specialist, code-writer, critic\)/,
+  );
   assert.match(problemOf(c, plan(Array.from({ length: 6 }, (_, i) => sub('critic', `c${i}.json`)))), /1 to 5 subtasks/);
   assert.match(problemOf(c, plan([])), /1 to 5 subtasks/);
-  assert.match(problemOf(c, plan([sub('critic', 'a.md'), sub('code-writer', 'a.md')])), /duplicate artifact name "a\.md"/);
+  assert.match(
+    problemOf(c, plan([sub('critic', 'a.md'), sub('code-writer', 'a.md')])),
+    /duplicate artifact name "a\.md"/,
+  );
   assert.match(problemOf(c, '{"subtasks": [ oops'), /not valid JSON/);
   assert.match(problemOf(c, 'Sure! Here is my plan: first research, then code.'), /not valid JSON/);
-  assert.match(problemOf(c, plan([sub('critic', 'c.json', ['ghost.md'])])), /read_files names "ghost\.md", which does not exist/);
+  assert.match(
+    problemOf(c, plan([sub('critic', 'c.json', ['ghost.md'])])),
+    /read_files names "ghost\.md", which does not exist/,
+  );
   assert.match(problemOf(c, plan([sub('critic', '../escape.md')])), /contains "\.\."/);
 });
 
 test('reflection: {decision: continue|replan|end|escalate, reason}', () => {
-  for (const d of ['continue', 'replan', 'end', 'escalate']) accepts(reflectionContract, JSON.stringify({ decision: d, reason: 'r' }));
+  for (const d of ['continue', 'replan', 'end', 'escalate'])
+    accepts(reflectionContract, JSON.stringify({ decision: d, reason: 'r' }));
   assert.match(problemOf(reflectionContract, JSON.stringify({ decision: 'stop', reason: 'r' })), /decision/);
   assert.match(problemOf(reflectionContract, JSON.stringify({ decision: 'end' })), /reason/);
   assert.match(problemOf(reflectionContract, 'We are done.'), /not valid JSON/);
 });
 
 /** Runs one agent against scripted replies (in order) and returns its run and requests. */
-async function runScripted(spec: AgentSpec, contract: OutputContract, replies: MessageReply[], role = 'x', task = 'the task') {
+async function runScripted(
+  spec: AgentSpec,
+  contract: OutputContract,
+  replies: MessageReply[],
+  role = 'x',
+  task = 'the task',
+) {
   const from = server.requests.length;
   let n = 0;
   server.setHandler(() => replies[Math.min(n++, replies.length - 1)]!);
@@ -120,11 +168,41 @@ const role = (name: string) => rt.cfg.roles.find((r) => r.name === name)!;
 
 test('a rejected answer is retried once, and the reminder naming the problem reaches the model', async () => {
   const cases: { spec: AgentSpec; contract: OutputContract; bad: string; good: string; problem: RegExp }[] = [
-    { spec: role('research-specialist'), contract: summaryContract, bad: ' \n ', good: 'A fact [1].', problem: /the summary is empty/ },
-    { spec: role('code-writer'), contract: codeContract, bad: "I'll decompose this into subtasks.", good: '```py\nx = 1\n```', problem: /expected exactly one fenced code block, found 0 block\(s\)/ },
-    { spec: role('critic'), contract: critiqueContract, bad: '[{"line": "three", "issue": "x", "severity": "low"}]', good: '[]', problem: /critique does not match its schema: 0\.line/ },
-    { spec: plannerSpec(rt.cfg), contract: planContract(roleNames(rt.cfg), []), bad: JSON.stringify({ subtasks: [sub('boss', 'a.md')] }), good: JSON.stringify({ subtasks: [sub('critic', 'a.md')] }), problem: /unknown role "boss"/ },
-    { spec: reflectorSpec(rt.cfg), contract: reflectionContract, bad: 'Looks done to me.', good: '{"decision": "end", "reason": "done"}', problem: /output is not valid JSON/ },
+    {
+      spec: role('research-specialist'),
+      contract: summaryContract,
+      bad: ' \n ',
+      good: 'A fact [1].',
+      problem: /the summary is empty/,
+    },
+    {
+      spec: role('code-writer'),
+      contract: codeContract,
+      bad: "I'll decompose this into subtasks.",
+      good: '```py\nx = 1\n```',
+      problem: /expected exactly one fenced code block, found 0 block\(s\)/,
+    },
+    {
+      spec: role('critic'),
+      contract: critiqueContract,
+      bad: '[{"line": "three", "issue": "x", "severity": "low"}]',
+      good: '[]',
+      problem: /critique does not match its schema: 0\.line/,
+    },
+    {
+      spec: plannerSpec(rt.cfg),
+      contract: planContract(roleNames(rt.cfg), []),
+      bad: JSON.stringify({ subtasks: [sub('boss', 'a.md')] }),
+      good: JSON.stringify({ subtasks: [sub('critic', 'a.md')] }),
+      problem: /unknown role "boss"/,
+    },
+    {
+      spec: reflectorSpec(rt.cfg),
+      contract: reflectionContract,
+      bad: 'Looks done to me.',
+      good: '{"decision": "end", "reason": "done"}',
+      problem: /output is not valid JSON/,
+    },
   ];
   for (const c of cases) {
     const { run, reqs } = await runScripted(c.spec, c.contract, [text(c.bad), text(c.good)]);
@@ -141,17 +219,30 @@ test('a rejected answer is retried once, and the reminder naming the problem rea
 });
 
 test('a second failure gives up with the reason (no third attempt)', async () => {
-  const { run, reqs } = await runScripted(role('code-writer'), codeContract, [text('Here you go: x = 1'), text('Sorry, x = 1')]);
+  const { run, reqs } = await runScripted(role('code-writer'), codeContract, [
+    text('Here you go: x = 1'),
+    text('Sorry, x = 1'),
+  ]);
   assert.equal(run.ok, false);
   assert.equal(reqs.length, 2);
-  assert.match(run.problem!, /^output broke the code contract twice: expected exactly one fenced code block, found 0 block/);
+  assert.match(
+    run.problem!,
+    /^output broke the code contract twice: expected exactly one fenced code block, found 0 block/,
+  );
   assert.equal(run.text, 'Sorry, x = 1');
 });
 
 test('an empty answer is retried with a reminder (the retry request is one the API accepts)', async () => {
   for (const empty of [[], [{ type: 'text' as const, text: '' }], [{ type: 'text' as const, text: '  \n' }]]) {
-    const { run, reqs } = await runScripted(role('research-specialist'), summaryContract, [{ content: empty, stop_reason: 'end_turn' }, text('Now a summary [1].')]);
-    assert.equal(reqs[1]!.response?.kind, 'message', `retry after ${JSON.stringify(empty)} was rejected: ${JSON.stringify(reqs[1]!.response?.body)}`);
+    const { run, reqs } = await runScripted(role('research-specialist'), summaryContract, [
+      { content: empty, stop_reason: 'end_turn' },
+      text('Now a summary [1].'),
+    ]);
+    assert.equal(
+      reqs[1]!.response?.kind,
+      'message',
+      `retry after ${JSON.stringify(empty)} was rejected: ${JSON.stringify(reqs[1]!.response?.body)}`,
+    );
     assert.equal(run.ok, true, run.problem);
     assert.match(lastMessageText(reqs[1]!), /the summary is empty/);
   }
@@ -169,7 +260,9 @@ test('an answer cut off mid tool call (max_tokens) is retried with a request the
 
 test('through the services: a subtask failing twice is failed with the reason, the reflector sees it; a planner failing twice fails the goal', async (t) => {
   const badPlan = JSON.stringify({ subtasks: [sub('boss', 'a.md')] });
-  const tooBig = JSON.stringify({ subtasks: Array.from({ length: 6 }, (_, i) => sub('research-specialist', `r${i}.md`)) });
+  const tooBig = JSON.stringify({
+    subtasks: Array.from({ length: 6 }, (_, i) => sub('research-specialist', `r${i}.md`)),
+  });
   server.setHandler((body, i, rec) => {
     const task = firstUserText(body);
     const r = roleOf(body);
@@ -190,32 +283,46 @@ test('through the services: a subtask failing twice is failed with the reason, t
     c.enqueue({ goal: 'Sort numbers MARKPLANFAILS' }),
     c.enqueue({ goal: 'Sort numbers MARKPLANRETRY' }),
   ]);
-  const [g1, g2, g3] = await Promise.all([codeFails, planFails, planRetry].map((id) => c.waitFor(id, { timeoutMs: 60_000 })));
+  const [g1, g2, g3] = await Promise.all(
+    [codeFails, planFails, planRetry].map((id) => c.waitFor(id, { timeoutMs: 60_000 })),
+  );
   const reqsOf = (marker: string) => server.requests.filter((r) => r.rawBody.includes(marker));
 
   // 1. The code-writer broke its contract twice: its subtask failed with the reason.
   assert.equal(g1!.status, 'done');
   const codeReqs = reqsOf('MARKCODEFAILS').filter((r) => roleOf(r.body) === 'code');
   assert.equal(codeReqs.length, 2, 'one answer, one retry');
-  assert.match(lastMessageText(codeReqs[1]!), /^Your answer was rejected: expected exactly one fenced code block, found 0 block\(s\)/);
+  assert.match(
+    lastMessageText(codeReqs[1]!),
+    /^Your answer was rejected: expected exactly one fenced code block, found 0 block\(s\)/,
+  );
   const events = (await c.goals.events(codeFails)).map((e) => e.event);
   const failed = events.find((e) => e.type === 'subtask_failed');
   assert.ok(failed?.type === 'subtask_failed', 'a subtask_failed event');
   assert.equal(failed.artifact, 'solution.py');
   assert.match(String(failed.reason), /^output broke the code contract twice: expected exactly one fenced code block/);
-  assert.ok(events.some((e) => e.type === 'subtask_finished' && e.artifact === 'research.md'), 'the sibling subtask was not affected');
+  assert.ok(
+    events.some((e) => e.type === 'subtask_finished' && e.artifact === 'research.md'),
+    'the sibling subtask was not affected',
+  );
   assert.equal((await c.vfs.stat(codeFails, 'solution.py'))?.status, 'failed');
   const refl = reqsOf('MARKCODEFAILS').filter((r) => roleOf(r.body) === 'reflector');
   assert.equal(refl.length, 1);
   const seen = firstUserText(refl[0]!.body);
-  assert.match(seen, /^- solution\.py \(code-writer\): failed: output broke the code contract twice: expected exactly one fenced code block/m);
+  assert.match(
+    seen,
+    /^- solution\.py \(code-writer\): failed: output broke the code contract twice: expected exactly one fenced code block/m,
+  );
   assert.match(seen, /^- research\.md \(research-specialist\): done$/m);
 
   // 2. The planner broke its contract twice: the goal failed with the reason, nothing ran.
   assert.equal(g2!.status, 'failed');
   assert.match(g2!.reason!, /^planner output rejected: output broke the plan contract twice: .*unknown role "boss"/);
   const planReqs = reqsOf('MARKPLANFAILS');
-  assert.deepEqual(planReqs.map((r) => roleOf(r.body)), ['planner', 'planner']);
+  assert.deepEqual(
+    planReqs.map((r) => roleOf(r.body)),
+    ['planner', 'planner'],
+  );
   assert.match(lastMessageText(planReqs[1]!), /^Your answer was rejected: .*unknown role "boss"/);
 
   // 3. A planner that breaks its contract once is reminded and goes on.

@@ -1,34 +1,51 @@
 // Anthropic prompt caching: cache_control on the system prompt and on the last tool, the
 // system text itself unchanged (P52), and cache usage reported back.
-import { test } from 'node:test';
+
 import assert from 'node:assert/strict';
-import { useRedis } from '../../testing/redis.ts';
-import { defaultAnswer, text, toolUse, type MessagesApiServer, type RecordedRequest } from '../../testing/messages-api-server.ts';
-import { ctxFor, useMessagesApi } from '../../testing/agent-harness.ts';
-import { createAgent } from '../../shared/agent/create-agent.ts';
-import { createVfsTools } from '../../shared/agent/tools.ts';
-import { contractFor, textContract } from '../../shared/agent/output-contracts.ts';
+import { test } from 'node:test';
 import { plannerSpec } from '../../services/planner/prompt.ts';
+import { createAgent } from '../../shared/agent/create-agent.ts';
+import { contractFor, textContract } from '../../shared/agent/output-contracts.ts';
+import { type AgentSpec, ROLE_CONTRACTS, type RoleContract } from '../../shared/agent/roles.ts';
+import { createVfsTools } from '../../shared/agent/tools.ts';
 import type { Usage } from '../../shared/goal/store.ts';
-import { ROLE_CONTRACTS, type AgentSpec, type RoleContract } from '../../shared/agent/roles.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
+import { ctxFor, useMessagesApi } from '../../testing/agent-harness.ts';
+import {
+  defaultAnswer,
+  type MessagesApiServer,
+  type RecordedRequest,
+  text,
+  toolUse,
+} from '../../testing/messages-api-server.ts';
+import { useRedis } from '../../testing/redis.ts';
 
 const redis = useRedis();
 let server: MessagesApiServer;
 let rt: Runtime;
-useMessagesApi(redis, (s, r) => {
-  server = s;
-  rt = r;
-}, { runtime: true });
+useMessagesApi(
+  redis,
+  (s, r) => {
+    server = s;
+    rt = r;
+  },
+  { runtime: true },
+);
 
 // The planner's spec has its own contract; caching does not depend on which one applies.
 const roleContract = (spec: AgentSpec) =>
-  (ROLE_CONTRACTS as readonly string[]).includes(spec.contract) ? contractFor(spec.contract as RoleContract) : textContract;
+  (ROLE_CONTRACTS as readonly string[]).includes(spec.contract)
+    ? contractFor(spec.contract as RoleContract)
+    : textContract;
 
 async function run(spec: AgentSpec, withTools: boolean, usage: Usage[] = []) {
-  const tools = withTools ? createVfsTools(rt.vfs, { goalId: 'cachegoal01', step: 1, role: 'r', threadId: 't', writer: 'w' }, spec.tools) : undefined;
+  const tools = withTools
+    ? createVfsTools(rt.vfs, { goalId: 'cachegoal01', step: 1, role: 'r', threadId: 't', writer: 'w' }, spec.tools)
+    : undefined;
   const agent = createAgent(spec, {
-    provider: rt.provider, logger: rt.logger, models: rt.cfg.models,
+    provider: rt.provider,
+    logger: rt.logger,
+    models: rt.cfg.models,
     usageSink: async (_ctx, _model, u) => void usage.push(u),
   });
   const from = server.requests.length;
@@ -48,7 +65,10 @@ test('cache_control marks the system prompt and the last tool, on every turn', a
   for (const r of reqs) {
     assert.deepEqual(r.body.system, [{ type: 'text', text: spec.systemPrompt, cache_control: { type: 'ephemeral' } }]);
     const sent = r.body.tools!;
-    assert.deepEqual(sent.map((t) => t.name), [...spec.tools]);
+    assert.deepEqual(
+      sent.map((t) => t.name),
+      [...spec.tools],
+    );
     sent.forEach((t, i) => {
       if (i === sent.length - 1) assert.deepEqual(t.cache_control, { type: 'ephemeral' });
       else assert.equal(t.cache_control, undefined);
@@ -57,14 +77,21 @@ test('cache_control marks the system prompt and the last tool, on every turn', a
     });
     assert.equal(breakpoints(r), 2, 'two breakpoints, however long the conversation (the API allows 4)');
   }
-  for (const t of tools!) assert.equal((t.def as { cache_control?: unknown }).cache_control, undefined, 'the shared tool definitions are not mutated');
+  for (const t of tools!)
+    assert.equal(
+      (t.def as { cache_control?: unknown }).cache_control,
+      undefined,
+      'the shared tool definitions are not mutated',
+    );
 });
 
 test('an agent without tools caches its system prompt only', async () => {
   server.setHandler((body) => text(defaultAnswer(body)));
   const spec = plannerSpec(rt.cfg);
   const { reqs } = await run(spec, false);
-  assert.deepEqual(reqs[0]!.body.system, [{ type: 'text', text: spec.systemPrompt, cache_control: { type: 'ephemeral' } }]);
+  assert.deepEqual(reqs[0]!.body.system, [
+    { type: 'text', text: spec.systemPrompt, cache_control: { type: 'ephemeral' } },
+  ]);
   assert.equal(reqs[0]!.body.tools, undefined);
   assert.equal(breakpoints(reqs[0]!), 1);
 });
@@ -84,7 +111,10 @@ test('cache writes and reads reported by the API reach token accounting', async 
   // The server reports a cache write the first time it sees a cached system prompt and a
   // read afterwards, as the API does for a warm cache.
   server.setHandler((body) => text(defaultAnswer(body)));
-  const spec: AgentSpec = { ...rt.cfg.roles.find((r) => r.name === 'critic')!, systemPrompt: `You are a critic. Unique prompt ${Date.now()}.` };
+  const spec: AgentSpec = {
+    ...rt.cfg.roles.find((r) => r.name === 'critic')!,
+    systemPrompt: `You are a critic. Unique prompt ${Date.now()}.`,
+  };
   const usage: Usage[] = [];
   await run(spec, false, usage);
   await run(spec, false, usage);

@@ -1,33 +1,46 @@
 // Retry with backoff on 429, 5xx, timeouts, connection errors and malformed bodies,
 // honouring retry-after (0 included: the SDK ignores 0, and its own retries are off).
 // Through the real AnthropicProvider and SDK against a local Messages-API server.
-import { test } from 'node:test';
+
 import assert from 'node:assert/strict';
-import { apiError, text, type HandlerResult, type MessagesApiServer } from '../../testing/messages-api-server.ts';
-import { anthropicAt, captureLogger, ctxFor, type LogLine, useMessagesApi } from '../../testing/agent-harness.ts';
+import { test } from 'node:test';
 import { createAgent } from '../../shared/agent/create-agent.ts';
-import { textContract } from '../../shared/agent/output-contracts.ts';
-import { backoffMs } from '../../shared/agent/middleware/retry.ts';
-import { ModelCallError } from '../../shared/agent/providers/types.ts';
-import { ProviderRateLimitError } from '../../shared/errors.ts';
-import { RoleSpecSchema, type AgentSpec } from '../../shared/agent/roles.ts';
 import type { MiddlewareDeps } from '../../shared/agent/middleware/index.ts';
+import { backoffMs } from '../../shared/agent/middleware/retry.ts';
+import { textContract } from '../../shared/agent/output-contracts.ts';
+import { ModelCallError } from '../../shared/agent/providers/types.ts';
+import { type AgentSpec, RoleSpecSchema } from '../../shared/agent/roles.ts';
+import { ProviderRateLimitError } from '../../shared/errors.ts';
+import { anthropicAt, captureLogger, ctxFor, type LogLine, useMessagesApi } from '../../testing/agent-harness.ts';
+import { apiError, type HandlerResult, type MessagesApiServer, text } from '../../testing/messages-api-server.ts';
 
 let server: MessagesApiServer;
 useMessagesApi(null, (s) => (server = s));
 
 const SPEC: AgentSpec = RoleSpecSchema.parse({ name: 'tester', systemPrompt: 'You answer.', tier: 'LOW' });
 
-interface Outcome { ok: boolean; text?: string; err?: unknown; requests: number; retries: LogLine[]; receivedAt: number[] }
+interface Outcome {
+  ok: boolean;
+  text?: string;
+  err?: unknown;
+  requests: number;
+  retries: LogLine[];
+  receivedAt: number[];
+}
 
 /** Serves `faults` in order, then a good answer; runs one agent call. */
-async function callThrough(faults: HandlerResult[], opts: { retry?: MiddlewareDeps['retry']; timeoutMs?: number; spec?: AgentSpec; signal?: AbortSignal } = {}): Promise<Outcome> {
+async function callThrough(
+  faults: HandlerResult[],
+  opts: { retry?: MiddlewareDeps['retry']; timeoutMs?: number; spec?: AgentSpec; signal?: AbortSignal } = {},
+): Promise<Outcome> {
   let n = 0;
   server.setHandler(() => (n < faults.length ? faults[n++]! : text('fine')));
   const from = server.requests.length;
   const { logger, lines } = captureLogger();
   const agent = createAgent(opts.spec ?? SPEC, {
-    provider: anthropicAt(server, opts.timeoutMs ?? 10_000), logger, models: { HIGH: 'm-high', LOW: 'm-low' },
+    provider: anthropicAt(server, opts.timeoutMs ?? 10_000),
+    logger,
+    models: { HIGH: 'm-high', LOW: 'm-low' },
     retry: { baseDelayMs: 20, maxDelayMs: 200, ...opts.retry },
   });
   const out: Outcome = { ok: false, requests: 0, retries: [], receivedAt: [] };
@@ -46,11 +59,26 @@ async function callThrough(faults: HandlerResult[], opts: { retry?: MiddlewareDe
 }
 
 test('backoff is exponential with jitter, capped', () => {
-  assert.equal(backoffMs(0, 100, 10_000, () => 0), 50);
-  assert.equal(backoffMs(0, 100, 10_000, () => 1), 100);
-  assert.equal(backoffMs(3, 100, 10_000, () => 1), 800);
-  assert.equal(backoffMs(3, 100, 10_000, () => 0), 400);
-  assert.equal(backoffMs(20, 100, 10_000, () => 1), 10_000);
+  assert.equal(
+    backoffMs(0, 100, 10_000, () => 0),
+    50,
+  );
+  assert.equal(
+    backoffMs(0, 100, 10_000, () => 1),
+    100,
+  );
+  assert.equal(
+    backoffMs(3, 100, 10_000, () => 1),
+    800,
+  );
+  assert.equal(
+    backoffMs(3, 100, 10_000, () => 0),
+    400,
+  );
+  assert.equal(
+    backoffMs(20, 100, 10_000, () => 1),
+    10_000,
+  );
 });
 
 test('5xx answers are retried with backoff until one succeeds', async () => {
@@ -58,10 +86,20 @@ test('5xx answers are retried with backoff until one succeeds', async () => {
   assert.equal(o.ok, true, String(o.err));
   assert.equal(o.text, 'fine');
   assert.equal(o.requests, 4, 'one HTTP request per attempt: the SDK does not retry on its own');
-  assert.deepEqual(o.retries.map((l) => [l.attempt, l.kind]), [[1, 'server'], [2, 'server'], [3, 'server']]);
+  assert.deepEqual(
+    o.retries.map((l) => [l.attempt, l.kind]),
+    [
+      [1, 'server'],
+      [2, 'server'],
+      [3, 'server'],
+    ],
+  );
   o.retries.forEach((l, k) => {
     const exp = Math.min(200, 20 * 2 ** k);
-    assert.ok(Number(l.waitMs) >= exp / 2 && Number(l.waitMs) <= exp, `attempt ${k + 1} waited ${l.waitMs} ms, outside [${exp / 2}, ${exp}]`);
+    assert.ok(
+      Number(l.waitMs) >= exp / 2 && Number(l.waitMs) <= exp,
+      `attempt ${k + 1} waited ${l.waitMs} ms, outside [${exp / 2}, ${exp}]`,
+    );
   });
 });
 
@@ -83,22 +121,36 @@ test('429 honours retry-after: seconds, 0, retry-after-ms, an HTTP date; capped 
   ];
   for (const [headers, wait] of cases) {
     // A base delay far above any of these: only an honoured header explains the wait.
-    const o = await callThrough([apiError(429, 'slow down', headers)], { retry: { baseDelayMs: 60_000, maxDelayMs: 1500 } });
+    const o = await callThrough([apiError(429, 'slow down', headers)], {
+      retry: { baseDelayMs: 60_000, maxDelayMs: 1500 },
+    });
     assert.equal(o.ok, true, `${JSON.stringify(headers)}: ${String(o.err)}`);
     assert.equal(o.requests, 2);
     assert.equal(o.retries.length, 1);
     assert.equal(o.retries[0]!.kind, 'rate_limit');
     assert.equal(o.retries[0]!.waitMs, wait, JSON.stringify(headers));
-    if (wait > 0) assert.ok(o.receivedAt[1]! - o.receivedAt[0]! >= wait - 50, `the retry came ${o.receivedAt[1]! - o.receivedAt[0]!} ms after a retry-after of ${wait} ms`);
+    if (wait > 0)
+      assert.ok(
+        o.receivedAt[1]! - o.receivedAt[0]! >= wait - 50,
+        `the retry came ${o.receivedAt[1]! - o.receivedAt[0]!} ms after a retry-after of ${wait} ms`,
+      );
   }
 });
 
 test('timeouts, connection resets and malformed bodies are retried', async () => {
-  const faults: HandlerResult[] = ['hang', 'reset', { status: 200, body: '{"id": "msg_1", "content": [' }, { status: 200, body: { type: 'message' } }];
+  const faults: HandlerResult[] = [
+    'hang',
+    'reset',
+    { status: 200, body: '{"id": "msg_1", "content": [' },
+    { status: 200, body: { type: 'message' } },
+  ];
   const o = await callThrough(faults, { timeoutMs: 300, retry: { maxRetries: 4 } });
   assert.equal(o.ok, true, String(o.err));
   assert.equal(o.requests, 5);
-  assert.deepEqual(o.retries.map((l) => l.kind), ['timeout', 'connection', 'malformed', 'malformed']);
+  assert.deepEqual(
+    o.retries.map((l) => l.kind),
+    ['timeout', 'connection', 'malformed', 'malformed'],
+  );
   // maxRetries (3 by default) bounds them all together.
   const o2 = await callThrough(['reset', 'reset', 'reset', 'reset', 'reset']);
   assert.equal(o2.requests, 4);
@@ -124,7 +176,10 @@ test('SDK retries are disabled: without the middleware a retryable fault is one 
 });
 
 test('in a worker, a 429 becomes a queue-wide rate limit carrying retry-after (0 included)', async () => {
-  for (const [headers, wait] of [[{ 'retry-after': '0' }, 0], [{ 'retry-after': '2' }, 2000]] as const) {
+  for (const [headers, wait] of [
+    [{ 'retry-after': '0' }, 0],
+    [{ 'retry-after': '2' }, 2000],
+  ] as const) {
     const o = await callThrough([apiError(429, 'slow', headers)], { retry: { rateLimitToQueue: true } });
     assert.equal(o.requests, 1, 'not retried in place: the queue pauses instead');
     assert.ok(o.err instanceof ProviderRateLimitError, String(o.err));
@@ -139,7 +194,10 @@ test('in a worker, a 429 becomes a queue-wide rate limit carrying retry-after (0
 
 test('an abort during the backoff stops retrying', async () => {
   const ac = new AbortController();
-  const pending = callThrough([apiError(500, 'x')], { retry: { baseDelayMs: 60_000, maxDelayMs: 60_000 }, signal: ac.signal });
+  const pending = callThrough([apiError(500, 'x')], {
+    retry: { baseDelayMs: 60_000, maxDelayMs: 60_000 },
+    signal: ac.signal,
+  });
   await server.waitForRequests(server.requests.length + 1);
   setTimeout(() => ac.abort(), 20);
   const o = await pending;

@@ -1,20 +1,26 @@
 // Model-tier routing: each agent asks for a tier (HIGH/LOW); the middleware sends the model
 // id that config maps it to (DEEPQ_MODEL_HIGH / DEEPQ_MODEL_LOW, or the config file).
-import { test, before, after } from 'node:test';
+
 import assert from 'node:assert/strict';
-import { writeFileSync, mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startMessagesApiServer, defaultAnswer, text, type MessagesApiServer } from '../../testing/messages-api-server.ts';
-import { testConfig, captureLogger, ctxFor, UNUSED_REDIS_URL } from '../../testing/agent-harness.ts';
-import { createAgent } from '../../shared/agent/create-agent.ts';
-import { textContract } from '../../shared/agent/output-contracts.ts';
-import { tierRouting } from '../../shared/agent/middleware/tier-routing.ts';
+import { after, before, test } from 'node:test';
 import { plannerSpec } from '../../services/planner/prompt.ts';
 import { reflectorSpec } from '../../services/reflector/prompt.ts';
-import { type Config } from '../../shared/runtime/config.ts';
+import { createAgent } from '../../shared/agent/create-agent.ts';
+import { tierRouting } from '../../shared/agent/middleware/tier-routing.ts';
+import { textContract } from '../../shared/agent/output-contracts.ts';
 import { createProvider } from '../../shared/agent/providers/index.ts';
 import type { AgentSpec } from '../../shared/agent/roles.ts';
+import type { Config } from '../../shared/runtime/config.ts';
+import { captureLogger, ctxFor, testConfig, UNUSED_REDIS_URL } from '../../testing/agent-harness.ts';
+import {
+  defaultAnswer,
+  type MessagesApiServer,
+  startMessagesApiServer,
+  text,
+} from '../../testing/messages-api-server.ts';
 
 let server: MessagesApiServer;
 before(async () => {
@@ -25,7 +31,11 @@ after(async () => {
 });
 
 async function modelSent(cfg: Config, spec: AgentSpec): Promise<string> {
-  const agent = createAgent(spec, { provider: createProvider(cfg), logger: captureLogger().logger, models: cfg.models });
+  const agent = createAgent(spec, {
+    provider: createProvider(cfg),
+    logger: captureLogger().logger,
+    models: cfg.models,
+  });
   const from = server.requests.length;
   await agent.run({ task: 'hi', contract: textContract, ctx: ctxFor('x') });
   const reqs = server.requests.slice(from);
@@ -34,7 +44,10 @@ async function modelSent(cfg: Config, spec: AgentSpec): Promise<string> {
 }
 
 test('HIGH and LOW map to the model ids from DEEPQ_MODEL_HIGH / DEEPQ_MODEL_LOW', async () => {
-  const { cfg } = testConfig(UNUSED_REDIS_URL, server, { DEEPQ_MODEL_HIGH: 'model-big-1', DEEPQ_MODEL_LOW: 'model-small-1' });
+  const { cfg } = testConfig(UNUSED_REDIS_URL, server, {
+    DEEPQ_MODEL_HIGH: 'model-big-1',
+    DEEPQ_MODEL_LOW: 'model-small-1',
+  });
   assert.deepEqual(cfg.models, { HIGH: 'model-big-1', LOW: 'model-small-1' });
   const role = (n: string) => cfg.roles.find((r) => r.name === n)!;
   const cases: [string, AgentSpec, string][] = [
@@ -44,7 +57,8 @@ test('HIGH and LOW map to the model ids from DEEPQ_MODEL_HIGH / DEEPQ_MODEL_LOW'
     ['code-writer', role('code-writer'), 'model-big-1'],
     ['critic', role('critic'), 'model-small-1'],
   ];
-  for (const [name, spec, model] of cases) assert.equal(await modelSent(cfg, spec), model, `${name} (tier ${spec.tier})`);
+  for (const [name, spec, model] of cases)
+    assert.equal(await modelSent(cfg, spec), model, `${name} (tier ${spec.tier})`);
 });
 
 test("a role's tier and the tier map are config: changing them changes the model, not the code", async () => {
@@ -61,7 +75,11 @@ test("a role's tier and the tier map are config: changing them changes the model
       '  - { name: reviewer, systemPrompt: "You review.", contract: critique }',
     ].join('\n'),
   );
-  const { cfg } = testConfig(UNUSED_REDIS_URL, server, { DEEPQ_CONFIG: file, DEEPQ_MODEL_HIGH: '', DEEPQ_MODEL_LOW: '' });
+  const { cfg } = testConfig(UNUSED_REDIS_URL, server, {
+    DEEPQ_CONFIG: file,
+    DEEPQ_MODEL_HIGH: '',
+    DEEPQ_MODEL_LOW: '',
+  });
   assert.deepEqual(cfg.models, { HIGH: 'file-high', LOW: 'file-low' });
   const role = (n: string) => cfg.roles.find((r) => r.name === n)!;
   assert.equal(await modelSent(cfg, role('researcher')), 'file-high');
@@ -69,7 +87,11 @@ test("a role's tier and the tier map are config: changing them changes the model
   assert.equal(await modelSent(cfg, role('reviewer')), 'file-high', 'the default tier is HIGH');
   assert.equal(await modelSent(cfg, reflectorSpec(cfg)), 'file-high');
   // The environment overrides the file.
-  const { cfg: cfg2 } = testConfig(UNUSED_REDIS_URL, server, { DEEPQ_CONFIG: file, DEEPQ_MODEL_HIGH: 'env-high', DEEPQ_MODEL_LOW: '' });
+  const { cfg: cfg2 } = testConfig(UNUSED_REDIS_URL, server, {
+    DEEPQ_CONFIG: file,
+    DEEPQ_MODEL_HIGH: 'env-high',
+    DEEPQ_MODEL_LOW: '',
+  });
   assert.deepEqual(cfg2.models, { HIGH: 'env-high', LOW: 'file-low' });
 });
 

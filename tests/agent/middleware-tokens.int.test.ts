@@ -1,18 +1,26 @@
 // Token accounting: input, output, cache-read and cache-write tokens of every response are
 // recorded per goal, role and model, kept on the goal, exported as metrics and shown by
 // `deepq status`. Usage comes from the Messages API responses (real SDK, local server).
-import { test } from 'node:test';
+
 import assert from 'node:assert/strict';
-import { useRedis } from '../../testing/redis.ts';
-import { apiError, roleOf, text, type MessagesApiServer, type WireUsage } from '../../testing/messages-api-server.ts';
-import { anthropicAt, anthropicEnv, captureLogger, ctxFor, TEST_MODELS, useMessagesApi } from '../../testing/agent-harness.ts';
-import { startFleet, runCli, type Fleet } from '../../testing/fleet.ts';
+import { test } from 'node:test';
 import { createAgent } from '../../shared/agent/create-agent.ts';
-import { textContract } from '../../shared/agent/output-contracts.ts';
 import { tokenAccounting } from '../../shared/agent/middleware/tokens.ts';
+import { textContract } from '../../shared/agent/output-contracts.ts';
+import type { CallContext } from '../../shared/agent/providers/types.ts';
 import { RoleSpecSchema } from '../../shared/agent/roles.ts';
 import { TOKEN_KINDS, type Usage } from '../../shared/goal/store.ts';
-import type { CallContext } from '../../shared/agent/providers/types.ts';
+import {
+  anthropicAt,
+  anthropicEnv,
+  captureLogger,
+  ctxFor,
+  TEST_MODELS,
+  useMessagesApi,
+} from '../../testing/agent-harness.ts';
+import { type Fleet, runCli, startFleet } from '../../testing/fleet.ts';
+import { apiError, type MessagesApiServer, roleOf, text, type WireUsage } from '../../testing/messages-api-server.ts';
+import { useRedis } from '../../testing/redis.ts';
 
 const redis = useRedis();
 let server: MessagesApiServer;
@@ -21,10 +29,20 @@ useMessagesApi(redis, (s) => (server = s));
 test('each response’s four token kinds go to the sink once, with the role and the model that answered', async () => {
   const calls: { ctx: CallContext; model: string; usage: Usage }[] = [];
   let n = 0;
-  server.setHandler(() => (n++ === 0 ? apiError(500, 'retry me') : text('ok', { model: 'model-that-answered', usage: { input_tokens: 5, output_tokens: 7, cache_read_input_tokens: 11, cache_creation_input_tokens: 13 } })));
+  server.setHandler(() =>
+    n++ === 0
+      ? apiError(500, 'retry me')
+      : text('ok', {
+          model: 'model-that-answered',
+          usage: { input_tokens: 5, output_tokens: 7, cache_read_input_tokens: 11, cache_creation_input_tokens: 13 },
+        }),
+  );
   const spec = RoleSpecSchema.parse({ name: 'counter', systemPrompt: 'Count.', tier: 'LOW' });
   const agent = createAgent(spec, {
-    provider: anthropicAt(server), logger: captureLogger().logger, models: TEST_MODELS, retry: { baseDelayMs: 1 },
+    provider: anthropicAt(server),
+    logger: captureLogger().logger,
+    models: TEST_MODELS,
+    retry: { baseDelayMs: 1 },
     usageSink: async (ctx, model, usage) => void calls.push({ ctx, model, usage }),
   });
   await agent.run({ task: 't', contract: textContract, ctx: ctxFor('counter') });
@@ -40,11 +58,22 @@ test('missing or null usage fields count as zero', async () => {
   const mw = tokenAccounting({ usageSink: async (_c, _m, u) => void got.push(u) });
   const ctx: CallContext = { role: 'r', kind: 'subagent', contract: 'text', tier: 'LOW' };
   const req = { model: 'req-model', system: 's', messages: [], max_tokens: 1 };
-  await mw(req, ctx, async () => ({ model: '', content: [], stop_reason: 'end_turn', usage: { input_tokens: 3, output_tokens: 4, cache_read_input_tokens: null, cache_creation_input_tokens: null } }));
+  await mw(req, ctx, async () => ({
+    model: '',
+    content: [],
+    stop_reason: 'end_turn',
+    usage: { input_tokens: 3, output_tokens: 4, cache_read_input_tokens: null, cache_creation_input_tokens: null },
+  }));
   assert.deepEqual(got, [{ input: 3, output: 4, cache_read: 0, cache_write: 0 }]);
 });
 
-const ROLE_NAME = { planner: 'planner', reflector: 'reflector', research: 'research-specialist', code: 'code-writer', critic: 'critic' } as const;
+const ROLE_NAME = {
+  planner: 'planner',
+  reflector: 'reflector',
+  research: 'research-specialist',
+  code: 'code-writer',
+  critic: 'critic',
+} as const;
 
 test('a goal’s usage per role and model is kept on the goal, exported, and shown by `deepq status`', async (t) => {
   server.setHandler((await import('../../testing/messages-api-server.ts')).defaultHandler);
@@ -61,16 +90,25 @@ test('a goal’s usage per role and model is kept on the goal, exported, and sho
   for (const r of server.requests.slice(from)) {
     const res = r.response!.body as { model: string; usage: WireUsage };
     const key = `${ROLE_NAME[roleOf(r.body) as keyof typeof ROLE_NAME]}|${res.model}`;
-    const u = (expected[key] ??= { input: 0, output: 0, cache_read: 0, cache_write: 0 });
-    const add: Usage = { input: res.usage.input_tokens, output: res.usage.output_tokens, cache_read: res.usage.cache_read_input_tokens, cache_write: res.usage.cache_creation_input_tokens };
+    expected[key] ??= { input: 0, output: 0, cache_read: 0, cache_write: 0 };
+    const u = expected[key];
+    const add: Usage = {
+      input: res.usage.input_tokens,
+      output: res.usage.output_tokens,
+      cache_read: res.usage.cache_read_input_tokens,
+      cache_write: res.usage.cache_creation_input_tokens,
+    };
     for (const k of TOKEN_KINDS) {
       u[k] += add[k];
       total[k] += add[k];
     }
   }
   assert.deepEqual(Object.keys(expected).sort(), [
-    `code-writer|${TEST_MODELS.HIGH}`, `critic|${TEST_MODELS.LOW}`, `planner|${TEST_MODELS.HIGH}`,
-    `reflector|${TEST_MODELS.LOW}`, `research-specialist|${TEST_MODELS.LOW}`,
+    `code-writer|${TEST_MODELS.HIGH}`,
+    `critic|${TEST_MODELS.LOW}`,
+    `planner|${TEST_MODELS.HIGH}`,
+    `reflector|${TEST_MODELS.LOW}`,
+    `research-specialist|${TEST_MODELS.LOW}`,
   ]);
   for (const k of TOKEN_KINDS) assert.ok(total[k] > 0, `the run produced ${k} tokens`);
 
@@ -82,7 +120,15 @@ test('a goal’s usage per role and model is kept on the goal, exported, and sho
   const metrics = await (await fetch(`http://127.0.0.1:${fleet.ports.get('planner')}/metrics`)).text();
   const planner = expected[`planner|${TEST_MODELS.HIGH}`]!;
   for (const k of TOKEN_KINDS) {
-    const line = metrics.split('\n').find((l) => l.startsWith('deepq_llm_tokens_total{') && l.includes('role="planner"') && l.includes(`kind="${k}"`) && l.includes(`model="${TEST_MODELS.HIGH}"`));
+    const line = metrics
+      .split('\n')
+      .find(
+        (l) =>
+          l.startsWith('deepq_llm_tokens_total{') &&
+          l.includes('role="planner"') &&
+          l.includes(`kind="${k}"`) &&
+          l.includes(`model="${TEST_MODELS.HIGH}"`),
+      );
     assert.ok(line, `deepq_llm_tokens_total for planner/${k}`);
     assert.equal(Number(line.split(' ').pop()), planner[k]);
     assert.ok(!line.includes(goalId));
@@ -92,9 +138,22 @@ test('a goal’s usage per role and model is kept on the goal, exported, and sho
   const out = await runCli(['status', goalId], fleet.env);
   assert.equal(out.code, 0, out.stderr);
   const sum = total.input + total.output + total.cache_read + total.cache_write;
-  assert.match(out.stdout, new RegExp(`^tokens\\s+${sum} \\(input ${total.input}, output ${total.output}, cache read ${total.cache_read}, cache write ${total.cache_write}\\)$`, 'm'));
+  assert.match(
+    out.stdout,
+    new RegExp(
+      `^tokens\\s+${sum} \\(input ${total.input}, output ${total.output}, cache read ${total.cache_read}, cache write ${total.cache_write}\\)$`,
+      'm',
+    ),
+  );
   for (const [key, u] of Object.entries(expected)) {
     const [role, model] = key.split('|');
-    assert.match(out.stdout, new RegExp(`^  ${role} @ ${model}\\s+in ${u.input} out ${u.output} cache r/w ${u.cache_read}/${u.cache_write}$`, 'm'), `status line for ${key}`);
+    assert.match(
+      out.stdout,
+      new RegExp(
+        `^  ${role} @ ${model}\\s+in ${u.input} out ${u.output} cache r/w ${u.cache_read}/${u.cache_write}$`,
+        'm',
+      ),
+      `status line for ${key}`,
+    );
   }
 });

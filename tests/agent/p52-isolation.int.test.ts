@@ -7,18 +7,27 @@
 //     of the read_files it named, and nothing more;
 //  3. no planner or reflector text, and no other agent's turn, is in it;
 //  4. later requests of a thread only extend that thread's own messages.
-import { test, before, after } from 'node:test';
+
 import assert from 'node:assert/strict';
-import { useRedis } from '../../testing/redis.ts';
-import {
-  startMessagesApiServer, defaultHandler, firstUserText, roleOf, text, linkThreads, FAKE_API_KEY,
-  type MessagesApiServer, type RecordedRequest, type WireTextBlock,
-} from '../../testing/messages-api-server.ts';
-import { anthropicEnv } from '../../testing/agent-harness.ts';
-import { startFleet, type Fleet } from '../../testing/fleet.ts';
-import { REFLECTOR_PROMPT } from '../../services/reflector/prompt.ts';
+import { after, before, test } from 'node:test';
 import { plannerPrompt } from '../../services/planner/prompt.ts';
+import { REFLECTOR_PROMPT } from '../../services/reflector/prompt.ts';
 import type { Plan } from '../../shared/goal/plan.ts';
+import { anthropicEnv } from '../../testing/agent-harness.ts';
+import { type Fleet, startFleet } from '../../testing/fleet.ts';
+import {
+  defaultHandler,
+  FAKE_API_KEY,
+  firstUserText,
+  linkThreads,
+  type MessagesApiServer,
+  type RecordedRequest,
+  roleOf,
+  startMessagesApiServer,
+  text,
+  type WireTextBlock,
+} from '../../testing/messages-api-server.ts';
+import { useRedis } from '../../testing/redis.ts';
 
 const redis = useRedis();
 let server: MessagesApiServer;
@@ -31,7 +40,13 @@ before(async () => {
     handler: (body, i, rec) => {
       if (roleOf(body) === 'reflector') {
         const cycle = Number(/^Cycle: (\d+)$/m.exec(firstUserText(body))?.[1]);
-        return text(JSON.stringify(cycle >= 3 ? { decision: 'end', reason: 'revised after review' } : { decision: 'continue', reason: `cycle ${cycle} done` }));
+        return text(
+          JSON.stringify(
+            cycle >= 3
+              ? { decision: 'end', reason: 'revised after review' }
+              : { decision: 'continue', reason: `cycle ${cycle} done` },
+          ),
+        );
       }
       return defaultHandler(body, i, rec);
     },
@@ -58,7 +73,10 @@ test('every subagent request carries only its role prompt and its own fresh conv
   const planner = plannerPrompt(cfg.roles.map((r) => r.name));
   const prompts = [planner, REFLECTOR_PROMPT, ...cfg.roles.map((r) => r.systemPrompt)];
   const reqs = server.requests;
-  assert.ok(reqs.every((r) => r.response?.kind === 'message'), 'every request was valid and answered');
+  assert.ok(
+    reqs.every((r) => r.response?.kind === 'message'),
+    'every request was valid and answered',
+  );
   for (const r of reqs) {
     assert.equal(r.apiKey, FAKE_API_KEY, 'the configured key is sent');
     assert.ok(r.headers['anthropic-version']);
@@ -75,17 +93,29 @@ test('every subagent request carries only its role prompt and its own fresh conv
   // contents of each read_file as the agent that wrote it answered.
   const goalOfReq = (r: RecordedRequest) => GOALS.findIndex((g) => r.rawBody.includes(g.split(' ').pop()!));
   const { threads, problems } = linkThreads(reqs);
-  assert.deepEqual(problems.map((p) => `#${p.req.index}: ${p.problem}`), [], 'every request extends only its own conversation');
+  assert.deepEqual(
+    problems.map((p) => `#${p.req.index}: ${p.problem}`),
+    [],
+    'every request extends only its own conversation',
+  );
   const finalText = (th: RecordedRequest[]) => {
     const last = th[th.length - 1]!.response!.body as { content: WireTextBlock[] };
-    return last.content.filter((b) => b.type === 'text').map((b) => b.text).join('');
+    return last.content
+      .filter((b) => b.type === 'text')
+      .map((b) => b.text)
+      .join('');
   };
   const expected: { goal: number; cycle: number; role: string; task: string; artifact: string }[] = [];
   const written = new Map<string, string>(); // `${goal}|${artifact}` → content (latest)
   const subThreads = threads.filter((th) => !['planner', 'reflector'].includes(roleOf(th[0]!.body)));
   for (const g of [0, 1]) {
     for (let cycle = 1; cycle <= 3; cycle++) {
-      const plannerThread = threads.find((th) => roleOf(th[0]!.body) === 'planner' && goalOfReq(th[0]!) === g && firstUserText(th[0]!.body).includes(`\nCycle: ${cycle}\n`))!;
+      const plannerThread = threads.find(
+        (th) =>
+          roleOf(th[0]!.body) === 'planner' &&
+          goalOfReq(th[0]!) === g &&
+          firstUserText(th[0]!.body).includes(`\nCycle: ${cycle}\n`),
+      )!;
       assert.ok(plannerThread, `planner request for goal ${g} cycle ${cycle}`);
       const plan = JSON.parse(finalText(plannerThread)) as Plan;
       const tasks = plan.subtasks.map((s) => {
@@ -94,19 +124,31 @@ test('every subagent request carries only its role prompt and its own fresh conv
           assert.ok(content !== undefined, `cycle ${cycle} reads ${f}, written earlier`);
           return `# ${f}\n${content}`;
         });
-        return { goal: g, cycle, role: s.role, artifact: s.expected_artifact, task: parts.length ? `${parts.join('\n\n')}\n\n## Task\n${s.instruction}` : s.instruction };
+        return {
+          goal: g,
+          cycle,
+          role: s.role,
+          artifact: s.expected_artifact,
+          task: parts.length ? `${parts.join('\n\n')}\n\n## Task\n${s.instruction}` : s.instruction,
+        };
       });
       expected.push(...tasks);
       // After the cycle, each subtask's final answer is its artifact.
       for (const tk of tasks) {
         const th = subThreads.find((x) => firstUserText(x[0]!.body) === tk.task);
-        assert.ok(th, `a conversation for ${tk.role} → ${tk.artifact} (goal ${g}, cycle ${cycle}) that starts with exactly its task`);
+        assert.ok(
+          th,
+          `a conversation for ${tk.role} → ${tk.artifact} (goal ${g}, cycle ${cycle}) that starts with exactly its task`,
+        );
         written.set(`${g}|${tk.artifact}`, finalText(th));
       }
     }
   }
   assert.equal(subThreads.length, expected.length, 'one conversation per subtask, no more');
-  assert.ok(expected.some((e) => e.role === 'critic') && expected.some((e) => e.task.includes('# critique.json\n')), 'the run covered read_files');
+  assert.ok(
+    expected.some((e) => e.role === 'critic') && expected.some((e) => e.task.includes('# critique.json\n')),
+    'the run covered read_files',
+  );
 
   let checked = 0;
   for (const th of subThreads) {
@@ -118,16 +160,35 @@ test('every subagent request carries only its role prompt and its own fresh conv
       checked++;
       const where = `request #${r.index} (${exp.role}, goal ${exp.goal}, cycle ${exp.cycle})`;
       // 1. The system prompt is the role's prompt, alone.
-      assert.deepEqual(r.body.system, [{ type: 'text', text: spec.systemPrompt, cache_control: { type: 'ephemeral' } }], where);
+      assert.deepEqual(
+        r.body.system,
+        [{ type: 'text', text: spec.systemPrompt, cache_control: { type: 'ephemeral' } }],
+        where,
+      );
       // 2. One user message with the task; the rest is this thread's own turns.
       const [first, ...rest] = r.body.messages;
       assert.deepEqual(first, { role: 'user', content: exp.task }, where);
-      rest.forEach((m, i) => assert.equal(m.role, i % 2 === 0 ? 'assistant' : 'user', `${where}: turns alternate`));
-      assert.deepEqual(r.body.tools!.map((x) => x.name), spec.tools, where);
+      for (const [i, m] of rest.entries())
+        assert.equal(m.role, i % 2 === 0 ? 'assistant' : 'user', `${where}: turns alternate`);
+      assert.deepEqual(
+        r.body.tools!.map((x) => x.name),
+        spec.tools,
+        where,
+      );
       // 3. No planner or reflector text, no other role's prompt, no other goal.
       const body = JSON.stringify(r.body.messages);
-      for (const p of prompts) assert.ok(!body.includes(p.slice(0, 40)), `${where}: a system prompt leaked into the messages`);
-      for (const marker of ['You are the planner', 'You are the reflection node', 'Prior plan:', 'Last reflection:', 'Current files:', '"subtasks"', '"decision"', ...others]) {
+      for (const p of prompts)
+        assert.ok(!body.includes(p.slice(0, 40)), `${where}: a system prompt leaked into the messages`);
+      for (const marker of [
+        'You are the planner',
+        'You are the reflection node',
+        'Prior plan:',
+        'Last reflection:',
+        'Current files:',
+        '"subtasks"',
+        '"decision"',
+        ...others,
+      ]) {
         assert.ok(!r.rawBody.includes(marker), `${where}: ${JSON.stringify(marker)} reached a subagent`);
       }
     }

@@ -5,15 +5,16 @@
 // Each subagent is built by the one factory from its role spec, right after the planner
 // has run in the same process, and gets a fresh conversation with the probe alone. Its
 // answer must hold the expected keywords, none of the planner's, and pass its contract.
-import { test } from 'node:test';
+
 import assert from 'node:assert/strict';
+import { test } from 'node:test';
 import { pino } from 'pino';
-import { loadConfig, roleNames, type Config } from '../../shared/runtime/config.ts';
+import { planContract } from '../../services/planner/plan-contract.ts';
 import { plannerSpec } from '../../services/planner/prompt.ts';
 import { createAgent } from '../../shared/agent/create-agent.ts';
 import { contractFor } from '../../shared/agent/output-contracts.ts';
-import { planContract } from '../../services/planner/plan-contract.ts';
 import { createProvider } from '../../shared/agent/providers/index.ts';
+import { type Config, loadConfig, roleNames } from '../../shared/runtime/config.ts';
 
 const skip = !process.env.ANTHROPIC_API_KEY && 'ANTHROPIC_API_KEY not set: live persona-leak test skipped';
 
@@ -59,10 +60,22 @@ test('P52 live: no subagent answers in the planner persona', { skip, timeout: 30
     await t.test(c.role, async () => {
       const spec = cfg.roles.find((r) => r.name === c.role);
       assert.ok(spec, `role ${c.role} is configured`);
-      const run = await createAgent(spec, deps).run({ task: c.probe, contract: contractFor(spec.contract), ctx: { role: c.role, kind: 'subagent' } });
+      const run = await createAgent(spec, deps).run({
+        task: c.probe,
+        contract: contractFor(spec.contract),
+        ctx: { role: c.role, kind: 'subagent' },
+      });
       const lo = run.text.toLowerCase();
-      for (const kw of c.expected) assert.ok(lo.includes(kw.toLowerCase()), `${c.role}: missing expected keyword ${JSON.stringify(kw)} in output:\n${run.text}`);
-      for (const kw of c.forbidden) assert.ok(!lo.includes(kw.toLowerCase()), `${c.role}: planner-persona keyword ${JSON.stringify(kw)} leaked (P52 regression):\n${run.text}`);
+      for (const kw of c.expected)
+        assert.ok(
+          lo.includes(kw.toLowerCase()),
+          `${c.role}: missing expected keyword ${JSON.stringify(kw)} in output:\n${run.text}`,
+        );
+      for (const kw of c.forbidden)
+        assert.ok(
+          !lo.includes(kw.toLowerCase()),
+          `${c.role}: planner-persona keyword ${JSON.stringify(kw)} leaked (P52 regression):\n${run.text}`,
+        );
       assert.equal(run.ok, true, `${c.role}: ${run.problem}`);
     });
   }

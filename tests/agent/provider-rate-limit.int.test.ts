@@ -1,11 +1,25 @@
 // Fleet-wide flow control: a provider 429 pauses the role's whole queue for retry-after
 // (BullMQ rate limit + RateLimitError), in every process, and the job goes back untouched.
-import { test, before, after } from 'node:test';
+
 import assert from 'node:assert/strict';
-import { useRedis } from '../../testing/redis.ts';
-import { startFleet, startProcess, waitForStart, stopProcess, type Fleet, type ServiceProc } from '../../testing/fleet.ts';
-import { startMessagesApiServer, defaultHandler, apiError, roleOf, type MessagesApiServer } from '../../testing/messages-api-server.ts';
+import { after, before, test } from 'node:test';
 import { subagentQueueName } from '../../shared/runtime/queues.ts';
+import {
+  type Fleet,
+  type ServiceProc,
+  startFleet,
+  startProcess,
+  stopProcess,
+  waitForStart,
+} from '../../testing/fleet.ts';
+import {
+  apiError,
+  defaultHandler,
+  type MessagesApiServer,
+  roleOf,
+  startMessagesApiServer,
+} from '../../testing/messages-api-server.ts';
+import { useRedis } from '../../testing/redis.ts';
 
 const redis = useRedis();
 let api: MessagesApiServer;
@@ -28,7 +42,10 @@ before(async () => {
   fleet = await startFleet(redis.url, api.env(), { roles: ['code-writer', 'critic'] });
   // Two research processes, one job at a time each: a local sleep in one process would
   // leave the other free to call the provider; a queue-wide pause stops both.
-  for (const n of [1, 2]) research.push(startProcess(`research-${n}`, ['worker', '--role', 'research-specialist', '--concurrency', '1'], fleet.env));
+  for (const n of [1, 2])
+    research.push(
+      startProcess(`research-${n}`, ['worker', '--role', 'research-specialist', '--concurrency', '1'], fleet.env),
+    );
   await Promise.all(research.map((p) => waitForStart(p)));
 });
 after(async () => {
@@ -47,19 +64,31 @@ test('a 429 pauses the research queue in every process for retry-after, then all
   const jobs0 = await fleet.client.queues.get(subagentQueueName('research-specialist')).getJobs(['completed']);
   const taken = jobs0.map((j) => j.processedOn!).filter((t) => t > limitedAt + 300 && t < limitedAt + 1800);
   assert.deepEqual(taken, [], 'a research job was taken while the queue was paused');
-  assert.ok(jobs0.some((j) => j.processedOn! >= limitedAt + 1800), 'the limited job never ran again after the pause');
+  assert.ok(
+    jobs0.some((j) => j.processedOn! >= limitedAt + 1800),
+    'the limited job never ran again after the pause',
+  );
   // The limited job went back to the queue without using up an attempt.
   const jobs = await fleet.client.queues.get(subagentQueueName('research-specialist')).getJobs(['completed']);
   assert.equal(jobs.length, 3);
-  assert.ok(jobs.every((j) => j.attemptsMade <= 1), JSON.stringify(jobs.map((j) => j.attemptsMade)));
+  assert.ok(
+    jobs.every((j) => j.attemptsMade <= 1),
+    JSON.stringify(jobs.map((j) => j.attemptsMade)),
+  );
   assert.match(research.map((p) => p.output()).join(''), /provider rate limit: pausing the queue/);
 });
 
 test('a provider that never stops answering 429 fails the subtask with the reason instead of looping', async () => {
   const always = await startMessagesApiServer({
-    handler: (body, i, req) => (roleOf(body) === 'research' ? apiError(429, 'rate limited', { 'retry-after': '0' }) : defaultHandler(body, i, req)),
+    handler: (body, i, req) =>
+      roleOf(body) === 'research'
+        ? apiError(429, 'rate limited', { 'retry-after': '0' })
+        : defaultHandler(body, i, req),
   });
-  const f = await startFleet(redis.url, always.env({ DEEPQ_MAX_RATE_LIMIT_REQUEUES: '2', DEEPQ_SUBTASK_ATTEMPTS: '2' }));
+  const f = await startFleet(
+    redis.url,
+    always.env({ DEEPQ_MAX_RATE_LIMIT_REQUEUES: '2', DEEPQ_SUBTASK_ATTEMPTS: '2' }),
+  );
   try {
     const goalId = await f.client.enqueue({ goal: 'Never served' });
     const g = await f.client.waitFor(goalId, { timeoutMs: 60_000 });

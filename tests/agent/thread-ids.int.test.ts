@@ -1,17 +1,24 @@
 // Thread ids (seed 003): every agent run gets `goal-<goalId>--<role>-<short>`; its
 // transcript is stored under that id with a TTL, shown by `deepq transcript <threadId>`,
 // and never fed to another agent.
-import { test } from 'node:test';
+
 import assert from 'node:assert/strict';
-import { writeFileSync, mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { useRedis } from '../../testing/redis.ts';
-import { linkThreads, roleOf, type MessagesApiServer, type WireBlock, type WireToolUse } from '../../testing/messages-api-server.ts';
-import { anthropicEnv, useMessagesApi } from '../../testing/agent-harness.ts';
-import { startFleet, runCli, type Fleet } from '../../testing/fleet.ts';
-import { goalIdFromThreadId, threadIdFor } from '../../shared/goal/keys.ts';
+import { test } from 'node:test';
 import { shortId } from '../../shared/agent/transcripts.ts';
+import { goalIdFromThreadId, threadIdFor } from '../../shared/goal/keys.ts';
+import { anthropicEnv, useMessagesApi } from '../../testing/agent-harness.ts';
+import { type Fleet, runCli, startFleet } from '../../testing/fleet.ts';
+import {
+  linkThreads,
+  type MessagesApiServer,
+  roleOf,
+  type WireBlock,
+  type WireToolUse,
+} from '../../testing/messages-api-server.ts';
+import { useRedis } from '../../testing/redis.ts';
 
 const redis = useRedis();
 let server: MessagesApiServer;
@@ -48,7 +55,11 @@ test('each agent run of a goal gets its own thread id, transcript with a TTL, sh
     runs.set(e.threadId, role);
   }
   const roles = [...runs.values()].sort();
-  assert.deepEqual(roles, ['code-writer', 'critic', 'planner', 'planner', 'reflector', 'reflector', 'research-specialist'], 'one thread per agent run');
+  assert.deepEqual(
+    roles,
+    ['code-writer', 'critic', 'planner', 'planner', 'reflector', 'reflector', 'research-specialist'],
+    'one thread per agent run',
+  );
   for (const [threadId, role] of runs) {
     assert.match(threadId, new RegExp(`^goal-${goalId}--${role}-[0-9a-f]{8}$`));
     assert.equal(goalIdFromThreadId(threadId), goalId);
@@ -63,12 +74,19 @@ test('each agent run of a goal gets its own thread id, transcript with a TTL, sh
   const [codeThread] = [...runs].find(([, role]) => role === 'code-writer')!;
   const out = await runCli(['transcript', codeThread], fleet.env);
   assert.equal(out.code, 0, out.stderr);
-  const tr = JSON.parse(out.stdout) as { threadId: string; role: string; messages: { role: string; content: string | WireBlock[] }[] };
+  const tr = JSON.parse(out.stdout) as {
+    threadId: string;
+    role: string;
+    messages: { role: string; content: string | WireBlock[] }[];
+  };
   assert.equal(tr.threadId, codeThread);
   assert.equal(tr.role, 'code-writer');
   const { threads, problems } = linkThreads(server.requests);
   assert.deepEqual(problems, []);
-  const wire = threads.find((th) => roleOf(th[0]!.body) === 'code' && JSON.stringify(th[0]!.body.messages[0]) === JSON.stringify(tr.messages[0]));
+  const wire = threads.find(
+    (th) =>
+      roleOf(th[0]!.body) === 'code' && JSON.stringify(th[0]!.body.messages[0]) === JSON.stringify(tr.messages[0]),
+  );
   assert.ok(wire, 'the transcript matches a conversation seen on the wire');
   const last = wire[wire.length - 1]!;
   const answer = (last.response!.body as { content: WireBlock[] }).content;
@@ -91,9 +109,13 @@ test('each agent run of a goal gets its own thread id, transcript with a TTL, sh
   for (const th of threads) {
     const mine = new Set(th.map((r) => r.index));
     for (const r of th) {
-      const ids = ((r.response?.body as { content?: WireBlock[] })?.content ?? []).filter((b): b is WireToolUse => b.type === 'tool_use').map((b) => b.id);
+      const ids = ((r.response?.body as { content?: WireBlock[] })?.content ?? [])
+        .filter((b): b is WireToolUse => b.type === 'tool_use')
+        .map((b) => b.id);
       for (const id of ids) {
-        for (const other of server.requests) if (!mine.has(other.index)) assert.ok(!other.rawBody.includes(id), `tool call ${id} leaked into request #${other.index}`);
+        for (const other of server.requests)
+          if (!mine.has(other.index))
+            assert.ok(!other.rawBody.includes(id), `tool call ${id} leaked into request #${other.index}`);
       }
     }
   }

@@ -3,19 +3,29 @@
 // flags and goal ids at the CLI; malformed job payloads written straight into every queue;
 // hostile planner output (through the real SDK and a local Messages-API server); config
 // files with wrong types.
-import { test, before, after } from 'node:test';
+
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { after, before, test } from 'node:test';
 import { Queue } from 'bullmq';
-import { useRedis } from '../../testing/redis.ts';
-import { startFleet, startProcess, runCli, type Fleet } from '../../testing/fleet.ts';
-import { startMessagesApiServer, defaultHandler, goalOf, roleOf, blockText, text, type MessagesApiServer, type RecordedRequest } from '../../testing/messages-api-server.ts';
-import { anthropicEnv } from '../../testing/agent-harness.ts';
 import { BIN } from '../../cli/supervisor.ts';
 import { PLAN_QUEUE, REFLECT_QUEUE, subagentQueueName } from '../../shared/runtime/queues.ts';
+import { anthropicEnv } from '../../testing/agent-harness.ts';
+import { type Fleet, runCli, startFleet, startProcess } from '../../testing/fleet.ts';
+import {
+  blockText,
+  defaultHandler,
+  goalOf,
+  type MessagesApiServer,
+  type RecordedRequest,
+  roleOf,
+  startMessagesApiServer,
+  text,
+} from '../../testing/messages-api-server.ts';
+import { useRedis } from '../../testing/redis.ts';
 
 const redis = useRedis();
 let api: MessagesApiServer;
@@ -23,16 +33,42 @@ let fleet: Fleet;
 let doneGoal: string;
 
 // The planner's answers for goals whose text starts with `HOSTILE <case>`.
-const sub = (role: string, artifact: string) => ({ role, instruction: `write ${artifact.slice(0, 40)}`, expected_artifact: artifact, read_files: [] as string[] });
+const sub = (role: string, artifact: string) => ({
+  role,
+  instruction: `write ${artifact.slice(0, 40)}`,
+  expected_artifact: artifact,
+  read_files: [] as string[],
+});
 const LONG_NAME = `${'n'.repeat(10 * 1024)}.md`;
 const HOSTILE: Record<string, { plan: unknown; problem: RegExp }> = {
-  'unknown-role': { plan: { subtasks: [sub('wizard', 'spell.md')] }, problem: /unknown role "wizard" \(known: research-specialist, code-writer, critic\)/ },
-  'too-many': { plan: { subtasks: Array.from({ length: 6 }, (_, i) => sub('research-specialist', `r${i}.md`)) }, problem: /subtasks: a plan needs 1 to 5 subtasks/ },
-  duplicate: { plan: { subtasks: [sub('research-specialist', 'notes.md'), sub('code-writer', 'notes.md')] }, problem: /duplicate artifact name "notes\.md"/ },
-  'dot-dot': { plan: { subtasks: [sub('research-specialist', '../x')] }, problem: /artifact name "\.\.\/x" contains "\.\."/ },
-  absolute: { plan: { subtasks: [sub('research-specialist', '/etc/passwd')] }, problem: /artifact name "\/etc\/passwd" starts with "\/"/ },
-  'long-name': { plan: { subtasks: [sub('research-specialist', LONG_NAME)] }, problem: /artifact name is 10243 chars \(max 200\)/ },
-  control: { plan: { subtasks: [sub('research-specialist', 'evil\u0007\nname.md')] }, problem: /artifact name contains control characters/ },
+  'unknown-role': {
+    plan: { subtasks: [sub('wizard', 'spell.md')] },
+    problem: /unknown role "wizard" \(known: research-specialist, code-writer, critic\)/,
+  },
+  'too-many': {
+    plan: { subtasks: Array.from({ length: 6 }, (_, i) => sub('research-specialist', `r${i}.md`)) },
+    problem: /subtasks: a plan needs 1 to 5 subtasks/,
+  },
+  duplicate: {
+    plan: { subtasks: [sub('research-specialist', 'notes.md'), sub('code-writer', 'notes.md')] },
+    problem: /duplicate artifact name "notes\.md"/,
+  },
+  'dot-dot': {
+    plan: { subtasks: [sub('research-specialist', '../x')] },
+    problem: /artifact name "\.\.\/x" contains "\.\."/,
+  },
+  absolute: {
+    plan: { subtasks: [sub('research-specialist', '/etc/passwd')] },
+    problem: /artifact name "\/etc\/passwd" starts with "\/"/,
+  },
+  'long-name': {
+    plan: { subtasks: [sub('research-specialist', LONG_NAME)] },
+    problem: /artifact name is 10243 chars \(max 200\)/,
+  },
+  control: {
+    plan: { subtasks: [sub('research-specialist', 'evil\u0007\nname.md')] },
+    problem: /artifact name contains control characters/,
+  },
 };
 
 before(async () => {
@@ -76,9 +112,15 @@ function assertCleanError(r: { code: number | null; stdout: string; stderr: stri
 }
 
 /** Runs the CLI through a shell, so argv can carry bytes that are not valid UTF-8. */
-function runShell(script: string, env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function runShell(
+  script: string,
+  env: NodeJS.ProcessEnv,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const proc = spawn('bash', ['-c', script], { env: { ...env, DEEPQ_NODE: process.execPath, DEEPQ_BIN: BIN }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawn('bash', ['-c', script], {
+      env: { ...env, DEEPQ_NODE: process.execPath, DEEPQ_BIN: BIN },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     proc.stdout.on('data', (d) => (stdout += d));
@@ -87,7 +129,9 @@ function runShell(script: string, env: NodeJS.ProcessEnv): Promise<{ code: numbe
   });
 }
 
-test('goal text: empty, blank, over 100 KB and binary are refused naming the problem; nothing is stored', { timeout: 120_000 }, async () => {
+test('goal text: empty, blank, over 100 KB and binary are refused naming the problem; nothing is stored', {
+  timeout: 120_000,
+}, async () => {
   const before = await goalState();
   const cases: [string, string[], RegExp][] = [
     ['empty', ['enqueue', ''], /invalid goal request: goal: goal text is empty/],
@@ -96,9 +140,12 @@ test('goal text: empty, blank, over 100 KB and binary are refused naming the pro
     ['control characters', ['enqueue', 'binary\u0001\u0002\u0003goal'], /goal text looks binary/],
   ];
   const results = await Promise.all(cases.map(([, args]) => runCli(args, fleet.env)));
-  cases.forEach(([what, , problem], i) => assertCleanError(results[i]!, problem, what));
+  for (const [i, [what, , problem]] of cases.entries()) assertCleanError(results[i]!, problem, what);
   // Bytes that are not UTF-8 at all (as from `deepq enqueue "$(cat image.png)"`).
-  const binary = await runShell(`"$DEEPQ_NODE" "$DEEPQ_BIN" enqueue "$(printf 'GIF89a\\xff\\xfe\\x01\\x80')"`, fleet.env);
+  const binary = await runShell(
+    `"$DEEPQ_NODE" "$DEEPQ_BIN" enqueue "$(printf 'GIF89a\\xff\\xfe\\x01\\x80')"`,
+    fleet.env,
+  );
   assertCleanError(binary, /goal text looks binary \(control or invalid UTF-8 bytes\)/, 'invalid UTF-8');
   assert.equal(await goalState(), before, 'a refused goal changed the stored state');
   assert.equal((await fleet.client.list()).length, 1);
@@ -121,36 +168,59 @@ test('unknown commands and flags name the offender and print usage, not a stack'
   });
   // A worker for a role that is not configured stops at start, naming it and the known ones.
   const w = await runCli(['worker', '--role', 'wizard'], fleet.env);
-  assertCleanError(w, /unknown role "wizard" \(configured roles: research-specialist, code-writer, critic\)/, 'worker --role wizard');
+  assertCleanError(
+    w,
+    /unknown role "wizard" \(configured roles: research-specialist, code-writer, critic\)/,
+    'worker --role wizard',
+  );
   assert.equal(await goalState(), before);
 });
 
-test('unknown goal ids for status, watch, artifacts, cancel, resume and transcript: "unknown goal id", state untouched', { timeout: 120_000 }, async () => {
+test('unknown goal ids for status, watch, artifacts, cancel, resume and transcript: "unknown goal id", state untouched', {
+  timeout: 120_000,
+}, async () => {
   const before = await goalState();
   const esc = (id: string) => new RegExp(`unknown goal id: ${id.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}`);
   const runs: [string[], RegExp][] = [];
   // A well-formed id nobody created, through every command that takes one.
-  for (const cmd of [['status'], ['status', '--json'], ['watch'], ['artifacts'], ['cancel'], ['resume'], ['resume', '--note', 'hi']]) {
+  for (const cmd of [
+    ['status'],
+    ['status', '--json'],
+    ['watch'],
+    ['artifacts'],
+    ['cancel'],
+    ['resume'],
+    ['resume', '--note', 'hi'],
+  ]) {
     runs.push([[cmd[0]!, 'abcdef123456', ...cmd.slice(1)], esc('abcdef123456')]);
   }
   // Ids that are not ids at all: a path, a glob, a key-like string.
   for (const id of ['../../etc/passwd', '*', 'deepq:goal:x']) runs.push([['status', id], esc(id)]);
   runs.push([['cancel', '*'], esc('*')]);
-  runs.push([['transcript', 'goal-abcdef123456--critic-0a1b2c3d'], /no transcript for thread id goal-abcdef123456--critic-0a1b2c3d/]);
+  runs.push([
+    ['transcript', 'goal-abcdef123456--critic-0a1b2c3d'],
+    /no transcript for thread id goal-abcdef123456--critic-0a1b2c3d/,
+  ]);
   runs.push([['transcript', 'not a thread id'], /no transcript for thread id not a thread id/]);
   // A few at a time: each is a process start.
   for (let i = 0; i < runs.length; i += 4) {
     const batch = runs.slice(i, i + 4);
     const results = await Promise.all(batch.map(([args]) => runCli(args, fleet.env)));
-    batch.forEach(([args, problem], j) => assertCleanError(results[j]!, problem, args.join(' ')));
+    for (const [j, [args, problem]] of batch.entries()) assertCleanError(results[j]!, problem, args.join(' '));
   }
   // Resuming a goal that is not paused is refused the same way.
   const r = await runCli(['resume', doneGoal], fleet.env);
-  assertCleanError(r, new RegExp(`goal ${doneGoal} is done, not awaiting_human: nothing to resume`), 'resume of a done goal');
+  assertCleanError(
+    r,
+    new RegExp(`goal ${doneGoal} is done, not awaiting_human: nothing to resume`),
+    'resume of a done goal',
+  );
   assert.equal(await goalState(), before, 'an unknown id changed the stored state');
 });
 
-test('malformed job payloads in every queue: the job fails naming the field, the goal it names is untouched, the worker keeps serving', { timeout: 120_000 }, async () => {
+test('malformed job payloads in every queue: the job fails naming the field, the goal it names is untouched, the worker keeps serving', {
+  timeout: 120_000,
+}, async () => {
   const prefix = fleet.env.DEEPQ_PREFIX!;
   const connection = { url: redis.url };
   const before = await goalState();
@@ -165,13 +235,26 @@ test('malformed job payloads in every queue: the job fails naming the field, the
     [{ goalId: doneGoal, step: -3 }, /step: Too small/],
     [{ goalId: 'abcdef123456', step: 1 }, /unknown goal id: abcdef123456/],
   ];
-  const task = { goalId: doneGoal, step: 1, index: 0, instruction: 'do it', expected_artifact: 'ok.md', read_files: [] };
+  const task = {
+    goalId: doneGoal,
+    step: 1,
+    index: 0,
+    instruction: 'do it',
+    expected_artifact: 'ok.md',
+    read_files: [],
+  };
   const subtaskShaped = (role: string): [unknown, RegExp][] => [
     [{ ...task, role, instruction: undefined }, /instruction: Invalid input: expected string, received undefined/],
-    [{ ...task, role, expected_artifact: '../../etc/passwd' }, /expected_artifact: artifact name "\.\.\/\.\.\/etc\/passwd" contains "\.\."/],
+    [
+      { ...task, role, expected_artifact: '../../etc/passwd' },
+      /expected_artifact: artifact name "\.\.\/\.\.\/etc\/passwd" contains "\.\."/,
+    ],
     [{ ...task, role, read_files: ['/etc/shadow'] }, /read_files\.0: artifact name "\/etc\/shadow" starts with "\/"/],
     [{ ...task, role, index: 9 }, /index: Too big/],
-    [{ ...task, role: role === 'critic' ? 'code-writer' : 'critic' }, new RegExp(`job is for role (critic|code-writer), this worker serves ${role}`)],
+    [
+      { ...task, role: role === 'critic' ? 'code-writer' : 'critic' },
+      new RegExp(`job is for role (critic|code-writer), this worker serves ${role}`),
+    ],
     [{ goalId: 'zzzzzz999999' }, /step: Invalid input: expected number/],
   ];
   const queues: [string, [unknown, RegExp][]][] = [
@@ -187,7 +270,11 @@ test('malformed job payloads in every queue: the job fails naming the field, the
       opened.push(queue);
       for (const [i, [data, problem]] of cases.entries()) {
         // Three attempts allowed: a payload error must not be retried.
-        const job = await queue.add('raw', data as object, { jobId: `raw-${i}`, attempts: 3, backoff: { type: 'fixed', delay: 100 } });
+        const job = await queue.add('raw', data as object, {
+          jobId: `raw-${i}`,
+          attempts: 3,
+          backoff: { type: 'fixed', delay: 100 },
+        });
         added.push({ queue, id: job.id!, problem, name });
       }
     }
@@ -211,22 +298,35 @@ test('malformed job payloads in every queue: the job fails naming the field, the
   for (const p of fleet.procs) assert.equal(p.proc.exitCode, null, `${p.name} died`);
   const after = await fleet.client.enqueue({ goal: 'A normal goal after the garbage' });
   assert.equal((await fleet.client.waitFor(after, { timeoutMs: 60_000 })).status, 'done');
-  assert.deepEqual((await fleet.client.artifacts(after)).map((f) => f.name).sort(), ['critique.json', 'research.md', 'solution.py']);
+  assert.deepEqual((await fleet.client.artifacts(after)).map((f) => f.name).sort(), [
+    'critique.json',
+    'research.md',
+    'solution.py',
+  ]);
 });
 
-test('hostile planner output (unknown role, > 5 subtasks, duplicate, ../x, /etc/passwd, 10 KB and control-character names) fails the goal naming the problem after one retry', { timeout: 120_000 }, async () => {
+test('hostile planner output (unknown role, > 5 subtasks, duplicate, ../x, /etc/passwd, 10 KB and control-character names) fails the goal naming the problem after one retry', {
+  timeout: 120_000,
+}, async () => {
   const ids = new Map<string, string>();
-  for (const name of Object.keys(HOSTILE)) ids.set(name, await fleet.client.enqueue({ goal: `HOSTILE ${name}: write some files` }));
+  for (const name of Object.keys(HOSTILE))
+    ids.set(name, await fleet.client.enqueue({ goal: `HOSTILE ${name}: write some files` }));
   const lastText = (r: RecordedRequest) => blockText(r.body.messages[r.body.messages.length - 1]!.content);
   for (const [name, goalId] of ids) {
     const { problem } = HOSTILE[name]!;
     const g = await fleet.client.waitFor(goalId, { timeoutMs: 60_000 });
     assert.equal(g.status, 'failed', `${name}: ${g.status}`);
-    assert.match(g.reason!, /^planner output rejected: output broke the plan contract twice: plan does not match its schema: /, name);
+    assert.match(
+      g.reason!,
+      /^planner output rejected: output broke the plan contract twice: plan does not match its schema: /,
+      name,
+    );
     assert.match(g.reason!, problem, `${name}: ${g.reason!.slice(0, 300)}`);
     assert.ok(!g.reason!.includes(LONG_NAME), `${name}: the reason echoes a 10 KB name`);
     // Asked once, reminded once with the problem, then failed: no third request, no dispatch.
-    const reqs = api.requests.filter((r) => r.body && roleOf(r.body) === 'planner' && goalOf(r.body).startsWith(`HOSTILE ${name}:`));
+    const reqs = api.requests.filter(
+      (r) => r.body && roleOf(r.body) === 'planner' && goalOf(r.body).startsWith(`HOSTILE ${name}:`),
+    );
     assert.equal(reqs.length, 2, `${name}: ${reqs.length} planner requests`);
     assert.match(lastText(reqs[1]!), /^Your answer was rejected: /);
     assert.match(lastText(reqs[1]!), problem, `${name}: the reminder does not name the problem`);
@@ -256,24 +356,46 @@ test('config files with wrong types stop every service at start, naming the fiel
     return p;
   };
   const cases: [string[], string, RegExp | RegExp[]][] = [
-    [['planner'], file('a.json', JSON.stringify({ concurrency: 'eight' })), /concurrency: Invalid input: expected number, received string/],
-    [['reflector'], file('b.yaml', 'vfs:\n  spillBytes: big\nmaxDepth: 2.5\n'), [/vfs\.spillBytes: Invalid input: expected number, received string/, /maxDepth: Invalid input: expected int/]],
-    [['worker', '--role', 'critic'], file('c.json', JSON.stringify({ roles: 'all of them' })), /roles: Invalid input: expected array, received string/],
-    [['planner'], file('d.json', JSON.stringify({ lockDurationMs: -1, redisUrl: 'http://x' })), [/redisUrl: must start with redis:\/\/ or rediss:\/\//, /lockDurationMs: Too small/]],
+    [
+      ['planner'],
+      file('a.json', JSON.stringify({ concurrency: 'eight' })),
+      /concurrency: Invalid input: expected number, received string/,
+    ],
+    [
+      ['reflector'],
+      file('b.yaml', 'vfs:\n  spillBytes: big\nmaxDepth: 2.5\n'),
+      [/vfs\.spillBytes: Invalid input: expected number, received string/, /maxDepth: Invalid input: expected int/],
+    ],
+    [
+      ['worker', '--role', 'critic'],
+      file('c.json', JSON.stringify({ roles: 'all of them' })),
+      /roles: Invalid input: expected array, received string/,
+    ],
+    [
+      ['planner'],
+      file('d.json', JSON.stringify({ lockDurationMs: -1, redisUrl: 'http://x' })),
+      [/redisUrl: must start with redis:\/\/ or rediss:\/\//, /lockDurationMs: Too small/],
+    ],
     [['reflector'], file('e.json', JSON.stringify({ lockDuration: 5000 })), /Unrecognized key: "lockDuration"/],
-    [['worker', '--role', 'code-writer'], file('f.json', '{"concurrency": 4,'), /config file .*f\.json is not valid JSON/],
+    [
+      ['worker', '--role', 'code-writer'],
+      file('f.json', '{"concurrency": 4,'),
+      /config file .*f\.json is not valid JSON/,
+    ],
     [['planner'], join(dir, 'missing.json'), /cannot read config file .*missing\.json/],
   ];
-  await Promise.all(cases.map(async ([args, path, problem]) => {
-    // The service's env, with the bad file: the real Redis URL is fine, the file is not.
-    const { REDIS_URL: _url, ...env } = fleet.env;
-    void _url;
-    const p = startProcess(`bad-config ${args.join(' ')}`, args, { ...env, DEEPQ_CONFIG: path });
-    const code = await new Promise<number | null>((resolve) => p.proc.once('exit', (c) => resolve(c)));
-    const what = `${args.join(' ')} with ${path}`;
-    assert.equal(code, 78, `${what}: exit code ${code}\n${p.output()}`);
-    for (const re of [problem].flat()) assert.match(p.output(), re, what);
-    assert.match(p.output(), /^deepq: error: /m, what);
-    assert.doesNotMatch(p.output(), /^\s+at /m, `${what}: a stack trace:\n${p.output()}`);
-  }));
+  await Promise.all(
+    cases.map(async ([args, path, problem]) => {
+      // The service's env, with the bad file: the real Redis URL is fine, the file is not.
+      const { REDIS_URL: _url, ...env } = fleet.env;
+      void _url;
+      const p = startProcess(`bad-config ${args.join(' ')}`, args, { ...env, DEEPQ_CONFIG: path });
+      const code = await new Promise<number | null>((resolve) => p.proc.once('exit', (c) => resolve(c)));
+      const what = `${args.join(' ')} with ${path}`;
+      assert.equal(code, 78, `${what}: exit code ${code}\n${p.output()}`);
+      for (const re of [problem].flat()) assert.match(p.output(), re, what);
+      assert.match(p.output(), /^deepq: error: /m, what);
+      assert.doesNotMatch(p.output(), /^\s+at /m, `${what}: a stack trace:\n${p.output()}`);
+    }),
+  );
 });

@@ -1,14 +1,15 @@
 // `deepq up` starts every service as its own child process on its own metrics port, runs
 // goals, and a terminal Ctrl-C (SIGINT to the foreground group) stops them all cleanly.
-import { test } from 'node:test';
+
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { useRedis } from '../../testing/redis.ts';
-import { testEnv } from '../../testing/fleet.ts';
-import { BIN } from '../../cli/supervisor.ts';
+import { test } from 'node:test';
 import { GoalClient } from '../../cli/goal-client.ts';
-import { loadConfig } from '../../shared/runtime/config.ts';
 import { freePort } from '../../cli/private-redis.ts';
+import { BIN } from '../../cli/supervisor.ts';
+import { loadConfig } from '../../shared/runtime/config.ts';
+import { testEnv } from '../../testing/fleet.ts';
+import { useRedis } from '../../testing/redis.ts';
 
 const redis = useRedis();
 
@@ -17,7 +18,11 @@ test('deepq up prints a port per child, serves a goal, and stops on Ctrl-C with 
   const base = await freePort();
   const env = testEnv(redis.url);
   // detached: the test plays the terminal, sending SIGINT to the whole process group.
-  const up = spawn(process.execPath, [BIN, 'up', '--metrics-port-base', String(base)], { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const up = spawn(process.execPath, [BIN, 'up', '--metrics-port-base', String(base)], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
   let out = '';
   up.stdout.on('data', (d) => (out += d));
   up.stderr.on('data', (d) => (out += d));
@@ -35,7 +40,8 @@ test('deepq up prints a port per child, serves a goal, and stops on Ctrl-C with 
     const goalId = await client.enqueue({ goal: 'Up and running' });
     assert.equal((await client.waitFor(goalId, { timeoutMs: 60_000 })).status, 'done');
     // Each child really serves its own port.
-    for (let i = 0; i < names.length; i++) assert.equal((await fetch(`http://127.0.0.1:${base + i}/healthz`)).status, 200);
+    for (let i = 0; i < names.length; i++)
+      assert.equal((await fetch(`http://127.0.0.1:${base + i}/healthz`)).status, 200);
     process.kill(-up.pid!, 'SIGINT');
     assert.equal(await exited, 0, out);
     for (const name of names) assert.match(out, new RegExp(`${name} exited cleanly`));

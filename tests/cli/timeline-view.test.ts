@@ -1,18 +1,63 @@
 // The `watch` tree a terminal shows: cycles, then each subtask with role, state, duration
 // and bytes, the decision of each cycle, and the final status.
-import { test } from 'node:test';
+
 import assert from 'node:assert/strict';
-import { TimelineView, formatEventLine } from '../../cli/timeline.ts';
+import { test } from 'node:test';
+import { formatEventLine, TimelineView } from '../../cli/timeline.ts';
 import type { TimelineEvent } from '../../shared/goal/events.ts';
 
 const t0 = 1_000_000;
 const events: TimelineEvent[] = [
   { type: 'created', at: t0, goal: 'Sort numbers' },
-  { type: 'planned', at: t0 + 100, step: 1, threadId: 'goal-tv0000000001--planner-0000abcd', subtasks: [{ role: 'research-specialist', artifact: 'research.md' }, { role: 'code-writer', artifact: 'solution.py' }] },
-  { type: 'dispatched', at: t0 + 110, step: 1, subtasks: [{ index: 0, role: 'research-specialist', artifact: 'research.md' }, { index: 1, role: 'code-writer', artifact: 'solution.py' }] },
-  { type: 'subtask_started', at: t0 + 120, step: 1, index: 0, role: 'research-specialist', artifact: 'research.md', threadId: 'goal-tv0000000001--research-specialist-0000abcd', attempt: 1 },
-  { type: 'subtask_started', at: t0 + 125, step: 1, index: 1, role: 'code-writer', artifact: 'solution.py', threadId: 'goal-tv0000000001--code-writer-0000abcd', attempt: 1 },
-  { type: 'subtask_finished', at: t0 + 420, step: 1, index: 0, role: 'research-specialist', artifact: 'research.md', bytes: 240, ms: 300 },
+  {
+    type: 'planned',
+    at: t0 + 100,
+    step: 1,
+    threadId: 'goal-tv0000000001--planner-0000abcd',
+    subtasks: [
+      { role: 'research-specialist', artifact: 'research.md' },
+      { role: 'code-writer', artifact: 'solution.py' },
+    ],
+  },
+  {
+    type: 'dispatched',
+    at: t0 + 110,
+    step: 1,
+    subtasks: [
+      { index: 0, role: 'research-specialist', artifact: 'research.md' },
+      { index: 1, role: 'code-writer', artifact: 'solution.py' },
+    ],
+  },
+  {
+    type: 'subtask_started',
+    at: t0 + 120,
+    step: 1,
+    index: 0,
+    role: 'research-specialist',
+    artifact: 'research.md',
+    threadId: 'goal-tv0000000001--research-specialist-0000abcd',
+    attempt: 1,
+  },
+  {
+    type: 'subtask_started',
+    at: t0 + 125,
+    step: 1,
+    index: 1,
+    role: 'code-writer',
+    artifact: 'solution.py',
+    threadId: 'goal-tv0000000001--code-writer-0000abcd',
+    attempt: 1,
+  },
+  {
+    type: 'subtask_finished',
+    at: t0 + 420,
+    step: 1,
+    index: 0,
+    role: 'research-specialist',
+    artifact: 'research.md',
+    bytes: 240,
+    ms: 300,
+  },
 ];
 
 test('a running cycle shows each subtask with its state, and finished ones with duration and bytes', () => {
@@ -27,9 +72,27 @@ test('a running cycle shows each subtask with its state, and finished ones with 
 
 test('decisions, failures, evictions and the final status appear as the goal goes on', () => {
   const later: TimelineEvent[] = [
-    { type: 'subtask_failed', at: t0 + 500, step: 1, index: 1, role: 'code-writer', artifact: 'solution.py', reason: 'output broke the code contract twice' },
+    {
+      type: 'subtask_failed',
+      at: t0 + 500,
+      step: 1,
+      index: 1,
+      role: 'code-writer',
+      artifact: 'solution.py',
+      reason: 'output broke the code contract twice',
+    },
     { type: 'evicted', at: t0 + 510, step: 1, name: 'old.md', reason: 'done_aged' },
-    { type: 'reflected', at: t0 + 520, step: 1, decision: 'end', reason: 'good enough', outcomes: [{ index: 0, status: 'done' }, { index: 1, status: 'failed' }] },
+    {
+      type: 'reflected',
+      at: t0 + 520,
+      step: 1,
+      decision: 'end',
+      reason: 'good enough',
+      outcomes: [
+        { index: 0, status: 'done' },
+        { index: 1, status: 'failed' },
+      ],
+    },
     { type: 'finished', at: t0 + 530, status: 'done', step: 1 },
   ];
   const v = new TimelineView();
@@ -41,6 +104,15 @@ test('decisions, failures, evictions and the final status appear as the goal goe
 });
 
 test('plain lines carry the time since the goal was created', () => {
-  assert.equal(formatEventLine(events[5]!, t0), '  +0.42s cycle 1 [0] research-specialist finished research.md (240 B, 0.30s)');
-  assert.equal(formatEventLine({ type: 'paused', at: t0 + 2000, step: 2, pausedFor: 'escalation', reason: 'max depth 5 reached' }, t0), '  +2.00s cycle 2 paused for a human (escalation): max depth 5 reached');
+  assert.equal(
+    formatEventLine(events[5]!, t0),
+    '  +0.42s cycle 1 [0] research-specialist finished research.md (240 B, 0.30s)',
+  );
+  assert.equal(
+    formatEventLine(
+      { type: 'paused', at: t0 + 2000, step: 2, pausedFor: 'escalation', reason: 'max depth 5 reached' },
+      t0,
+    ),
+    '  +2.00s cycle 2 paused for a human (escalation): max depth 5 reached',
+  );
 });

@@ -1,12 +1,23 @@
 // Offline checks of the deployment files: Dockerfile, docker-compose.yml, the Prometheus and
 // Grafana provisioning, and the Kubernetes manifests (raw, and built with `kubectl
 // kustomize` when kubectl is on PATH). No Docker engine, no cluster, no Redis.
-import { test, describe } from 'node:test';
+
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { accessSync, constants, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  accessSync,
+  constants,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, delimiter, dirname, join, posix, relative } from 'node:path';
+import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import YAML from 'yaml';
@@ -15,6 +26,7 @@ import { Metrics } from '../../shared/runtime/metrics.ts';
 import { subagentQueueName } from '../../shared/runtime/queues.ts';
 
 // Manifests are untyped YAML; `any` keeps the walking code short.
+// biome-ignore lint/suspicious/noExplicitAny: manifests are untyped YAML walked by shape.
 type Obj = Record<string, any>;
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -38,7 +50,14 @@ const REQUIRED_DASHBOARD_METRICS = [
   'deepq_vfs_evictions_total',
 ];
 // Set in both compose and k8s: without them a containerised fleet does not work.
-const MUST_SET_EVERYWHERE = ['REDIS_URL', 'DEEPQ_CONFIG', 'DEEPQ_PREFIX', 'DEEPQ_BLOB_DIR', 'METRICS_PORT', 'DEEPQ_DRAIN_TIMEOUT_MS'];
+const MUST_SET_EVERYWHERE = [
+  'REDIS_URL',
+  'DEEPQ_CONFIG',
+  'DEEPQ_PREFIX',
+  'DEEPQ_BLOB_DIR',
+  'METRICS_PORT',
+  'DEEPQ_DRAIN_TIMEOUT_MS',
+];
 
 // ---------------------------------------------------------------------------------------
 // Helpers
@@ -58,7 +77,11 @@ function parseYamlDocs(text: string, where: string): Obj[] {
   const docs = YAML.parseAllDocuments(text, { merge: true });
   const out: Obj[] = [];
   for (const d of docs) {
-    assert.deepEqual(d.errors.map((e) => e.message), [], `${where}: YAML errors`);
+    assert.deepEqual(
+      d.errors.map((e) => e.message),
+      [],
+      `${where}: YAML errors`,
+    );
     const js = d.toJS();
     if (js !== null && js !== undefined) out.push(js);
   }
@@ -70,21 +93,25 @@ function parseYamlFile(path: string): Obj[] {
 
 /** docker compose's variable interpolation, with the given (here: empty) environment. */
 function interpolate(s: string, env: Record<string, string> = {}): string {
-  return s.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}/g, (_m, name: string, op?: string, arg?: string) => {
-    const v = env[name];
-    if (op === ':-') return v ? v : arg ?? '';
-    if (op === '-') return v !== undefined ? v : arg ?? '';
-    if (op === ':?' || op === '?') {
-      if (v === undefined || (op === ':?' && v === '')) throw new Error(`compose requires ${name}: ${arg}`);
-      return v;
-    }
-    return v ?? '';
-  });
+  return s.replace(
+    /\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}/g,
+    (_m, name: string, op?: string, arg?: string) => {
+      const v = env[name];
+      if (op === ':-') return v ? v : (arg ?? '');
+      if (op === '-') return v !== undefined ? v : (arg ?? '');
+      if (op === ':?' || op === '?') {
+        if (v === undefined || (op === ':?' && v === '')) throw new Error(`compose requires ${name}: ${arg}`);
+        return v;
+      }
+      return v ?? '';
+    },
+  );
 }
 function deepInterpolate<T>(v: T): T {
   if (typeof v === 'string') return interpolate(v) as T;
   if (Array.isArray(v)) return v.map(deepInterpolate) as T;
-  if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, deepInterpolate(x)])) as T;
+  if (v && typeof v === 'object')
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, deepInterpolate(x)])) as T;
   return v;
 }
 
@@ -93,9 +120,8 @@ function durationSeconds(d: string | number): number {
   if (typeof d === 'number') return d;
   let total = 0;
   const re = /(\d+(?:\.\d+)?)(ms|h|m|s|us)/g;
-  let m: RegExpExecArray | null;
   let matched = '';
-  while ((m = re.exec(d))) {
+  for (let m = re.exec(d); m; m = re.exec(d)) {
     matched += m[0];
     const n = Number(m[1]);
     total += m[2] === 'h' ? n * 3600 : m[2] === 'm' ? n * 60 : m[2] === 's' ? n : m[2] === 'ms' ? n / 1000 : n / 1e6;
@@ -107,12 +133,16 @@ function durationSeconds(d: string | number): number {
 function envList(env: unknown): Record<string, string> {
   if (!env) return {};
   if (Array.isArray(env)) {
-    return Object.fromEntries(env.map((e: string) => {
-      const i = e.indexOf('=');
-      return i < 0 ? [e, ''] : [e.slice(0, i), e.slice(i + 1)];
-    }));
+    return Object.fromEntries(
+      env.map((e: string) => {
+        const i = e.indexOf('=');
+        return i < 0 ? [e, ''] : [e.slice(0, i), e.slice(i + 1)];
+      }),
+    );
   }
-  return Object.fromEntries(Object.entries(env as Obj).map(([k, v]) => [k, v === null || v === undefined ? '' : String(v)]));
+  return Object.fromEntries(
+    Object.entries(env as Obj).map(([k, v]) => [k, v === null || v === undefined ? '' : String(v)]),
+  );
 }
 
 function onPath(cmd: string): string | undefined {
@@ -136,9 +166,13 @@ function redisPassword(url: string): string {
 /** Names of the environment variables the deepq code reads. */
 function varsTheCodeReads(): Set<string> {
   const names = new Set<string>(CONFIG_ENV_VARS);
-  const files = ['bin', 'cli', 'services', 'shared'].flatMap((d) => walk(join(ROOT, d), (f) => /\.(ts|mjs|js)$/.test(f)));
+  const files = ['bin', 'cli', 'services', 'shared'].flatMap((d) =>
+    walk(join(ROOT, d), (f) => /\.(ts|mjs|js)$/.test(f)),
+  );
   for (const f of files) {
-    for (const m of readFileSync(f, 'utf8').matchAll(/process\.env(?:\.([A-Z][A-Z0-9_]*)|\[\s*['"]([A-Z][A-Z0-9_]*)['"]\s*\])/g)) {
+    for (const m of readFileSync(f, 'utf8').matchAll(
+      /process\.env(?:\.([A-Z][A-Z0-9_]*)|\[\s*['"]([A-Z][A-Z0-9_]*)['"]\s*\])/g,
+    )) {
       names.add((m[1] ?? m[2])!);
     }
   }
@@ -183,14 +217,20 @@ async function deepqHelp(args: string[]): Promise<string> {
  * in the args is one it lists. */
 async function assertRealCommand(args: string[], where: string): Promise<void> {
   assert.ok(args.length > 0, `${where}: empty command`);
-  assert.ok(DEEPQ_COMMANDS.has(args[0]!), `${where}: ${JSON.stringify(args)} is not a deepq service command (${[...DEEPQ_COMMANDS].join(', ')})`);
+  assert.ok(
+    DEEPQ_COMMANDS.has(args[0]!),
+    `${where}: ${JSON.stringify(args)} is not a deepq service command (${[...DEEPQ_COMMANDS].join(', ')})`,
+  );
   // `deepq <args> --help` parses the args up to --help and prints the subcommand's help.
   const help = await deepqHelp(args);
   assert.match(help, new RegExp(`Usage: deepq ${args[0]} `), `${where}: deepq ${args.join(' ')} --help`);
   for (const a of args.slice(1)) {
     if (!a.startsWith('-')) continue;
     const flag = a.split('=')[0]!;
-    assert.ok(new RegExp(`(^|[\\s,])${flag.replace(/[-]/g, '\\-')}([\\s,]|$)`, 'm').test(help), `${where}: option ${flag} is not an option of deepq ${args[0]}:\n${help}`);
+    assert.ok(
+      new RegExp(`(^|[\\s,])${flag.replace(/[-]/g, '\\-')}([\\s,]|$)`, 'm').test(help),
+      `${where}: option ${flag} is not an option of deepq ${args[0]}:\n${help}`,
+    );
   }
 }
 
@@ -242,7 +282,8 @@ function composeCommand(s: Obj): string[] {
 }
 function composeMounts(s: Obj): { source: string; target: string; type: 'bind' | 'volume' }[] {
   return (s.volumes ?? []).map((v: string | Obj) => {
-    if (typeof v === 'object') return { source: v.source, target: v.target, type: v.type === 'bind' ? 'bind' : 'volume' };
+    if (typeof v === 'object')
+      return { source: v.source, target: v.target, type: v.type === 'bind' ? 'bind' : 'volume' };
     const [source, target] = v.split(':');
     return { source: source!, target: target!, type: /^[./~]/.test(source!) ? 'bind' : 'volume' };
   });
@@ -282,7 +323,8 @@ function find(objs: Obj[], kind: string, name: string): Obj | undefined {
 }
 function secretData(secret: Obj): Record<string, string> {
   const out: Record<string, string> = { ...(secret.stringData ?? {}) };
-  for (const [k, v] of Object.entries((secret.data ?? {}) as Record<string, string>)) out[k] ??= Buffer.from(v, 'base64').toString('utf8');
+  for (const [k, v] of Object.entries((secret.data ?? {}) as Record<string, string>))
+    out[k] ??= Buffer.from(v, 'base64').toString('utf8');
   return out;
 }
 function matches(selector: Record<string, string>, labels: Record<string, string>): boolean {
@@ -310,12 +352,18 @@ function containerEnv(objs: Obj[], c: Obj, where: string): Record<string, string
       const ref = e.valueFrom.secretKeyRef;
       const s = find(objs, 'Secret', ref.name);
       const v = s ? secretData(s)[ref.key] : undefined;
-      assert.ok(v !== undefined || ref.optional, `${where}: ${e.name} refers to missing secret key ${ref.name}/${ref.key}`);
+      assert.ok(
+        v !== undefined || ref.optional,
+        `${where}: ${e.name} refers to missing secret key ${ref.name}/${ref.key}`,
+      );
       if (v !== undefined) env[e.name] = v;
     } else if (e.valueFrom?.configMapKeyRef) {
       const ref = e.valueFrom.configMapKeyRef;
       const v = find(objs, 'ConfigMap', ref.name)?.data?.[ref.key];
-      assert.ok(v !== undefined || ref.optional, `${where}: ${e.name} refers to missing ConfigMap key ${ref.name}/${ref.key}`);
+      assert.ok(
+        v !== undefined || ref.optional,
+        `${where}: ${e.name} refers to missing ConfigMap key ${ref.name}/${ref.key}`,
+      );
       if (v !== undefined) env[e.name] = v;
     } else {
       env[e.name] = '';
@@ -345,7 +393,10 @@ interface DeepqPod {
 /** Structural checks of a set of Kubernetes objects (raw base or kustomize output). */
 function checkCluster(objs: Obj[], label: string): { pods: DeepqPod[]; roles: string[] } {
   for (const o of objs) {
-    assert.ok(o.apiVersion && o.kind && o.metadata?.name, `${label}: every object has apiVersion, kind and metadata.name (${JSON.stringify(o).slice(0, 120)})`);
+    assert.ok(
+      o.apiVersion && o.kind && o.metadata?.name,
+      `${label}: every object has apiVersion, kind and metadata.name (${JSON.stringify(o).slice(0, 120)})`,
+    );
   }
   const deployments = byKind(objs, 'Deployment');
   assert.ok(deployments.length >= 5, `${label}: planner, reflector and a worker per role`);
@@ -359,7 +410,8 @@ function checkCluster(objs: Obj[], label: string): { pods: DeepqPod[]; roles: st
     assert.equal(spec.containers.length, 1, `${where}: one container`);
     const c = spec.containers[0] as Obj;
     // The image's ENTRYPOINT runs deepq; args pick the service.
-    if (c.command !== undefined) assert.deepEqual(c.command, ['node', 'bin/deepq.mjs'], `${where}: command must keep the deepq entrypoint`);
+    if (c.command !== undefined)
+      assert.deepEqual(c.command, ['node', 'bin/deepq.mjs'], `${where}: command must keep the deepq entrypoint`);
     const args = (c.args ?? []).map(String) as string[];
     const env = containerEnv(objs, c, where);
     for (const k of Object.keys(env)) assert.ok(KNOWN_VARS.has(k), `${where}: sets ${k}, which deepq does not read`);
@@ -368,7 +420,10 @@ function checkCluster(objs: Obj[], label: string): { pods: DeepqPod[]; roles: st
     // Metrics port, probes, scrape annotations.
     const port = Number(env.METRICS_PORT);
     assert.ok(port > 0, `${where}: METRICS_PORT`);
-    assert.ok((c.ports ?? []).some((p: Obj) => p.containerPort === port), `${where}: containerPort ${port}`);
+    assert.ok(
+      (c.ports ?? []).some((p: Obj) => p.containerPort === port),
+      `${where}: containerPort ${port}`,
+    );
     assert.equal(c.livenessProbe?.httpGet?.path, '/healthz', `${where}: liveness /healthz`);
     assert.equal(c.readinessProbe?.httpGet?.path, '/readyz', `${where}: readiness /readyz`);
     assert.equal(probePort(c, c.livenessProbe), port, `${where}: liveness port`);
@@ -384,8 +439,12 @@ function checkCluster(objs: Obj[], label: string): { pods: DeepqPod[]; roles: st
 
     // Shutdown, resources, security.
     const drainMs = Number(env.DEEPQ_DRAIN_TIMEOUT_MS || DRAIN_DEFAULT_MS);
-    assert.ok(spec.terminationGracePeriodSeconds > drainMs / 1000, `${where}: terminationGracePeriodSeconds ${spec.terminationGracePeriodSeconds} must exceed the drain timeout ${drainMs} ms`);
-    for (const k of ['requests', 'limits']) for (const r of ['cpu', 'memory']) assert.ok(c.resources?.[k]?.[r], `${where}: resources.${k}.${r}`);
+    assert.ok(
+      spec.terminationGracePeriodSeconds > drainMs / 1000,
+      `${where}: terminationGracePeriodSeconds ${spec.terminationGracePeriodSeconds} must exceed the drain timeout ${drainMs} ms`,
+    );
+    for (const k of ['requests', 'limits'])
+      for (const r of ['cpu', 'memory']) assert.ok(c.resources?.[k]?.[r], `${where}: resources.${k}.${r}`);
     const sc = { ...(spec.securityContext ?? {}), ...(c.securityContext ?? {}) };
     assert.equal(sc.runAsNonRoot, true, `${where}: runAsNonRoot`);
     assert.ok(sc.runAsUser === undefined || sc.runAsUser !== 0, `${where}: non-root user`);
@@ -399,7 +458,10 @@ function checkCluster(objs: Obj[], label: string): { pods: DeepqPod[]; roles: st
     const claim = volumes.get(blobMount.name)?.persistentVolumeClaim?.claimName;
     const pvc = claim && find(objs, 'PersistentVolumeClaim', claim);
     assert.ok(pvc, `${where}: the blob dir is a PersistentVolumeClaim`);
-    assert.ok(pvc.spec.accessModes.includes('ReadWriteMany'), `${where}: PVC ${claim} is ReadWriteMany (shared by every pod)`);
+    assert.ok(
+      pvc.spec.accessModes.includes('ReadWriteMany'),
+      `${where}: PVC ${claim} is ReadWriteMany (shared by every pod)`,
+    );
     const cfgMount = mountAt(posix.dirname(env.DEEPQ_CONFIG!));
     assert.ok(cfgMount, `${where}: DEEPQ_CONFIG ${env.DEEPQ_CONFIG} is in a mounted directory`);
     const cmName = volumes.get(cfgMount.name)?.configMap?.name;
@@ -427,7 +489,11 @@ function checkCluster(objs: Obj[], label: string): { pods: DeepqPod[]; roles: st
   assert.equal(cmds.filter((c) => c === 'reflector').length, 1, `${label}: one reflector Deployment`);
   const workers = pods.filter((p) => p.args[0] === 'worker');
   const workerRoles = workers.map((p) => workerRole(p.args)!);
-  assert.deepEqual([...workerRoles].sort(), [...roles].sort(), `${label}: worker Deployments match the roles in the ConfigMap one-to-one`);
+  assert.deepEqual(
+    [...workerRoles].sort(),
+    [...roles].sort(),
+    `${label}: worker Deployments match the roles in the ConfigMap one-to-one`,
+  );
 
   // One KEDA ScaledObject per role worker, scaling on that role's backlog.
   const scaled = byKind(objs, 'ScaledObject');
@@ -436,10 +502,17 @@ function checkCluster(objs: Obj[], label: string): { pods: DeepqPod[]; roles: st
     const where = `${label} ScaledObject ${so.metadata.name}`;
     const target = workers.find((w) => w.name === so.spec.scaleTargetRef.name);
     assert.ok(target, `${where}: scaleTargetRef ${so.spec.scaleTargetRef.name} is a worker Deployment`);
-    assert.ok(!so.spec.scaleTargetRef.kind || so.spec.scaleTargetRef.kind === 'Deployment', `${where}: targets a Deployment`);
+    assert.ok(
+      !so.spec.scaleTargetRef.kind || so.spec.scaleTargetRef.kind === 'Deployment',
+      `${where}: targets a Deployment`,
+    );
     const role = workerRole(target.args)!;
     scaledRoles.push(role);
-    assert.equal(target.deployment.spec.replicas, undefined, `${where}: the Deployment leaves replicas to the autoscaler`);
+    assert.equal(
+      target.deployment.spec.replicas,
+      undefined,
+      `${where}: the Deployment leaves replicas to the autoscaler`,
+    );
     assert.ok(so.spec.maxReplicaCount >= (so.spec.minReplicaCount ?? 0), `${where}: min <= max`);
     const triggers = so.spec.triggers as Obj[];
     assert.equal(triggers.length, 1, `${where}: one trigger`);
@@ -449,11 +522,17 @@ function checkCluster(objs: Obj[], label: string): { pods: DeepqPod[]; roles: st
     assert.ok(Number(t.metadata.threshold) > 0, `${where}: threshold`);
     const q = t.metadata.query as string;
     assert.match(q, /\bdeepq_queue_jobs\{/, `${where}: queries deepq_queue_jobs`);
-    assert.ok(q.includes(`queue="${subagentQueueName(role)}"`), `${where}: query is on queue ${subagentQueueName(role)}: ${q}`);
+    assert.ok(
+      q.includes(`queue="${subagentQueueName(role)}"`),
+      `${where}: query is on queue ${subagentQueueName(role)}: ${q}`,
+    );
     const states = /state=~"([^"]+)"/.exec(q)?.[1]?.split('|') ?? [];
     assert.deepEqual([...states].sort(), ['prioritized', 'waiting'], `${where}: backlog = waiting + prioritized`);
     // The reflector reports every queue and workers their own: avoid counting a queue twice.
-    assert.ok(/\bmax\s+by\s*\(\s*queue\s*,\s*state\s*\)|\bmax\s*\(|service="/.test(q), `${where}: query must de-duplicate reporters (max by (queue, state) or a service filter): ${q}`);
+    assert.ok(
+      /\bmax\s+by\s*\(\s*queue\s*,\s*state\s*\)|\bmax\s*\(|service="/.test(q),
+      `${where}: query must de-duplicate reporters (max by (queue, state) or a service filter): ${q}`,
+    );
   }
   assert.deepEqual([...scaledRoles].sort(), [...roles].sort(), `${label}: ScaledObjects match the roles one-to-one`);
 
@@ -475,10 +554,19 @@ function checkCluster(objs: Obj[], label: string): { pods: DeepqPod[]; roles: st
     const url = new URL(p.env.REDIS_URL!);
     assert.equal(redisPassword(p.env.REDIS_URL!), pass, `${label} ${p.name}: REDIS_URL carries the Redis password`);
     const svc = find(objs, 'Service', url.hostname.split('.')[0]!);
-    assert.ok(svc && matches(svc.spec.selector, redisPodLabels), `${label} ${p.name}: REDIS_URL host ${url.hostname} is the Redis Service`);
-    assert.ok(svc.spec.ports.some((x: Obj) => x.port === Number(url.port || 6379)), `${label}: Redis Service port`);
+    assert.ok(
+      svc && matches(svc.spec.selector, redisPodLabels),
+      `${label} ${p.name}: REDIS_URL host ${url.hostname} is the Redis Service`,
+    );
+    assert.ok(
+      svc.spec.ports.some((x: Obj) => x.port === Number(url.port || 6379)),
+      `${label}: Redis Service port`,
+    );
   }
-  assert.ok(byKind(objs, 'Namespace').some((n) => n.metadata.name === 'deepq'), `${label}: namespace deepq`);
+  assert.ok(
+    byKind(objs, 'Namespace').some((n) => n.metadata.name === 'deepq'),
+    `${label}: namespace deepq`,
+  );
   return { pods, roles };
 }
 
@@ -490,8 +578,10 @@ describe('deployment files parse', () => {
     assert.ok(Object.keys(loadCompose().services).length >= 8);
     const prom = parseYamlFile(join(ROOT, 'deploy/prometheus/prometheus.yml'));
     assert.ok(prom[0]!.scrape_configs.length > 0);
-    for (const f of walk(join(ROOT, 'deploy/grafana/provisioning'), (p) => /\.ya?ml$/.test(p))) assert.equal(parseYamlFile(f).length, 1, rel(f));
-    for (const f of walk(join(ROOT, 'deploy/grafana/dashboards'), (p) => p.endsWith('.json'))) JSON.parse(readFileSync(f, 'utf8'));
+    for (const f of walk(join(ROOT, 'deploy/grafana/provisioning'), (p) => /\.ya?ml$/.test(p)))
+      assert.equal(parseYamlFile(f).length, 1, rel(f));
+    for (const f of walk(join(ROOT, 'deploy/grafana/dashboards'), (p) => p.endsWith('.json')))
+      JSON.parse(readFileSync(f, 'utf8'));
 
     const files = walk(K8S, (p) => /\.ya?ml$/.test(p));
     assert.ok(files.length >= 12, 'k8s manifests');
@@ -506,9 +596,13 @@ describe('deployment files parse', () => {
         continue;
       }
       if (name === 'kustomizeconfig.yaml' || name === 'deepq.yaml') continue; // not objects
-      for (const d of docs) assert.ok(d.apiVersion && d.kind && d.metadata?.name, `${rel(f)}: apiVersion, kind, metadata.name`);
+      for (const d of docs)
+        assert.ok(d.apiVersion && d.kind && d.metadata?.name, `${rel(f)}: apiVersion, kind, metadata.name`);
     }
-    assert.ok(kustomizations.has(BASE) && kustomizations.has(join(K8S, 'overlays/example')), 'base and overlays/example kustomizations');
+    assert.ok(
+      kustomizations.has(BASE) && kustomizations.has(join(K8S, 'overlays/example')),
+      'base and overlays/example kustomizations',
+    );
 
     // Every base file is used by the base kustomization; k8s/extras by none.
     const kust = parseYamlFile(join(BASE, 'kustomization.yaml'))[0]!;
@@ -516,15 +610,21 @@ describe('deployment files parse', () => {
       'kustomization.yaml',
       ...(kust.resources as string[]),
       ...((kust.configurations ?? []) as string[]),
-      ...((kust.configMapGenerator ?? []) as Obj[]).flatMap((g) => ((g.files ?? []) as string[]).map((x) => x.split('=').pop()!)),
+      ...((kust.configMapGenerator ?? []) as Obj[]).flatMap((g) =>
+        ((g.files ?? []) as string[]).map((x) => x.split('=').pop()!),
+      ),
     ]);
-    for (const f of readdirSync(BASE).filter((x) => /\.ya?ml$/.test(x))) assert.ok(used.has(f), `k8s/base/${f} is not referenced by k8s/base/kustomization.yaml`);
+    for (const f of readdirSync(BASE).filter((x) => /\.ya?ml$/.test(x)))
+      assert.ok(used.has(f), `k8s/base/${f} is not referenced by k8s/base/kustomization.yaml`);
     for (const dir of kustomizations) {
       const text = readFileSync(join(dir, 'kustomization.yaml'), 'utf8');
       assert.doesNotMatch(text, /extras/, `${rel(dir)}/kustomization.yaml must not include k8s/extras`);
     }
     const hpa = parseYamlFile(join(K8S, 'extras/hpa-example.yaml'));
-    assert.ok(hpa.length > 0 && hpa.every((h) => h.kind === 'HorizontalPodAutoscaler' && h.spec.metrics.length > 0), 'hpa-example.yaml holds HPAs');
+    assert.ok(
+      hpa.length > 0 && hpa.every((h) => h.kind === 'HorizontalPodAutoscaler' && h.spec.metrics.length > 0),
+      'hpa-example.yaml holds HPAs',
+    );
   });
 });
 
@@ -545,12 +645,19 @@ describe('Dockerfile', () => {
     assert.deepEqual(JSON.parse(entry[1]!), ['node', 'bin/deepq.mjs']);
     assert.match(text, /METRICS_PORT=9464/, 'METRICS_PORT=9464 in the image');
     // Everything the CLI imports at run time is copied in (there is no build step).
-    for (const dir of ['bin', 'cli', 'services', 'shared']) assert.match(text, new RegExp(`^COPY\\s+(--\\S+\\s+)*${dir}\\s`, 'm'), `COPY ${dir}`);
+    for (const dir of ['bin', 'cli', 'services', 'shared'])
+      assert.match(text, new RegExp(`^COPY\\s+(--\\S+\\s+)*${dir}\\s`, 'm'), `COPY ${dir}`);
     const pkg = JSON.parse(readText('package.json'));
     assert.ok(pkg.dependencies.tsx, 'tsx is a runtime dependency (bin/deepq.mjs registers it)');
-    const ignore = readText('.dockerignore').split('\n').map((l) => l.trim());
-    assert.ok(ignore.includes('node_modules') && ignore.includes('.git'), '.dockerignore excludes node_modules and .git');
-    for (const dir of ['bin', 'cli', 'services', 'shared']) assert.ok(!ignore.includes(dir), `.dockerignore must keep ${dir}`);
+    const ignore = readText('.dockerignore')
+      .split('\n')
+      .map((l) => l.trim());
+    assert.ok(
+      ignore.includes('node_modules') && ignore.includes('.git'),
+      '.dockerignore excludes node_modules and .git',
+    );
+    for (const dir of ['bin', 'cli', 'services', 'shared'])
+      assert.ok(!ignore.includes(dir), `.dockerignore must keep ${dir}`);
   });
 });
 
@@ -565,9 +672,16 @@ describe('docker-compose.yml', () => {
     assert.equal(after('--maxmemory-policy'), 'noeviction');
     const pass = after('--requirepass');
     assert.ok(pass, 'a password');
-    assert.ok(composeMounts(redis).some((m) => m.target === '/data' && m.type === 'volume'), 'Redis data on a named volume');
+    assert.ok(
+      composeMounts(redis).some((m) => m.target === '/data' && m.type === 'volume'),
+      'Redis data on a named volume',
+    );
     for (const [name, s] of deepqComposeServices(compose)) {
-      assert.equal(redisPassword(envList(s.environment).REDIS_URL!), pass, `${name}: REDIS_URL carries the Redis password`);
+      assert.equal(
+        redisPassword(envList(s.environment).REDIS_URL!),
+        pass,
+        `${name}: REDIS_URL carries the Redis password`,
+      );
       assert.equal(new URL(envList(s.environment).REDIS_URL!).hostname, 'redis', `${name}: REDIS_URL host`);
       assert.equal(s.depends_on?.redis?.condition, 'service_healthy', `${name}: waits for a healthy Redis`);
     }
@@ -576,7 +690,9 @@ describe('docker-compose.yml', () => {
   test('deepq services: env, healthcheck on /healthz, drain-safe stop, shared blob volume, scalable workers', () => {
     const compose = loadCompose();
     const services = deepqComposeServices(compose);
-    const others = Object.keys(compose.services).filter((n) => !services.some(([s]) => s === n)).sort();
+    const others = Object.keys(compose.services)
+      .filter((n) => !services.some(([s]) => s === n))
+      .sort();
     assert.deepEqual(others, ['grafana', 'prometheus', 'redis']);
     const images = new Set<string>();
     for (const [name, s] of services) {
@@ -585,35 +701,60 @@ describe('docker-compose.yml', () => {
       for (const k of Object.keys(env)) assert.ok(KNOWN_VARS.has(k), `${name}: sets ${k}, which deepq does not read`);
       for (const k of MUST_SET_EVERYWHERE) assert.ok(env[k], `${name}: ${k} must be set`);
       assert.equal(env.METRICS_PORT, '9464', `${name}: METRICS_PORT`);
-      const hc = (Array.isArray(s.healthcheck?.test) ? s.healthcheck.test.join(' ') : String(s.healthcheck?.test ?? '')) as string;
-      assert.ok(hc.includes(`:${env.METRICS_PORT}/healthz`), `${name}: healthcheck hits /healthz on METRICS_PORT: ${hc}`);
+      const hc = (
+        Array.isArray(s.healthcheck?.test) ? s.healthcheck.test.join(' ') : String(s.healthcheck?.test ?? '')
+      ) as string;
+      assert.ok(
+        hc.includes(`:${env.METRICS_PORT}/healthz`),
+        `${name}: healthcheck hits /healthz on METRICS_PORT: ${hc}`,
+      );
       const drainMs = Number(env.DEEPQ_DRAIN_TIMEOUT_MS || DRAIN_DEFAULT_MS);
-      assert.ok(durationSeconds(s.stop_grace_period ?? '10s') > drainMs / 1000, `${name}: stop_grace_period above the drain timeout`);
+      assert.ok(
+        durationSeconds(s.stop_grace_period ?? '10s') > drainMs / 1000,
+        `${name}: stop_grace_period above the drain timeout`,
+      );
       const mounts = composeMounts(s);
       const blob = mounts.find((m) => m.target === env.DEEPQ_BLOB_DIR);
-      assert.ok(blob && blob.type === 'volume' && blob.source in (compose.volumes ?? {}), `${name}: DEEPQ_BLOB_DIR on a shared named volume`);
+      assert.ok(
+        blob && blob.type === 'volume' && blob.source in (compose.volumes ?? {}),
+        `${name}: DEEPQ_BLOB_DIR on a shared named volume`,
+      );
       const cfg = mounts.find((m) => m.target === env.DEEPQ_CONFIG);
-      assert.ok(cfg && cfg.type === 'bind' && existsSync(join(ROOT, cfg.source)), `${name}: DEEPQ_CONFIG is a mounted file of the repo`);
+      assert.ok(
+        cfg && cfg.type === 'bind' && existsSync(join(ROOT, cfg.source)),
+        `${name}: DEEPQ_CONFIG is a mounted file of the repo`,
+      );
       assertConfigLoads(env, readFileSync(join(ROOT, cfg.source), 'utf8'), `compose ${name}`);
-      if (s.read_only) assert.ok((s.tmpfs ?? []).includes('/tmp'), `${name}: read-only root needs a /tmp tmpfs (tsx cache)`);
+      if (s.read_only)
+        assert.ok((s.tmpfs ?? []).includes('/tmp'), `${name}: read-only root needs a /tmp tmpfs (tsx cache)`);
       if (name.startsWith('worker-')) {
         assert.equal(s.container_name, undefined, `${name}: no container_name (it must scale)`);
         assert.equal(s.ports, undefined, `${name}: no host ports (it must scale)`);
       }
     }
     assert.equal(images.size, 1, 'one image for every deepq service');
-    const blobSources = new Set(services.map(([, s]) => composeMounts(s).find((m) => m.target === envList(s.environment).DEEPQ_BLOB_DIR)!.source));
+    const blobSources = new Set(
+      services.map(([, s]) => composeMounts(s).find((m) => m.target === envList(s.environment).DEEPQ_BLOB_DIR)!.source),
+    );
     assert.equal(blobSources.size, 1, 'every service shares the same blob volume');
   });
 
   test('worker services match the roles of the config file one-to-one; planner and reflector once', async () => {
     const compose = loadCompose();
     const services = deepqComposeServices(compose);
-    const cfgMount = composeMounts(services[0]![1]).find((m) => m.target === envList(services[0]![1].environment).DEEPQ_CONFIG)!;
+    const cfgMount = composeMounts(services[0]![1]).find(
+      (m) => m.target === envList(services[0]![1].environment).DEEPQ_CONFIG,
+    )!;
     const roles = rolesOfConfigText(readFileSync(join(ROOT, cfgMount.source), 'utf8'), cfgMount.source);
     const byCommand = services.map(([name, s]) => ({ name, args: composeCommand(s) }));
-    assert.deepEqual(byCommand.filter((c) => c.args[0] === 'planner').map((c) => c.name), ['planner']);
-    assert.deepEqual(byCommand.filter((c) => c.args[0] === 'reflector').map((c) => c.name), ['reflector']);
+    assert.deepEqual(
+      byCommand.filter((c) => c.args[0] === 'planner').map((c) => c.name),
+      ['planner'],
+    );
+    assert.deepEqual(
+      byCommand.filter((c) => c.args[0] === 'reflector').map((c) => c.name),
+      ['reflector'],
+    );
     const workers = byCommand.filter((c) => c.args[0] === 'worker');
     for (const w of workers) assert.equal(w.name, `worker-${workerRole(w.args)}`, `${w.name}: named worker-<role>`);
     assert.deepEqual(workers.map((w) => workerRole(w.args)).sort(), [...roles].sort());
@@ -625,7 +766,10 @@ describe('docker-compose.yml', () => {
     const prom = compose.services.prometheus as Obj;
     const promMount = composeMounts(prom).find((m) => m.type === 'bind' && m.source.endsWith('prometheus.yml'));
     assert.ok(promMount, 'prometheus.yml mounted');
-    assert.ok((prom.command ?? []).some((a: string) => a === `--config.file=${promMount.target}`), 'Prometheus reads the mounted config');
+    assert.ok(
+      (prom.command ?? []).some((a: string) => a === `--config.file=${promMount.target}`),
+      'Prometheus reads the mounted config',
+    );
     const cfg = parseYamlFile(join(ROOT, promMount.source))[0]!;
     const job = (cfg.scrape_configs as Obj[]).find((j) => j.dns_sd_configs);
     assert.ok(job, 'a DNS service discovery job (replicas of a scaled service are all found)');
@@ -646,7 +790,10 @@ describe('docker-compose.yml', () => {
     assert.equal(new URL(ds.datasources[0].url).hostname, 'prometheus', 'datasource points at the prometheus service');
     const provider = parseYamlFile(join(ROOT, prov.source, 'dashboards/deepq.yml'))[0]!.providers[0];
     const dashMount = gm.find((m) => m.target === provider.options.path);
-    assert.ok(dashMount && existsSync(join(ROOT, dashMount.source, 'deepq.json')), 'the dashboard directory is mounted where the provider looks');
+    assert.ok(
+      dashMount && existsSync(join(ROOT, dashMount.source, 'deepq.json')),
+      'the dashboard directory is mounted where the provider looks',
+    );
   });
 });
 
@@ -668,9 +815,19 @@ describe('Grafana dashboard', () => {
     const exists = new Set((await metrics.registry.getMetricsAsJSON()).map((m) => m.name));
     const base = (n: string) => (exists.has(n) ? n : n.replace(/_(bucket|sum|count)$/, ''));
     for (const n of used) assert.ok(exists.has(base(n)), `dashboard queries ${n}, which deepq does not export`);
-    for (const n of REQUIRED_DASHBOARD_METRICS) assert.ok([...used].some((u) => base(u) === n), `dashboard shows ${n}`);
-    assert.ok(exprs.some((e) => /histogram_quantile\(.*deepq_job_duration_seconds_bucket/.test(e)), 'job duration quantiles');
-    assert.ok(exprs.some((e) => /histogram_quantile\(.*deepq_llm_latency_seconds_bucket/.test(e)), 'LLM latency quantiles');
+    for (const n of REQUIRED_DASHBOARD_METRICS)
+      assert.ok(
+        [...used].some((u) => base(u) === n),
+        `dashboard shows ${n}`,
+      );
+    assert.ok(
+      exprs.some((e) => /histogram_quantile\(.*deepq_job_duration_seconds_bucket/.test(e)),
+      'job duration quantiles',
+    );
+    assert.ok(
+      exprs.some((e) => /histogram_quantile\(.*deepq_llm_latency_seconds_bucket/.test(e)),
+      'LLM latency quantiles',
+    );
   });
 });
 
@@ -695,7 +852,11 @@ describe('Kubernetes manifests', () => {
       return;
     }
     const build = async (dir: string) => {
-      const { stdout } = await run(kubectl, ['kustomize', join(K8S, dir)], { cwd: ROOT, timeout: 20_000, maxBuffer: 16 * 1024 * 1024 });
+      const { stdout } = await run(kubectl, ['kustomize', join(K8S, dir)], {
+        cwd: ROOT,
+        timeout: 20_000,
+        maxBuffer: 16 * 1024 * 1024,
+      });
       return parseYamlDocs(stdout, `kubectl kustomize k8s/${dir}`);
     };
     const [base, overlay] = await Promise.all([build('base'), build('overlays/example')]);
@@ -703,7 +864,8 @@ describe('Kubernetes manifests', () => {
     const o = checkCluster(overlay, 'kustomize k8s/overlays/example');
     assert.deepEqual(o.roles, b.roles);
     for (const obj of [...base, ...overlay]) {
-      if (obj.kind !== 'Namespace') assert.equal(obj.metadata.namespace, 'deepq', `${obj.kind} ${obj.metadata.name} in namespace deepq`);
+      if (obj.kind !== 'Namespace')
+        assert.equal(obj.metadata.namespace, 'deepq', `${obj.kind} ${obj.metadata.name} in namespace deepq`);
     }
     assert.notEqual(o.pods[0]!.image, b.pods[0]!.image, 'the overlay sets the image');
   });
@@ -713,13 +875,16 @@ describe('commands', () => {
   test('every container command is a real deepq command; worker roles exist in the config', async () => {
     const compose = loadCompose();
     const cmds = new Map<string, string>(); // args → where
-    for (const [name, s] of deepqComposeServices(compose)) cmds.set(JSON.stringify(composeCommand(s)), `compose ${name}`);
+    for (const [name, s] of deepqComposeServices(compose))
+      cmds.set(JSON.stringify(composeCommand(s)), `compose ${name}`);
     const base = rawBase();
     const { roles } = checkCluster(base, 'k8s/base');
-    for (const d of byKind(base, 'Deployment')) cmds.set(JSON.stringify(d.spec.template.spec.containers[0].args), `k8s Deployment ${d.metadata.name}`);
+    for (const d of byKind(base, 'Deployment'))
+      cmds.set(JSON.stringify(d.spec.template.spec.containers[0].args), `k8s Deployment ${d.metadata.name}`);
     for (const [json, where] of cmds) {
       const role = workerRole(JSON.parse(json));
-      if (role !== undefined) assert.ok(roles.includes(role), `${where}: role ${role} is not in the ConfigMap config (${roles.join(', ')})`);
+      if (role !== undefined)
+        assert.ok(roles.includes(role), `${where}: role ${role} is not in the ConfigMap config (${roles.join(', ')})`);
     }
     const distinct = [...cmds.entries()];
     await Promise.all(distinct.map(([json, where]) => assertRealCommand(JSON.parse(json), where)));
@@ -736,11 +901,15 @@ describe('environment variables', () => {
     const composeSet = new Set(deepqComposeServices(compose).flatMap(([, s]) => Object.keys(envList(s.environment))));
     const k8sSet = new Set<string>();
     const base = rawBase();
-    for (const d of byKind(base, 'Deployment')) for (const k of Object.keys(containerEnv(base, d.spec.template.spec.containers[0], d.metadata.name))) k8sSet.add(k);
+    for (const d of byKind(base, 'Deployment'))
+      for (const k of Object.keys(containerEnv(base, d.spec.template.spec.containers[0], d.metadata.name)))
+        k8sSet.add(k);
     for (const f of walk(join(K8S, 'overlays'), (p) => /\.ya?ml$/.test(p))) {
       for (const o of parseYamlFile(f)) {
         if (o.kind === 'ConfigMap') for (const k of Object.keys(o.data ?? {})) k8sSet.add(k);
-        if (o.kind === 'Kustomization') for (const g of (o.configMapGenerator ?? []) as Obj[]) for (const l of (g.literals ?? []) as string[]) k8sSet.add(l.split('=')[0]!);
+        if (o.kind === 'Kustomization')
+          for (const g of (o.configMapGenerator ?? []) as Obj[])
+            for (const l of (g.literals ?? []) as string[]) k8sSet.add(l.split('=')[0]!);
       }
     }
     for (const v of MUST_SET_EVERYWHERE) {
@@ -750,7 +919,11 @@ describe('environment variables', () => {
     for (const v of KNOWN_VARS) {
       assert.ok(composeSet.has(v) || k8sSet.has(v) || doc.has(v), `${v}: neither set nor documented`);
       const row = doc.get(v)!;
-      assert.equal(row.compose !== '-', composeSet.has(v), `deploy/ENV.md compose column of ${v} says ${JSON.stringify(row.compose)}`);
+      assert.equal(
+        row.compose !== '-',
+        composeSet.has(v),
+        `deploy/ENV.md compose column of ${v} says ${JSON.stringify(row.compose)}`,
+      );
       assert.equal(row.k8s !== '-', k8sSet.has(v), `deploy/ENV.md k8s column of ${v} says ${JSON.stringify(row.k8s)}`);
     }
   });

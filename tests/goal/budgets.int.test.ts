@@ -1,9 +1,10 @@
 // Per-goal budgets (tokens, steps, seconds), from `deepq enqueue` flags: checked before each
 // dispatch and after each model call; a goal past one ends budget_exceeded with artifacts kept.
-import { test, before, after } from 'node:test';
+
 import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { type Fleet, runCli, startFleet } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
-import { startFleet, runCli, type Fleet } from '../../testing/fleet.ts';
 
 const redis = useRedis();
 let fleet: Fleet;

@@ -1,10 +1,11 @@
 // `deepq cancel` stops a goal across processes: running model calls abort, waiting jobs go,
 // the status becomes cancelled, artifacts stay until the sweep.
-import { test, before, after } from 'node:test';
+
 import assert from 'node:assert/strict';
-import { useRedis } from '../../testing/redis.ts';
-import { startFleet, runCli, type Fleet } from '../../testing/fleet.ts';
+import { after, before, test } from 'node:test';
 import { subagentQueueName } from '../../shared/runtime/queues.ts';
+import { type Fleet, runCli, startFleet } from '../../testing/fleet.ts';
+import { useRedis } from '../../testing/redis.ts';
 
 const redis = useRedis();
 let fleet: Fleet;
@@ -28,7 +29,10 @@ async function until<T>(fn: () => Promise<T | undefined | false>, timeoutMs = 20
 test('cancel aborts running subtasks in worker processes and marks the goal cancelled', async () => {
   const goalId = await fleet.client.enqueue({ goal: 'Cancel me' });
   // Wait until both cycle-1 subtasks are running in their worker processes.
-  await until(async () => (await fleet.client.goals.events(goalId)).filter((e) => e.event.type === 'subtask_started').length === 2);
+  await until(
+    async () =>
+      (await fleet.client.goals.events(goalId)).filter((e) => e.event.type === 'subtask_started').length === 2,
+  );
   const cancelledAt = Date.now();
   const r = await runCli(['cancel', goalId], fleet.env);
   assert.equal(r.code, 0, r.stderr);
@@ -36,7 +40,10 @@ test('cancel aborts running subtasks in worker processes and marks the goal canc
   assert.equal((await fleet.client.get(goalId)).status, 'cancelled');
 
   // The running jobs finish as aborted long before their 4 s model call would have ended.
-  for (const [role, i] of [['research-specialist', 0], ['code-writer', 1]] as const) {
+  for (const [role, i] of [
+    ['research-specialist', 0],
+    ['code-writer', 1],
+  ] as const) {
     const job = await fleet.client.queues.get(subagentQueueName(role)).getJob(`${goalId}:1:${i}`);
     await until(async () => (await job!.getState()) === 'completed' || undefined);
     const fresh = await fleet.client.queues.get(subagentQueueName(role)).getJob(`${goalId}:1:${i}`);
@@ -53,7 +60,11 @@ test('cancel aborts running subtasks in worker processes and marks the goal canc
 
 test('cancel removes waiting jobs and keeps artifacts already written', async () => {
   const goalId = await fleet.client.enqueue({ goal: 'Cancel between cycles' });
-  await fleet.client.vfs.write(goalId, 'keep.md', 'written before the cancel', { status: 'done', step: 1, writer: 'test' });
+  await fleet.client.vfs.write(goalId, 'keep.md', 'written before the cancel', {
+    status: 'done',
+    step: 1,
+    writer: 'test',
+  });
   // Cancel before the planner has taken the job: it must not run at all.
   await fleet.client.cancel(goalId);
   await new Promise((r) => setTimeout(r, 1000));

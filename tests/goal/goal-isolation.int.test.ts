@@ -2,22 +2,23 @@
 // name (relative, absolute, another goal's id or key prefix, encoded, control characters)
 // reads or writes another goal's files. Password URLs (with characters that need escaping)
 // and rediss:// (TLS, against a real TLS redis-server) work for the whole fleet.
-import { test, before, after } from 'node:test';
+
 import assert from 'node:assert/strict';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { Redis } from 'ioredis';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { useRedis } from '../../testing/redis.ts';
-import { vfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
-import { startFleet, startProcess, runCli, type Fleet } from '../../testing/fleet.ts';
-import { createVfsTools, type Tool } from '../../shared/agent/tools.ts';
-import { buildSubagentTask } from '../../services/subagent-worker/task.ts';
-import { createRedis } from '../../shared/runtime/redis.ts';
-import { loadConfig } from '../../shared/runtime/config.ts';
+import { after, before, test } from 'node:test';
+import { Redis } from 'ioredis';
 import { freePort, portAnswers } from '../../cli/private-redis.ts';
+import { buildSubagentTask } from '../../services/subagent-worker/task.ts';
+import { createVfsTools, type Tool } from '../../shared/agent/tools.ts';
+import { loadConfig } from '../../shared/runtime/config.ts';
 import type { SubagentJob } from '../../shared/runtime/jobs.ts';
+import { createRedis } from '../../shared/runtime/redis.ts';
+import { type Fleet, runCli, startFleet, startProcess } from '../../testing/fleet.ts';
+import { useRedis } from '../../testing/redis.ts';
+import { type VfsTestRuntime, vfsRuntime } from '../../testing/vfs-runtime.ts';
 
 // A password with characters that must be percent-encoded in a URL.
 const PASSWORD = 'p@ss:w/rd #%?&=+ x';
@@ -60,14 +61,40 @@ test("a subagent's tools cannot read or write another goal's files by any name",
   const bBefore = await snapshot(b);
   const keysBefore = new Set(await t.rt.redis.keys(`${prefix}:*`));
 
-  const tools = createVfsTools(t.rt.vfs, { goalId: a, step: 2, role: 'code-writer', threadId: `goal-${a}--code-writer-1`, writer: `${a}:2:0` }, ['read_file', 'write_file', 'list_files']);
+  const tools = createVfsTools(
+    t.rt.vfs,
+    { goalId: a, step: 2, role: 'code-writer', threadId: `goal-${a}--code-writer-1`, writer: `${a}:2:0` },
+    ['read_file', 'write_file', 'list_files'],
+  );
   const names = [
-    'secret.md', 'big.md', // B's own names: A has none such
-    `../${b}/secret.md`, `../../goal/${b}/files`, `..`, `.`, `./secret.md`, `${b}/../secret.md`,
-    `/${b}/secret.md`, '/etc/passwd', `/${prefix}/goal/${b}/content`,
-    `${prefix}:goal:${b}:files`, `${prefix}:goal:${b}:content`, `goal:${b}`, `${b}:secret.md`, `${b}/secret.md`, `goal/${b}/secret.md`,
-    `%2e%2e/${b}/secret.md`, `..%2f${b}`, `\\..\\${b}\\secret.md`, `\u2024\u2024/${b}/secret.md`,
-    `secret.md\u0000`, `secret.md\n`, `${b}\r\nsecret.md`, '', 'x'.repeat(10_000), '*', `${prefix}:goal:*`,
+    'secret.md',
+    'big.md', // B's own names: A has none such
+    `../${b}/secret.md`,
+    `../../goal/${b}/files`,
+    `..`,
+    `.`,
+    `./secret.md`,
+    `${b}/../secret.md`,
+    `/${b}/secret.md`,
+    '/etc/passwd',
+    `/${prefix}/goal/${b}/content`,
+    `${prefix}:goal:${b}:files`,
+    `${prefix}:goal:${b}:content`,
+    `goal:${b}`,
+    `${b}:secret.md`,
+    `${b}/secret.md`,
+    `goal/${b}/secret.md`,
+    `%2e%2e/${b}/secret.md`,
+    `..%2f${b}`,
+    `\\..\\${b}\\secret.md`,
+    `\u2024\u2024/${b}/secret.md`,
+    `secret.md\u0000`,
+    `secret.md\n`,
+    `${b}\r\nsecret.md`,
+    '',
+    'x'.repeat(10_000),
+    '*',
+    `${prefix}:goal:*`,
   ];
   const leaks: string[] = [];
   for (const name of names) {
@@ -85,15 +112,25 @@ test("a subagent's tools cannot read or write another goal's files by any name",
     }
   }
   // Extra arguments cannot re-scope a call.
-  await assert.rejects(tool(tools, 'read_file').run({ name: 'secret.md', goalId: b }), /bad arguments for read_file: .*Unrecognized key: "goalId"/);
-  await assert.rejects(tool(tools, 'write_file').run({ name: 'x.md', content: 'x', goalId: b }), /Unrecognized key: "goalId"/);
+  await assert.rejects(
+    tool(tools, 'read_file').run({ name: 'secret.md', goalId: b }),
+    /bad arguments for read_file: .*Unrecognized key: "goalId"/,
+  );
+  await assert.rejects(
+    tool(tools, 'write_file').run({ name: 'x.md', content: 'x', goalId: b }),
+    /Unrecognized key: "goalId"/,
+  );
   await assert.rejects(tool(tools, 'list_files').run({ goalId: b }), /Unrecognized key: "goalId"/);
   assert.deepEqual(leaks, [], "another goal's content was readable");
 
   // B is byte-for-byte unchanged; the writes that were accepted landed in A, under A's keys.
   assert.equal(await snapshot(b), bBefore, "goal B's files changed");
   const newKeys = (await t.rt.redis.keys(`${prefix}:*`)).filter((k) => !keysBefore.has(k));
-  assert.deepEqual(newKeys.filter((k) => !k.startsWith(`${prefix}:goal:${a}`)), [], 'a write created a key outside goal A');
+  assert.deepEqual(
+    newKeys.filter((k) => !k.startsWith(`${prefix}:goal:${a}`)),
+    [],
+    'a write created a key outside goal A',
+  );
   const listed = await tool(tools, 'list_files').run({});
   assert.ok(!listed.includes('only-in-b.md'), 'list_files showed a file of goal B');
   assert.match(listed, /mine\.md/);
@@ -104,18 +141,31 @@ test("a subagent's tools cannot read or write another goal's files by any name",
   assert.ok(readdirSync(t.blobDirOf(a)).length > 0, 'the spilled writes of goal A went elsewhere');
 
   // A task's read_files are resolved in the task's goal too, whatever they name.
-  const job = { goalId: a, step: 2, index: 0, role: 'critic', instruction: 'review', expected_artifact: 'c.json', read_files: ['secret.md', `../${b}/secret.md`, `${prefix}:goal:${b}:content`] } as SubagentJob;
+  const job = {
+    goalId: a,
+    step: 2,
+    index: 0,
+    role: 'critic',
+    instruction: 'review',
+    expected_artifact: 'c.json',
+    read_files: ['secret.md', `../${b}/secret.md`, `${prefix}:goal:${b}:content`],
+  } as SubagentJob;
   const task = await buildSubagentTask(t.rt, job);
   assert.ok(!task.includes(SECRET), 'read_files reached another goal');
   assert.match(task, /# secret\.md\noverwritten by A/, "secret.md resolves to goal A's own file of that name");
 });
 
-test('a password URL with escaped characters works; a wrong password is a clear error at once', { timeout: 90_000 }, async () => {
+test('a password URL with escaped characters works; a wrong password is a clear error at once', {
+  timeout: 90_000,
+}, async () => {
   // The in-process runtime above connected with it; so does the CLI, from REDIS_URL.
   assert.ok(redis.url.includes(encodeURIComponent(PASSWORD)), redis.url);
   const env = { ...t.env, LOG_LEVEL: 'info' };
   const wrong = redis.url.replace(encodeURIComponent(PASSWORD), 'not-the-password-42');
-  const [ok, bad] = await Promise.all([runCli(['goals', '--json'], env), runCli(['goals'], { ...env, REDIS_URL: wrong }, 30_000)]);
+  const [ok, bad] = await Promise.all([
+    runCli(['goals', '--json'], env),
+    runCli(['goals'], { ...env, REDIS_URL: wrong }, 30_000),
+  ]);
   assert.equal(ok.code, 0, ok.stderr);
   assert.equal(JSON.parse(ok.stdout).length, 2);
   assert.equal(bad.code, 1, bad.stderr);
@@ -139,10 +189,49 @@ function openssl(args: string[], cwd: string): void {
 
 /** A CA and a server certificate for 127.0.0.1 / localhost, made with the openssl CLI. */
 function makeCerts(dir: string): { ca: string; cert: string; key: string } {
-  openssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=deepq test CA', '-keyout', 'ca.key', '-out', 'ca.pem'], dir);
-  openssl(['req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=localhost', '-keyout', 'server.key', '-out', 'server.csr'], dir);
+  openssl(
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-days',
+      '1',
+      '-subj',
+      '/CN=deepq test CA',
+      '-keyout',
+      'ca.key',
+      '-out',
+      'ca.pem',
+    ],
+    dir,
+  );
+  openssl(
+    ['req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=localhost', '-keyout', 'server.key', '-out', 'server.csr'],
+    dir,
+  );
   writeFileSync(join(dir, 'san.ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\n');
-  openssl(['x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '1', '-extfile', 'san.ext', '-out', 'server.pem'], dir);
+  openssl(
+    [
+      'x509',
+      '-req',
+      '-in',
+      'server.csr',
+      '-CA',
+      'ca.pem',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-days',
+      '1',
+      '-extfile',
+      'san.ext',
+      '-out',
+      'server.pem',
+    ],
+    dir,
+  );
   return { ca: join(dir, 'ca.pem'), cert: join(dir, 'server.pem'), key: join(dir, 'server.key') };
 }
 
@@ -157,11 +246,18 @@ test('rediss:// URLs turn TLS on (config and ioredis options)', async () => {
   } finally {
     client.disconnect();
   }
-  assert.throws(() => loadConfig({ REDIS_URL: 'https://redis.example.com' }), /redisUrl: must start with redis:\/\/ or rediss:\/\//);
+  assert.throws(
+    () => loadConfig({ REDIS_URL: 'https://redis.example.com' }),
+    /redisUrl: must start with redis:\/\/ or rediss:\/\//,
+  );
 });
 
-test('rediss:// with an escaped password: a whole fleet and the CLI run a goal over TLS; an untrusted certificate fails clearly', { timeout: 180_000 }, async (tt) => {
-  const hasTls = spawnSync('redis-server', ['--version'], { encoding: 'utf8' }).status === 0 && spawnSync('openssl', ['version']).status === 0;
+test('rediss:// with an escaped password: a whole fleet and the CLI run a goal over TLS; an untrusted certificate fails clearly', {
+  timeout: 180_000,
+}, async (tt) => {
+  const hasTls =
+    spawnSync('redis-server', ['--version'], { encoding: 'utf8' }).status === 0 &&
+    spawnSync('openssl', ['version']).status === 0;
   if (!hasTls) return tt.skip('redis-server or openssl missing');
   const dir = mkdtempSync(join(tmpdir(), 'deepq-tls-'));
   let server: ChildProcess | undefined;
@@ -170,7 +266,34 @@ test('rediss:// with an escaped password: a whole fleet and the CLI run a goal o
     const { ca, cert, key } = makeCerts(dir);
     const port = await freePort();
     const pw = PASSWORD;
-    server = spawn('redis-server', ['--port', '0', '--tls-port', String(port), '--bind', '127.0.0.1', '--tls-cert-file', cert, '--tls-key-file', key, '--tls-ca-cert-file', ca, '--tls-auth-clients', 'no', '--requirepass', pw, '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
+    server = spawn(
+      'redis-server',
+      [
+        '--port',
+        '0',
+        '--tls-port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--tls-cert-file',
+        cert,
+        '--tls-key-file',
+        key,
+        '--tls-ca-cert-file',
+        ca,
+        '--tls-auth-clients',
+        'no',
+        '--requirepass',
+        pw,
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--dir',
+        dir,
+      ],
+      { stdio: 'ignore' },
+    );
     const deadline = Date.now() + 10_000;
     while (!(await portAnswers(port))) {
       if (server.exitCode !== null) return tt.skip(`redis-server without TLS support (exit ${server.exitCode})`);
@@ -192,7 +315,8 @@ test('rediss:// with an escaped password: a whole fleet and the CLI run a goal o
     try {
       const files = await direct.hgetall(`${fleet.cfg.prefix}:goal:${summary.goalId}:files`);
       assert.deepEqual(Object.keys(files).sort(), ['critique.json', 'research.md', 'solution.py']);
-      for (const raw of Object.values(files)) assert.deepEqual([JSON.parse(raw).status, JSON.parse(raw).version], ['done', 1]);
+      for (const raw of Object.values(files))
+        assert.deepEqual([JSON.parse(raw).status, JSON.parse(raw).version], ['done', 1]);
     } finally {
       direct.disconnect();
     }

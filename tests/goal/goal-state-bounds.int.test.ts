@@ -1,12 +1,13 @@
 // P51 beyond the files: transcripts are capped per goal and per block, the timeline is a
 // capped stream, and deepq_vfs_bytes reports the live artifact bytes after each sweep.
-import { test, before, after } from 'node:test';
+
 import assert from 'node:assert/strict';
-import { useRedis } from '../../testing/redis.ts';
-import { vfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
-import { saveTranscript, loadTranscript } from '../../shared/agent/transcripts.ts';
-import { threadIdFor } from '../../shared/goal/keys.ts';
+import { after, before, test } from 'node:test';
 import { sweep } from '../../services/reflector/sweep.ts';
+import { loadTranscript, saveTranscript } from '../../shared/agent/transcripts.ts';
+import { threadIdFor } from '../../shared/goal/keys.ts';
+import { useRedis } from '../../testing/redis.ts';
+import { type VfsTestRuntime, vfsRuntime } from '../../testing/vfs-runtime.ts';
 
 const redis = useRedis();
 let t: VfsTestRuntime;
@@ -24,13 +25,22 @@ test('a goal keeps only its newest transcripts, and each stored block is capped'
     ids.push(id);
     await saveTranscript(t.rt, goalId, id, 'critic', [
       { role: 'user', content: 'x'.repeat(10_000) },
-      { role: 'assistant', content: [{ type: 'text', text: `answer ${i}` }, { type: 'tool_use', id: 'tu', name: 'write_file', input: { name: 'a', content: 'y'.repeat(9000) } }] },
+      {
+        role: 'assistant',
+        content: [
+          { type: 'text', text: `answer ${i}` },
+          { type: 'tool_use', id: 'tu', name: 'write_file', input: { name: 'a', content: 'y'.repeat(9000) } },
+        ],
+      },
       { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'tu', content: 'z'.repeat(9000) }] },
     ]);
     await new Promise((r) => setTimeout(r, 2));
   }
   const kept = await Promise.all(ids.map((id) => loadTranscript(t.rt, id)));
-  assert.deepEqual(kept.map((k) => k !== null), [false, false, true, true, true]);
+  assert.deepEqual(
+    kept.map((k) => k !== null),
+    [false, false, true, true, true],
+  );
   assert.equal(await t.rt.redis.zcard(t.rt.goals.keys.threads(goalId)), 3);
   const last = kept[4]!;
   const body = JSON.stringify(last);
@@ -42,9 +52,18 @@ test('a goal keeps only its newest transcripts, and each stored block is capped'
 test('the timeline stream stays near its cap however many events a goal has', async () => {
   const goalId = await t.newGoal();
   const p = t.rt.redis.pipeline();
-  for (let i = 0; i < 3000; i++) p.xadd(t.rt.goals.keys.events(goalId), 'MAXLEN', '~', t.rt.cfg.eventsMaxLen, '*', 'e', '{}');
+  for (let i = 0; i < 3000; i++)
+    p.xadd(t.rt.goals.keys.events(goalId), 'MAXLEN', '~', t.rt.cfg.eventsMaxLen, '*', 'e', '{}');
   await p.exec();
-  await t.rt.goals.appendEvent(goalId, { type: 'subtask_started', step: 1, index: 0, role: 'critic', artifact: 'critique.json', threadId: threadIdFor(goalId, 'critic', 'a'), attempt: 1 });
+  await t.rt.goals.appendEvent(goalId, {
+    type: 'subtask_started',
+    step: 1,
+    index: 0,
+    role: 'critic',
+    artifact: 'critique.json',
+    threadId: threadIdFor(goalId, 'critic', 'a'),
+    attempt: 1,
+  });
   const len = await t.rt.redis.xlen(t.rt.goals.keys.events(goalId));
   assert.ok(len <= t.rt.cfg.eventsMaxLen + 100, `stream holds ${len}`);
 });
@@ -58,7 +77,8 @@ test('deepq_vfs_bytes reports live inline and spilled bytes after a sweep, not b
   await t.rt.vfs.write(b, 'old.md', 'o'.repeat(700), { status: 'done', step: 1, writer: 'w' });
   await t.rt.vfs.evict(b, 10);
   await sweep(t.rt);
-  const get = async (storage: string) => (await t.rt.metrics.vfsBytes.get()).values.find((v) => v.labels.storage === storage)?.value;
+  const get = async (storage: string) =>
+    (await t.rt.metrics.vfsBytes.get()).values.find((v) => v.labels.storage === storage)?.value;
   // Goals of earlier tests hold no files; these two hold 100 inline + 5000 spilled live bytes.
   assert.equal(await get('inline'), 100);
   assert.equal(await get('spilled'), 5000);

@@ -1,10 +1,11 @@
 // The human boundary: escalation (by the model or at max depth) and --review pause the goal
 // in awaiting_human; `deepq resume` carries on, with or without a note.
-import { test, before, after } from 'node:test';
+
 import assert from 'node:assert/strict';
-import { useRedis } from '../../testing/redis.ts';
-import { startFleet, runCli, type Fleet } from '../../testing/fleet.ts';
+import { after, before, test } from 'node:test';
 import { loadTranscript } from '../../shared/agent/transcripts.ts';
+import { type Fleet, runCli, startFleet } from '../../testing/fleet.ts';
+import { useRedis } from '../../testing/redis.ts';
 
 const redis = useRedis();
 let fleet: Fleet;
@@ -37,7 +38,10 @@ test('--review pauses after every reflection; resume applies the decision each t
     assert.match(r.stdout, /end \(status done\)/);
     assert.equal((await c.get(goalId)).status, 'done');
     const types = (await c.goals.events(goalId)).map((e) => e.event.type);
-    assert.deepEqual(types.filter((t) => t === 'paused' || t === 'resumed'), ['paused', 'resumed', 'paused', 'resumed']);
+    assert.deepEqual(
+      types.filter((t) => t === 'paused' || t === 'resumed'),
+      ['paused', 'resumed', 'paused', 'resumed'],
+    );
   } finally {
     await reviewFleet.stop();
   }

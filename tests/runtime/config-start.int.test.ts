@@ -1,6 +1,7 @@
 // A bad config stops a service process at start: exit 78, the field named, no stack trace.
-import { test } from 'node:test';
+
 import assert from 'node:assert/strict';
+import { test } from 'node:test';
 import { runCli } from '../../testing/fleet.ts';
 
 test('a bad config stops a service process at start with the field named and no stack trace', async () => {

@@ -1,12 +1,13 @@
 // Config: defaults < file < env; a bad value names its field; the provider default. (A
 // service process stopping on a bad config: config-start.int.test.ts.)
-import { test } from 'node:test';
+
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadConfig } from '../../shared/runtime/config.ts';
+import { test } from 'node:test';
 import { ConfigError } from '../../shared/errors.ts';
+import { loadConfig } from '../../shared/runtime/config.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'deepq-cfg-'));
 function file(name: string, text: string): string {
@@ -17,7 +18,10 @@ function file(name: string, text: string): string {
 
 test('defaults: three roles, max depth 5, concurrency 8, prefix deepq, local Redis', () => {
   const c = loadConfig({});
-  assert.deepEqual(c.roles.map((r) => r.name), ['research-specialist', 'code-writer', 'critic']);
+  assert.deepEqual(
+    c.roles.map((r) => r.name),
+    ['research-specialist', 'code-writer', 'critic'],
+  );
   assert.equal(c.maxDepth, 5);
   assert.equal(c.concurrency, 8);
   assert.equal(c.prefix, 'deepq');
@@ -34,11 +38,17 @@ test('without a key the provider is scripted, with a notice; with a key, anthrop
   assert.match(b.models.HIGH, /^claude-/);
   assert.equal(loadConfig({ DEEPQ_MODEL_HIGH: 'my-model' }).models.HIGH, 'my-model');
   assert.match(b.providerNotice!, /anthropic/);
-  assert.equal(loadConfig({ ANTHROPIC_API_KEY: 'sk-ant-x', DEEPQ_MODEL_PROVIDER: 'scripted' }).providerNotice, undefined);
+  assert.equal(
+    loadConfig({ ANTHROPIC_API_KEY: 'sk-ant-x', DEEPQ_MODEL_PROVIDER: 'scripted' }).providerNotice,
+    undefined,
+  );
 });
 
 test('asking for anthropic without a key stops at start naming the field', () => {
-  assert.throws(() => loadConfig({ DEEPQ_MODEL_PROVIDER: 'anthropic' }), (e: Error) => e instanceof ConfigError && /ANTHROPIC_API_KEY/.test(e.message));
+  assert.throws(
+    () => loadConfig({ DEEPQ_MODEL_PROVIDER: 'anthropic' }),
+    (e: Error) => e instanceof ConfigError && /ANTHROPIC_API_KEY/.test(e.message),
+  );
 });
 
 test('env overrides the file, and a bad env value names the variable', () => {
@@ -53,14 +63,20 @@ test('env overrides the file, and a bad env value names the variable', () => {
 });
 
 test('a config file with wrong types names each bad field', () => {
-  const p = file('bad.yaml', 'maxDepth: "deep"\nvfs:\n  spillBytes: -1\nroles:\n  - name: only-one\n    systemPrompt: hi\n');
-  assert.throws(() => loadConfig({ DEEPQ_CONFIG: p }), (e: Error) => {
-    assert.ok(e instanceof ConfigError);
-    assert.match(e.message, /maxDepth/);
-    assert.match(e.message, /vfs\.spillBytes/);
-    assert.match(e.message, /roles: deepq needs 3 to 8 roles/);
-    return true;
-  });
+  const p = file(
+    'bad.yaml',
+    'maxDepth: "deep"\nvfs:\n  spillBytes: -1\nroles:\n  - name: only-one\n    systemPrompt: hi\n',
+  );
+  assert.throws(
+    () => loadConfig({ DEEPQ_CONFIG: p }),
+    (e: Error) => {
+      assert.ok(e instanceof ConfigError);
+      assert.match(e.message, /maxDepth/);
+      assert.match(e.message, /vfs\.spillBytes/);
+      assert.match(e.message, /roles: deepq needs 3 to 8 roles/);
+      return true;
+    },
+  );
   assert.throws(() => loadConfig({ DEEPQ_CONFIG: file('typo.json', '{"maxDepht": 3}') }), /maxDepht/);
   assert.throws(() => loadConfig({ DEEPQ_CONFIG: file('broken.json', '{') }), /not valid JSON/);
   assert.throws(() => loadConfig({ DEEPQ_CONFIG: join(dir, 'missing.json') }), /cannot read config file/);
@@ -69,11 +85,29 @@ test('a config file with wrong types names each bad field', () => {
 test('a role is a config entry: a fourth role needs no code', () => {
   const roles = [
     ...loadConfig({}).roles,
-    { name: 'tester', systemPrompt: 'You write tests. Return ONLY code in one fenced block.', contract: 'code', tools: ['read_file'], tier: 'LOW' },
+    {
+      name: 'tester',
+      systemPrompt: 'You write tests. Return ONLY code in one fenced block.',
+      contract: 'code',
+      tools: ['read_file'],
+      tier: 'LOW',
+    },
   ];
   const c = loadConfig({ DEEPQ_CONFIG: file('roles.json', JSON.stringify({ roles })) });
   assert.equal(c.roles[3]!.name, 'tester');
   assert.equal(c.roles[3]!.maxTurns, 30);
-  assert.throws(() => loadConfig({ DEEPQ_CONFIG: file('dup.json', JSON.stringify({ roles: [...roles, roles[0]] })) }), /role names must be unique/);
-  assert.throws(() => loadConfig({ DEEPQ_CONFIG: file('nine.json', JSON.stringify({ roles: Array.from({ length: 9 }, (_, i) => ({ name: `r${i}`, systemPrompt: 'x' })) })) }), /3 to 8 roles/);
+  assert.throws(
+    () => loadConfig({ DEEPQ_CONFIG: file('dup.json', JSON.stringify({ roles: [...roles, roles[0]] })) }),
+    /role names must be unique/,
+  );
+  assert.throws(
+    () =>
+      loadConfig({
+        DEEPQ_CONFIG: file(
+          'nine.json',
+          JSON.stringify({ roles: Array.from({ length: 9 }, (_, i) => ({ name: `r${i}`, systemPrompt: 'x' })) }),
+        ),
+      }),
+    /3 to 8 roles/,
+  );
 });

@@ -1,9 +1,10 @@
 // After a real goal, every service's /metrics has the named series with sane values,
 // /healthz and /readyz answer, `watch` renders the run, and no secret leaks anywhere.
-import { test, before, after } from 'node:test';
+
 import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { type Fleet, runCli, startFleet } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
-import { startFleet, runCli, type Fleet } from '../../testing/fleet.ts';
 
 const PASSWORD = 'redis-Pa55word-xyz';
 const API_KEY = 'sk-ant-api03-FAKEKEY-must-never-leak-0123456789';
@@ -15,7 +16,11 @@ before(async () => {
   await redis.ready;
   // A fake key with the scripted provider asked for explicitly: the key is configured,
   // so it could leak, but nothing calls Anthropic.
-  fleet = await startFleet(redis.url, { DEEPQ_MODEL_PROVIDER: 'scripted', ANTHROPIC_API_KEY: API_KEY, LOG_LEVEL: 'debug' });
+  fleet = await startFleet(redis.url, {
+    DEEPQ_MODEL_PROVIDER: 'scripted',
+    ANTHROPIC_API_KEY: API_KEY,
+    LOG_LEVEL: 'debug',
+  });
   const r = await runCli(['enqueue', 'Observable goal', '--wait', '--json'], fleet.env);
   assert.equal(r.code, 0, r.stderr);
   goalId = JSON.parse(r.stdout.trim().split('\n').pop()!).goalId;
@@ -28,7 +33,7 @@ async function scrape(name: string, path = '/metrics'): Promise<{ status: number
 }
 
 function sample(body: string, name: string, labels: Record<string, string> = {}): number {
-  const lines = body.split('\n').filter((l) => l.startsWith(name + '{') || l.startsWith(name + ' '));
+  const lines = body.split('\n').filter((l) => l.startsWith(`${name}{`) || l.startsWith(`${name} `));
   const hit = lines.find((l) => Object.entries(labels).every(([k, v]) => l.includes(`${k}="${v}"`)));
   return hit ? Number(hit.split(' ').pop()) : NaN;
 }
@@ -63,7 +68,10 @@ test('job, queue, LLM, token, goal and decision metrics carry sane values', asyn
   }
 
   const coder = (await scrape('worker-code-writer')).body;
-  assert.equal(sample(coder, 'deepq_jobs_total', { queue: 'subagent-code-writer', role: 'code-writer', status: 'completed' }), 1);
+  assert.equal(
+    sample(coder, 'deepq_jobs_total', { queue: 'subagent-code-writer', role: 'code-writer', status: 'completed' }),
+    1,
+  );
   // The code-writer's scripted model looks at the files first: two model calls, one job.
   assert.equal(sample(coder, 'deepq_llm_requests_total', { role: 'code-writer', status: 'ok' }), 2);
   assert.ok(sample(coder, 'deepq_vfs_written_bytes_total', { storage: 'inline' }) > 0);
@@ -118,7 +126,11 @@ test('neither the API key nor the Redis password appears in logs, metrics, trans
   assert.ok(!all.includes(API_KEY), 'the API key leaked');
   assert.ok(!all.includes(PASSWORD), 'the Redis password leaked');
   // An error path that echoes the URL is scrubbed too.
-  const bad = await runCli(['status', 'nosuchgoal1'], { ...fleet.env, REDIS_URL: `redis://:${PASSWORD}@127.0.0.1:1` }, 15_000);
+  const bad = await runCli(
+    ['status', 'nosuchgoal1'],
+    { ...fleet.env, REDIS_URL: `redis://:${PASSWORD}@127.0.0.1:1` },
+    15_000,
+  );
   assert.ok(!(bad.stdout + bad.stderr).includes(PASSWORD));
 });
 
@@ -130,7 +142,8 @@ test('every log line about a job carries goalId, step, role, threadId and jobId'
       const rec = JSON.parse(line);
       if (rec.jobId === undefined) continue;
       seen++;
-      for (const k of ['goalId', 'step', 'role', 'threadId']) assert.ok(rec[k] !== undefined, `${p.name}: "${rec.msg}" has no ${k}`);
+      for (const k of ['goalId', 'step', 'role', 'threadId'])
+        assert.ok(rec[k] !== undefined, `${p.name}: "${rec.msg}" has no ${k}`);
     }
   }
   assert.ok(seen >= 5, `only ${seen} job log lines`);

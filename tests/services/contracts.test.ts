@@ -1,18 +1,33 @@
 // The zod contracts at every boundary: valid shapes pass, invalid ones fail naming the field.
-import { test } from 'node:test';
+
 import assert from 'node:assert/strict';
+import { test } from 'node:test';
 import { GoalRequestSchema } from '../../cli/goal-request.ts';
-import { PlanJobSchema, ReflectJobSchema, SubagentJobSchema, SubagentJobResultSchema, SubagentResultSchema } from '../../shared/runtime/jobs.ts';
-import { ReflectionSchema } from '../../shared/goal/plan.ts';
 import { planSchemaFor } from '../../services/planner/plan-contract.ts';
-import { parseOrThrow, extractJson } from '../../shared/zod.ts';
 import { ValidationError } from '../../shared/errors.ts';
+import { ReflectionSchema } from '../../shared/goal/plan.ts';
+import {
+  PlanJobSchema,
+  ReflectJobSchema,
+  SubagentJobResultSchema,
+  SubagentJobSchema,
+  SubagentResultSchema,
+} from '../../shared/runtime/jobs.ts';
+import { extractJson, parseOrThrow } from '../../shared/zod.ts';
 
 const roles = ['research-specialist', 'code-writer', 'critic'];
-const task = (over: Record<string, unknown> = {}) => ({ role: 'critic', instruction: 'review', expected_artifact: 'c.json', read_files: [], ...over });
+const task = (over: Record<string, unknown> = {}) => ({
+  role: 'critic',
+  instruction: 'review',
+  expected_artifact: 'c.json',
+  read_files: [],
+  ...over,
+});
 
 test('a plan in the seed shape with 1-5 subtasks, known roles, unique names and existing read_files passes', () => {
-  const plan = { subtasks: [task(), task({ role: 'code-writer', expected_artifact: 'a.py', read_files: ['spec.md'] })] };
+  const plan = {
+    subtasks: [task(), task({ role: 'code-writer', expected_artifact: 'a.py', read_files: ['spec.md'] })],
+  };
   const parsed = planSchemaFor(roles, ['spec.md']).parse(plan);
   assert.equal(parsed.subtasks.length, 2);
   assert.deepEqual(parsed.subtasks[1]!.read_files, ['spec.md']);
@@ -35,12 +50,17 @@ test('plans that break a rule fail with a message naming the rule', () => {
     [{ tasks: [task()] }, /subtasks/],
   ];
   for (const [plan, re] of cases) {
-    assert.throws(() => parseOrThrow(planSchemaFor(roles, []), plan, 'plan'), (e: Error) => e instanceof ValidationError && re.test(e.message), JSON.stringify(plan).slice(0, 80));
+    assert.throws(
+      () => parseOrThrow(planSchemaFor(roles, []), plan, 'plan'),
+      (e: Error) => e instanceof ValidationError && re.test(e.message),
+      JSON.stringify(plan).slice(0, 80),
+    );
   }
 });
 
 test('the reflection is a decision from the four and a reason', () => {
-  for (const decision of ['continue', 'replan', 'end', 'escalate']) assert.equal(ReflectionSchema.parse({ decision, reason: 'r' }).decision, decision);
+  for (const decision of ['continue', 'replan', 'end', 'escalate'])
+    assert.equal(ReflectionSchema.parse({ decision, reason: 'r' }).decision, decision);
   assert.throws(() => parseOrThrow(ReflectionSchema, { decision: 'stop', reason: 'r' }, 'reflection'), /decision/);
   assert.throws(() => parseOrThrow(ReflectionSchema, { decision: 'end' }, 'reflection'), /reason/);
 });
@@ -49,31 +69,63 @@ test('SubagentResult follows the seed: notes at most 200 chars, status one of th
   const ok = SubagentResultSchema.parse({ artifact_name: 'a.md', content: 'x' });
   assert.equal(ok.status, 'active');
   assert.equal(ok.notes, null);
-  assert.throws(() => parseOrThrow(SubagentResultSchema, { artifact_name: 'a.md', content: 'x', notes: 'n'.repeat(201) }, 'result'), /notes/);
-  assert.throws(() => parseOrThrow(SubagentResultSchema, { artifact_name: 'a.md', content: 'x', status: 'weird' }, 'result'), /status/);
+  assert.throws(
+    () => parseOrThrow(SubagentResultSchema, { artifact_name: 'a.md', content: 'x', notes: 'n'.repeat(201) }, 'result'),
+    /notes/,
+  );
+  assert.throws(
+    () => parseOrThrow(SubagentResultSchema, { artifact_name: 'a.md', content: 'x', status: 'weird' }, 'result'),
+    /status/,
+  );
 });
 
 test("the job's return value is the SubagentResult without content", () => {
-  const r = SubagentJobResultSchema.parse({ artifact_name: 'a.md', status: 'done', notes: null, role: 'critic', threadId: 't', bytes: 3, startedAt: 1, finishedAt: 2, content: 'dropped' });
+  const r = SubagentJobResultSchema.parse({
+    artifact_name: 'a.md',
+    status: 'done',
+    notes: null,
+    role: 'critic',
+    threadId: 't',
+    bytes: 3,
+    startedAt: 1,
+    finishedAt: 2,
+    content: 'dropped',
+  });
   assert.equal('content' in r, false);
 });
 
 test('the goal request rejects empty, huge and binary text', () => {
   assert.equal(GoalRequestSchema.parse({ goal: 'do it' }).review, false);
   assert.throws(() => parseOrThrow(GoalRequestSchema, { goal: '   ' }, 'goal request'), /goal text is empty/);
-  assert.throws(() => parseOrThrow(GoalRequestSchema, { goal: 'x'.repeat(100 * 1024 + 1) }, 'goal request'), /over 100 KB/);
+  assert.throws(
+    () => parseOrThrow(GoalRequestSchema, { goal: 'x'.repeat(100 * 1024 + 1) }, 'goal request'),
+    /over 100 KB/,
+  );
   assert.throws(() => parseOrThrow(GoalRequestSchema, { goal: 'abc\u0000\u0001def' }, 'goal request'), /binary/);
-  assert.throws(() => parseOrThrow(GoalRequestSchema, { goal: 'ok', budgets: { maxTokens: -1 } }, 'goal request'), /budgets\.maxTokens/);
+  assert.throws(
+    () => parseOrThrow(GoalRequestSchema, { goal: 'ok', budgets: { maxTokens: -1 } }, 'goal request'),
+    /budgets\.maxTokens/,
+  );
 });
 
 test('every job payload is validated, naming the bad field', () => {
   assert.deepEqual(PlanJobSchema.parse({ goalId: 'abcdef123456', step: 1 }), { goalId: 'abcdef123456', step: 1 });
   assert.throws(() => parseOrThrow(PlanJobSchema, { goalId: 'ABC', step: 1 }, 'plan job'), /goalId/);
   assert.throws(() => parseOrThrow(ReflectJobSchema, { goalId: 'abcdef123456', step: 0 }, 'reflect job'), /step/);
-  const sub = { goalId: 'abcdef123456', step: 1, index: 0, role: 'critic', instruction: 'x', expected_artifact: 'a.md' };
+  const sub = {
+    goalId: 'abcdef123456',
+    step: 1,
+    index: 0,
+    role: 'critic',
+    instruction: 'x',
+    expected_artifact: 'a.md',
+  };
   assert.deepEqual(SubagentJobSchema.parse(sub).read_files, []);
   assert.throws(() => parseOrThrow(SubagentJobSchema, { ...sub, index: 5 }, 'subagent job'), /index/);
-  assert.throws(() => parseOrThrow(SubagentJobSchema, { ...sub, expected_artifact: '/etc/passwd' }, 'subagent job'), /expected_artifact/);
+  assert.throws(
+    () => parseOrThrow(SubagentJobSchema, { ...sub, expected_artifact: '/etc/passwd' }, 'subagent job'),
+    /expected_artifact/,
+  );
   assert.throws(() => parseOrThrow(SubagentJobSchema, 'not an object', 'subagent job'), /invalid subagent job/);
 });
 

@@ -1,26 +1,39 @@
 // A re-delivered plan job never dispatches twice, and never asks the model twice:
 // job ids are deterministic (`<goalId>:<step>:<index>`) and the chosen plan is stored.
-import { test, before, after } from 'node:test';
+
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { useRedis } from '../../testing/redis.ts';
-import { loadConfig } from '../../shared/runtime/config.ts';
-import { createRuntime, type Runtime } from '../../shared/runtime/runtime.ts';
+import { after, before, test } from 'node:test';
 import { processPlanJob } from '../../services/planner/plan-job.ts';
-import { PLAN_QUEUE, REFLECT_QUEUE, planJobId, subagentQueueName } from '../../shared/runtime/queues.ts';
 import type { ModelProvider } from '../../shared/agent/providers/types.ts';
+import { loadConfig } from '../../shared/runtime/config.ts';
+import { PLAN_QUEUE, planJobId, REFLECT_QUEUE, subagentQueueName } from '../../shared/runtime/queues.ts';
+import { createRuntime, type Runtime } from '../../shared/runtime/runtime.ts';
+import { useRedis } from '../../testing/redis.ts';
 
 const redis = useRedis();
 let rt: Runtime;
 let calls = 0;
 before(async () => {
   await redis.ready;
-  const cfg = loadConfig({ REDIS_URL: redis.url, DEEPQ_PREFIX: 'dd', DEEPQ_MODEL_PROVIDER: 'scripted', LOG_LEVEL: 'silent', DEEPQ_BLOB_DIR: mkdtempSync(join(tmpdir(), 'dd-')) });
+  const cfg = loadConfig({
+    REDIS_URL: redis.url,
+    DEEPQ_PREFIX: 'dd',
+    DEEPQ_MODEL_PROVIDER: 'scripted',
+    LOG_LEVEL: 'silent',
+    DEEPQ_BLOB_DIR: mkdtempSync(join(tmpdir(), 'dd-')),
+  });
   rt = createRuntime(cfg, 'test');
   const inner = rt.provider;
-  const counting: ModelProvider = { name: inner.name, createMessage: (req, ctx) => (calls++, inner.createMessage(req, ctx)) };
+  const counting: ModelProvider = {
+    name: inner.name,
+    createMessage: (req, ctx) => {
+      calls++;
+      return inner.createMessage(req, ctx);
+    },
+  };
   rt.provider = counting;
 });
 after(async () => rt?.close());
@@ -39,7 +52,9 @@ test('processing the same plan job twice dispatches one flow and calls the model
   assert.equal(second.status, 'dispatched');
   assert.equal(calls, 1, 'the model was asked twice for the same step');
 
-  const research = await rt.queues.get(subagentQueueName('research-specialist')).getJobCounts('waiting', 'active', 'completed');
+  const research = await rt.queues
+    .get(subagentQueueName('research-specialist'))
+    .getJobCounts('waiting', 'active', 'completed');
   const code = await rt.queues.get(subagentQueueName('code-writer')).getJobCounts('waiting', 'active', 'completed');
   assert.equal(research.waiting, 1);
   assert.equal(code.waiting, 1);

@@ -1,20 +1,21 @@
 // Planner and reflector prompts carry only the file index (name, status, bytes), never an
 // artifact's content: neither the message builders nor the model requests the real jobs send.
-import { test, before, after } from 'node:test';
+
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { after, before, test } from 'node:test';
 import type { Job } from 'bullmq';
-import { useRedis } from '../../testing/redis.ts';
-import { vfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
-import { plannerMessage } from '../../services/planner/prompt.ts';
 import { processPlanJob } from '../../services/planner/plan-job.ts';
+import { plannerMessage } from '../../services/planner/prompt.ts';
+import type { SubtaskOutcome } from '../../services/reflector/outcomes.ts';
 import { reflectorMessage } from '../../services/reflector/prompt.ts';
 import { processReflectJob } from '../../services/reflector/reflect-job.ts';
-import { type SubtaskOutcome } from '../../services/reflector/outcomes.ts';
-import { formatIndex } from '../../shared/vfs/vfs.ts';
-import { threadIdFor } from '../../shared/goal/keys.ts';
 import type { ModelProvider, ModelRequest } from '../../shared/agent/providers/types.ts';
+import { threadIdFor } from '../../shared/goal/keys.ts';
 import type { SubagentJobResult } from '../../shared/runtime/jobs.ts';
+import { formatIndex } from '../../shared/vfs/vfs.ts';
+import { useRedis } from '../../testing/redis.ts';
+import { type VfsTestRuntime, vfsRuntime } from '../../testing/vfs-runtime.ts';
 
 const redis = useRedis();
 let t: VfsTestRuntime;
@@ -45,7 +46,13 @@ const MARKER = `SECRET-CONTENT-${randomUUID()}`;
 async function goalWithMarkedArtifacts(): Promise<string> {
   const goalId = await t.newGoal('Write and review a sorting function');
   const w = (name: string, content: string, status: 'active' | 'done' | 'failed', step: number) =>
-    t.rt.vfs.write(goalId, name, content, { status, step, role: 'code-writer', threadId: `goal-${goalId}--code-writer-1`, writer: `${goalId}:${step}:${name}` });
+    t.rt.vfs.write(goalId, name, content, {
+      status,
+      step,
+      role: 'code-writer',
+      threadId: `goal-${goalId}--code-writer-1`,
+      writer: `${goalId}:${step}:${name}`,
+    });
   await w('old-notes.md', `notes ${MARKER}`, 'done', 1);
   await w('research.md', `# Research\n${MARKER}\nfacts`, 'done', 5);
   await w('solution.py', `def solve(v):\n    return sorted(v)  # ${MARKER}`, 'done', 5);
@@ -57,25 +64,40 @@ async function goalWithMarkedArtifacts(): Promise<string> {
 }
 
 function assertIndexOnly(text: string, index: Awaited<ReturnType<VfsTestRuntime['rt']['vfs']['index']>>) {
-  assert.ok(!text.includes(MARKER), 'an artifact\'s content reached the prompt');
-  assert.ok(!text.includes('SECRET-CONTENT'), 'part of an artifact\'s content reached the prompt');
+  assert.ok(!text.includes(MARKER), "an artifact's content reached the prompt");
+  assert.ok(!text.includes('SECRET-CONTENT'), "part of an artifact's content reached the prompt");
   for (const e of index) {
     if (e.status === 'evicted') assert.ok(text.includes(`${e.name} [evicted]`), `tombstone ${e.name} missing`);
     else assert.ok(text.includes(`${e.name} [${e.status}, ${e.bytes} bytes]`), `index line of ${e.name} missing`);
   }
 }
 
-test('plannerMessage carries each file\'s name, status and bytes, never its content', async () => {
+test("plannerMessage carries each file's name, status and bytes, never its content", async () => {
   const goalId = await goalWithMarkedArtifacts();
   // The goal also has a prior plan and a reflection, as at any later cycle: cycle 5 was
   // planned, dispatched and reflected on (decision continue), and the goal waits for cycle 6.
-  const plan = { subtasks: [{ role: 'critic', instruction: 'review solution.py', expected_artifact: 'critique.json', read_files: ['solution.py'] }] };
+  const plan = {
+    subtasks: [
+      {
+        role: 'critic',
+        instruction: 'review solution.py',
+        expected_artifact: 'critique.json',
+        read_files: ['solution.py'],
+      },
+    ],
+  };
   const lc = t.rt.lifecycle;
   assert.ok(await lc.beginPlanning(goalId));
   assert.ok(await lc.recordPlan(goalId, 5, plan, threadIdFor(goalId, 'planner', 'p5')));
   assert.ok(await lc.dispatch(goalId, 5, plan));
   assert.ok(await lc.beginReflecting(goalId));
-  assert.ok(await lc.requeue(goalId, { step: 5, reflection: { decision: 'continue', reason: 'the critique failed' }, outcomes: [{ index: 0, status: 'failed' }] }));
+  assert.ok(
+    await lc.requeue(goalId, {
+      step: 5,
+      reflection: { decision: 'continue', reason: 'the critique failed' },
+      outcomes: [{ index: 0, status: 'failed' }],
+    }),
+  );
   const goal = (await t.rt.goals.get(goalId))!;
   assert.equal(goal.status, 'queued');
   assert.deepEqual(goal.plan, plan);
@@ -89,13 +111,25 @@ test('plannerMessage carries each file\'s name, status and bytes, never its cont
   assert.ok(msg.includes(formatIndex(index)));
 });
 
-test('reflectorMessage carries each file\'s name, status and bytes, never its content', async () => {
+test("reflectorMessage carries each file's name, status and bytes, never its content", async () => {
   const goalId = await goalWithMarkedArtifacts();
   const goal = (await t.rt.goals.get(goalId))!;
   const index = await t.rt.vfs.index(goalId);
   const outcomes: SubtaskOutcome[] = [
-    { index: 0, role: 'research-specialist', artifact: 'research.md', status: 'done', bytes: index.find((e) => e.name === 'research.md')!.bytes },
-    { index: 1, role: 'critic', artifact: 'critique.json', status: 'failed', reason: 'output broke the critique contract twice' },
+    {
+      index: 0,
+      role: 'research-specialist',
+      artifact: 'research.md',
+      status: 'done',
+      bytes: index.find((e) => e.name === 'research.md')!.bytes,
+    },
+    {
+      index: 1,
+      role: 'critic',
+      artifact: 'critique.json',
+      status: 'failed',
+      reason: 'output broke the critique contract twice',
+    },
   ];
   assertIndexOnly(reflectorMessage(goal, 5, outcomes, index), index);
 });
@@ -111,22 +145,43 @@ test('the prompt does not grow with artifact sizes: only the byte counts change'
   assert.equal(large.length - small.length, String(1_000_000).length - String(1000).length);
 });
 
-test('the model requests of a real plan job and reflect job never contain an artifact\'s content', async () => {
+test("the model requests of a real plan job and reflect job never contain an artifact's content", async () => {
   const goalId = await goalWithMarkedArtifacts(); // queued, as a new goal is
   requests.length = 0;
 
-  const planJob = { id: `${goalId}:6:plan`, name: 'plan', data: { goalId, step: 6 }, attemptsMade: 0, opts: {} } as unknown as Job;
+  const planJob = {
+    id: `${goalId}:6:plan`,
+    name: 'plan',
+    data: { goalId, step: 6 },
+    attemptsMade: 0,
+    opts: {},
+  } as unknown as Job;
   const planned = await processPlanJob(t.rt, planJob);
   assert.equal(planned.status, 'dispatched', JSON.stringify(planned));
 
   const child = (i: number, artifact: string): SubagentJobResult => ({
-    artifact_name: artifact, status: 'done', notes: null, role: 'research-specialist', threadId: `goal-${goalId}--research-specialist-${i}`,
-    bytes: 10, startedAt: Date.now(), finishedAt: Date.now(),
+    artifact_name: artifact,
+    status: 'done',
+    notes: null,
+    role: 'research-specialist',
+    threadId: `goal-${goalId}--research-specialist-${i}`,
+    bytes: 10,
+    startedAt: Date.now(),
+    finishedAt: Date.now(),
   });
   const goal = (await t.rt.goals.get(goalId))!;
-  const values = Object.fromEntries(goal.plan!.subtasks.map((s, i) => [`${t.rt.cfg.prefix}:subagent-${s.role}:${goalId}:6:${i}`, child(i, s.expected_artifact)]));
+  const values = Object.fromEntries(
+    goal.plan!.subtasks.map((s, i) => [
+      `${t.rt.cfg.prefix}:subagent-${s.role}:${goalId}:6:${i}`,
+      child(i, s.expected_artifact),
+    ]),
+  );
   const reflectJob = {
-    id: `${goalId}:6:reflect`, name: 'reflect', data: { goalId, step: 6 }, attemptsMade: 0, opts: {},
+    id: `${goalId}:6:reflect`,
+    name: 'reflect',
+    data: { goalId, step: 6 },
+    attemptsMade: 0,
+    opts: {},
     getChildrenValues: async () => values,
     getIgnoredChildrenFailures: async () => ({}),
   } as unknown as Job;

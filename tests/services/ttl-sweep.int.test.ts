@@ -1,20 +1,21 @@
 // The TTL sweep: finished goals older than the retention lose every key and blob; running
 // goals stay; keys of goals that no longer exist go; every goal key has an EXPIRE backstop;
 // and the reflector's job scheduler really runs the sweep.
-import { test } from 'node:test';
+
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { useRedis } from '../../testing/redis.ts';
-import { keysOfGoal, vfsRuntime, type VfsTestRuntime, useVfsRuntime } from '../../testing/vfs-runtime.ts';
-import { startProcess, stopProcess, waitForStart, type ServiceProc } from '../../testing/fleet.ts';
+import { test } from 'node:test';
 import { sweep } from '../../services/reflector/sweep.ts';
 import { saveTranscript } from '../../shared/agent/transcripts.ts';
 import { newGoalId } from '../../shared/goal/ids.ts';
-import { MAINTENANCE_QUEUE, SWEEP_SCHEDULER_ID } from '../../shared/runtime/queues.ts';
-import type { TerminalStatus } from '../../shared/goal/status.ts';
 import type { Plan } from '../../shared/goal/plan.ts';
+import type { TerminalStatus } from '../../shared/goal/status.ts';
+import { MAINTENANCE_QUEUE, SWEEP_SCHEDULER_ID } from '../../shared/runtime/queues.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
+import { type ServiceProc, startProcess, stopProcess, waitForStart } from '../../testing/fleet.ts';
+import { useRedis } from '../../testing/redis.ts';
+import { keysOfGoal, useVfsRuntime, type VfsTestRuntime, vfsRuntime } from '../../testing/vfs-runtime.ts';
 
 const redis = useRedis();
 let t: VfsTestRuntime;
@@ -27,18 +28,34 @@ async function populatedGoal(v: VfsTestRuntime = t): Promise<string> {
   const goalId = await v.newGoal('populated goal');
   const { rt } = v;
   await dispatch(rt, goalId);
-  const m = (writer: string, step = 1) => ({ status: 'done' as const, step, role: 'critic', threadId: `goal-${goalId}--critic-1`, writer });
+  const m = (writer: string, step = 1) => ({
+    status: 'done' as const,
+    step,
+    role: 'critic',
+    threadId: `goal-${goalId}--critic-1`,
+    writer,
+  });
   await rt.vfs.write(goalId, 'old.md', 'evict me', m('a'));
   await rt.vfs.write(goalId, 'inline.md', 'hello', m('b', 4));
   await rt.vfs.write(goalId, 'big.csv', 'x'.repeat(rt.cfg.vfs.spillBytes + 1), m('c', 4));
   await rt.vfs.evict(goalId, 5);
-  await rt.goals.appendEvent(goalId, { type: 'subtask_started', step: 5, index: 0, role: 'critic', artifact: 'critique.json', threadId: `goal-${goalId}--critic-5`, attempt: 1 });
+  await rt.goals.appendEvent(goalId, {
+    type: 'subtask_started',
+    step: 5,
+    index: 0,
+    role: 'critic',
+    artifact: 'critique.json',
+    threadId: `goal-${goalId}--critic-5`,
+    attempt: 1,
+  });
   await saveTranscript(rt, goalId, `goal-${goalId}--critic-abcd1234`, 'critic', [{ role: 'user', content: 'task' }]);
   assert.ok(existsSync(v.blobDirOf(goalId)));
   return goalId;
 }
 
-const PLAN: Plan = { subtasks: [{ role: 'critic', instruction: 'review the code', expected_artifact: 'critique.json', read_files: [] }] };
+const PLAN: Plan = {
+  subtasks: [{ role: 'critic', instruction: 'review the code', expected_artifact: 'critique.json', read_files: [] }],
+};
 
 /** queued → planning → running at cycle 1, as the planner moves a goal. */
 async function dispatch(rt: Runtime, goalId: string): Promise<void> {
@@ -52,7 +69,13 @@ async function finish(rt: Runtime, goalId: string, status: TerminalStatus = 'don
   if (status === 'done') {
     if ((await rt.goals.mustGet(goalId)).status === 'queued') await dispatch(rt, goalId);
     assert.ok(await lc.beginReflecting(goalId));
-    assert.ok(await lc.complete(goalId, { step: 1, reflection: { decision: 'end', reason: 'the goal is met' }, outcomes: [{ index: 0, status: 'done' }] }));
+    assert.ok(
+      await lc.complete(goalId, {
+        step: 1,
+        reflection: { decision: 'end', reason: 'the goal is met' },
+        outcomes: [{ index: 0, status: 'done' }],
+      }),
+    );
   } else if (status === 'failed') assert.ok(await lc.fail(goalId, 'reflector output rejected', 1));
   else if (status === 'cancelled') assert.ok(await lc.cancel(goalId, 1));
   else assert.ok(await lc.exceedBudget(goalId, 'token budget exceeded', 1));
@@ -67,7 +90,8 @@ test('a finished goal older than the retention loses every key and blob', async 
   const goalId = await populatedGoal();
   const finishedAt = await finish(t.rt, goalId);
   const keys = await keysOfGoal(t.rt, goalId);
-  for (const k of ['', ':files', ':content', ':events']) assert.ok(keys.includes(t.rt.goals.keys.goal(goalId) + k), `missing ${k}`);
+  for (const k of ['', ':files', ':content', ':events'])
+    assert.ok(keys.includes(t.rt.goals.keys.goal(goalId) + k), `missing ${k}`);
   assert.ok(keys.some((k) => k.includes(':thread:')));
 
   const report = await sweep(t.rt, finishedAt + t.rt.cfg.retentionSeconds * 1000 + 1);
@@ -75,7 +99,7 @@ test('a finished goal older than the retention loses every key and blob', async 
   assert.ok(report.keysDeleted >= keys.length);
   assert.deepEqual(await keysOfGoal(t.rt, goalId), []);
   assert.equal(await inIndex(goalId), false);
-  assert.ok(!existsSync(t.blobDirOf(goalId)), 'the goal\'s blobs are gone');
+  assert.ok(!existsSync(t.blobDirOf(goalId)), "the goal's blobs are gone");
 });
 
 test('every terminal status is swept after the retention', async () => {
@@ -105,9 +129,19 @@ test('running and paused goals are kept, however old', async () => {
   const running = await populatedGoal();
   const paused = await populatedGoal();
   assert.ok(await t.rt.lifecycle.beginReflecting(paused));
-  assert.ok(await t.rt.lifecycle.awaitHuman(paused, { step: 1, reflection: { decision: 'escalate', reason: 'max depth 5 reached' }, outcomes: [] }, 'escalation'));
+  assert.ok(
+    await t.rt.lifecycle.awaitHuman(
+      paused,
+      { step: 1, reflection: { decision: 'escalate', reason: 'max depth 5 reached' }, outcomes: [] },
+      'escalation',
+    ),
+  );
   const queued = await t.newGoal();
-  const before = { running: await keysOfGoal(t.rt, running), paused: await keysOfGoal(t.rt, paused), queued: await keysOfGoal(t.rt, queued) };
+  const before = {
+    running: await keysOfGoal(t.rt, running),
+    paused: await keysOfGoal(t.rt, paused),
+    queued: await keysOfGoal(t.rt, queued),
+  };
   await sweep(t.rt, Date.now() + 365 * DAY);
   assert.deepEqual(await keysOfGoal(t.rt, running), before.running);
   assert.deepEqual(await keysOfGoal(t.rt, paused), before.paused);
@@ -144,7 +178,13 @@ test('keys and blobs of goals that no longer exist are swept', async () => {
 
 test('the sweep touches nothing outside the goal namespace of its prefix', async () => {
   const p = t.rt.cfg.prefix;
-  const foreign = [`${p}:plan:meta`, `${p}:maintenance:id`, `other:goal:${newGoalId()}:files`, `${p}goal:x`, 'unrelated'];
+  const foreign = [
+    `${p}:plan:meta`,
+    `${p}:maintenance:id`,
+    `other:goal:${newGoalId()}:files`,
+    `${p}goal:x`,
+    'unrelated',
+  ];
   for (const k of foreign) await redis.client.set(k, 'keep');
   await sweep(t.rt, Date.now() + 365 * DAY);
   for (const k of foreign) assert.equal(await redis.client.get(k), 'keep', `${k} was deleted`);
@@ -194,11 +234,16 @@ test('the reflector process runs the sweep on its job scheduler', async () => {
     const swept = async () => ({
       keys: (await keysOfGoal(p.rt, finished)).length,
       blobs: existsSync(p.blobDirOf(finished)),
-      job: (await queue.getCompleted()).some((j) => j.name === 'sweep' && (j.returnvalue as { expired?: number } | null)?.expired === 1),
+      job: (await queue.getCompleted()).some(
+        (j) => j.name === 'sweep' && (j.returnvalue as { expired?: number } | null)?.expired === 1,
+      ),
     });
     const deadline = Date.now() + 30_000;
     for (let s = await swept(); s.keys > 0 || s.blobs || !s.job; s = await swept()) {
-      assert.ok(Date.now() < deadline, `the finished goal was not swept (${JSON.stringify(s)}):\n${svc.output().slice(-3000)}`);
+      assert.ok(
+        Date.now() < deadline,
+        `the finished goal was not swept (${JSON.stringify(s)}):\n${svc.output().slice(-3000)}`,
+      );
       await new Promise((r) => setTimeout(r, 100));
     }
     assert.deepEqual(await keysOfGoal(p.rt, running), runningKeys, 'the running goal lost keys');

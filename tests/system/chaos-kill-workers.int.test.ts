@@ -7,23 +7,26 @@
 // Stalled-job recovery is tuned for the test: a lock of 4 s (renewed every 2 s) and a
 // stalled check every 1 s, so a killed process's jobs go back to the queue within ~4-6 s
 // instead of the default 30-45 s.
-import { test, before } from 'node:test';
+
 import assert from 'node:assert/strict';
-import { useRedis } from '../../testing/redis.ts';
-import { formatReport, runChaos, type ChaosReport } from '../../testing/chaos.ts';
+import { before, test } from 'node:test';
 import type { Job } from 'bullmq';
-import { vfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
 import { processPlanJob } from '../../services/planner/plan-job.ts';
 import { processReflectJob } from '../../services/reflector/reflect-job.ts';
-import { PLAN_QUEUE, REFLECT_QUEUE, planJobId, reflectJobId, subagentQueueName } from '../../shared/runtime/queues.ts';
 import type { ModelProvider } from '../../shared/agent/providers/types.ts';
+import { PLAN_QUEUE, planJobId, REFLECT_QUEUE, reflectJobId, subagentQueueName } from '../../shared/runtime/queues.ts';
+import { type ChaosReport, formatReport, runChaos } from '../../testing/chaos.ts';
+import { useRedis } from '../../testing/redis.ts';
+import { type VfsTestRuntime, vfsRuntime } from '../../testing/vfs-runtime.ts';
 
 const redis = useRedis();
 before(async () => {
   await redis.ready;
 });
 
-test('30 goals under a SIGKILL a second: all done, each artifact exactly once and complete', { timeout: 240_000 }, async (t) => {
+test('30 goals under a SIGKILL a second: all done, each artifact exactly once and complete', {
+  timeout: 240_000,
+}, async (t) => {
   const report: ChaosReport = await runChaos(redis.url, {
     goals: 30,
     replicas: 2,
@@ -42,7 +45,11 @@ test('30 goals under a SIGKILL a second: all done, each artifact exactly once an
 
   assert.ok(report.kills > 0, 'the chaos loop never killed anything');
   assert.equal(report.restarts, report.kills);
-  assert.deepEqual(report.unexpectedExits.map((e) => `${e.name} ${e.code ?? e.signal}: ${e.tail}`), [], 'a process died without being killed');
+  assert.deepEqual(
+    report.unexpectedExits.map((e) => `${e.name} ${e.code ?? e.signal}: ${e.tail}`),
+    [],
+    'a process died without being killed',
+  );
   assert.deepEqual(report.problems, []);
   assert.equal(report.done, report.goals);
   assert.equal(report.lost, 0);
@@ -152,9 +159,15 @@ test('a plan job killed after the goal went running but before its flow was adde
     assert.equal((await t.rt.goals.get(goalId))!.status, 'running');
 
     assert.equal((await processPlanJob(t.rt, plan)).status, 'dispatched');
-    assert.ok(await t.rt.queues.get(REFLECT_QUEUE).getJob(reflectJobId(goalId, 1)), 'the flow was not dispatched again');
+    assert.ok(
+      await t.rt.queues.get(REFLECT_QUEUE).getJob(reflectJobId(goalId, 1)),
+      'the flow was not dispatched again',
+    );
     const ids = (await t.rt.queues.get(subagentQueueName('code-writer')).getJobs(['waiting'])).map((j) => j.id);
-    assert.deepEqual(ids.filter((id) => id!.startsWith(goalId)), [`${goalId}:1:1`]);
+    assert.deepEqual(
+      ids.filter((id) => id!.startsWith(goalId)),
+      [`${goalId}:1:1`],
+    );
   } finally {
     await t.close();
   }

@@ -1,8 +1,9 @@
 // A goal runs end to end through real service processes, BullMQ and a private Redis.
-import { test, before, after } from 'node:test';
+
 import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { type Fleet, runCli, startFleet } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
-import { startFleet, runCli, type Fleet } from '../../testing/fleet.ts';
 
 const redis = useRedis();
 let fleet: Fleet;
@@ -19,7 +20,10 @@ test('enqueue --wait --json ends done with the expected artifacts in Redis', asy
   const r = await runCli(['enqueue', 'Write a sorting function', '--wait', '--json'], fleet.env);
   assert.equal(r.code, 0, r.stdout + r.stderr);
   const last = JSON.parse(r.stdout.trim().split('\n').pop()!);
-  assert.deepEqual(Object.keys(last).sort(), ['artifacts', 'createdAt', 'finishedAt', 'goalId', 'status', 'steps'].sort());
+  assert.deepEqual(
+    Object.keys(last).sort(),
+    ['artifacts', 'createdAt', 'finishedAt', 'goalId', 'status', 'steps'].sort(),
+  );
   assert.equal(last.status, 'done');
   assert.equal(last.steps, 2);
   assert.deepEqual([...last.artifacts].sort(), ['critique.json', 'research.md', 'solution.py']);

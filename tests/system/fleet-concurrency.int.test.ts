@@ -1,14 +1,15 @@
 // Horizontal scale with a fleet-wide cap: any number of processes share a role's queue, and
 // the role's `fleetConcurrency` (BullMQ global concurrency) bounds them all together.
-import { test, before, after } from 'node:test';
+
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { useRedis } from '../../testing/redis.ts';
-import { startFleet, type Fleet } from '../../testing/fleet.ts';
+import { after, before, test } from 'node:test';
 import { DEFAULT_ROLES } from '../../shared/agent/roles.ts';
 import type { TimelineEvent } from '../../shared/goal/events.ts';
+import { type Fleet, startFleet } from '../../testing/fleet.ts';
+import { useRedis } from '../../testing/redis.ts';
 
 const redis = useRedis();
 
@@ -19,7 +20,10 @@ function overlapMax(events: TimelineEvent[]): number {
     .sort((a, b) => a.at - b.at || a.d - b.d);
   let cur = 0;
   let max = 0;
-  for (const m of marks) max = Math.max(max, (cur += m.d));
+  for (const m of marks) {
+    cur += m.d;
+    max = Math.max(max, cur);
+  }
   return max;
 }
 
@@ -42,7 +46,12 @@ before(async () => {
   await redis.ready;
   const dir = mkdtempSync(join(tmpdir(), 'deepq-fleet-'));
   const file = join(dir, 'deepq.json');
-  writeFileSync(file, JSON.stringify({ roles: DEFAULT_ROLES.map((r) => (r.name === 'research-specialist' ? { ...r, fleetConcurrency: 2 } : r)) }));
+  writeFileSync(
+    file,
+    JSON.stringify({
+      roles: DEFAULT_ROLES.map((r) => (r.name === 'research-specialist' ? { ...r, fleetConcurrency: 2 } : r)),
+    }),
+  );
   capped = await startFleet(redis.url, { ...env, DEEPQ_CONFIG: file }, { roles: ['research-specialist'], replicas: 2 });
 });
 after(async () => {

@@ -1,9 +1,10 @@
 // On SIGTERM a process stops taking jobs, finishes (or hands back) its active ones within
 // the drain timeout, and exits 0. No job is lost.
-import { test, before, after } from 'node:test';
+
 import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { type Fleet, startFleet, startProcess, stopProcess, waitForStart } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
-import { startFleet, startProcess, stopProcess, waitForStart, type Fleet } from '../../testing/fleet.ts';
 
 const redis = useRedis();
 let fleet: Fleet;
@@ -24,7 +25,9 @@ async function untilStarted(goalId: string, n: number) {
 }
 
 function workers(env: NodeJS.ProcessEnv) {
-  return ['research-specialist', 'code-writer', 'critic'].map((role) => startProcess(`worker-${role}`, ['worker', '--role', role], env));
+  return ['research-specialist', 'code-writer', 'critic'].map((role) =>
+    startProcess(`worker-${role}`, ['worker', '--role', role], env),
+  );
 }
 
 test('SIGTERM mid-job: the job finishes, the process exits 0, the goal completes', async () => {

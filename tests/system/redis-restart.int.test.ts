@@ -1,11 +1,12 @@
 // Redis (with AOF) is restarted while goals run. Every service notices (/readyz answers 503
 // with checks.redis false while it is away), reconnects by itself, answers 200 again, and
 // every goal completes with its artifacts: nothing acknowledged before the restart is lost.
-import { test, before, after } from 'node:test';
+
 import assert from 'node:assert/strict';
-import { useRedis } from '../../testing/redis.ts';
-import { startFleet, type Fleet } from '../../testing/fleet.ts';
+import { after, before, test } from 'node:test';
 import { verifyGoals, waitForGoals } from '../../testing/chaos.ts';
+import { type Fleet, startFleet } from '../../testing/fleet.ts';
+import { useRedis } from '../../testing/redis.ts';
 
 const redis = useRedis({ appendonly: true });
 let fleet: Fleet;
@@ -38,8 +39,11 @@ async function until(what: string, fn: () => Promise<boolean>, timeoutMs = 60_00
   }
 }
 
-test('Redis restarted mid-run: /readyz is 503 while it is away, services reconnect, every goal completes', { timeout: 180_000 }, async () => {
-  for (const [name, port] of fleet.ports) assert.equal((await readyz(port)).status, 200, `${name} not ready before the restart`);
+test('Redis restarted mid-run: /readyz is 503 while it is away, services reconnect, every goal completes', {
+  timeout: 180_000,
+}, async () => {
+  for (const [name, port] of fleet.ports)
+    assert.equal((await readyz(port)).status, 200, `${name} not ready before the restart`);
 
   const ids: string[] = [];
   for (let i = 0; i < 6; i++) ids.push(await fleet.client.enqueue({ goal: `Survive a Redis restart ${i}` }));
@@ -54,15 +58,21 @@ test('Redis restarted mid-run: /readyz is 503 while it is away, services reconne
   let restarted = false;
   const restarting = redis.server.restart(4000).finally(() => (restarted = true));
   while (!restarted && seenDown.size < fleet.ports.size) {
-    await Promise.all([...fleet.ports].map(async ([name, port]) => {
-      if (seenDown.has(name)) return;
-      const p = await readyz(port);
-      if (p.status === 503) seenDown.set(name, p);
-    }));
+    await Promise.all(
+      [...fleet.ports].map(async ([name, port]) => {
+        if (seenDown.has(name)) return;
+        const p = await readyz(port);
+        if (p.status === 503) seenDown.set(name, p);
+      }),
+    );
     await new Promise((r) => setTimeout(r, 50));
   }
   await restarting;
-  assert.deepEqual([...seenDown.keys()].sort(), [...fleet.ports.keys()].sort(), 'some service never reported Redis down');
+  assert.deepEqual(
+    [...seenDown.keys()].sort(),
+    [...fleet.ports.keys()].sort(),
+    'some service never reported Redis down',
+  );
   for (const [name, p] of seenDown) {
     assert.equal(p.body?.ok, false, name);
     assert.equal(p.body?.checks?.redis, false, `${name}: ${JSON.stringify(p.body)}`);
@@ -77,7 +87,11 @@ test('Redis restarted mid-run: /readyz is 503 while it is away, services reconne
   // Goals enqueued after the restart run too, and all earlier ones complete.
   ids.push(await fleet.client.enqueue({ goal: 'Enqueued after the restart' }));
   const status = await waitForGoals(fleet, ids, 90_000);
-  assert.deepEqual([...status.values()].filter((s) => s !== 'done'), [], JSON.stringify(Object.fromEntries(status)));
+  assert.deepEqual(
+    [...status.values()].filter((s) => s !== 'done'),
+    [],
+    JSON.stringify(Object.fromEntries(status)),
+  );
   const v = await verifyGoals(fleet, ids);
   console.log(`redis restart: ${v.done}/${ids.length} done, re-executions ${JSON.stringify(v.reExecutions)}`);
   assert.deepEqual(v.problems, []);

@@ -1,12 +1,13 @@
 // Per-cycle eviction (P51): done entries older than 3 steps, any entry older than 20 (both
 // configurable); tombstones in the index, dropped later; events and metrics.
-import { test } from 'node:test';
+
 import assert from 'node:assert/strict';
-import { useRedis } from '../../testing/redis.ts';
-import { vfsRuntime, type VfsTestRuntime, useVfsRuntime } from '../../testing/vfs-runtime.ts';
-import { VirtualFs, formatIndex } from '../../shared/vfs/vfs.ts';
+import { test } from 'node:test';
 import { plannerMessage } from '../../services/planner/prompt.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
+import { formatIndex, VirtualFs } from '../../shared/vfs/vfs.ts';
+import { useRedis } from '../../testing/redis.ts';
+import { useVfsRuntime, type VfsTestRuntime, vfsRuntime } from '../../testing/vfs-runtime.ts';
 
 const redis = useRedis();
 let t: VfsTestRuntime;
@@ -14,14 +15,20 @@ useVfsRuntime(redis, (x) => (t = x));
 
 type Status = 'active' | 'done' | 'failed';
 const write = (vfs: VirtualFs, goalId: string, name: string, status: Status, step: number) =>
-  vfs.write(goalId, name, `content of ${name}`, { status, step, role: 'research-specialist', threadId: `goal-${goalId}--research-specialist-1`, writer: `${goalId}:${step}:${name}` });
+  vfs.write(goalId, name, `content of ${name}`, {
+    status,
+    step,
+    role: 'research-specialist',
+    threadId: `goal-${goalId}--research-specialist-1`,
+    writer: `${goalId}:${step}:${name}`,
+  });
 
 async function evictionCount(rt: Runtime, reason: string): Promise<number> {
   const m = await rt.metrics.vfsEvictions.get();
   return m.values.find((v) => v.labels.reason === reason)?.value ?? 0;
 }
 
-test('the defaults are the seed\'s: done after 3 steps, anything after 20', () => {
+test("the defaults are the seed's: done after 3 steps, anything after 20", () => {
   assert.equal(t.rt.cfg.vfs.evictDoneAfterSteps, 3);
   assert.equal(t.rt.cfg.vfs.evictAnyAfterSteps, 20);
 });
@@ -44,10 +51,13 @@ test('active and failed entries stay until they are older than 20 steps, then go
   assert.deepEqual(await t.rt.vfs.evict(goalId, 5), [{ name: 'done.md', reason: 'done_aged' }]);
   assert.deepEqual(await t.rt.vfs.evict(goalId, 21), [], 'age 20 is not older than 20');
   const evicted = await t.rt.vfs.evict(goalId, 22);
-  assert.deepEqual(evicted.sort((a, b) => a.name.localeCompare(b.name)), [
-    { name: 'broken.json', reason: 'max_age' },
-    { name: 'draft.md', reason: 'max_age' },
-  ]);
+  assert.deepEqual(
+    evicted.sort((a, b) => a.name.localeCompare(b.name)),
+    [
+      { name: 'broken.json', reason: 'max_age' },
+      { name: 'draft.md', reason: 'max_age' },
+    ],
+  );
 });
 
 test('a done entry older than 20 steps is counted as max_age', async () => {
@@ -93,7 +103,7 @@ test('an evicted name leaves a tombstone in the index, which the planner sees', 
   assert.match(plannerMessage(goal, 6, index), /gone\.md \[evicted\]/);
 });
 
-test('tombstones are dropped later: by default at the next cycle\'s eviction', async () => {
+test("tombstones are dropped later: by default at the next cycle's eviction", async () => {
   const goalId = await t.newGoal();
   await write(t.rt.vfs, goalId, 'gone.md', 'done', 1);
   await t.rt.vfs.evict(goalId, 5);
@@ -132,13 +142,18 @@ test('writing an evicted name again makes it live with the next version', async 
   const goalId = await t.newGoal();
   await write(t.rt.vfs, goalId, 'again.md', 'done', 1);
   await t.rt.vfs.evict(goalId, 5);
-  const e = await t.rt.vfs.write(goalId, 'again.md', 'fresh', { status: 'active', step: 5, writer: 'new-writer', expectedVersion: 0 });
+  const e = await t.rt.vfs.write(goalId, 'again.md', 'fresh', {
+    status: 'active',
+    step: 5,
+    writer: 'new-writer',
+    expectedVersion: 0,
+  });
   assert.equal(e.version, 2);
   assert.equal(await t.rt.vfs.read(goalId, 'again.md'), 'fresh');
   assert.equal((await t.rt.vfs.stat(goalId, 'again.md'))!.status, 'active');
 });
 
-test('eviction appends an evicted event to the goal\'s timeline, once', async () => {
+test("eviction appends an evicted event to the goal's timeline, once", async () => {
   const goalId = await t.newGoal();
   await write(t.rt.vfs, goalId, 'a.md', 'done', 1);
   await write(t.rt.vfs, goalId, 'b.md', 'active', 1);
@@ -146,10 +161,13 @@ test('eviction appends an evicted event to the goal\'s timeline, once', async ()
   await t.rt.vfs.evict(goalId, 5); // re-delivered: nothing more to evict, no duplicate event
   await t.rt.vfs.evict(goalId, 22);
   const evicted = (await t.rt.goals.events(goalId)).map((e) => e.event).filter((e) => e.type === 'evicted');
-  assert.deepEqual(evicted.map(({ name, reason, step }) => ({ name, reason, step })), [
-    { name: 'a.md', reason: 'done_aged', step: 5 },
-    { name: 'b.md', reason: 'max_age', step: 22 },
-  ]);
+  assert.deepEqual(
+    evicted.map(({ name, reason, step }) => ({ name, reason, step })),
+    [
+      { name: 'a.md', reason: 'done_aged', step: 5 },
+      { name: 'b.md', reason: 'max_age', step: 22 },
+    ],
+  );
   for (const e of evicted) assert.ok(typeof e.at === 'number' && e.at > 0);
 });
 
@@ -167,10 +185,13 @@ test('deepq_vfs_evictions_total{reason} counts each eviction by reason', async (
   assert.equal(await evictionCount(t.rt, 'max_age'), max0 + 1);
   const text = await t.rt.metrics.registry.metrics();
   assert.match(text, /^deepq_vfs_evictions_total\{reason="done_aged",service="test"\} \d+$/m);
-  assert.ok(!text.split('\n').some((l) => l.startsWith('deepq_vfs_evictions_total') && l.includes(goalId)), 'no goal id in labels');
+  assert.ok(
+    !text.split('\n').some((l) => l.startsWith('deepq_vfs_evictions_total') && l.includes(goalId)),
+    'no goal id in labels',
+  );
 });
 
-test('eviction of one goal never touches another goal\'s files', async () => {
+test("eviction of one goal never touches another goal's files", async () => {
   const a = await t.newGoal();
   const b = await t.newGoal();
   await write(t.rt.vfs, a, 'x.md', 'done', 1);

@@ -1,12 +1,13 @@
 // Artifact names: a safe character set, length ≤ 200, no `..`, no leading `/`, no control
 // characters. A refused name never reaches Redis or the blob store.
-import { test, before, after } from 'node:test';
+
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { useRedis } from '../../testing/redis.ts';
-import { keysOfGoal, vfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
-import { VfsLimitError } from '../../shared/errors.ts';
+import { after, before, test } from 'node:test';
 import { createVfsTools } from '../../shared/agent/tools.ts';
+import { VfsLimitError } from '../../shared/errors.ts';
+import { useRedis } from '../../testing/redis.ts';
+import { keysOfGoal, type VfsTestRuntime, vfsRuntime } from '../../testing/vfs-runtime.ts';
 
 const redis = useRedis();
 let t: VfsTestRuntime;
@@ -28,7 +29,10 @@ async function refused(name: string, rule: RegExp): Promise<void> {
   await assert.rejects(
     t.rt.vfs.write(goalId, name, 'some content over the spill threshold', meta),
     (err: Error) => {
-      assert.ok(err instanceof VfsLimitError, `${JSON.stringify(name).slice(0, 40)}: expected VfsLimitError, got ${err}`);
+      assert.ok(
+        err instanceof VfsLimitError,
+        `${JSON.stringify(name).slice(0, 40)}: expected VfsLimitError, got ${err}`,
+      );
       assert.match(err.message, rule);
       return true;
     },
@@ -48,7 +52,23 @@ test('names in the safe character set are accepted', async () => {
 });
 
 test('characters outside [A-Za-z0-9_.-/] are refused', async () => {
-  for (const name of ['a b.md', 'a$b', 'a*b', 'a?b', 'a:b', 'a\\b', 'a"b', "a'b", 'a;b', 'a|b', 'a%2e%2e', 'résumé.md', 'emoji-😀.md', 'a\u00a0b', 'a\u2028b']) {
+  for (const name of [
+    'a b.md',
+    'a$b',
+    'a*b',
+    'a?b',
+    'a:b',
+    'a\\b',
+    'a"b',
+    "a'b",
+    'a;b',
+    'a|b',
+    'a%2e%2e',
+    'résumé.md',
+    'emoji-😀.md',
+    'a\u00a0b',
+    'a\u2028b',
+  ]) {
     await refused(name, /characters outside/);
   }
 });
@@ -63,17 +83,18 @@ test('an empty name is refused', async () => {
 
 test('names up to 200 characters are accepted; 201 and a 10 KB name are refused', async () => {
   const goalId = await t.newGoal();
-  const max = 'n'.repeat(196) + '.txt';
+  const max = `${'n'.repeat(196)}.txt`;
   assert.equal(max.length, 200);
   await t.rt.vfs.write(goalId, max, 'ok', meta);
   assert.equal(await t.rt.vfs.read(goalId, max), 'ok');
   await refused('n'.repeat(201), /201 chars \(max 200\)/);
   await refused('a'.repeat(10 * 1024), /10240 chars \(max 200\)/);
-  await refused('../'.repeat(3000) + 'x', /chars \(max 200\)/);
+  await refused(`${'../'.repeat(3000)}x`, /chars \(max 200\)/);
 });
 
 test('".." is refused anywhere in a name', async () => {
-  for (const name of ['../x', '..', 'a/../b', 'a/..', 'a/../../etc/passwd', 'x..y', '....']) await refused(name, /contains "\.\."/);
+  for (const name of ['../x', '..', 'a/../b', 'a/..', 'a/../../etc/passwd', 'x..y', '....'])
+    await refused(name, /contains "\.\."/);
 });
 
 test('a leading "/" is refused', async () => {
@@ -88,7 +109,11 @@ test('control characters are refused: NUL, newline, CR, tab, ESC, DEL', async ()
 
 test('the read_file and write_file tools refuse bad names before touching Redis', async () => {
   const goalId = await t.newGoal();
-  const tools = createVfsTools(t.rt.vfs, { goalId, step: 1, role: 'code-writer', threadId: 'goal-x--code-writer-1', writer: 'w' }, ['read_file', 'write_file']);
+  const tools = createVfsTools(
+    t.rt.vfs,
+    { goalId, step: 1, role: 'code-writer', threadId: 'goal-x--code-writer-1', writer: 'w' },
+    ['read_file', 'write_file'],
+  );
   const [read, write] = tools as [(typeof tools)[0], (typeof tools)[0]];
   const before = await keysOfGoal(t.rt, goalId);
   for (const name of ['../x', '/etc/passwd', 'a\u0000b', 'x'.repeat(10 * 1024)]) {

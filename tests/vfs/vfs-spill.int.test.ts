@@ -1,20 +1,27 @@
 // Spill: content over the threshold (100 KB by default) lives in the blob dir, the hash keeps a
 // pointer, readers get the content transparently, and cleanup removes the blob with its entry.
-import { test } from 'node:test';
+
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { useRedis } from '../../testing/redis.ts';
-import { vfsRuntime, type VfsTestRuntime, useVfsRuntime } from '../../testing/vfs-runtime.ts';
-import { VirtualFs } from '../../shared/vfs/vfs.ts';
+import { test } from 'node:test';
 import type { BlobStore } from '../../shared/vfs/blob-store.ts';
+import { VirtualFs } from '../../shared/vfs/vfs.ts';
+import { useRedis } from '../../testing/redis.ts';
+import { useVfsRuntime, type VfsTestRuntime, vfsRuntime } from '../../testing/vfs-runtime.ts';
 
 const redis = useRedis();
 let t: VfsTestRuntime;
 useVfsRuntime(redis, (x) => (t = x));
 
 const KB100 = 100 * 1024;
-const meta = (writer: string, step = 1, status: 'active' | 'done' = 'done') => ({ status, step, role: 'research-specialist', threadId: 'goal-x--research-specialist-1', writer });
+const meta = (writer: string, step = 1, status: 'active' | 'done' = 'done') => ({
+  status,
+  step,
+  role: 'research-specialist',
+  threadId: 'goal-x--research-specialist-1',
+  writer,
+});
 /** Content of exactly `bytes` UTF-8 bytes, with multibyte characters in it. */
 const content = (bytes: number, seed = 'a') => {
   const head = `${seed}:ünï:`;
@@ -57,7 +64,15 @@ test('reading a spilled artifact back is transparent', async () => {
   assert.equal(await t.rt.vfs.read(goalId, 'report.md'), big);
   // Also through the read_file path a subagent uses: the task gets the full content.
   const { buildSubagentTask } = await import('../../services/subagent-worker/task.ts');
-  const task = await buildSubagentTask(t.rt, { goalId, step: 2, index: 0, role: 'critic', instruction: 'review', expected_artifact: 'critique.json', read_files: ['report.md'] });
+  const task = await buildSubagentTask(t.rt, {
+    goalId,
+    step: 2,
+    index: 0,
+    role: 'critic',
+    instruction: 'review',
+    expected_artifact: 'critique.json',
+    read_files: ['report.md'],
+  });
   assert.ok(task.includes(big));
 });
 
@@ -148,7 +163,7 @@ test('a reader whose blob is deleted under it by an overwrite reads the new vers
   const reader = new VirtualFs(t.rt.redis, t.rt.cfg.prefix, slow, t.rt.vfs.opts);
   const pending = reader.read(goalId, 'hot.txt');
   await t.rt.vfs.write(goalId, 'hot.txt', v2, meta('w2', 2));
-  assert.equal(blobs(goalId).length, 1, 'v1\'s blob is gone');
+  assert.equal(blobs(goalId).length, 1, "v1's blob is gone");
   release();
   assert.equal(await pending, v2);
   assert.equal(gets, 2, 'the reader retried once');

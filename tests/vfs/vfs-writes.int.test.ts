@@ -1,17 +1,23 @@
 // Virtual-FS writes: entry metadata, idempotent retries, versioned concurrency, limits.
-import { test } from 'node:test';
+
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
-import { useRedis } from '../../testing/redis.ts';
-import { vfsRuntime, type VfsTestRuntime, useVfsRuntime } from '../../testing/vfs-runtime.ts';
+import { test } from 'node:test';
 import { VersionConflictError, VfsLimitError } from '../../shared/errors.ts';
+import { useRedis } from '../../testing/redis.ts';
+import { useVfsRuntime, type VfsTestRuntime, vfsRuntime } from '../../testing/vfs-runtime.ts';
 
 const redis = useRedis();
 let t: VfsTestRuntime;
 useVfsRuntime(redis, (x) => (t = x));
 
 const meta = (writer: string, extra: Record<string, unknown> = {}) => ({
-  status: 'done' as const, step: 1, role: 'research-specialist', threadId: 'goal-x--research-specialist-ab12', writer, ...extra,
+  status: 'done' as const,
+  step: 1,
+  role: 'research-specialist',
+  threadId: 'goal-x--research-specialist-ab12',
+  writer,
+  ...extra,
 });
 
 test('an entry carries status, step, bytes, role, threadId, version and updatedAt', async () => {
@@ -19,7 +25,11 @@ test('an entry carries status, step, bytes, role, threadId, version and updatedA
   const before = Date.now();
   const content = 'résumé: ünïcode counts in bytes';
   const written = await t.rt.vfs.write(goalId, 'notes/summary.md', content, {
-    status: 'active', step: 3, role: 'critic', threadId: `goal-${goalId}--critic-1a2b`, writer: `${goalId}:3:0`,
+    status: 'active',
+    step: 3,
+    role: 'critic',
+    threadId: `goal-${goalId}--critic-1a2b`,
+    writer: `${goalId}:3:0`,
   });
   const e = (await t.rt.vfs.stat(goalId, 'notes/summary.md'))!;
   assert.equal(e.status, 'active');
@@ -34,7 +44,8 @@ test('an entry carries status, step, bytes, role, threadId, version and updatedA
 
   // The metadata hash holds the entry and never the content; the content hash holds the content.
   const raw = JSON.parse((await redis.client.hget(t.rt.vfs.keys.files(goalId), 'notes/summary.md'))!);
-  for (const field of ['status', 'step', 'bytes', 'role', 'threadId', 'version', 'updatedAt']) assert.ok(field in raw, `entry lacks ${field}`);
+  for (const field of ['status', 'step', 'bytes', 'role', 'threadId', 'version', 'updatedAt'])
+    assert.ok(field in raw, `entry lacks ${field}`);
   assert.ok(!JSON.stringify(raw).includes('ünïcode'));
   assert.equal(await redis.client.hget(t.rt.vfs.keys.content(goalId), 'notes/summary.md'), content);
   assert.equal(await t.rt.vfs.read(goalId, 'notes/summary.md'), content);
@@ -62,7 +73,10 @@ test('a retried writer (same writer id) overwrites its own artifact in place, ne
   assert.equal(await redis.client.hlen(t.rt.vfs.keys.files(goalId)), 1);
   assert.equal(await redis.client.hlen(t.rt.vfs.keys.content(goalId)), 1);
   const index = await t.rt.vfs.index(goalId);
-  assert.deepEqual(index.map((e) => e.name), ['solution.py']);
+  assert.deepEqual(
+    index.map((e) => e.name),
+    ['solution.py'],
+  );
   assert.equal(index[0]!.status, 'done');
   assert.equal(await t.rt.vfs.read(goalId, 'solution.py'), 'print(3)');
 });
@@ -80,7 +94,9 @@ test('20 concurrent writers with the same expectedVersion: exactly one wins, the
   const goalId = await t.newGoal();
   await t.rt.vfs.write(goalId, 'shared.md', 'base', meta('w-base'));
   const results = await Promise.allSettled(
-    Array.from({ length: 20 }, (_, i) => t.rt.vfs.write(goalId, 'shared.md', `content of writer ${i}`, meta(`w-${i}`, { step: 2, expectedVersion: 1 }))),
+    Array.from({ length: 20 }, (_, i) =>
+      t.rt.vfs.write(goalId, 'shared.md', `content of writer ${i}`, meta(`w-${i}`, { step: 2, expectedVersion: 1 })),
+    ),
   );
   const won = results.flatMap((r, i) => (r.status === 'fulfilled' ? [{ i, e: r.value }] : []));
   const lost = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
@@ -99,7 +115,9 @@ test('20 concurrent writers with the same expectedVersion: exactly one wins, the
 test('20 concurrent creators of a new name (expectedVersion 0): exactly one wins', async () => {
   const goalId = await t.newGoal();
   const results = await Promise.allSettled(
-    Array.from({ length: 20 }, (_, i) => t.rt.vfs.write(goalId, 'fresh.md', `creator ${i}`, meta(`c-${i}`, { expectedVersion: 0 }))),
+    Array.from({ length: 20 }, (_, i) =>
+      t.rt.vfs.write(goalId, 'fresh.md', `creator ${i}`, meta(`c-${i}`, { expectedVersion: 0 })),
+    ),
   );
   const won = results.flatMap((r, i) => (r.status === 'fulfilled' ? [i] : []));
   assert.equal(won.length, 1);
@@ -112,32 +130,46 @@ test('concurrent spilled writers: one wins and the losers leave no blob behind',
   const goalId = await t.newGoal();
   const big = (i: number) => `${i}`.padEnd(t.rt.cfg.vfs.spillBytes + 10, 'x');
   const results = await Promise.allSettled(
-    Array.from({ length: 20 }, (_, i) => t.rt.vfs.write(goalId, 'big.csv', big(i), meta(`s-${i}`, { expectedVersion: 0 }))),
+    Array.from({ length: 20 }, (_, i) =>
+      t.rt.vfs.write(goalId, 'big.csv', big(i), meta(`s-${i}`, { expectedVersion: 0 })),
+    ),
   );
   const won = results.flatMap((r, i) => (r.status === 'fulfilled' ? [i] : []));
   assert.equal(won.length, 1);
   assert.equal(await t.rt.vfs.read(goalId, 'big.csv'), big(won[0]!));
-  assert.equal(readdirSync(t.blobDirOf(goalId)).length, 1, 'only the winner\'s blob remains');
+  assert.equal(readdirSync(t.blobDirOf(goalId)).length, 1, "only the winner's blob remains");
 });
 
 test('concurrent writers without expectedVersion are serialized by version: every write counts, none is lost silently', async () => {
   const goalId = await t.newGoal();
   await t.rt.vfs.write(goalId, 'log.md', 'start', meta('w-start'));
-  const entries = await Promise.all(Array.from({ length: 20 }, (_, i) => t.rt.vfs.write(goalId, 'log.md', `entry ${i}`, meta(`u-${i}`))));
+  const entries = await Promise.all(
+    Array.from({ length: 20 }, (_, i) => t.rt.vfs.write(goalId, 'log.md', `entry ${i}`, meta(`u-${i}`))),
+  );
   const versions = entries.map((e) => e.version).sort((a, b) => a - b);
-  assert.deepEqual(versions, Array.from({ length: 20 }, (_, i) => i + 2), 'each write got its own version');
+  assert.deepEqual(
+    versions,
+    Array.from({ length: 20 }, (_, i) => i + 2),
+    'each write got its own version',
+  );
   const last = entries.find((e) => e.version === 21)!;
   const final = (await t.rt.vfs.stat(goalId, 'log.md'))!;
   assert.equal(final.version, 21);
-  assert.equal(final.writer, last.writer, 'the stored content is the highest version\'s');
+  assert.equal(final.writer, last.writer, "the stored content is the highest version's");
 });
 
 test('a writer whose expectedVersion is stale is refused, and the stored artifact is untouched', async () => {
   const goalId = await t.newGoal();
   await t.rt.vfs.write(goalId, 'doc.md', 'one', meta('a'));
   await t.rt.vfs.write(goalId, 'doc.md', 'two', meta('b', { expectedVersion: 1 }));
-  await assert.rejects(t.rt.vfs.write(goalId, 'doc.md', 'three', meta('c', { expectedVersion: 1 })), VersionConflictError);
-  await assert.rejects(t.rt.vfs.write(goalId, 'missing.md', 'x', meta('c', { expectedVersion: 3 })), (err: Error) => err instanceof VersionConflictError && /does not exist/.test(err.message));
+  await assert.rejects(
+    t.rt.vfs.write(goalId, 'doc.md', 'three', meta('c', { expectedVersion: 1 })),
+    VersionConflictError,
+  );
+  await assert.rejects(
+    t.rt.vfs.write(goalId, 'missing.md', 'x', meta('c', { expectedVersion: 3 })),
+    (err: Error) => err instanceof VersionConflictError && /does not exist/.test(err.message),
+  );
   assert.equal(await t.rt.vfs.read(goalId, 'doc.md'), 'two');
   assert.equal(await t.rt.vfs.stat(goalId, 'missing.md'), null);
 });
@@ -154,7 +186,11 @@ test('max files per goal: a new name past the limit is refused with a clear erro
       );
     }
     assert.equal(await small.rt.vfs.stat(goalId, 'd.md'), null);
-    assert.deepEqual(existsSync(small.blobDirOf(goalId)) ? readdirSync(small.blobDirOf(goalId)) : [], [], 'the refused spilled write left a blob');
+    assert.deepEqual(
+      existsSync(small.blobDirOf(goalId)) ? readdirSync(small.blobDirOf(goalId)) : [],
+      [],
+      'the refused spilled write left a blob',
+    );
     // Overwriting an existing name adds no file.
     await small.rt.vfs.write(goalId, 'a.md', 'a2', meta('w-a2'));
     // The limit is per goal.

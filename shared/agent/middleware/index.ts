@@ -1,8 +1,9 @@
 // The middleware registry: a role lists names; the stack is always applied in one order
 // (outermost first) so a config cannot, say, count tokens outside the retry loop. Tier
 // routing comes first so every other layer (logging included) sees the real model id.
-import type { MIDDLEWARE_NAMES } from '../roles.ts';
+
 import type { CallContext, ModelRequest, ModelResponse } from '../providers/types.ts';
+import type { MIDDLEWARE_NAMES } from '../roles.ts';
 import { logging } from './logging.ts';
 import { promptCache } from './prompt-cache.ts';
 import { retry } from './retry.ts';
@@ -24,7 +25,11 @@ export function buildMiddleware(names: readonly Name[], deps: MiddlewareDeps): M
   return ORDER.filter((n) => names.includes(n)).map((n) => FACTORIES[n](deps));
 }
 
-export function compose(stack: ModelMiddleware[], ctx: CallContext, call: Next): (req: ModelRequest) => Promise<ModelResponse> {
+export function compose(
+  stack: ModelMiddleware[],
+  ctx: CallContext,
+  call: Next,
+): (req: ModelRequest) => Promise<ModelResponse> {
   return stack.reduceRight<Next>((next, mw) => (req) => mw(req, ctx, next), call);
 }
 

@@ -7,10 +7,20 @@ export function logging(deps: Pick<MiddlewareDeps, 'logger'>): ModelMiddleware {
     const fields = { goalId: ctx.goalId, step: ctx.step, role: ctx.role, threadId: ctx.threadId, model: req.model };
     try {
       const res = await next(req);
-      deps.logger.debug({ ...fields, ms: Math.round(performance.now() - started), stop: res.stop_reason, usage: res.usage }, 'model call');
+      deps.logger.debug(
+        { ...fields, ms: Math.round(performance.now() - started), stop: res.stop_reason, usage: res.usage },
+        'model call',
+      );
       return res;
     } catch (err) {
-      deps.logger.warn({ ...fields, ms: Math.round(performance.now() - started), err: { message: (err as Error).message, name: (err as Error).name } }, 'model call failed');
+      deps.logger.warn(
+        {
+          ...fields,
+          ms: Math.round(performance.now() - started),
+          err: { message: (err as Error).message, name: (err as Error).name },
+        },
+        'model call failed',
+      );
       throw err;
     }
   };

@@ -2,8 +2,8 @@
 // malformed bodies; honours retry-after (0 included). In a worker, a 429 is not retried
 // here: it becomes ProviderRateLimitError so the whole queue pauses (fleet flow control).
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ModelCallError } from '../providers/types.ts';
 import { ProviderRateLimitError } from '../../errors.ts';
+import { ModelCallError } from '../providers/types.ts';
 import type { MiddlewareDeps, ModelMiddleware } from './types.ts';
 
 export function backoffMs(attempt: number, base: number, max: number, random = Math.random): number {
@@ -27,7 +27,17 @@ export function retry(deps: Pick<MiddlewareDeps, 'retry' | 'logger'>): ModelMidd
         if (attempt >= maxRetries) throw err;
         // Capped at the max delay; the log says what is really waited.
         const wait = Math.min(err.retryAfterMs ?? backoffMs(attempt, base, max), max);
-        deps.logger.info({ goalId: ctx.goalId, role: ctx.role, threadId: ctx.threadId, attempt: attempt + 1, waitMs: wait, kind: err.kind }, 'retrying model call');
+        deps.logger.info(
+          {
+            goalId: ctx.goalId,
+            role: ctx.role,
+            threadId: ctx.threadId,
+            attempt: attempt + 1,
+            waitMs: wait,
+            kind: err.kind,
+          },
+          'retrying model call',
+        );
         try {
           await sleep(wait, undefined, { signal: ctx.signal });
         } catch {

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
-import type { CallContext, ModelRequest, ModelResponse } from '../providers/types.ts';
 import type { Usage } from '../../goal/store.ts';
+import type { CallContext, ModelRequest, ModelResponse } from '../providers/types.ts';
 
 export type Next = (req: ModelRequest) => Promise<ModelResponse>;
 export type ModelMiddleware = (req: ModelRequest, ctx: CallContext, next: Next) => Promise<ModelResponse>;

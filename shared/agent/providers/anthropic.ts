@@ -1,7 +1,13 @@
 // The real model: @anthropic-ai/sdk. SDK retries are off: the retry middleware owns that
 // policy (it honours retry-after, including 0, and feeds the queue-wide rate limit).
 import Anthropic from '@anthropic-ai/sdk';
-import { ModelCallError, type CallContext, type ModelProvider, type ModelRequest, type ModelResponse } from './types.ts';
+import {
+  type CallContext,
+  ModelCallError,
+  type ModelProvider,
+  type ModelRequest,
+  type ModelResponse,
+} from './types.ts';
 
 export interface AnthropicProviderOptions {
   apiKey: string;
@@ -11,7 +17,8 @@ export interface AnthropicProviderOptions {
 
 export function parseRetryAfterMs(headers: Headers | Record<string, string> | undefined): number | undefined {
   if (!headers) return undefined;
-  const get = (k: string) => (headers instanceof Headers ? headers.get(k) : (headers as Record<string, string>)[k]) ?? null;
+  const get = (k: string) =>
+    (headers instanceof Headers ? headers.get(k) : (headers as Record<string, string>)[k]) ?? null;
   const ms = get('retry-after-ms');
   if (ms !== null && ms !== '' && Number.isFinite(Number(ms))) return Math.max(0, Number(ms));
   const s = get('retry-after');
@@ -26,7 +33,12 @@ export class AnthropicProvider implements ModelProvider {
   private readonly client: Anthropic;
   private readonly timeoutMs: number;
   constructor(opts: AnthropicProviderOptions) {
-    this.client = new Anthropic({ apiKey: opts.apiKey, baseURL: opts.baseURL ?? null, maxRetries: 0, timeout: opts.timeoutMs });
+    this.client = new Anthropic({
+      apiKey: opts.apiKey,
+      baseURL: opts.baseURL ?? null,
+      maxRetries: 0,
+      timeout: opts.timeoutMs,
+    });
     this.timeoutMs = opts.timeoutMs;
   }
 
@@ -37,7 +49,13 @@ export class AnthropicProvider implements ModelProvider {
     const signal = ctx.signal ? AbortSignal.any([ctx.signal, deadline]) : deadline;
     try {
       const res = await this.client.messages.create(
-        { model: req.model, system: req.system as never, messages: req.messages as never, tools: req.tools as never, max_tokens: req.max_tokens },
+        {
+          model: req.model,
+          system: req.system as never,
+          messages: req.messages as never,
+          tools: req.tools as never,
+          max_tokens: req.max_tokens,
+        },
         { signal },
       );
       if (!res || !Array.isArray((res as { content?: unknown }).content)) {
@@ -45,7 +63,8 @@ export class AnthropicProvider implements ModelProvider {
       }
       return res as unknown as ModelResponse;
     } catch (err) {
-      if (deadline.aborted && !ctx.signal?.aborted && !(err instanceof ModelCallError)) throw new ModelCallError('model call timed out', 'timeout');
+      if (deadline.aborted && !ctx.signal?.aborted && !(err instanceof ModelCallError))
+        throw new ModelCallError('model call timed out', 'timeout');
       throw toModelCallError(err, ctx.signal);
     }
   }
@@ -53,15 +72,18 @@ export class AnthropicProvider implements ModelProvider {
 
 function toModelCallError(err: unknown, signal?: AbortSignal): ModelCallError {
   if (err instanceof ModelCallError) return err;
-  if (signal?.aborted || err instanceof Anthropic.APIUserAbortError) return new ModelCallError('model call aborted', 'aborted');
+  if (signal?.aborted || err instanceof Anthropic.APIUserAbortError)
+    return new ModelCallError('model call aborted', 'aborted');
   if (err instanceof Anthropic.APIConnectionTimeoutError) return new ModelCallError('model call timed out', 'timeout');
-  if (err instanceof Anthropic.APIConnectionError) return new ModelCallError(`connection error: ${err.message}`, 'connection');
+  if (err instanceof Anthropic.APIConnectionError)
+    return new ModelCallError(`connection error: ${err.message}`, 'connection');
   if (err instanceof Anthropic.APIError) {
     const status = err.status ?? 0;
     const retryAfterMs = parseRetryAfterMs(err.headers as Headers | undefined);
     const msg = `anthropic API ${status}: ${err.message}`.slice(0, 500);
     if (status === 429) return new ModelCallError(msg, 'rate_limit', status, retryAfterMs);
-    if (status >= 500 || status === 408 || status === 409) return new ModelCallError(msg, 'server', status, retryAfterMs);
+    if (status >= 500 || status === 408 || status === 409)
+      return new ModelCallError(msg, 'server', status, retryAfterMs);
     return new ModelCallError(msg, 'client', status);
   }
   if (err instanceof SyntaxError) return new ModelCallError(`malformed response body: ${err.message}`, 'malformed');

@@ -5,7 +5,11 @@ import type { ModelProvider } from './types.ts';
 
 export function createProvider(cfg: Config): ModelProvider {
   if (cfg.modelProvider === 'anthropic') {
-    return new AnthropicProvider({ apiKey: cfg.anthropicApiKey!, baseURL: cfg.anthropicBaseUrl, timeoutMs: cfg.modelTimeoutMs });
+    return new AnthropicProvider({
+      apiKey: cfg.anthropicApiKey!,
+      baseURL: cfg.anthropicBaseUrl,
+      timeoutMs: cfg.modelTimeoutMs,
+    });
   }
   return new ScriptedProvider({ latencyMs: cfg.scriptedLatencyMs, roles: cfg.roles, fanout: cfg.scriptedFanout });
 }

@@ -4,9 +4,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { RoleSpec } from '../roles.ts';
 import {
-  ModelCallError,
   type CallContext,
   type CallSubject,
+  ModelCallError,
   type ModelProvider,
   type ModelRequest,
   type ModelResponse,
@@ -107,7 +107,10 @@ export class ScriptedProvider implements ModelProvider {
     const coder = this.roleFor('code');
     const critic = this.roleFor('critique');
     const task = (role: string, instruction: string, artifact: string, reads: string[] = []): Subtask => ({
-      role, instruction, expected_artifact: artifact, read_files: reads,
+      role,
+      instruction,
+      expected_artifact: artifact,
+      read_files: reads,
     });
     const subtasks: Subtask[] = [];
     if (first && this.opts.fanout && research) {
@@ -134,7 +137,12 @@ export class ScriptedProvider implements ModelProvider {
       model: req.model,
       content,
       stop_reason: stop,
-      usage: { input_tokens: Math.ceil(inChars / 4), output_tokens: Math.ceil(outChars / 4), cache_read_input_tokens: 0, cache_creation_input_tokens: 0 },
+      usage: {
+        input_tokens: Math.ceil(inChars / 4),
+        output_tokens: Math.ceil(outChars / 4),
+        cache_read_input_tokens: 0,
+        cache_creation_input_tokens: 0,
+      },
     };
   }
 }

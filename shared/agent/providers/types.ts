@@ -1,9 +1,23 @@
 // The model port. Requests and responses follow the Anthropic Messages API shape, so the
 // anthropic provider passes them through and the scripted one speaks the same language.
 
-export interface TextBlock { type: 'text'; text: string; cache_control?: { type: 'ephemeral' } }
-export interface ToolUseBlock { type: 'tool_use'; id: string; name: string; input: unknown }
-export interface ToolResultBlock { type: 'tool_result'; tool_use_id: string; content: string; is_error?: boolean }
+export interface TextBlock {
+  type: 'text';
+  text: string;
+  cache_control?: { type: 'ephemeral' };
+}
+export interface ToolUseBlock {
+  type: 'tool_use';
+  id: string;
+  name: string;
+  input: unknown;
+}
+export interface ToolResultBlock {
+  type: 'tool_result';
+  tool_use_id: string;
+  content: string;
+  is_error?: boolean;
+}
 export type ContentBlock = TextBlock | ToolUseBlock;
 
 export interface Message {
@@ -91,5 +105,8 @@ export class ModelCallError extends Error {
 }
 
 export function responseText(res: ModelResponse): string {
-  return res.content.filter((b): b is TextBlock => b.type === 'text').map((b) => b.text).join('');
+  return res.content
+    .filter((b): b is TextBlock => b.type === 'text')
+    .map((b) => b.text)
+    .join('');
 }

@@ -16,7 +16,8 @@ if cur and cur.status ~= 'evicted' then
     version = cur.version
   else
     if ARGV[5] ~= '' and tonumber(ARGV[5]) ~= cur.version then
-      return redis.error_reply('VERSION_CONFLICT ' .. name .. ' is at version ' .. cur.version .. ', expected ' .. ARGV[5])
+      return redis.error_reply(
+        'VERSION_CONFLICT ' .. name .. ' is at version ' .. cur.version .. ', expected ' .. ARGV[5])
     end
     version = cur.version + 1
   end
