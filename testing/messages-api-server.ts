@@ -222,6 +222,10 @@ function toolUsesOf(m: WireMessage | undefined): WireToolUse[] {
   return m.content.filter((b): b is WireToolUse => b.type === 'tool_use');
 }
 
+/** The API's error for an empty message (only a final assistant message, a prefill, may be empty). */
+const emptyMessageError = (i: number) =>
+  `messages.${i}: all messages must have non-empty content except for the optional final assistant message`;
+
 /** The request's validation problem, as the real API would report it, or null. */
 export function validateRequest(body: unknown): string | null {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return 'request body must be a JSON object';
@@ -243,13 +247,11 @@ export function validateRequest(body: unknown): string | null {
     if (m.role !== 'user' && m.role !== 'assistant') return `messages.${i}.role: must be "user" or "assistant"`;
     const last = i === b.messages.length - 1;
     if (typeof m.content === 'string') {
-      if (!m.content.trim() && !(last && m.role === 'assistant'))
-        return `messages.${i}: all messages must have non-empty content except for the optional final assistant message`;
+      if (!m.content.trim() && !(last && m.role === 'assistant')) return emptyMessageError(i);
       continue;
     }
     if (!Array.isArray(m.content)) return `messages.${i}.content: must be a string or an array`;
-    if (m.content.length === 0 && !(last && m.role === 'assistant'))
-      return `messages.${i}: all messages must have non-empty content except for the optional final assistant message`;
+    if (m.content.length === 0 && !(last && m.role === 'assistant')) return emptyMessageError(i);
     for (const [j, blk] of m.content.entries()) {
       if (
         blk.type === 'text' &&
@@ -267,7 +269,10 @@ export function validateRequest(body: unknown): string | null {
         const prev = new Set(toolUsesOf(b.messages[i - 1]).map((u) => u.id));
         for (const r of results) {
           if (!prev.has(r.tool_use_id))
-            return `messages.${i}.content: unexpected \`tool_use_id\` found in \`tool_result\` blocks: ${r.tool_use_id}. Each \`tool_result\` block must have a corresponding \`tool_use\` block in the previous message.`;
+            return (
+              `messages.${i}.content: unexpected \`tool_use_id\` found in \`tool_result\` blocks: ${r.tool_use_id}. ` +
+              'Each `tool_result` block must have a corresponding `tool_use` block in the previous message.'
+            );
         }
       }
     } else {
@@ -276,7 +281,11 @@ export function validateRequest(body: unknown): string | null {
         const answered = new Set(toolResultsOf(b.messages[i + 1]).map((r) => r.tool_use_id));
         const missing = uses.filter((u) => !answered.has(u.id)).map((u) => u.id);
         if (missing.length)
-          return `messages.${i}: \`tool_use\` ids were found without \`tool_result\` blocks immediately after: ${missing.join(', ')}. Each \`tool_use\` block must have a corresponding \`tool_result\` block in the next message.`;
+          return (
+            `messages.${i}: \`tool_use\` ids were found without \`tool_result\` blocks immediately after: ` +
+            `${missing.join(', ')}. ` +
+            'Each `tool_use` block must have a corresponding `tool_result` block in the next message.'
+          );
       }
     }
   }
@@ -407,14 +416,33 @@ function taskTopic(task: string): string {
 }
 
 export function defaultSummary(body: MessagesBody): string {
-  return `Summary: ${taskTopic(firstUserText(body))}\n\n- Key fact 1 about the topic [1]\n- Key fact 2 about the topic [2]\n\n[1] source A\n[2] source B`;
+  return [
+    `Summary: ${taskTopic(firstUserText(body))}`,
+    '',
+    '- Key fact 1 about the topic [1]',
+    '- Key fact 2 about the topic [2]',
+    '',
+    '[1] source A',
+    '[2] source B',
+  ].join('\n');
 }
 
 export function defaultCode(body: MessagesBody): string {
   const topic = taskTopic(firstUserText(body))
     .replace(/[^\w .,-]/g, '')
     .slice(0, 120);
-  return `\`\`\`python\n# ${topic}\ndef solve(values):\n    """Sorts the values."""\n    return sorted(values)\n\n\nif __name__ == "__main__":\n    print(solve([3, 1, 2]))\n\`\`\``;
+  return [
+    '```python',
+    `# ${topic}`,
+    'def solve(values):',
+    '    """Sorts the values."""',
+    '    return sorted(values)',
+    '',
+    '',
+    'if __name__ == "__main__":',
+    '    print(solve([3, 1, 2]))',
+    '```',
+  ].join('\n');
 }
 
 export function defaultCritique(): string {

@@ -258,76 +258,85 @@ test('an answer cut off mid tool call (max_tokens) is retried with a request the
 
 // ---- through real service processes ----------------------------------------------------
 
-test('through the services: a subtask failing twice is failed with the reason, the reflector sees it; a planner failing twice fails the goal', async (t) => {
-  const badPlan = JSON.stringify({ subtasks: [sub('boss', 'a.md')] });
-  const tooBig = JSON.stringify({
-    subtasks: Array.from({ length: 6 }, (_, i) => sub('research-specialist', `r${i}.md`)),
-  });
-  server.setHandler((body, i, rec) => {
-    const task = firstUserText(body);
-    const r = roleOf(body);
-    if (task.includes('MARKCODEFAILS')) {
-      if (r === 'code') return text("I'll decompose this into subtasks: first research, then code.");
-      if (r === 'reflector') return text(JSON.stringify({ decision: 'end', reason: 'stop after one cycle' }));
-    }
-    if (task.includes('MARKPLANFAILS') && r === 'planner') return text(badPlan);
-    if (task.includes('MARKPLANRETRY') && r === 'planner' && body.messages.length === 1) return text(tooBig);
-    return defaultHandler(body, i, rec);
-  });
-  // Stopped by the test itself: root after() hooks run in order, and Redis stops first.
-  const fleet: Fleet = await startFleet(redis.url, anthropicEnv(server));
-  t.after(() => fleet.stop());
-  const c = fleet.client;
-  const [codeFails, planFails, planRetry] = await Promise.all([
-    c.enqueue({ goal: 'Sort numbers MARKCODEFAILS' }),
-    c.enqueue({ goal: 'Sort numbers MARKPLANFAILS' }),
-    c.enqueue({ goal: 'Sort numbers MARKPLANRETRY' }),
-  ]);
-  const [g1, g2, g3] = await Promise.all(
-    [codeFails, planFails, planRetry].map((id) => c.waitFor(id, { timeoutMs: 60_000 })),
-  );
-  const reqsOf = (marker: string) => server.requests.filter((r) => r.rawBody.includes(marker));
+test(
+  'through the services: a subtask failing twice is failed with the reason, the reflector sees it; ' +
+    'a planner failing twice fails the goal',
+  async (t) => {
+    const badPlan = JSON.stringify({ subtasks: [sub('boss', 'a.md')] });
+    const tooBig = JSON.stringify({
+      subtasks: Array.from({ length: 6 }, (_, i) => sub('research-specialist', `r${i}.md`)),
+    });
+    server.setHandler((body, i, rec) => {
+      const task = firstUserText(body);
+      const r = roleOf(body);
+      if (task.includes('MARKCODEFAILS')) {
+        if (r === 'code') return text("I'll decompose this into subtasks: first research, then code.");
+        if (r === 'reflector') return text(JSON.stringify({ decision: 'end', reason: 'stop after one cycle' }));
+      }
+      if (task.includes('MARKPLANFAILS') && r === 'planner') return text(badPlan);
+      if (task.includes('MARKPLANRETRY') && r === 'planner' && body.messages.length === 1) return text(tooBig);
+      return defaultHandler(body, i, rec);
+    });
+    // Stopped by the test itself: root after() hooks run in order, and Redis stops first.
+    const fleet: Fleet = await startFleet(redis.url, anthropicEnv(server));
+    t.after(() => fleet.stop());
+    const c = fleet.client;
+    const [codeFails, planFails, planRetry] = await Promise.all([
+      c.enqueue({ goal: 'Sort numbers MARKCODEFAILS' }),
+      c.enqueue({ goal: 'Sort numbers MARKPLANFAILS' }),
+      c.enqueue({ goal: 'Sort numbers MARKPLANRETRY' }),
+    ]);
+    const [g1, g2, g3] = await Promise.all(
+      [codeFails, planFails, planRetry].map((id) => c.waitFor(id, { timeoutMs: 60_000 })),
+    );
+    const reqsOf = (marker: string) => server.requests.filter((r) => r.rawBody.includes(marker));
 
-  // 1. The code-writer broke its contract twice: its subtask failed with the reason.
-  assert.equal(g1!.status, 'done');
-  const codeReqs = reqsOf('MARKCODEFAILS').filter((r) => roleOf(r.body) === 'code');
-  assert.equal(codeReqs.length, 2, 'one answer, one retry');
-  assert.match(
-    lastMessageText(codeReqs[1]!),
-    /^Your answer was rejected: expected exactly one fenced code block, found 0 block\(s\)/,
-  );
-  const events = (await c.goals.events(codeFails)).map((e) => e.event);
-  const failed = events.find((e) => e.type === 'subtask_failed');
-  assert.ok(failed?.type === 'subtask_failed', 'a subtask_failed event');
-  assert.equal(failed.artifact, 'solution.py');
-  assert.match(String(failed.reason), /^output broke the code contract twice: expected exactly one fenced code block/);
-  assert.ok(
-    events.some((e) => e.type === 'subtask_finished' && e.artifact === 'research.md'),
-    'the sibling subtask was not affected',
-  );
-  assert.equal((await c.vfs.stat(codeFails, 'solution.py'))?.status, 'failed');
-  const refl = reqsOf('MARKCODEFAILS').filter((r) => roleOf(r.body) === 'reflector');
-  assert.equal(refl.length, 1);
-  const seen = firstUserText(refl[0]!.body);
-  assert.match(
-    seen,
-    /^- solution\.py \(code-writer\): failed: output broke the code contract twice: expected exactly one fenced code block/m,
-  );
-  assert.match(seen, /^- research\.md \(research-specialist\): done$/m);
+    // 1. The code-writer broke its contract twice: its subtask failed with the reason.
+    assert.equal(g1!.status, 'done');
+    const codeReqs = reqsOf('MARKCODEFAILS').filter((r) => roleOf(r.body) === 'code');
+    assert.equal(codeReqs.length, 2, 'one answer, one retry');
+    assert.match(
+      lastMessageText(codeReqs[1]!),
+      /^Your answer was rejected: expected exactly one fenced code block, found 0 block\(s\)/,
+    );
+    const events = (await c.goals.events(codeFails)).map((e) => e.event);
+    const failed = events.find((e) => e.type === 'subtask_failed');
+    assert.ok(failed?.type === 'subtask_failed', 'a subtask_failed event');
+    assert.equal(failed.artifact, 'solution.py');
+    assert.match(
+      String(failed.reason),
+      /^output broke the code contract twice: expected exactly one fenced code block/,
+    );
+    assert.ok(
+      events.some((e) => e.type === 'subtask_finished' && e.artifact === 'research.md'),
+      'the sibling subtask was not affected',
+    );
+    assert.equal((await c.vfs.stat(codeFails, 'solution.py'))?.status, 'failed');
+    const refl = reqsOf('MARKCODEFAILS').filter((r) => roleOf(r.body) === 'reflector');
+    assert.equal(refl.length, 1);
+    const seen = firstUserText(refl[0]!.body);
+    const codeFailedLine = new RegExp(
+      String.raw`^- solution\.py \(code-writer\): failed: ` +
+        'output broke the code contract twice: expected exactly one fenced code block',
+      'm',
+    );
+    assert.match(seen, codeFailedLine);
+    assert.match(seen, /^- research\.md \(research-specialist\): done$/m);
 
-  // 2. The planner broke its contract twice: the goal failed with the reason, nothing ran.
-  assert.equal(g2!.status, 'failed');
-  assert.match(g2!.reason!, /^planner output rejected: output broke the plan contract twice: .*unknown role "boss"/);
-  const planReqs = reqsOf('MARKPLANFAILS');
-  assert.deepEqual(
-    planReqs.map((r) => roleOf(r.body)),
-    ['planner', 'planner'],
-  );
-  assert.match(lastMessageText(planReqs[1]!), /^Your answer was rejected: .*unknown role "boss"/);
+    // 2. The planner broke its contract twice: the goal failed with the reason, nothing ran.
+    assert.equal(g2!.status, 'failed');
+    assert.match(g2!.reason!, /^planner output rejected: output broke the plan contract twice: .*unknown role "boss"/);
+    const planReqs = reqsOf('MARKPLANFAILS');
+    assert.deepEqual(
+      planReqs.map((r) => roleOf(r.body)),
+      ['planner', 'planner'],
+    );
+    assert.match(lastMessageText(planReqs[1]!), /^Your answer was rejected: .*unknown role "boss"/);
 
-  // 3. A planner that breaks its contract once is reminded and goes on.
-  assert.equal(g3!.status, 'done');
-  const retryReqs = reqsOf('MARKPLANRETRY').filter((r) => roleOf(r.body) === 'planner');
-  assert.equal(retryReqs.length, 4, 'two cycles, each planned after one reminder');
-  for (const r of [retryReqs[1]!, retryReqs[3]!]) assert.match(lastMessageText(r), /a plan needs 1 to 5 subtasks/);
-});
+    // 3. A planner that breaks its contract once is reminded and goes on.
+    assert.equal(g3!.status, 'done');
+    const retryReqs = reqsOf('MARKPLANRETRY').filter((r) => roleOf(r.body) === 'planner');
+    assert.equal(retryReqs.length, 4, 'two cycles, each planned after one reminder');
+    for (const r of [retryReqs[1]!, retryReqs[3]!]) assert.match(lastMessageText(r), /a plan needs 1 to 5 subtasks/);
+  },
+);

@@ -141,7 +141,8 @@ test('a goal’s usage per role and model is kept on the goal, exported, and sho
   assert.match(
     out.stdout,
     new RegExp(
-      `^tokens\\s+${sum} \\(input ${total.input}, output ${total.output}, cache read ${total.cache_read}, cache write ${total.cache_write}\\)$`,
+      `^tokens\\s+${sum} \\(input ${total.input}, output ${total.output}, ` +
+        `cache read ${total.cache_read}, cache write ${total.cache_write}\\)$`,
       'm',
     ),
   );

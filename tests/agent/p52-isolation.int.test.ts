@@ -138,7 +138,8 @@ test('every subagent request carries only its role prompt and its own fresh conv
         const th = subThreads.find((x) => firstUserText(x[0]!.body) === tk.task);
         assert.ok(
           th,
-          `a conversation for ${tk.role} → ${tk.artifact} (goal ${g}, cycle ${cycle}) that starts with exactly its task`,
+          `a conversation for ${tk.role} → ${tk.artifact} (goal ${g}, cycle ${cycle}) ` +
+            'that starts with exactly its task',
         );
         written.set(`${g}|${tk.artifact}`, finalText(th));
       }

@@ -50,7 +50,14 @@ test('P52 live: no subagent answers in the planner persona', { skip, timeout: 30
   // The planner runs first, in this process, with the same factory.
   const planner = createAgent(plannerSpec(cfg), deps);
   const plan = await planner.run({
-    task: 'Goal: Write a function that adds two numbers and review it\nCycle: 1\nCurrent files:\n(no files)\nPrior plan: (none)\nLast reflection: (none)',
+    task: [
+      'Goal: Write a function that adds two numbers and review it',
+      'Cycle: 1',
+      'Current files:',
+      '(no files)',
+      'Prior plan: (none)',
+      'Last reflection: (none)',
+    ].join('\n'),
     contract: planContract(roleNames(cfg), []),
     ctx: { role: 'planner', kind: 'planner' },
   });

@@ -35,88 +35,91 @@ test('the thread id shape: goal-<goalId>--<role>-<short>', () => {
   assert.equal(goalIdFromThreadId('nonsense'), null);
 });
 
-test('each agent run of a goal gets its own thread id, transcript with a TTL, shown by `deepq transcript`', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'deepq-cfg-'));
-  const cfgFile = join(dir, 'deepq.json');
-  writeFileSync(cfgFile, JSON.stringify({ transcriptTtlSeconds: 900 }));
-  const fleet: Fleet = await startFleet(redis.url, anthropicEnv(server, { DEEPQ_CONFIG: cfgFile }));
-  t.after(() => fleet.stop());
-  assert.equal(fleet.cfg.transcriptTtlSeconds, 900);
-  const goalId = await fleet.client.enqueue({ goal: 'Write a sorting function' });
-  const g = await fleet.client.waitFor(goalId, { timeoutMs: 60_000 });
-  assert.equal(g.status, 'done');
+test(
+  'each agent run of a goal gets its own thread id, transcript with a TTL, ' + 'shown by `deepq transcript`',
+  async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'deepq-cfg-'));
+    const cfgFile = join(dir, 'deepq.json');
+    writeFileSync(cfgFile, JSON.stringify({ transcriptTtlSeconds: 900 }));
+    const fleet: Fleet = await startFleet(redis.url, anthropicEnv(server, { DEEPQ_CONFIG: cfgFile }));
+    t.after(() => fleet.stop());
+    assert.equal(fleet.cfg.transcriptTtlSeconds, 900);
+    const goalId = await fleet.client.enqueue({ goal: 'Write a sorting function' });
+    const g = await fleet.client.waitFor(goalId, { timeoutMs: 60_000 });
+    assert.equal(g.status, 'done');
 
-  // Every run announced its thread id on the goal's timeline.
-  const events = (await fleet.client.goals.events(goalId)).map((e) => e.event);
-  const runs = new Map<string, string>(); // threadId → role
-  for (const e of events) {
-    if (!('threadId' in e) || !e.threadId) continue;
-    const role = e.type === 'planned' ? 'planner' : e.type === 'reflected' ? 'reflector' : e.role;
-    runs.set(e.threadId, role);
-  }
-  const roles = [...runs.values()].sort();
-  assert.deepEqual(
-    roles,
-    ['code-writer', 'critic', 'planner', 'planner', 'reflector', 'reflector', 'research-specialist'],
-    'one thread per agent run',
-  );
-  for (const [threadId, role] of runs) {
-    assert.match(threadId, new RegExp(`^goal-${goalId}--${role}-[0-9a-f]{8}$`));
-    assert.equal(goalIdFromThreadId(threadId), goalId);
-    // The transcript is kept under the thread id, with the configured TTL.
-    const key = `${fleet.cfg.prefix}:goal:${goalId}:thread:${threadId}`;
-    const ttl = await redis.client.ttl(key);
-    assert.ok(ttl > 0 && ttl <= 900, `transcript ${key} has TTL ${ttl}`);
-  }
+    // Every run announced its thread id on the goal's timeline.
+    const events = (await fleet.client.goals.events(goalId)).map((e) => e.event);
+    const runs = new Map<string, string>(); // threadId → role
+    for (const e of events) {
+      if (!('threadId' in e) || !e.threadId) continue;
+      const role = e.type === 'planned' ? 'planner' : e.type === 'reflected' ? 'reflector' : e.role;
+      runs.set(e.threadId, role);
+    }
+    const roles = [...runs.values()].sort();
+    assert.deepEqual(
+      roles,
+      ['code-writer', 'critic', 'planner', 'planner', 'reflector', 'reflector', 'research-specialist'],
+      'one thread per agent run',
+    );
+    for (const [threadId, role] of runs) {
+      assert.match(threadId, new RegExp(`^goal-${goalId}--${role}-[0-9a-f]{8}$`));
+      assert.equal(goalIdFromThreadId(threadId), goalId);
+      // The transcript is kept under the thread id, with the configured TTL.
+      const key = `${fleet.cfg.prefix}:goal:${goalId}:thread:${threadId}`;
+      const ttl = await redis.client.ttl(key);
+      assert.ok(ttl > 0 && ttl <= 900, `transcript ${key} has TTL ${ttl}`);
+    }
 
-  // `deepq transcript` shows a subagent's whole conversation: the messages the model got
-  // (as captured on the wire) and its final answer.
-  const [codeThread] = [...runs].find(([, role]) => role === 'code-writer')!;
-  const out = await runCli(['transcript', codeThread], fleet.env);
-  assert.equal(out.code, 0, out.stderr);
-  const tr = JSON.parse(out.stdout) as {
-    threadId: string;
-    role: string;
-    messages: { role: string; content: string | WireBlock[] }[];
-  };
-  assert.equal(tr.threadId, codeThread);
-  assert.equal(tr.role, 'code-writer');
-  const { threads, problems } = linkThreads(server.requests);
-  assert.deepEqual(problems, []);
-  const wire = threads.find(
-    (th) =>
-      roleOf(th[0]!.body) === 'code' && JSON.stringify(th[0]!.body.messages[0]) === JSON.stringify(tr.messages[0]),
-  );
-  assert.ok(wire, 'the transcript matches a conversation seen on the wire');
-  const last = wire[wire.length - 1]!;
-  const answer = (last.response!.body as { content: WireBlock[] }).content;
-  assert.deepEqual(tr.messages, [...last.body.messages, { role: 'assistant', content: answer }]);
+    // `deepq transcript` shows a subagent's whole conversation: the messages the model got
+    // (as captured on the wire) and its final answer.
+    const [codeThread] = [...runs].find(([, role]) => role === 'code-writer')!;
+    const out = await runCli(['transcript', codeThread], fleet.env);
+    assert.equal(out.code, 0, out.stderr);
+    const tr = JSON.parse(out.stdout) as {
+      threadId: string;
+      role: string;
+      messages: { role: string; content: string | WireBlock[] }[];
+    };
+    assert.equal(tr.threadId, codeThread);
+    assert.equal(tr.role, 'code-writer');
+    const { threads, problems } = linkThreads(server.requests);
+    assert.deepEqual(problems, []);
+    const wire = threads.find(
+      (th) =>
+        roleOf(th[0]!.body) === 'code' && JSON.stringify(th[0]!.body.messages[0]) === JSON.stringify(tr.messages[0]),
+    );
+    assert.ok(wire, 'the transcript matches a conversation seen on the wire');
+    const last = wire[wire.length - 1]!;
+    const answer = (last.response!.body as { content: WireBlock[] }).content;
+    assert.deepEqual(tr.messages, [...last.body.messages, { role: 'assistant', content: answer }]);
 
-  // Unknown or malformed thread ids: a clear error, no stack trace.
-  for (const bad of [`goal-${goalId}--critic-00000000`, 'not-a-thread']) {
-    const r = await runCli(['transcript', bad], fleet.env);
-    assert.equal(r.code, 1);
-    assert.match(r.stderr, /no transcript for thread id/);
-    assert.doesNotMatch(r.stderr, /\n\s+at /);
-  }
+    // Unknown or malformed thread ids: a clear error, no stack trace.
+    for (const bad of [`goal-${goalId}--critic-00000000`, 'not-a-thread']) {
+      const r = await runCli(['transcript', bad], fleet.env);
+      assert.equal(r.code, 1);
+      assert.match(r.stderr, /no transcript for thread id/);
+      assert.doesNotMatch(r.stderr, /\n\s+at /);
+    }
 
-  // Never fed to another agent: no request carries a thread id, planner and reflector get a
-  // single fresh message, and each tool call id stays within its own conversation.
-  for (const r of server.requests) {
-    assert.ok(!r.rawBody.includes(`goal-${goalId}--`), `request #${r.index} carries a thread id`);
-    if (['planner', 'reflector'].includes(roleOf(r.body))) assert.equal(r.body.messages.length, 1);
-  }
-  for (const th of threads) {
-    const mine = new Set(th.map((r) => r.index));
-    for (const r of th) {
-      const ids = ((r.response?.body as { content?: WireBlock[] })?.content ?? [])
-        .filter((b): b is WireToolUse => b.type === 'tool_use')
-        .map((b) => b.id);
-      for (const id of ids) {
-        for (const other of server.requests)
-          if (!mine.has(other.index))
-            assert.ok(!other.rawBody.includes(id), `tool call ${id} leaked into request #${other.index}`);
+    // Never fed to another agent: no request carries a thread id, planner and reflector get a
+    // single fresh message, and each tool call id stays within its own conversation.
+    for (const r of server.requests) {
+      assert.ok(!r.rawBody.includes(`goal-${goalId}--`), `request #${r.index} carries a thread id`);
+      if (['planner', 'reflector'].includes(roleOf(r.body))) assert.equal(r.body.messages.length, 1);
+    }
+    for (const th of threads) {
+      const mine = new Set(th.map((r) => r.index));
+      for (const r of th) {
+        const ids = ((r.response?.body as { content?: WireBlock[] })?.content ?? [])
+          .filter((b): b is WireToolUse => b.type === 'tool_use')
+          .map((b) => b.id);
+        for (const id of ids) {
+          for (const other of server.requests)
+            if (!mine.has(other.index))
+              assert.ok(!other.rawBody.includes(id), `tool call ${id} leaked into request #${other.index}`);
+        }
       }
     }
-  }
-});
+  },
+);

@@ -176,9 +176,8 @@ test('unknown commands and flags name the offender and print usage, not a stack'
   assert.equal(await goalState(), before);
 });
 
-test('unknown goal ids for status, watch, artifacts, cancel, resume and transcript: "unknown goal id", state untouched', {
-  timeout: 120_000,
-}, async () => {
+test('unknown goal ids for status, watch, artifacts, cancel, resume and transcript: ' +
+  '"unknown goal id", state untouched', { timeout: 120_000 }, async () => {
   const before = await goalState();
   const esc = (id: string) => new RegExp(`unknown goal id: ${id.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}`);
   const runs: [string[], RegExp][] = [];
@@ -218,9 +217,8 @@ test('unknown goal ids for status, watch, artifacts, cancel, resume and transcri
   assert.equal(await goalState(), before, 'an unknown id changed the stored state');
 });
 
-test('malformed job payloads in every queue: the job fails naming the field, the goal it names is untouched, the worker keeps serving', {
-  timeout: 120_000,
-}, async () => {
+test('malformed job payloads in every queue: the job fails naming the field, ' +
+  'the goal it names is untouched, the worker keeps serving', { timeout: 120_000 }, async () => {
   const prefix = fleet.env.DEEPQ_PREFIX!;
   const connection = { url: redis.url };
   const before = await goalState();
@@ -305,7 +303,8 @@ test('malformed job payloads in every queue: the job fails naming the field, the
   ]);
 });
 
-test('hostile planner output (unknown role, > 5 subtasks, duplicate, ../x, /etc/passwd, 10 KB and control-character names) fails the goal naming the problem after one retry', {
+test('hostile planner output (unknown role, > 5 subtasks, duplicate, ../x, /etc/passwd, ' +
+  '10 KB and control-character names) fails the goal naming the problem after one retry', {
   timeout: 120_000,
 }, async () => {
   const ids = new Map<string, string>();

@@ -441,7 +441,8 @@ function checkCluster(objs: Obj[], label: string): { pods: DeepqPod[]; roles: st
     const drainMs = Number(env.DEEPQ_DRAIN_TIMEOUT_MS || DRAIN_DEFAULT_MS);
     assert.ok(
       spec.terminationGracePeriodSeconds > drainMs / 1000,
-      `${where}: terminationGracePeriodSeconds ${spec.terminationGracePeriodSeconds} must exceed the drain timeout ${drainMs} ms`,
+      `${where}: terminationGracePeriodSeconds ${spec.terminationGracePeriodSeconds} ` +
+        `must exceed the drain timeout ${drainMs} ms`,
     );
     for (const k of ['requests', 'limits'])
       for (const r of ['cpu', 'memory']) assert.ok(c.resources?.[k]?.[r], `${where}: resources.${k}.${r}`);
@@ -635,7 +636,10 @@ describe('Dockerfile', () => {
     const text = lines.join('\n');
     assert.ok((text.match(/^FROM\s/gm) ?? []).length >= 2, 'multi-stage build');
     assert.match(text, /npm ci\b[^\n]*--omit=dev/, 'npm ci --omit=dev');
-    assert.match(text, /^FROM\s+node:(\$\{NODE_VERSION\}|20)-(slim|alpine)/m, 'node:20 slim or alpine runtime');
+    assert.match(text, /^FROM\s+node:(\$\{NODE_VERSION\}|22|24)-(slim|alpine)/m, 'a slim or alpine Node runtime');
+    // Node 20 reached end of life in April 2026: the image ships a supported LTS.
+    const version = /^ARG\s+NODE_VERSION=(\d+)/m.exec(text)?.[1];
+    if (/\$\{NODE_VERSION\}/.test(text)) assert.ok(['22', '24'].includes(version ?? ''), `NODE_VERSION=${version}`);
     const users = [...text.matchAll(/^USER\s+(\S+)/gm)].map((m) => m[1]!);
     assert.ok(users.length > 0, 'USER set');
     const last = users[users.length - 1]!;
@@ -832,9 +836,12 @@ describe('Grafana dashboard', () => {
 });
 
 describe('Kubernetes manifests', () => {
-  test('the raw base: probes, ports, grace period, security, volumes, PDBs, roles = Deployments = ScaledObjects', () => {
-    checkCluster(rawBase(), 'k8s/base');
-  });
+  test(
+    'the raw base: probes, ports, grace period, security, volumes, PDBs, ' + 'roles = Deployments = ScaledObjects',
+    () => {
+      checkCluster(rawBase(), 'k8s/base');
+    },
+  );
 
   test('the secret is an example: placeholders only', () => {
     const secret = find(rawBase(), 'Secret', 'deepq-secrets');

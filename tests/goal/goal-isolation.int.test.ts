@@ -252,9 +252,8 @@ test('rediss:// URLs turn TLS on (config and ioredis options)', async () => {
   );
 });
 
-test('rediss:// with an escaped password: a whole fleet and the CLI run a goal over TLS; an untrusted certificate fails clearly', {
-  timeout: 180_000,
-}, async (tt) => {
+test('rediss:// with an escaped password: a whole fleet and the CLI run a goal over TLS; ' +
+  'an untrusted certificate fails clearly', { timeout: 180_000 }, async (tt) => {
   const hasTls =
     spawnSync('redis-server', ['--version'], { encoding: 'utf8' }).status === 0 &&
     spawnSync('openssl', ['version']).status === 0;

@@ -8,7 +8,6 @@ import { GoalStore } from '../../shared/goal/store.ts';
 import { createRedis } from '../../shared/runtime/redis.ts';
 import { useRedis } from '../../testing/redis.ts';
 
-
 const LIMITS = { keyTtlSeconds: 3600, eventsMaxLen: 100 };
 const redis = useRedis();
 

@@ -63,7 +63,10 @@ async function dispatch(rt: Runtime, goalId: string): Promise<void> {
   assert.ok(await rt.lifecycle.dispatch(goalId, 1, PLAN));
 }
 
-/** Ends a goal (queued or running) through the transitions that reach `status` in production; returns its finishedAt. */
+/**
+ * Ends a goal (queued or running) through the transitions that reach `status` in production;
+ * returns its finishedAt.
+ */
 async function finish(rt: Runtime, goalId: string, status: TerminalStatus = 'done'): Promise<number> {
   const lc = rt.lifecycle;
   if (status === 'done') {

@@ -145,30 +145,33 @@ test('plan and reflect jobs of an earlier cycle, re-delivered late, leave the cu
   }
 });
 
-test('a plan job killed after the goal went running but before its flow was added dispatches on re-delivery', async () => {
-  const t = await inProcess();
-  try {
-    const goalId = await t.newGoal('Killed mid-dispatch');
-    await t.rt.queues.addPlan({ goalId, step: 1 });
-    const plan = await t.job(PLAN_QUEUE, planJobId(goalId, 1));
-    await processPlanJob(t.rt, plan);
-    // Undo the flow as if the process had died before adding it.
-    const reflect = await t.job(REFLECT_QUEUE, reflectJobId(goalId, 1));
-    await reflect.remove({ removeChildren: true });
-    assert.equal(await t.rt.queues.get(REFLECT_QUEUE).getJob(reflectJobId(goalId, 1)), undefined);
-    assert.equal((await t.rt.goals.get(goalId))!.status, 'running');
+test(
+  'a plan job killed after the goal went running but before its flow was added ' + 'dispatches on re-delivery',
+  async () => {
+    const t = await inProcess();
+    try {
+      const goalId = await t.newGoal('Killed mid-dispatch');
+      await t.rt.queues.addPlan({ goalId, step: 1 });
+      const plan = await t.job(PLAN_QUEUE, planJobId(goalId, 1));
+      await processPlanJob(t.rt, plan);
+      // Undo the flow as if the process had died before adding it.
+      const reflect = await t.job(REFLECT_QUEUE, reflectJobId(goalId, 1));
+      await reflect.remove({ removeChildren: true });
+      assert.equal(await t.rt.queues.get(REFLECT_QUEUE).getJob(reflectJobId(goalId, 1)), undefined);
+      assert.equal((await t.rt.goals.get(goalId))!.status, 'running');
 
-    assert.equal((await processPlanJob(t.rt, plan)).status, 'dispatched');
-    assert.ok(
-      await t.rt.queues.get(REFLECT_QUEUE).getJob(reflectJobId(goalId, 1)),
-      'the flow was not dispatched again',
-    );
-    const ids = (await t.rt.queues.get(subagentQueueName('code-writer')).getJobs(['waiting'])).map((j) => j.id);
-    assert.deepEqual(
-      ids.filter((id) => id!.startsWith(goalId)),
-      [`${goalId}:1:1`],
-    );
-  } finally {
-    await t.close();
-  }
-});
+      assert.equal((await processPlanJob(t.rt, plan)).status, 'dispatched');
+      assert.ok(
+        await t.rt.queues.get(REFLECT_QUEUE).getJob(reflectJobId(goalId, 1)),
+        'the flow was not dispatched again',
+      );
+      const ids = (await t.rt.queues.get(subagentQueueName('code-writer')).getJobs(['waiting'])).map((j) => j.id);
+      assert.deepEqual(
+        ids.filter((id) => id!.startsWith(goalId)),
+        [`${goalId}:1:1`],
+      );
+    } finally {
+      await t.close();
+    }
+  },
+);

@@ -90,27 +90,30 @@ test('a different writer to an existing name makes a new version', async () => {
   assert.equal(await t.rt.vfs.read(goalId, 'plan.md'), 'v2');
 });
 
-test('20 concurrent writers with the same expectedVersion: exactly one wins, the others get VersionConflictError', async () => {
-  const goalId = await t.newGoal();
-  await t.rt.vfs.write(goalId, 'shared.md', 'base', meta('w-base'));
-  const results = await Promise.allSettled(
-    Array.from({ length: 20 }, (_, i) =>
-      t.rt.vfs.write(goalId, 'shared.md', `content of writer ${i}`, meta(`w-${i}`, { step: 2, expectedVersion: 1 })),
-    ),
-  );
-  const won = results.flatMap((r, i) => (r.status === 'fulfilled' ? [{ i, e: r.value }] : []));
-  const lost = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
-  assert.equal(won.length, 1, 'exactly one writer wins');
-  assert.equal(lost.length, 19);
-  for (const r of lost) {
-    assert.ok(r.reason instanceof VersionConflictError, `expected VersionConflictError, got ${r.reason}`);
-    assert.match(r.reason.message, /shared\.md is at version 2, expected 1/);
-  }
-  assert.equal(won[0]!.e.version, 2);
-  // The winner's content is what is stored: no loser overwrote it afterwards.
-  assert.equal(await t.rt.vfs.read(goalId, 'shared.md'), `content of writer ${won[0]!.i}`);
-  assert.equal((await t.rt.vfs.stat(goalId, 'shared.md'))!.version, 2);
-});
+test(
+  '20 concurrent writers with the same expectedVersion: ' + 'exactly one wins, the others get VersionConflictError',
+  async () => {
+    const goalId = await t.newGoal();
+    await t.rt.vfs.write(goalId, 'shared.md', 'base', meta('w-base'));
+    const results = await Promise.allSettled(
+      Array.from({ length: 20 }, (_, i) =>
+        t.rt.vfs.write(goalId, 'shared.md', `content of writer ${i}`, meta(`w-${i}`, { step: 2, expectedVersion: 1 })),
+      ),
+    );
+    const won = results.flatMap((r, i) => (r.status === 'fulfilled' ? [{ i, e: r.value }] : []));
+    const lost = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+    assert.equal(won.length, 1, 'exactly one writer wins');
+    assert.equal(lost.length, 19);
+    for (const r of lost) {
+      assert.ok(r.reason instanceof VersionConflictError, `expected VersionConflictError, got ${r.reason}`);
+      assert.match(r.reason.message, /shared\.md is at version 2, expected 1/);
+    }
+    assert.equal(won[0]!.e.version, 2);
+    // The winner's content is what is stored: no loser overwrote it afterwards.
+    assert.equal(await t.rt.vfs.read(goalId, 'shared.md'), `content of writer ${won[0]!.i}`);
+    assert.equal((await t.rt.vfs.stat(goalId, 'shared.md'))!.version, 2);
+  },
+);
 
 test('20 concurrent creators of a new name (expectedVersion 0): exactly one wins', async () => {
   const goalId = await t.newGoal();
@@ -140,23 +143,27 @@ test('concurrent spilled writers: one wins and the losers leave no blob behind',
   assert.equal(readdirSync(t.blobDirOf(goalId)).length, 1, "only the winner's blob remains");
 });
 
-test('concurrent writers without expectedVersion are serialized by version: every write counts, none is lost silently', async () => {
-  const goalId = await t.newGoal();
-  await t.rt.vfs.write(goalId, 'log.md', 'start', meta('w-start'));
-  const entries = await Promise.all(
-    Array.from({ length: 20 }, (_, i) => t.rt.vfs.write(goalId, 'log.md', `entry ${i}`, meta(`u-${i}`))),
-  );
-  const versions = entries.map((e) => e.version).sort((a, b) => a - b);
-  assert.deepEqual(
-    versions,
-    Array.from({ length: 20 }, (_, i) => i + 2),
-    'each write got its own version',
-  );
-  const last = entries.find((e) => e.version === 21)!;
-  const final = (await t.rt.vfs.stat(goalId, 'log.md'))!;
-  assert.equal(final.version, 21);
-  assert.equal(final.writer, last.writer, "the stored content is the highest version's");
-});
+test(
+  'concurrent writers without expectedVersion are serialized by version: ' +
+    'every write counts, none is lost silently',
+  async () => {
+    const goalId = await t.newGoal();
+    await t.rt.vfs.write(goalId, 'log.md', 'start', meta('w-start'));
+    const entries = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => t.rt.vfs.write(goalId, 'log.md', `entry ${i}`, meta(`u-${i}`))),
+    );
+    const versions = entries.map((e) => e.version).sort((a, b) => a - b);
+    assert.deepEqual(
+      versions,
+      Array.from({ length: 20 }, (_, i) => i + 2),
+      'each write got its own version',
+    );
+    const last = entries.find((e) => e.version === 21)!;
+    const final = (await t.rt.vfs.stat(goalId, 'log.md'))!;
+    assert.equal(final.version, 21);
+    assert.equal(final.writer, last.writer, "the stored content is the highest version's");
+  },
+);
 
 test('a writer whose expectedVersion is stale is refused, and the stored artifact is untouched', async () => {
   const goalId = await t.newGoal();
@@ -174,36 +181,40 @@ test('a writer whose expectedVersion is stale is refused, and the stored artifac
   assert.equal(await t.rt.vfs.stat(goalId, 'missing.md'), null);
 });
 
-test('max files per goal: a new name past the limit is refused with a clear error; overwrites and other goals are not', async () => {
-  const small = vfsRuntime(redis.url, { DEEPQ_MAX_FILES_PER_GOAL: '3', DEEPQ_SPILL_BYTES: '10' });
-  try {
-    const goalId = await small.newGoal();
-    for (const n of ['a.md', 'b.md', 'c.md']) await small.rt.vfs.write(goalId, n, n, meta(`w-${n}`));
-    for (const content of ['d', 'd'.repeat(20) /* spilled */]) {
-      await assert.rejects(
-        small.rt.vfs.write(goalId, 'd.md', content, meta('w-d')),
-        (err: Error) => err instanceof VfsLimitError && /already has 3 files \(max 3\)/.test(err.message),
+test(
+  'max files per goal: a new name past the limit is refused with a clear error; ' +
+    'overwrites and other goals are not',
+  async () => {
+    const small = vfsRuntime(redis.url, { DEEPQ_MAX_FILES_PER_GOAL: '3', DEEPQ_SPILL_BYTES: '10' });
+    try {
+      const goalId = await small.newGoal();
+      for (const n of ['a.md', 'b.md', 'c.md']) await small.rt.vfs.write(goalId, n, n, meta(`w-${n}`));
+      for (const content of ['d', 'd'.repeat(20) /* spilled */]) {
+        await assert.rejects(
+          small.rt.vfs.write(goalId, 'd.md', content, meta('w-d')),
+          (err: Error) => err instanceof VfsLimitError && /already has 3 files \(max 3\)/.test(err.message),
+        );
+      }
+      assert.equal(await small.rt.vfs.stat(goalId, 'd.md'), null);
+      assert.deepEqual(
+        existsSync(small.blobDirOf(goalId)) ? readdirSync(small.blobDirOf(goalId)) : [],
+        [],
+        'the refused spilled write left a blob',
       );
+      // Overwriting an existing name adds no file.
+      await small.rt.vfs.write(goalId, 'a.md', 'a2', meta('w-a2'));
+      // The limit is per goal.
+      const other = await small.newGoal();
+      await small.rt.vfs.write(other, 'd.md', 'd', meta('w-d'));
+      // Tombstones do not count: once a file is evicted there is room again.
+      await small.rt.vfs.evict(goalId, 1 + small.rt.cfg.vfs.evictDoneAfterSteps + 1);
+      await small.rt.vfs.write(goalId, 'd.md', 'd', meta('w-d', { step: 5 }));
+      assert.equal((await small.rt.vfs.stat(goalId, 'd.md'))!.status, 'done');
+    } finally {
+      await small.close();
     }
-    assert.equal(await small.rt.vfs.stat(goalId, 'd.md'), null);
-    assert.deepEqual(
-      existsSync(small.blobDirOf(goalId)) ? readdirSync(small.blobDirOf(goalId)) : [],
-      [],
-      'the refused spilled write left a blob',
-    );
-    // Overwriting an existing name adds no file.
-    await small.rt.vfs.write(goalId, 'a.md', 'a2', meta('w-a2'));
-    // The limit is per goal.
-    const other = await small.newGoal();
-    await small.rt.vfs.write(other, 'd.md', 'd', meta('w-d'));
-    // Tombstones do not count: once a file is evicted there is room again.
-    await small.rt.vfs.evict(goalId, 1 + small.rt.cfg.vfs.evictDoneAfterSteps + 1);
-    await small.rt.vfs.write(goalId, 'd.md', 'd', meta('w-d', { step: 5 }));
-    assert.equal((await small.rt.vfs.stat(goalId, 'd.md'))!.status, 'done');
-  } finally {
-    await small.close();
-  }
-});
+  },
+);
 
 test('max artifact size: one byte over is refused with a clear error and nothing is stored', async () => {
   const small = vfsRuntime(redis.url, { DEEPQ_MAX_ARTIFACT_BYTES: '1000', DEEPQ_SPILL_BYTES: '100' });
