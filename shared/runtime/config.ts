@@ -1,7 +1,7 @@
 // One config, validated by zod: defaults < config file (DEEPQ_CONFIG, JSON or YAML) < env.
 // A bad value stops the process at start with the field's path in the message.
 import { readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { homedir } from 'node:os';
 import { join } from 'node:path';
 import YAML from 'yaml';
 import { z } from 'zod';
@@ -53,7 +53,12 @@ export const ConfigSchema = z
     budgets: BudgetsSchema.default({}),
     vfs: z
       .object({
-        blobDir: z.string().min(1).default(join(tmpdir(), 'deepq-blobs')),
+        /** Private by default: under the user's own state dir, never a shared temp path. */
+        blobDir: z.string().min(1).default(defaultBlobDir()),
+        /** The assembled subagent task (instruction plus read_files) stays under this many chars. */
+        taskMaxChars: z.number().int().min(1000).default(200_000),
+        /** A blob no entry references is removed by the sweep once it is this old. */
+        orphanBlobGraceSeconds: z.number().int().positive().default(3600),
         spillBytes: z
           .number()
           .int()
@@ -74,6 +79,15 @@ export const ConfigSchema = z
       .prefault({}),
     retentionSeconds: z.number().int().positive().default(86_400),
     sweepIntervalSeconds: z.number().int().positive().default(60),
+    /** How often the reconciler looks for goals whose next job is missing, and how long it waits. */
+    reconcileIntervalSeconds: z.number().int().positive().default(30),
+    reconcileGraceSeconds: z.number().int().positive().default(60),
+    /** A goal awaiting a human longer than this ends `cancelled` with the reason (keys never expire under it). */
+    awaitingRetentionSeconds: z
+      .number()
+      .int()
+      .positive()
+      .default(30 * 86_400),
     /** Backstop EXPIRE on every goal key, refreshed on activity. */
     goalKeyTtlSeconds: z
       .number()
@@ -103,6 +117,8 @@ export const ConfigSchema = z
       })
       .prefault({}),
     metricsPort: z.number().int().min(0).max(65535).default(0),
+    /** The ops server's bind address: loopback unless set (compose and k8s set 0.0.0.0). */
+    metricsHost: z.string().min(1).default('127.0.0.1'),
     logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     // Estimated USD per million tokens, for `deepq status` / `deepq goals`; set your own in config.
     prices: z.record(z.string(), PriceSchema).default({
@@ -119,6 +135,15 @@ export type Config = z.infer<typeof ConfigSchema> & {
   /** Set when the provider was chosen by default rather than asked for. */
   providerNotice?: string;
 };
+
+/**
+ * `$XDG_STATE_HOME/deepq/blobs` (else `~/.local/state/deepq/blobs`): a directory of the user's
+ * own, not a predictable path under the shared temp dir that any local user could read or plant.
+ */
+export function defaultBlobDir(env: NodeJS.ProcessEnv = process.env): string {
+  const state = env.XDG_STATE_HOME || join(homedir(), '.local', 'state');
+  return join(state, 'deepq', 'blobs');
+}
 
 /** Env var → config path, and how to parse it. */
 const ENV_MAP: Record<string, { path: string[]; kind: 'string' | 'int' | 'number' }> = {
@@ -145,6 +170,11 @@ const ENV_MAP: Record<string, { path: string[]; kind: 'string' | 'int' | 'number
   DEEPQ_TRANSCRIPTS_PER_GOAL: { path: ['transcriptsPerGoal'], kind: 'int' },
   DEEPQ_RETENTION_SECONDS: { path: ['retentionSeconds'], kind: 'int' },
   DEEPQ_SWEEP_INTERVAL_SECONDS: { path: ['sweepIntervalSeconds'], kind: 'int' },
+  DEEPQ_RECONCILE_INTERVAL_SECONDS: { path: ['reconcileIntervalSeconds'], kind: 'int' },
+  DEEPQ_RECONCILE_GRACE_SECONDS: { path: ['reconcileGraceSeconds'], kind: 'int' },
+  DEEPQ_AWAITING_RETENTION_SECONDS: { path: ['awaitingRetentionSeconds'], kind: 'int' },
+  DEEPQ_TASK_MAX_CHARS: { path: ['vfs', 'taskMaxChars'], kind: 'int' },
+  DEEPQ_ORPHAN_BLOB_GRACE_SECONDS: { path: ['vfs', 'orphanBlobGraceSeconds'], kind: 'int' },
   DEEPQ_GOAL_KEY_TTL_SECONDS: { path: ['goalKeyTtlSeconds'], kind: 'int' },
   DEEPQ_CONCURRENCY: { path: ['concurrency'], kind: 'int' },
   DEEPQ_DRAIN_TIMEOUT_MS: { path: ['drainTimeoutMs'], kind: 'int' },
@@ -158,6 +188,7 @@ const ENV_MAP: Record<string, { path: string[]; kind: 'string' | 'int' | 'number
   DEEPQ_MAX_STEPS: { path: ['budgets', 'maxSteps'], kind: 'int' },
   DEEPQ_MAX_SECONDS: { path: ['budgets', 'maxSeconds'], kind: 'number' },
   METRICS_PORT: { path: ['metricsPort'], kind: 'int' },
+  METRICS_HOST: { path: ['metricsHost'], kind: 'string' },
   LOG_LEVEL: { path: ['logLevel'], kind: 'string' },
 };
 export const CONFIG_ENV_VARS = ['DEEPQ_CONFIG', ...Object.keys(ENV_MAP)];
