@@ -84,8 +84,11 @@ export class GoalClient {
     const req = parseOrThrow(GoalRequestSchema, input, 'goal request');
     const goalId = newGoalId();
     const budgets = { ...this.cfg.budgets, ...stripUndefined(req.budgets) };
+    // Two steps: a death between them leaves a queued goal without its plan job, which the
+    // reconciler (in the reflector) adds after its grace period.
     await this.goals.create(goalId, req.goal, budgets, req.review);
     await this.queues.addPlan({ goalId, step: 1 });
+    if (budgets.maxSeconds !== undefined) await this.queues.addDeadline(goalId, budgets.maxSeconds * 1000 + 50);
     return goalId;
   }
 
@@ -152,7 +155,7 @@ export class GoalClient {
     await this.redis.publish(this.goals.keys.cancelChannel(), goalId);
     const step = Math.max(g.step, g.planStep, 1);
     for (let s = Math.max(1, step - 1); s <= step + 1; s++) {
-      await this.removeJob(PLAN_QUEUE, planJobId(goalId, s));
+      await this.removeJob(PLAN_QUEUE, planJobId(goalId, s, g.resumes));
       await this.removeJob(REFLECT_QUEUE, reflectJobId(goalId, s));
       for (const role of this.cfg.roles)
         for (let i = 0; i < 5; i++) await this.removeJob(subagentQueueName(role.name), subtaskJobId(goalId, s, i));
@@ -180,14 +183,26 @@ export class GoalClient {
       throw new ValidationError(`goal ${goalId} is ${g.status}, not awaiting_human: nothing to resume`);
     const decision = g.reflection?.decision;
     if (!note && g.pausedFor === 'review' && decision === 'end') {
-      if (!(await this.lifecycle.approveEnd(goalId, g.step))) throw changedWhileResuming(goalId);
+      if (!(await this.lifecycle.approveEnd(goalId, g.step))) throw await this.changedWhileResuming(goalId);
       return { status: 'done', action: 'end' };
     }
     const action = note ? 'replan with note' : g.pausedFor === 'review' ? (decision ?? 'continue') : 'replan';
-    if (!(await this.lifecycle.resume(goalId, g.step, action, note))) throw changedWhileResuming(goalId);
-    const resumes = await this.redis.hincrby(this.goals.keys.goal(goalId), 'resumes', 1);
+    // The resume count (the next plan job's id suffix) moves with the status, atomically; a
+    // death before the plan job is added is repaired by the reconciler from that count.
+    const resumes = g.resumes + 1;
+    if (!(await this.lifecycle.resume(goalId, g.step, action, resumes, note))) {
+      throw await this.changedWhileResuming(goalId);
+    }
     await this.queues.addPlan({ goalId, step: g.step + 1 }, resumes);
     return { status: 'queued', action };
+  }
+
+  /** What really happened: the goal moved (cancelled, say) while this resume ran. */
+  private async changedWhileResuming(goalId: string): Promise<ValidationError> {
+    const now = await this.goals.get(goalId);
+    return new ValidationError(
+      `goal ${goalId} is ${now?.status ?? 'gone'} now (it changed while resuming): not resumed`,
+    );
   }
 
   async list(status?: string) {
@@ -206,10 +221,6 @@ export class GoalClient {
   async close(): Promise<void> {
     await this.state.close();
   }
-}
-
-function changedWhileResuming(goalId: string): ValidationError {
-  return new ValidationError(`goal ${goalId} changed state while resuming; try again`);
 }
 
 function stripUndefined<T extends object>(o: T): Partial<T> {

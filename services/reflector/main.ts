@@ -1,13 +1,13 @@
-// The reflector service: consumes `reflect` (one job per finished cycle) and hosts the TTL
-// sweep's job scheduler. Wiring only.
+// The reflector service: consumes `reflect` (one job per finished cycle) and hosts the
+// maintenance queue (TTL sweep, reconciler, time-budget deadlines). Wiring only.
 
 import { failGoalOnFinalFailure } from '../../shared/goal/final-failure.ts';
 import type { Config } from '../../shared/runtime/config.ts';
 import { MAINTENANCE_QUEUE, REFLECT_QUEUE } from '../../shared/runtime/queues.ts';
 import { createRuntime } from '../../shared/runtime/runtime.ts';
 import { startService, stopOnSignals } from '../../shared/runtime/service.ts';
+import { maintenanceHandler, scheduleMaintenance } from './maintenance.ts';
 import { processReflectJob } from './reflect-job.ts';
-import { scheduleSweep, sweep } from './sweep.ts';
 
 export async function main(cfg: Config, opts: { concurrency: number }) {
   const rt = createRuntime(cfg, 'reflector');
@@ -20,9 +20,11 @@ export async function main(cfg: Config, opts: { concurrency: number }) {
     concurrency: opts.concurrency,
     handler: (job, signal) => processReflectJob(rt, job, signal),
     onFinalFailure: failGoalOnFinalFailure(rt, 'reflection'),
-    sideQueues: [{ queueName: MAINTENANCE_QUEUE, role: 'sweeper', concurrency: 1, handler: () => sweep(rt) }],
+    sideQueues: [
+      { queueName: MAINTENANCE_QUEUE, role: 'maintenance', concurrency: 1, handler: maintenanceHandler(rt) },
+    ],
     reportQueues: rt.queues.allNames(),
-    onStart: () => scheduleSweep(rt),
+    onStart: () => scheduleMaintenance(rt),
   });
   stopOnSignals(svc, rt.logger);
   return svc;

@@ -1,11 +1,20 @@
 // The TTL sweep (P51): finished goals older than the retention lose every key and blob;
-// keys and blobs of goals that no longer exist go too. Runs as a BullMQ job scheduler.
+// keys and blobs of goals that no longer exist go too; and a live goal's blobs that no entry
+// points to (a write whose script failed after its blob was stored, the leftover of a write
+// that died) go once they are older than `vfs.orphanBlobGraceSeconds`. Runs as a BullMQ job
+// scheduler.
 //
-// Cost is linear in the keyspace: one SCAN pass finds every goal id, the statuses are read in
-// pipelined batches, and a second SCAN pass unlinks the doomed goals' keys (a SCAN per goal
-// would make the sweep quadratic). Terminal statuses are final (lua/goalTransition.lua never
-// leaves one), so a goal judged expired cannot come back to life between the passes.
+// Cost is linear in the keyspace: one SCAN pass finds every goal id, the statuses and the
+// live goals' file indexes are read in pipelined batches, and a second SCAN pass unlinks the
+// doomed goals' keys (a SCAN per goal would make the sweep quadratic). Terminal statuses are
+// final (lua/goalTransition.lua never leaves one), so a goal judged expired cannot come back
+// to life between the passes.
+//
+// Only goal ids are ever judged: an index member, the id part of a key or a blob directory
+// name that is not a goal id (`<goalId>:files`, say) is ignored, never swept, so no name can
+// make the sweep touch another goal's keys.
 
+import { isGoalId } from '../../shared/goal/ids.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
 import { MAINTENANCE_QUEUE, SWEEP_SCHEDULER_ID } from '../../shared/runtime/queues.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
@@ -14,32 +23,56 @@ export interface SweepReport {
   expired: number;
   orphans: number;
   keysDeleted: number;
+  /** Blob files of live goals that no entry references (and write leftovers), past the grace. */
+  orphanBlobs: number;
 }
 
 const BATCH = 500;
 
 export async function sweep(rt: Runtime, now = Date.now()): Promise<SweepReport> {
-  const report: SweepReport = { expired: 0, orphans: 0, keysDeleted: 0 };
-  const keys = rt.goals.keys;
-  const cutoff = now - rt.cfg.retentionSeconds * 1000;
+  const report: SweepReport = { expired: 0, orphans: 0, keysDeleted: 0, orphanBlobs: 0 };
+  const { ids, blobGoals } = await collectGoalIds(rt);
+  const doomed = await judge(rt, ids, now, report);
+  const live = ids.filter((id) => !doomed.has(id));
+  const referenced = await readLiveIndexes(rt, live, new Set(blobGoals));
+  report.orphanBlobs = await pruneOrphanBlobs(rt, referenced, now - rt.cfg.vfs.orphanBlobGraceSeconds * 1000);
+  if (doomed.size > 0) await removeGoals(rt, doomed, report);
+
+  for (const [reason, n] of [
+    ['retention', report.expired],
+    ['orphan', report.orphans],
+  ] as const)
+    if (n) rt.metrics.sweptGoals.inc({ reason }, n);
+  return report;
+}
+
+/** The goal's id from one of its keys, or '' when the id part is not a goal id. */
+function idOfKey(rt: Runtime, key: string): string {
   const goalPrefix = `${rt.cfg.prefix}:goal:`;
-  const idOf = (key: string) => key.slice(goalPrefix.length).split(':')[0]!;
+  if (!key.startsWith(goalPrefix)) return '';
+  const id = key.slice(goalPrefix.length).split(':')[0]!;
+  return isGoalId(id) ? id : '';
+}
 
-  // Pass 1: every goal id anyone knows of: the index, the keyspace, the blob store.
-  const ids = new Set(await rt.redis.zrange(keys.goalsIndex(), '0', '-1'));
-  for await (const batch of rt.redis.scanStream({ match: `${goalPrefix}*`, count: 1000 })) {
-    for (const key of batch as string[]) ids.add(idOf(key));
+/** Pass 1: every goal id anyone knows of: the index, the keyspace, the blob store. */
+async function collectGoalIds(rt: Runtime): Promise<{ ids: string[]; blobGoals: string[] }> {
+  const ids = new Set(await rt.redis.zrange(rt.goals.keys.goalsIndex(), '0', '-1'));
+  for await (const batch of rt.redis.scanStream({ match: `${rt.cfg.prefix}:goal:*`, count: 1000 })) {
+    for (const key of batch as string[]) ids.add(idOfKey(rt, key));
   }
-  for (const goalId of await rt.vfs.blobs.listGoals()) ids.add(goalId);
-  ids.delete('');
+  const blobGoals = (await rt.vfs.blobs.listGoals()).filter(isGoalId);
+  for (const goalId of blobGoals) ids.add(goalId);
+  return { ids: [...ids].filter(isGoalId), blobGoals };
+}
 
-  // Which of them go: finished before the cutoff, or with no goal hash at all.
+/** Which goals go: finished before the cutoff, or with no goal hash at all. */
+async function judge(rt: Runtime, ids: string[], now: number, report: SweepReport): Promise<Set<string>> {
+  const cutoff = now - rt.cfg.retentionSeconds * 1000;
   const doomed = new Set<string>();
-  const all = [...ids];
-  for (let i = 0; i < all.length; i += BATCH) {
-    const chunk = all.slice(i, i + BATCH);
+  for (let i = 0; i < ids.length; i += BATCH) {
+    const chunk = ids.slice(i, i + BATCH);
     const p = rt.redis.pipeline();
-    for (const goalId of chunk) p.hmget(keys.goal(goalId), 'status', 'finishedAt');
+    for (const goalId of chunk) p.hmget(rt.goals.keys.goal(goalId), 'status', 'finishedAt');
     const res = (await p.exec()) ?? [];
     chunk.forEach((goalId, j) => {
       const [err, value] = res[j] ?? [null, null];
@@ -54,54 +87,77 @@ export async function sweep(rt: Runtime, now = Date.now()): Promise<SweepReport>
       }
     });
   }
-  await measureLiveBytes(
-    rt,
-    all.filter((id) => !doomed.has(id)),
-  );
-  if (doomed.size === 0) return report;
+  return doomed;
+}
 
-  // Pass 2: unlink the doomed goals' keys (transcripts included), then their index entries
-  // and blobs. UNLINK frees big hashes off the main thread.
+/**
+ * Reads the file index of every goal that stays, once: sets deepq_vfs_bytes from the live
+ * entries (tombstones are 0) and returns, for the goals that have a blob directory, the blob
+ * refs their entries point to.
+ */
+async function readLiveIndexes(
+  rt: Runtime,
+  goalIds: string[],
+  withBlobs: ReadonlySet<string>,
+): Promise<Map<string, Set<string>>> {
+  let inline = 0;
+  let spilled = 0;
+  const refs = new Map<string, Set<string>>();
+  for (let i = 0; i < goalIds.length; i += BATCH) {
+    const chunk = goalIds.slice(i, i + BATCH);
+    const p = rt.redis.pipeline();
+    for (const goalId of chunk) p.hvals(rt.goals.keys.files(goalId));
+    const res = (await p.exec()) ?? [];
+    chunk.forEach((goalId, j) => {
+      const [err, values] = res[j] ?? [null, []];
+      if (err) throw err;
+      const kept = withBlobs.has(goalId) ? new Set<string>() : undefined;
+      if (kept) refs.set(goalId, kept);
+      for (const raw of values as string[]) {
+        const e = JSON.parse(raw) as { status?: string; bytes?: number; blobRef?: string };
+        // A tombstone keeps no pointer, but a ref is a ref: never remove what an entry names.
+        if (e.blobRef) kept?.add(e.blobRef);
+        if (e.status === 'evicted') continue;
+        if (e.blobRef) spilled += e.bytes ?? 0;
+        else inline += e.bytes ?? 0;
+      }
+    });
+  }
+  rt.metrics.vfsBytes.set({ storage: 'inline' }, inline);
+  rt.metrics.vfsBytes.set({ storage: 'spilled' }, spilled);
+  return refs;
+}
+
+/**
+ * The live goals' blobs that no entry references, and write leftovers, older than the grace.
+ * The indexes were read before the directories are listed, and a write stores its blob before
+ * its entry: a blob that is unreferenced and older than the grace was never claimed in time.
+ */
+async function pruneOrphanBlobs(rt: Runtime, referenced: Map<string, Set<string>>, olderThan: number): Promise<number> {
+  let removed = 0;
+  for (const [goalId, keep] of referenced) removed += await rt.vfs.blobs.pruneGoal(goalId, keep, olderThan);
+  return removed;
+}
+
+/**
+ * Pass 2: unlink the doomed goals' keys (transcripts included), then their index entries and
+ * blobs. UNLINK frees big hashes off the main thread. A key is unlinked only when its id part
+ * is a doomed goal id.
+ */
+async function removeGoals(rt: Runtime, doomed: Set<string>, report: SweepReport): Promise<void> {
+  const keys = rt.goals.keys;
   const unlink = async (batch: string[]) => {
     if (batch.length) report.keysDeleted += await rt.redis.unlink(...batch);
   };
   const fixed = [...doomed].flatMap((goalId) => keys.goalKeys(goalId));
   for (let i = 0; i < fixed.length; i += BATCH) await unlink(fixed.slice(i, i + BATCH));
   const fixedSet = new Set(fixed);
-  for await (const batch of rt.redis.scanStream({ match: `${goalPrefix}*`, count: 1000 })) {
-    await unlink((batch as string[]).filter((key) => doomed.has(idOf(key)) && !fixedSet.has(key)));
+  for await (const batch of rt.redis.scanStream({ match: `${rt.cfg.prefix}:goal:*`, count: 1000 })) {
+    await unlink((batch as string[]).filter((key) => doomed.has(idOfKey(rt, key)) && !fixedSet.has(key)));
   }
   const gone = [...doomed];
   for (let i = 0; i < gone.length; i += BATCH) await rt.redis.zrem(keys.goalsIndex(), ...gone.slice(i, i + BATCH));
   for (const goalId of gone) await rt.vfs.blobs.deleteGoal(goalId);
-
-  for (const [reason, n] of [
-    ['retention', report.expired],
-    ['orphan', report.orphans],
-  ] as const)
-    if (n) rt.metrics.sweptGoals.inc({ reason }, n);
-  return report;
-}
-
-/** Sets deepq_vfs_bytes from the live entries of the goals that stay (tombstones are 0). */
-async function measureLiveBytes(rt: Runtime, goalIds: string[]): Promise<void> {
-  let inline = 0;
-  let spilled = 0;
-  for (let i = 0; i < goalIds.length; i += BATCH) {
-    const p = rt.redis.pipeline();
-    for (const goalId of goalIds.slice(i, i + BATCH)) p.hvals(rt.goals.keys.files(goalId));
-    for (const [err, values] of (await p.exec()) ?? []) {
-      if (err) throw err;
-      for (const raw of values as string[]) {
-        const e = JSON.parse(raw) as { status?: string; bytes?: number; blobRef?: string };
-        if (e.status === 'evicted') continue;
-        if (e.blobRef) spilled += e.bytes ?? 0;
-        else inline += e.bytes ?? 0;
-      }
-    }
-  }
-  rt.metrics.vfsBytes.set({ storage: 'inline' }, inline);
-  rt.metrics.vfsBytes.set({ storage: 'spilled' }, spilled);
 }
 
 /** The reflector hosts the schedule; upsert is idempotent across replicas. */

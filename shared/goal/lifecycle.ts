@@ -15,9 +15,13 @@
 //   fail              any non-terminal (or set)  failed           finished
 //   exceedBudget      any non-terminal           budget_exceeded  finished
 //   cancel            any non-terminal           cancelled        finished
+//   abandon           awaiting_human             cancelled        finished
 //
 // Terminal statuses (done, failed, cancelled, budget_exceeded) are final: the script refuses
-// to leave them. A refused transition returns false and changes nothing.
+// to leave them. A refused transition returns false and changes nothing. Every call carries a
+// fresh operation id: when its reply is lost and ioredis sends it again, the replay returns
+// true instead of "refused". A goal awaiting a human keeps its keys; other moves refresh the TTL.
+import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { runScript } from '../runtime/scripts.ts';
 import { type PausedFor, type SubtaskOutcomeRef, subtaskRefs, type TimelineEventBody } from './events.ts';
@@ -35,6 +39,8 @@ export interface GoalFields {
   note?: string;
   reason?: string;
   pausedFor?: PausedFor | '';
+  /** How many times a human resumed the goal (the next plan job's id suffix). */
+  resumes?: number;
 }
 
 interface Move {
@@ -126,11 +132,11 @@ export class GoalLifecycle {
     });
   }
 
-  resume(goalId: string, step: number, action: string, note?: string): Promise<boolean> {
+  resume(goalId: string, step: number, action: string, resumes: number, note?: string): Promise<boolean> {
     return this.move(goalId, {
       from: ['awaiting_human'],
       to: 'queued',
-      fields: { pausedFor: '', note: note ?? '', reason: '' },
+      fields: { pausedFor: '', note: note ?? '', reason: '', resumes },
       events: [{ type: 'resumed', step, action, ...(note ? { note: note.slice(0, 500) } : {}) }],
     });
   }
@@ -160,6 +166,11 @@ export class GoalLifecycle {
     return this.finish(goalId, 'cancelled', 'cancelled by user', step);
   }
 
+  /** Nobody decided within the awaiting retention: the goal ends instead of expiring. */
+  abandon(goalId: string, reason: string, step: number): Promise<boolean> {
+    return this.finish(goalId, 'cancelled', reason, step, ['awaiting_human']);
+  }
+
   private finish(
     goalId: string,
     status: Exclude<TerminalStatus, 'done'>,
@@ -173,20 +184,18 @@ export class GoalLifecycle {
 
   private async move(goalId: string, m: Move, now = Date.now()): Promise<boolean> {
     const events = (m.events ?? []).map((e) => JSON.stringify({ ...e, at: now })).join('\n');
-    const prev = await runScript(
-      this.redis,
-      'goalTransition',
-      [this.keys.goal(goalId), this.keys.events(goalId)],
-      [
-        m.from?.join(',') || '*',
-        m.to ?? '',
-        now,
-        JSON.stringify(encodeFields(m.fields ?? {})),
-        events,
-        this.opts.eventsMaxLen,
-        this.opts.keyTtlSeconds,
-      ],
-    );
+    const keys = [this.keys.goal(goalId), this.keys.events(goalId), this.keys.files(goalId), this.keys.content(goalId)];
+    const prev = await runScript(this.redis, 'goalTransition', keys, [
+      m.from?.join(',') || '*',
+      m.to ?? '',
+      now,
+      JSON.stringify(encodeFields(m.fields ?? {})),
+      events,
+      this.opts.eventsMaxLen,
+      this.opts.keyTtlSeconds,
+      // Unique per call: a re-send of this very call (lost reply) is recognised as a replay.
+      randomBytes(8).toString('hex'),
+    ]);
     const moved = prev !== null && prev !== false;
     if (moved && m.to && m.to !== prev) this.opts.onStatus?.(m.to);
     return moved;

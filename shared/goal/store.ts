@@ -28,6 +28,8 @@ export interface GoalRecord {
   reflection: (Reflection & { step: number }) | null;
   note: string | null;
   pausedFor: 'review' | 'escalation' | null;
+  /** How many times a human resumed it: the plan job id's attempt suffix. */
+  resumes: number;
   tokens: Usage;
   /** Per `<role>|<model>`, each kind. */
   usage: Record<string, Usage>;
@@ -169,6 +171,7 @@ function parseGoal(goalId: string, h: Record<string, string>): GoalRecord {
     reflection: json<Reflection & { step: number }>(h.reflection),
     note: h.note || null,
     pausedFor: (h.pausedFor as GoalRecord['pausedFor']) || null,
+    resumes: Number(h.resumes ?? 0),
     tokens,
     usage,
   };

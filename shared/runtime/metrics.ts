@@ -74,6 +74,12 @@ export class Metrics {
     labelNames: ['reason'],
     registers: [this.registry],
   });
+  readonly reconciled = new Counter({
+    name: 'deepq_reconciled_total',
+    help: 'Goals whose missing next job the reconciler added again, by the status they were in',
+    labelNames: ['from_status'],
+    registers: [this.registry],
+  });
   readonly sweptGoals = new Counter({
     name: 'deepq_swept_goals_total',
     help: 'Goals removed by the TTL sweep',

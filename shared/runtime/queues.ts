@@ -8,6 +8,9 @@ export const PLAN_QUEUE = 'plan';
 export const REFLECT_QUEUE = 'reflect';
 export const MAINTENANCE_QUEUE = 'maintenance';
 export const SWEEP_SCHEDULER_ID = 'ttl-sweep';
+export const RECONCILE_SCHEDULER_ID = 'reconcile';
+/** Maintenance job names: the reflector's maintenance worker routes on them. */
+export const MAINTENANCE_JOBS = { sweep: 'sweep', reconcile: 'reconcile', deadline: 'deadline' } as const;
 
 export function subagentQueueName(role: string): string {
   return `subagent-${role}`;
@@ -23,6 +26,10 @@ export function planJobId(goalId: string, step: number, attempt = 0): string {
 }
 export function reflectJobId(goalId: string, step: number): string {
   return `${goalId}:${step}:reflect`;
+}
+/** One deadline job per goal with a time budget: it ends the goal mid-cycle. */
+export function deadlineJobId(goalId: string): string {
+  return `deadline-${goalId}`; // no colon: BullMQ refuses it in the id of a delayed job
 }
 
 export function baseJobOptions(cfg: Config): JobsOptions {
@@ -63,6 +70,17 @@ export class Queues {
       this.flowProducer.on('error', () => {});
     }
     return this.flowProducer;
+  }
+
+  /** At the time budget's end, the reflector's maintenance worker checks the goal. */
+  async addDeadline(goalId: string, delayMs: number): Promise<void> {
+    const opts = {
+      jobId: deadlineJobId(goalId),
+      delay: Math.max(0, delayMs),
+      removeOnComplete: true,
+      removeOnFail: 100,
+    };
+    await this.get(MAINTENANCE_QUEUE).add(MAINTENANCE_JOBS.deadline, { goalId }, opts);
   }
 
   async addPlan(data: PlanJob, attempt = 0): Promise<void> {

@@ -1,0 +1,26 @@
+// The time budget, enforced mid-cycle: each goal with `maxSeconds` has one delayed job that
+// fires when the budget runs out. If the goal is still working, it ends `budget_exceeded` and
+// its running jobs are aborted everywhere through the cancel channel (as `deepq cancel` does).
+// A goal awaiting a human is left alone: the planner checks the budget when it is resumed.
+import { budgetProblem } from '../../shared/goal/budgets.ts';
+import { isTerminal } from '../../shared/goal/status.ts';
+import type { Runtime } from '../../shared/runtime/runtime.ts';
+
+/** Fired this much after the budget's end, so the elapsed time is past it, not at it. */
+export const DEADLINE_MARGIN_MS = 50;
+
+export async function enforceDeadline(rt: Runtime, goalId: string, now = Date.now()): Promise<string> {
+  const goal = await rt.goals.get(goalId);
+  if (!goal || isTerminal(goal.status) || goal.status === 'awaiting_human') return `skipped: ${goal?.status ?? 'gone'}`;
+  const over = budgetProblem(goal, { now });
+  if (!over) {
+    // Early (a clock skew between hosts): look again when the budget really runs out.
+    const left = goal.createdAt + (goal.budgets.maxSeconds ?? 0) * 1000 - now;
+    return `not yet: ${Math.max(0, left)} ms left`;
+  }
+  if (await rt.lifecycle.exceedBudget(goalId, over, goal.step)) {
+    await rt.redis.publish(rt.goals.keys.cancelChannel(), goalId);
+    rt.logger.info({ goalId, reason: over }, 'time budget ran out mid-cycle: goal ended');
+  }
+  return over;
+}

@@ -1,0 +1,37 @@
+// The reflector's maintenance queue: the TTL sweep and the reconciler (job schedulers, one
+// run at a time fleet-wide per schedule) and the per-goal deadline jobs, routed by job name.
+import type { Job } from 'bullmq';
+import { MAINTENANCE_JOBS, MAINTENANCE_QUEUE, RECONCILE_SCHEDULER_ID } from '../../shared/runtime/queues.ts';
+import type { Runtime } from '../../shared/runtime/runtime.ts';
+import { enforceDeadline } from './deadline.ts';
+import { reconcile } from './reconcile.ts';
+import { scheduleSweep, sweep } from './sweep.ts';
+
+export function maintenanceHandler(rt: Runtime) {
+  return async (job: Job): Promise<unknown> => {
+    switch (job.name) {
+      case MAINTENANCE_JOBS.reconcile:
+        return reconcile(rt);
+      case MAINTENANCE_JOBS.deadline:
+        return enforceDeadline(rt, String(job.data?.goalId ?? ''));
+      default:
+        return sweep(rt);
+    }
+  };
+}
+
+/** Upserts are idempotent across reflector replicas. */
+export async function scheduleMaintenance(rt: Runtime): Promise<void> {
+  await scheduleSweep(rt);
+  await rt.queues
+    .get(MAINTENANCE_QUEUE)
+    .upsertJobScheduler(
+      RECONCILE_SCHEDULER_ID,
+      { every: rt.cfg.reconcileIntervalSeconds * 1000 },
+      {
+        name: MAINTENANCE_JOBS.reconcile,
+        data: {},
+        opts: { removeOnComplete: { count: 10 }, removeOnFail: { count: 50 } },
+      },
+    );
+}

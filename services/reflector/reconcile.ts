@@ -1,0 +1,121 @@
+// The reconciler: every hand-off is "change the goal, then add its next job", and a process
+// can die (or lose a reply) between the two. Periodically, goals whose status expects a job
+// that no queue holds are repaired by adding that job again under its deterministic id, or
+// retrying it when it finished without moving the goal. Safe at any time and concurrently:
+// job ids dedupe adds, a retry of a job no longer finished is refused, and a goal that moved
+// since it was read is left alone. Goals awaiting a human past their retention are ended.
+import type { Job, Queue } from 'bullmq';
+import { isTerminal } from '../../shared/goal/status.ts';
+import type { GoalRecord } from '../../shared/goal/store.ts';
+import {
+  deadlineJobId,
+  MAINTENANCE_QUEUE,
+  PLAN_QUEUE,
+  planJobId,
+  REFLECT_QUEUE,
+  reflectJobId,
+} from '../../shared/runtime/queues.ts';
+import type { Runtime } from '../../shared/runtime/runtime.ts';
+
+export interface ReconcileReport {
+  checked: number;
+  repaired: number;
+  abandoned: number;
+}
+
+const BATCH = 200;
+const LIVE_STATES = new Set(['waiting', 'active', 'delayed', 'prioritized', 'waiting-children']);
+
+export async function reconcile(rt: Runtime, now = Date.now()): Promise<ReconcileReport> {
+  const report: ReconcileReport = { checked: 0, repaired: 0, abandoned: 0 };
+  const ids = await rt.redis.zrange(rt.goals.keys.goalsIndex(), '0', '-1');
+  for (let i = 0; i < ids.length; i += BATCH) {
+    for (const goal of await Promise.all(ids.slice(i, i + BATCH).map((id) => rt.goals.get(id)))) {
+      if (!goal || isTerminal(goal.status)) continue;
+      report.checked++;
+      if (now - goal.updatedAt < rt.cfg.reconcileGraceSeconds * 1000) continue;
+      if (goal.status === 'awaiting_human') report.abandoned += Number(await abandonIfExpired(rt, goal, now));
+      else if (await repair(rt, goal)) report.repaired++;
+    }
+  }
+  return report;
+}
+
+async function abandonIfExpired(rt: Runtime, goal: GoalRecord, now: number): Promise<boolean> {
+  const limit = rt.cfg.awaitingRetentionSeconds;
+  if (now - goal.updatedAt < limit * 1000) return false;
+  const reason = `no human decision within ${limit} s (awaitingRetentionSeconds): ended`;
+  const ended = await rt.lifecycle.abandon(goal.goalId, reason, goal.step);
+  if (ended) rt.logger.warn({ goalId: goal.goalId, reason }, 'reconciler ended a goal awaiting a human');
+  return ended;
+}
+
+/** Adds (or retries) the job the goal's status expects, if no queue holds it alive. */
+async function repair(rt: Runtime, goal: GoalRecord): Promise<boolean> {
+  const { goalId, step, resumes } = goal;
+  await ensureDeadline(rt, goal);
+  let fixed: string | null;
+  if (goal.status === 'queued' || goal.status === 'planning') {
+    const next = step + 1;
+    fixed = await ensureJob(rt, goal, PLAN_QUEUE, planJobId(goalId, next, resumes), () =>
+      rt.queues.addPlan({ goalId, step: next }, resumes),
+    );
+  } else {
+    // running or reflecting: the cycle's reflect parent must exist. Without it, the plan job
+    // of this cycle runs again: the planner finds the goal dispatched and adds the missing flow.
+    const parent = await rt.queues.get(REFLECT_QUEUE).getJob(reflectJobId(goalId, step));
+    fixed = parent
+      ? await retryFinished(rt, goal, parent)
+      : await ensureJob(rt, goal, PLAN_QUEUE, planJobId(goalId, step, resumes), () =>
+          rt.queues.addPlan({ goalId, step }, resumes),
+        );
+  }
+  if (!fixed) return false;
+  rt.metrics.reconciled.inc({ from_status: goal.status });
+  rt.logger.warn({ goalId, status: goal.status, step, action: fixed }, 'reconciler repaired a goal');
+  return true;
+}
+
+/** null when the job is alive; otherwise what was done: "added <id>" or "retried <id>". */
+async function ensureJob(
+  rt: Runtime,
+  goal: GoalRecord,
+  queue: string,
+  jobId: string,
+  add: () => Promise<void>,
+): Promise<string | null> {
+  const job = await rt.queues.get(queue).getJob(jobId);
+  if (job) return retryFinished(rt, goal, job);
+  if (!(await unchanged(rt, goal))) return null;
+  await add();
+  return `added ${queue}/${jobId}`;
+}
+
+/** A job that finished while the goal still waits on it (its effect was lost) runs again. */
+async function retryFinished(rt: Runtime, goal: GoalRecord, job: Job): Promise<string | null> {
+  const state = await job.getState();
+  if (LIVE_STATES.has(state)) return null;
+  if (state !== 'completed' && state !== 'failed') return null;
+  if (!(await unchanged(rt, goal))) return null;
+  try {
+    await job.retry(state);
+  } catch {
+    return null; // another reconciler (or the job's own retry) got there first
+  }
+  return `retried ${job.queueName}/${job.id}`;
+}
+
+/** The goal has not moved since it was read: repairing it cannot race its own progress. */
+async function unchanged(rt: Runtime, goal: GoalRecord): Promise<boolean> {
+  const [status, updatedAt] = await rt.redis.hmget(rt.goals.keys.goal(goal.goalId), 'status', 'updatedAt');
+  return status === goal.status && Number(updatedAt) === goal.updatedAt;
+}
+
+/** A goal with a time budget always has its deadline job (enqueue may have died before adding it). */
+async function ensureDeadline(rt: Runtime, goal: GoalRecord): Promise<void> {
+  const maxSeconds = goal.budgets.maxSeconds;
+  if (maxSeconds === undefined) return;
+  const queue: Queue = rt.queues.get(MAINTENANCE_QUEUE);
+  if (await queue.getJob(deadlineJobId(goal.goalId))) return;
+  await rt.queues.addDeadline(goal.goalId, goal.createdAt + maxSeconds * 1000 - Date.now());
+}
