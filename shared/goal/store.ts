@@ -1,6 +1,7 @@
 // The goal's own hash, its timeline stream and the goals index.
 import type { Redis } from 'ioredis';
 import { UnknownGoalError } from '../errors.ts';
+import { runScript } from '../runtime/scripts.ts';
 import type { Budgets } from './budgets.ts';
 import type { TimelineEntry, TimelineEvent, TimelineEventBody } from './events.ts';
 import { Keys } from './keys.ts';
@@ -50,29 +51,18 @@ export class GoalStore {
     this.keys = new Keys(prefix);
   }
 
-  async create(goalId: string, goal: string, budgets: Budgets, review: boolean): Promise<void> {
+  /** Stores a new goal, queued (lua/goalCreate.lua). Returns false if it already existed. */
+  async create(goalId: string, goal: string, budgets: Budgets, review: boolean): Promise<boolean> {
     const now = Date.now();
-    const key = this.keys.goal(goalId);
     const event: TimelineEvent = { type: 'created', at: now, goal: goal.slice(0, 200) };
-    const ok = await this.redis
-      .multi()
-      .hsetnx(key, 'createdAt', String(now))
-      .hset(key, {
-        goal,
-        status: 'queued',
-        step: '0',
-        depth: '0',
-        updatedAt: String(now),
-        review: review ? '1' : '0',
-        budgets: JSON.stringify(budgets),
-        planStep: '0',
-      })
-      .expire(key, this.opts.keyTtlSeconds)
-      .zadd(this.keys.goalsIndex(), now, goalId)
-      .xadd(this.keys.events(goalId), 'MAXLEN', '~', this.opts.eventsMaxLen, '*', 'e', JSON.stringify(event))
-      .expire(this.keys.events(goalId), this.opts.keyTtlSeconds)
-      .exec();
-    if (!ok) throw new Error('goal creation failed');
+    const keys = [this.keys.goal(goalId), this.keys.events(goalId), this.keys.goalsIndex()];
+    const args = [goalId, now, goal, review ? '1' : '0', JSON.stringify(budgets), JSON.stringify(event)];
+    const created = await runScript(this.redis, 'goalCreate', keys, [
+      ...args,
+      this.opts.eventsMaxLen,
+      this.opts.keyTtlSeconds,
+    ]);
+    return created === 1;
   }
 
   async get(goalId: string): Promise<GoalRecord | null> {

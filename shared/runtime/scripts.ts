@@ -6,6 +6,7 @@ import type { Redis } from 'ioredis';
 const GOAL_LUA = new URL('../goal/lua/', import.meta.url);
 const VFS_LUA = new URL('../vfs/lua/', import.meta.url);
 const SCRIPTS = {
+  goalCreate: { keys: 3, dir: GOAL_LUA },
   goalTransition: { keys: 4, dir: GOAL_LUA },
   vfsWrite: { keys: 3, dir: VFS_LUA },
   vfsEvict: { keys: 3, dir: VFS_LUA },
