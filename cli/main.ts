@@ -1,7 +1,7 @@
 // The deepq CLI: service commands, the producer commands, `up` and `demo`. Wiring only; each
 // command group registers itself from cli/commands/.
 import { Command } from 'commander';
-import { exitCodeFor } from '../shared/errors.ts';
+import { exitCodeFor, userMessage } from '../shared/errors.ts';
 import { scrubSecrets } from '../shared/runtime/logger.ts';
 import { registerDemoCommand } from './commands/demo.ts';
 import { registerGoalCommands } from './commands/goals.ts';
@@ -30,7 +30,7 @@ async function run(): Promise<void> {
     await buildProgram().parseAsync(process.argv);
   } catch (err) {
     const e = err as Error;
-    process.stderr.write(`deepq: error: ${scrubSecrets(e.message)}\n`);
+    process.stderr.write(`deepq: error: ${scrubSecrets(userMessage(e))}\n`);
     if (process.env.DEEPQ_DEBUG) process.stderr.write(`${e.stack}\n`);
     process.exitCode = exitCodeFor(e);
     failed = true;

@@ -88,6 +88,16 @@ export function fromScriptError(err: unknown): DeepqError | null {
   return new VfsLimitError(m[2]!);
 }
 
+/** Redis refuses writes when full (maxmemory with noeviction); say so in words a user acts on. */
+export function userMessage(err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  if (/^OOM command not allowed/.test(message)) {
+    const what = 'Redis is out of memory (maxmemory reached, policy noeviction): nothing was stored';
+    return `${what}; free memory or raise maxmemory (${message})`;
+  }
+  return message;
+}
+
 /** EX_CONFIG (78) for a config error, so supervisors do not restart-loop on it; else 1. */
 export function exitCodeFor(err: unknown): number {
   return hasCode(err, ErrorCode.Config) ? 78 : 1;

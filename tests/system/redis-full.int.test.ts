@@ -1,0 +1,81 @@
+// Redis full (maxmemory with noeviction): writes fail. `enqueue` says so clearly and stores
+// nothing; a running goal keeps a consistent file index (no half-written artifact) and, once
+// memory is freed, carries on to done by itself (job retries, the stalled check, the
+// reconciler); new goals run again.
+
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { type Fleet, runCli, startFleet } from '../../testing/fleet.ts';
+import { useRedis } from '../../testing/redis.ts';
+
+const redis = useRedis();
+let fleet: Fleet;
+const JUNK = 'junk:';
+
+before(async () => {
+  await redis.ready;
+  fleet = await startFleet(redis.url, {
+    DEEPQ_SCRIPTED_LATENCY_MS: '800',
+    DEEPQ_RECONCILE_INTERVAL_SECONDS: '1',
+    DEEPQ_RECONCILE_GRACE_SECONDS: '3',
+    DEEPQ_LOCK_DURATION_MS: '4000',
+    DEEPQ_STALLED_INTERVAL_MS: '1000',
+  });
+});
+after(async () => fleet?.stop());
+
+/** Caps Redis at a little above what it uses now, then fills it until a write is refused. */
+async function fillRedis(): Promise<number> {
+  const used = Number(/used_memory:(\d+)/.exec(await redis.client.info('memory'))![1]);
+  await redis.client.config('SET', 'maxmemory-policy', 'noeviction');
+  await redis.client.config('SET', 'maxmemory', String(used + 4 * 1024 * 1024));
+  const chunk = 'x'.repeat(64 * 1024);
+  for (let i = 0; ; i++) {
+    try {
+      await redis.client.set(`${JUNK}${i}`, chunk);
+    } catch (err) {
+      assert.match((err as Error).message, /OOM/);
+      // Keep it full: freed client buffers must not let the next write slip under the cap.
+      const now = Number(/used_memory:(\d+)/.exec(await redis.client.info('memory'))![1]);
+      await redis.client.config('SET', 'maxmemory', String(Math.floor(now / 2)));
+      return i;
+    }
+  }
+}
+
+async function freeRedis(): Promise<void> {
+  const keys = await redis.client.keys(`${JUNK}*`);
+  for (let i = 0; i < keys.length; i += 500) await redis.client.del(...keys.slice(i, i + 500));
+  await redis.client.config('SET', 'maxmemory', '0');
+}
+
+test('enqueue on a full Redis fails with a clear message and stores nothing', async () => {
+  const before = await redis.client.zcard(`${fleet.cfg.prefix}:goals`);
+  await fillRedis();
+  try {
+    const r = await runCli(['enqueue', 'A goal for a full Redis'], fleet.env);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /Redis is out of memory/);
+    assert.equal(await redis.client.zcard(`${fleet.cfg.prefix}:goals`), before, 'no goal was stored');
+  } finally {
+    await freeRedis();
+  }
+  const r = await runCli(['enqueue', '--wait', 'A goal once memory is back'], fleet.env);
+  assert.equal(r.code, 0, r.stderr);
+});
+
+test('a goal running when Redis fills up keeps a consistent index and ends done once memory is freed', async () => {
+  const c = fleet.client;
+  const goalId = await c.enqueue({ goal: 'Running while Redis fills up' });
+  const started = async () => (await c.goals.events(goalId)).some((e) => e.event.type === 'subtask_started');
+  while (!(await started())) await new Promise((r) => setTimeout(r, 50));
+  await fillRedis();
+  await new Promise((r) => setTimeout(r, 3000)); // the subtasks' writes meet a full Redis
+  await freeRedis();
+  const g = await c.waitFor(goalId, { timeoutMs: 60_000 });
+  assert.equal(g.status, 'done', g.reason ?? '');
+  for (const f of await c.artifacts(goalId)) {
+    const content = await c.read(goalId, f.name);
+    assert.ok(content !== null && Buffer.byteLength(content) === f.bytes, `${f.name}: index and content agree`);
+  }
+});
