@@ -141,7 +141,7 @@ export type Config = z.infer<typeof ConfigSchema> & {
  * own, not a predictable path under the shared temp dir that any local user could read or plant.
  */
 export function defaultBlobDir(env: NodeJS.ProcessEnv = process.env): string {
-  const state = env.XDG_STATE_HOME || join(homedir(), '.local', 'state');
+  const state = env.XDG_STATE_HOME || join(env.HOME || homedir(), '.local', 'state');
   return join(state, 'deepq', 'blobs');
 }
 
@@ -245,6 +245,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Reco
     source.push(name);
   }
   Object.assign(raw, overrides);
+  // The default blob dir follows the environment given (XDG_STATE_HOME, HOME), not the process's.
+  const vfs = (raw.vfs ?? {}) as Record<string, unknown>;
+  if (vfs.blobDir === undefined) raw.vfs = { ...vfs, blobDir: defaultBlobDir(env) };
   const parsed = ConfigSchema.safeParse(raw);
   if (!parsed.success) {
     const where = env.DEEPQ_CONFIG ? ` (file ${env.DEEPQ_CONFIG} and environment)` : '';

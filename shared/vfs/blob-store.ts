@@ -1,9 +1,15 @@
 // Where artifacts over the spill threshold live. The hash keeps only a pointer (blobRef).
 // Storage sits behind this small protocol; the directory store is the default (a shared
 // volume in compose and k8s).
+//
+// The directory store is private: its root and every directory it creates are 0700, its files
+// 0600 (set with chmod, whatever the umask), and an existing root is tightened to 0700 on first
+// use. Only names that are goal ids are ever treated as goals: a directory named anything else
+// (`<goalId>:files`, say) is neither listed nor deleted.
 import { randomBytes } from 'node:crypto';
-import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import type { Dirent } from 'node:fs';
+import { chmod, lstat, mkdir, open, readdir, readFile, rename, rm } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
 import { GOAL_ID_PATTERN, isGoalId } from '../goal/ids.ts';
 
 export interface BlobStore {
@@ -11,13 +17,36 @@ export interface BlobStore {
   get(ref: string): Promise<string>;
   delete(ref: string): Promise<void>;
   deleteGoal(goalId: string): Promise<void>;
+  /** The goal ids that have blobs (names that are not goal ids are never listed). */
   listGoals(): Promise<string[]>;
+  /**
+   * Removes the goal's blobs that no ref in `keep` names, and leftovers of interrupted writes,
+   * last modified before `olderThan` (epoch ms). Returns how many files went.
+   */
+  pruneGoal(goalId: string, keep: ReadonlySet<string>, olderThan: number): Promise<number>;
 }
 
-const REF_RE = new RegExp(`^${GOAL_ID_PATTERN}/[a-f0-9]{64}$`);
+const DIR_MODE = 0o700;
+const FILE_MODE = 0o600;
+const BLOB_NAME = '[a-f0-9]{64}';
+const REF_RE = new RegExp(`^${GOAL_ID_PATTERN}/${BLOB_NAME}$`);
+const BLOB_RE = new RegExp(`^${BLOB_NAME}$`);
+/** `<blob>.<pid>.<random>.tmp`: a write in flight, or the leftover of one that died. */
+const TMP_RE = new RegExp(`^${BLOB_NAME}\\.[0-9]+\\.[a-z0-9]+\\.tmp$`);
+
+/** mkdir -p, with every directory it creates 0700 whatever the umask. */
+async function mkdirPrivate(dir: string): Promise<void> {
+  const first = await mkdir(dir, { recursive: true, mode: DIR_MODE });
+  if (first === undefined) return;
+  for (let d = dir; d.startsWith(first); d = dirname(d)) {
+    await chmod(d, DIR_MODE);
+    if (d === first) break;
+  }
+}
 
 export class DirBlobStore implements BlobStore {
   readonly root: string;
+  private rootReady: Promise<void> | undefined;
   constructor(dir: string, prefix: string) {
     this.root = resolve(dir, prefix);
   }
@@ -28,20 +57,53 @@ export class DirBlobStore implements BlobStore {
     return join(this.root, ref);
   }
 
+  private goalDir(goalId: string): string {
+    if (!isGoalId(goalId)) throw new Error(`bad goal id ${JSON.stringify(goalId)}`);
+    return join(this.root, goalId);
+  }
+
+  /**
+   * Creates the root (0700) or tightens an existing one to 0700, once per store. A root we do
+   * not own fails here (chmod: EPERM), so nothing is ever written into someone else's directory.
+   */
+  private ensureRoot(): Promise<void> {
+    this.rootReady ??= (async () => {
+      await mkdirPrivate(this.root);
+      await chmod(this.root, DIR_MODE);
+    })().catch((err: unknown) => {
+      this.rootReady = undefined;
+      throw err;
+    });
+    return this.rootReady;
+  }
+
   /**
    * Every put gets a fresh ref, never a content hash: two entries (two names, or two versions
    * of one name racing) must never share a blob, or evicting or overwriting one would delete
    * the other's content.
    */
   async put(goalId: string, content: string): Promise<string> {
-    const ref = `${goalId}/${randomBytes(32).toString('hex')}`;
-    const file = this.path(ref);
-    await mkdir(join(this.root, goalId), { recursive: true });
-    // Write then rename, so a reader never sees half a blob.
-    const tmp = `${file}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
-    await writeFile(tmp, content, 'utf8');
-    await rename(tmp, file);
-    return ref;
+    const name = randomBytes(32).toString('hex');
+    const dir = this.goalDir(goalId);
+    await this.ensureRoot();
+    await mkdirPrivate(dir);
+    const file = join(dir, name);
+    // Write then rename, so a reader never sees half a blob. `wx`: never through a planted file.
+    const tmp = `${file}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
+    try {
+      const fh = await open(tmp, 'wx', FILE_MODE);
+      try {
+        await fh.chmod(FILE_MODE);
+        await fh.writeFile(content, 'utf8');
+      } finally {
+        await fh.close();
+      }
+      await rename(tmp, file);
+    } catch (err) {
+      await rm(tmp, { force: true }).catch(() => {});
+      throw err;
+    }
+    return `${goalId}/${name}`;
   }
 
   async get(ref: string): Promise<string> {
@@ -59,9 +121,38 @@ export class DirBlobStore implements BlobStore {
 
   async listGoals(): Promise<string[]> {
     try {
-      return (await readdir(this.root, { withFileTypes: true })).filter((d) => d.isDirectory()).map((d) => d.name);
+      await this.ensureRoot();
+      const entries = await readdir(this.root, { withFileTypes: true });
+      return entries.filter((d) => d.isDirectory() && isGoalId(d.name)).map((d) => d.name);
     } catch {
       return [];
     }
+  }
+
+  async pruneGoal(goalId: string, keep: ReadonlySet<string>, olderThan: number): Promise<number> {
+    if (!isGoalId(goalId)) return 0;
+    const dir = join(this.root, goalId);
+    let entries: Dirent[];
+    try {
+      entries = await readdir(dir, { withFileTypes: true });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 0;
+      throw err;
+    }
+    // Only our own names: an unreferenced blob, or a write's temp file. Never a referenced blob.
+    const candidates = entries
+      .filter((d) => d.isFile())
+      .map((d) => d.name)
+      .filter((n) => (BLOB_RE.test(n) && !keep.has(`${goalId}/${n}`)) || TMP_RE.test(n));
+    const removed = await Promise.all(
+      candidates.map(async (n) => {
+        const file = join(dir, n);
+        const st = await lstat(file).catch(() => null);
+        if (!st?.isFile() || st.mtimeMs >= olderThan) return 0;
+        await rm(file, { force: true });
+        return 1;
+      }),
+    );
+    return removed.reduce<number>((a, b) => a + b, 0);
   }
 }

@@ -119,7 +119,8 @@ export class VirtualFs {
       const refused = fromScriptError(err);
       // Blob refs are unique per put: a refused write's blob is ours alone, so it goes now.
       // Any other error (a lost connection) may have come after the script ran: keep the
-      // blob then; the goal's sweep removes it if no entry points to it.
+      // blob then; if no entry points to it, the sweep's orphan-blob pass removes it once it is
+      // older than vfs.orphanBlobGraceSeconds (or with the whole goal, whichever comes first).
       if (refused && blobRef) await this.blobs.delete(blobRef).catch(() => {});
       throw refused ?? err;
     }

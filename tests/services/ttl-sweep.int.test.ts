@@ -1,9 +1,11 @@
 // The TTL sweep: finished goals older than the retention lose every key and blob; running
-// goals stay; keys of goals that no longer exist go; every goal key has an EXPIRE backstop;
-// and the reflector's job scheduler really runs the sweep.
+// goals stay; keys of goals that no longer exist go; names that are not goal ids (planted blob
+// directories, index members, keys) never make it delete anything; a live goal's unreferenced
+// blobs and write leftovers go after the grace; every goal key has an EXPIRE backstop; and the
+// reflector's job scheduler really runs the sweep.
 
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { sweep } from '../../services/reflector/sweep.ts';
@@ -192,6 +194,105 @@ test('the sweep touches nothing outside the goal namespace of its prefix', async
   await sweep(t.rt, Date.now() + 365 * DAY);
   for (const k of foreign) assert.equal(await redis.client.get(k), 'keep', `${k} was deleted`);
   await redis.client.del(...foreign);
+});
+
+test('blob directories whose names are not goal ids never make the sweep delete anything', async () => {
+  const live = await populatedGoal();
+  const root = join(t.rt.cfg.vfs.blobDir, t.rt.cfg.prefix);
+  const planted = [`${live}:files`, `${live}:content`, 'NOT-A-GOAL', 'x', `${live}.bak`];
+  for (const name of planted) {
+    mkdirSync(join(root, name), { recursive: true });
+    writeFileSync(join(root, name, 'a'.repeat(64)), 'planted');
+  }
+  const before = await keysOfGoal(t.rt, live);
+  const blobsBefore = readdirSync(t.blobDirOf(live));
+  const report = await sweep(t.rt, Date.now() + 365 * DAY);
+  assert.deepEqual(await keysOfGoal(t.rt, live), before, 'the live goal lost keys');
+  assert.deepEqual(readdirSync(t.blobDirOf(live)), blobsBefore);
+  assert.equal(await t.rt.vfs.read(live, 'big.csv'), 'x'.repeat(t.rt.cfg.vfs.spillBytes + 1));
+  assert.equal(await t.rt.vfs.read(live, 'inline.md'), 'hello');
+  assert.ok(await inIndex(live));
+  for (const name of planted) assert.ok(existsSync(join(root, name)), `${name} is not the sweep's to judge`);
+  assert.equal(report.orphanBlobs, 0);
+  for (const name of planted) rmSync(join(root, name), { recursive: true });
+});
+
+test('names of non-hash keys (events, threads) in the blob dir neither stop the sweep nor lose keys', async () => {
+  // The old sweep read such a name as a goal hash: WRONGTYPE, and no goal was swept at all.
+  const live = await populatedGoal();
+  const expired = await t.newGoal();
+  const finishedAt = await finish(t.rt, expired);
+  const root = join(t.rt.cfg.vfs.blobDir, t.rt.cfg.prefix);
+  for (const name of [`${live}:events`, `${live}:threads`]) mkdirSync(join(root, name), { recursive: true });
+  const before = await keysOfGoal(t.rt, live);
+  const report = await sweep(t.rt, finishedAt + t.rt.cfg.retentionSeconds * 1000 + 1);
+  assert.ok(report.expired >= 1);
+  assert.deepEqual(await keysOfGoal(t.rt, expired), []);
+  assert.deepEqual(await keysOfGoal(t.rt, live), before, 'the live goal lost keys');
+  for (const name of [`${live}:events`, `${live}:threads`]) rmSync(join(root, name), { recursive: true });
+});
+
+test('index members and keys whose id part is not a goal id are never swept', async () => {
+  const live = await populatedGoal();
+  const p = t.rt.cfg.prefix;
+  // Members of the goals index that name a live goal's keys.
+  const members = [`${live}:files`, `${live}:content`, 'NOT-A-GOAL'];
+  for (const m of members) await redis.client.zadd(t.rt.goals.keys.goalsIndex(), Date.now(), m);
+  // Keys under the goal namespace whose id part is not a goal id (no goal hash behind them).
+  const odd = [`${p}:goal:NOT-A-GOAL:files`, `${p}:goal:x:content`, `${p}:goal:${live.toUpperCase()}X:files`];
+  for (const k of odd) await redis.client.set(k, 'keep');
+  const before = await keysOfGoal(t.rt, live);
+  await sweep(t.rt, Date.now() + 365 * DAY);
+  assert.deepEqual(await keysOfGoal(t.rt, live), before, 'the live goal lost keys');
+  assert.equal(await t.rt.vfs.read(live, 'inline.md'), 'hello');
+  for (const k of odd) assert.equal(await redis.client.get(k), 'keep', `${k} was deleted`);
+  await redis.client.del(...odd);
+  await redis.client.zrem(t.rt.goals.keys.goalsIndex(), ...members);
+});
+
+test('old unreferenced blobs and temp leftovers of a live goal go; referenced and young ones stay', async () => {
+  const goalId = await t.newGoal();
+  await dispatch(t.rt, goalId);
+  const big = 'y'.repeat(t.rt.cfg.vfs.spillBytes + 1);
+  const kept = await t.rt.vfs.write(goalId, 'big.csv', big, { status: 'done', step: 1, writer: 'w' });
+  // A write whose script failed after its blob was stored leaves a blob no entry points to.
+  const orphanOld = await t.rt.vfs.blobs.put(goalId, 'orphan, old');
+  const orphanYoung = await t.rt.vfs.blobs.put(goalId, 'orphan, young');
+  const dir = t.blobDirOf(goalId);
+  const tmpOld = `${'c'.repeat(64)}.4242.k3j4.tmp`;
+  const tmpYoung = `${'d'.repeat(64)}.4242.k3j4.tmp`;
+  for (const f of [tmpOld, tmpYoung]) writeFileSync(join(dir, f), 'half a blob');
+  const file = (ref: string) => ref.split('/')[1]!;
+  const grace = t.rt.cfg.vfs.orphanBlobGraceSeconds * 1000;
+  const past = new Date(Date.now() - grace - 60_000);
+  for (const f of [file(kept.blobRef!), file(orphanOld), tmpOld]) utimesSync(join(dir, f), past, past);
+
+  const report = await sweep(t.rt);
+  assert.equal(report.orphanBlobs, 2);
+  assert.deepEqual(readdirSync(dir).sort(), [file(kept.blobRef!), file(orphanYoung), tmpYoung].sort());
+  assert.equal(await t.rt.vfs.read(goalId, 'big.csv'), big, 'the referenced blob stays, however old');
+  assert.equal(await t.rt.vfs.blobs.get(orphanYoung), 'orphan, young');
+  assert.equal((await t.rt.goals.mustGet(goalId)).status, 'running');
+
+  // Once the young ones are past the grace too, they go; the referenced blob still stays.
+  const later = await sweep(t.rt, Date.now() + grace + 60_000);
+  assert.equal(later.orphanBlobs, 2);
+  assert.deepEqual(readdirSync(dir), [file(kept.blobRef!)]);
+  assert.equal(await t.rt.vfs.read(goalId, 'big.csv'), big);
+});
+
+test('the orphan-blob grace is configurable', async () => {
+  const c = vfsRuntime(redis.url, {}, { vfs: { orphanBlobGraceSeconds: 10 } });
+  try {
+    const goalId = await c.newGoal();
+    const ref = await c.rt.vfs.blobs.put(goalId, 'orphan');
+    const past = new Date(Date.now() - 11_000);
+    utimesSync(join(c.blobDirOf(goalId), ref.split('/')[1]!), past, past);
+    assert.equal((await sweep(c.rt)).orphanBlobs, 1);
+    assert.deepEqual(readdirSync(c.blobDirOf(goalId)), []);
+  } finally {
+    await c.close();
+  }
 });
 
 test('every goal key carries an EXPIRE backstop', async () => {

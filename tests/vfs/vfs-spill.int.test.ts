@@ -62,7 +62,11 @@ test('reading a spilled artifact back is transparent', async () => {
   const big = content(3 * KB100, 'read-back');
   await t.rt.vfs.write(goalId, 'report.md', big, meta('w'));
   assert.equal(await t.rt.vfs.read(goalId, 'report.md'), big);
-  // Also through the read_file path a subagent uses: the task gets the full content.
+  // Also through the read_files path a subagent's task uses: a spilled file that fits the
+  // task's budget (vfs.taskMaxChars) goes in in full.
+  const fits = content(KB100 + 1000, 'in-task');
+  assert.ok(fits.length < t.rt.cfg.vfs.taskMaxChars);
+  await t.rt.vfs.write(goalId, 'fits.md', fits, meta('w2'));
   const { buildSubagentTask } = await import('../../services/subagent-worker/task.ts');
   const task = await buildSubagentTask(t.rt, {
     goalId,
@@ -71,9 +75,9 @@ test('reading a spilled artifact back is transparent', async () => {
     role: 'critic',
     instruction: 'review',
     expected_artifact: 'critique.json',
-    read_files: ['report.md'],
+    read_files: ['fits.md'],
   });
-  assert.ok(task.includes(big));
+  assert.ok(task.includes(fits));
 });
 
 test('the spill threshold is configurable', async () => {
@@ -159,6 +163,7 @@ test('a reader whose blob is deleted under it by an overwrite reads the new vers
     delete: (ref) => base.delete(ref),
     deleteGoal: (g) => base.deleteGoal(g),
     listGoals: () => base.listGoals(),
+    pruneGoal: (g, keep, olderThan) => base.pruneGoal(g, keep, olderThan),
   };
   const reader = new VirtualFs(t.rt.redis, t.rt.cfg.prefix, slow, t.rt.vfs.opts);
   const pending = reader.read(goalId, 'hot.txt');
