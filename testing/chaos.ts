@@ -225,7 +225,7 @@ export async function verifyGoals(fleet: Fleet, goalIds: string[]): Promise<Veri
     if (!job) return null;
     const data = job.data as SubagentJob;
     // The critic's task embeds solution.py, as the worker built it.
-    const task = await buildSubagentTask({ vfs: client.vfs } as Parameters<typeof buildSubagentTask>[0], data);
+    const task = await buildSubagentTask({ vfs: client.vfs, cfg }, data);
     const spec = roleSpec(a.role);
     // Ask for the final answer (the tool turn is not the artifact).
     const res = await scripted.createMessage(

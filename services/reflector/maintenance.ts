@@ -23,15 +23,13 @@ export function maintenanceHandler(rt: Runtime) {
 /** Upserts are idempotent across reflector replicas. */
 export async function scheduleMaintenance(rt: Runtime): Promise<void> {
   await scheduleSweep(rt);
-  await rt.queues
-    .get(MAINTENANCE_QUEUE)
-    .upsertJobScheduler(
-      RECONCILE_SCHEDULER_ID,
-      { every: rt.cfg.reconcileIntervalSeconds * 1000 },
-      {
-        name: MAINTENANCE_JOBS.reconcile,
-        data: {},
-        opts: { removeOnComplete: { count: 10 }, removeOnFail: { count: 50 } },
-      },
-    );
+  await rt.queues.get(MAINTENANCE_QUEUE).upsertJobScheduler(
+    RECONCILE_SCHEDULER_ID,
+    { every: rt.cfg.reconcileIntervalSeconds * 1000 },
+    {
+      name: MAINTENANCE_JOBS.reconcile,
+      data: {},
+      opts: { removeOnComplete: { count: 10 }, removeOnFail: { count: 50 } },
+    },
+  );
 }

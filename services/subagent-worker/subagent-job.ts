@@ -67,7 +67,10 @@ export async function processSubagentJob(
       spec: role,
       goal,
       task: await buildSubagentTask(rt, data),
-      tools: createVfsTools(rt.vfs, { goalId, step, role: role.name, threadId, writer }, role.tools),
+      // A read_file page stays under the agent loop's cut of tool results.
+      tools: createVfsTools(rt.vfs, { goalId, step, role: role.name, threadId, writer }, role.tools, {
+        pageMaxChars: Math.max(1000, rt.cfg.vfs.toolResultMaxChars - 1000),
+      }),
       contract: contractFor(role.contract),
       ctx: {
         role: role.name,
