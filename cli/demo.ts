@@ -1,5 +1,6 @@
 // `npm run demo`: one goal end to end, every service its own process. Uses REDIS_URL, or
-// the Redis on 127.0.0.1:6379, or a private redis-server it starts and removes.
+// the Redis on 127.0.0.1:6379, or a private redis-server it starts and removes. What the
+// user and the model wrote is printed with its control characters escaped (cli/terminal.ts).
 
 import type { GoalRecord } from '../shared/goal/store.ts';
 import type { Config } from '../shared/runtime/config.ts';
@@ -7,6 +8,7 @@ import { loadConfig } from '../shared/runtime/config.ts';
 import { GoalClient } from './goal-client.ts';
 import { hasRedisServer, type PrivateRedis, portAnswers, startPrivateRedis } from './private-redis.ts';
 import { planChildren, supervise } from './supervisor.ts';
+import { safeJson, safeLine, safeText } from './terminal.ts';
 import { formatEventLine } from './timeline.ts';
 
 type Out = (s: string) => void;
@@ -26,15 +28,16 @@ export async function runDemo(goalText: string, out: Out = (s) => process.stdout
   const client = new GoalClient(cfg);
   try {
     const goalId = await client.enqueue({ goal: goalText });
-    out(`goal ${goalId}: ${goalText}`);
+    out(`goal ${goalId}: ${safeLine(goalText)}`);
     const g = await printTimeline(client, goalId, out);
     out('');
-    out(`final plan (cycle ${g.planStep}): ${JSON.stringify(g.plan)}`);
-    out(`status: ${g.status}${g.reason ? ` (${g.reason})` : ''}`);
+    out(`final plan (cycle ${g.planStep}): ${safeJson(g.plan)}`);
+    out(safeLine(`status: ${g.status}${g.reason ? ` (${g.reason})` : ''}`));
     out('artifacts:');
     for (const f of await client.artifacts(goalId)) {
-      out(`\n=== ${f.name} [${f.status}, ${f.bytes} bytes, ${f.role}, step ${f.step}] ===`);
-      out((await client.read(goalId, f.name)) ?? '');
+      out(`\n${safeLine(`=== ${f.name} [${f.status}, ${f.bytes} bytes, ${f.role}, step ${f.step}] ===`)}`);
+      // Contents keep their line breaks and tabs; every other control character is escaped.
+      out(safeText((await client.read(goalId, f.name)) ?? ''));
     }
     return g.status === 'done' ? 0 : 1;
   } finally {

@@ -1,5 +1,7 @@
 // `deepq up`: every service as its own child process, each with its own metrics port.
-// Ctrl-C / SIGTERM stops them all cleanly; a child that dies is restarted.
+// Ctrl-C / SIGTERM stops them all cleanly; a child that dies is restarted. Each child has an
+// IPC channel to the supervisor: when the supervisor dies, even by SIGKILL, the channel closes
+// and the child drains and exits by itself (stopOnSignals in shared/runtime/service.ts).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
@@ -44,9 +46,11 @@ export function supervise(
   const children = new Map<string, ChildProcess>();
   let stopping = false;
   const launch = (spec: ChildSpec, restarts = 0) => {
+    const io = opts.stdio ?? 'inherit';
     const child = spawn(process.execPath, [BIN, ...spec.args], {
       env: { ...process.env, ...opts.env, METRICS_PORT: String(spec.port) },
-      stdio: opts.stdio ?? 'inherit',
+      // The channel carries no messages: its closing tells the child the supervisor is gone.
+      stdio: [io, io, io, 'ipc'],
       // Its own process group: a terminal's Ctrl-C reaches only the supervisor, which then
       // drains each child once with SIGTERM (a child seeing SIGINT and SIGTERM would quit hard).
       detached: true,
@@ -60,7 +64,8 @@ export function supervise(
     });
   };
   for (const s of specs) launch(s);
-  // If the supervisor itself goes, its detached children must not linger.
+  // If the supervisor exits with children still running, it stops them (a supervisor killed
+  // outright runs no code: then the closed IPC channel stops them).
   process.once('exit', () => {
     for (const c of children.values()) if (c.exitCode === null && c.signalCode === null) c.kill('SIGTERM');
   });

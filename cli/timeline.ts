@@ -1,6 +1,8 @@
 // Turns a goal's event stream into the `watch` view: a tree of cycles, then subtasks with
-// role, state, duration and bytes; or one plain line per event when not on a TTY.
+// role, state, duration and bytes; or one plain line per event when not on a TTY. Goal text,
+// reasons and names come from users and models: every line's control characters are escaped.
 import type { SubtaskRef, TimelineEvent } from '../shared/goal/events.ts';
+import { safeLine } from './terminal.ts';
 
 interface SubtaskView extends SubtaskRef {
   state: string;
@@ -106,7 +108,8 @@ export class TimelineView {
       for (const [i, t] of subs.entries()) lines.push(subtaskLine(t, i === subs.length - 1));
     }
     if (this.finishedReason && this.status !== 'running') lines.push(`reason: ${this.finishedReason}`);
-    return lines.join('\n');
+    // Line by line: a newline inside a reason must not add a line the redraw does not count.
+    return lines.map(safeLine).join('\n');
   }
 }
 
@@ -119,15 +122,16 @@ function subtaskLine(t: SubtaskView, last: boolean): string {
   ]
     .filter(Boolean)
     .join(', ');
-  const what = `[${t.index}] ${t.role.padEnd(20)} ${t.artifact.padEnd(18)} ${t.state}`;
+  // Escaped before padding, so the columns stay aligned.
+  const what = `[${t.index}] ${safeLine(t.role).padEnd(20)} ${safeLine(t.artifact).padEnd(18)} ${t.state}`;
   return `   ${branch} ${what}${extra ? `  (${extra})` : ''}`;
 }
 
-/** One line per event, for logs and non-TTY output. */
+/** One line per event, for logs and non-TTY output; control characters escaped. */
 export function formatEventLine(e: TimelineEvent, t0: number): string {
   const at = `+${((e.at - t0) / 1000).toFixed(2)}s`.padStart(8);
   const step = e.type !== 'finished' && 'step' in e ? `cycle ${e.step} ` : '';
-  return `${at} ${step}${describe(e)}`;
+  return safeLine(`${at} ${step}${describe(e)}`);
 }
 
 function describe(e: TimelineEvent): string {

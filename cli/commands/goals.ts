@@ -1,15 +1,17 @@
 // The commands about goals: enqueue, status, watch, artifacts, cancel, resume and goals.
-// Registered in this order, which is the order `deepq --help` lists them in.
+// Registered in this order, which is the order `deepq --help` lists them in. Goal text,
+// reasons and names are printed with their control characters escaped (print does it; cells
+// that are padded are escaped first, so columns stay aligned), JSON with printJson.
 
-import { mkdir, writeFile } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
+import { join } from 'node:path';
 import type { Command } from 'commander';
 import { totalTokens } from '../../shared/goal/store.ts';
-import { artifactNameProblem } from '../../shared/vfs/artifact-name.ts';
 import { int, num } from '../args.ts';
 import { client } from '../connect.ts';
 import { estimateCost, type GoalClient } from '../goal-client.ts';
-import { follow, print } from './output.ts';
+import { safeLine } from '../terminal.ts';
+import { exportArtifacts, planExport } from './artifacts-out.ts';
+import { follow, print, printJson } from './output.ts';
 
 export function registerGoalCommands(program: Command): void {
   registerEnqueue(program);
@@ -64,7 +66,7 @@ function registerEnqueue(program: Command): void {
       if (!o.json || !o.wait) print(goalId);
       let status = 'queued';
       if (o.wait) status = await follow(c, goalId, o.json ? 'none' : process.stdout.isTTY ? 'tree' : 'lines');
-      if (o.json) print(JSON.stringify(await c.summary(goalId)));
+      if (o.json) printJson(await c.summary(goalId));
       process.exitCode = o.wait && status !== 'done' ? 1 : 0;
     });
 }
@@ -79,7 +81,7 @@ function registerStatus(program: Command): void {
       const c = await client();
       const s = await c.summary(goalId);
       if (o.json) {
-        print(JSON.stringify(s));
+        printJson(s);
         return;
       }
       await printStatus(c, goalId, s.artifacts);
@@ -98,7 +100,7 @@ async function printStatus(c: GoalClient, goalId: string, artifacts: string[]): 
   );
   for (const [k, u] of Object.entries(g.usage)) {
     print(
-      `  ${k.replace('|', ' @ ').padEnd(44)} in ${u.input} out ${u.output} ` +
+      `  ${safeLine(k.replace('|', ' @ ')).padEnd(44)} in ${u.input} out ${u.output} ` +
         `cache r/w ${u.cache_read}/${u.cache_write}`,
     );
   }
@@ -117,26 +119,31 @@ function registerArtifacts(program: Command): void {
     .action(async (goalId: string, o) => {
       const c = await client();
       const files = await c.artifacts(goalId);
-      for (const f of files) {
-        if (o.out) {
-          // A name that could escape the directory is never written.
-          if (artifactNameProblem(f.name)) continue;
-          const path = resolve(o.out, f.name);
-          await mkdir(dirname(path), { recursive: true });
-          await writeFile(path, (await c.read(goalId, f.name)) ?? '');
-          print(`${join(o.out, f.name)}  (${f.bytes} bytes)`);
-        } else {
+      if (!files.length) print('(no artifacts)');
+      else if (o.out) await writeArtifacts(c, goalId, files, o.out);
+      else {
+        for (const f of files) {
           const size = `${String(f.bytes).padStart(9)} B`;
-          print(`${f.name.padEnd(32)} ${f.status.padEnd(7)} ${size}  step ${f.step}  ${f.role ?? ''}  v${f.version}`);
+          const name = safeLine(f.name).padEnd(32);
+          print(`${name} ${f.status.padEnd(7)} ${size}  step ${f.step}  ${f.role ?? ''}  v${f.version}`);
         }
       }
-      if (!files.length) print('(no artifacts)');
     });
+}
+
+/** `--out DIR`: all or nothing, refusing colliding names before anything is written. */
+async function writeArtifacts(c: GoalClient, goalId: string, files: { name: string }[], out: string): Promise<void> {
+  const plan = planExport(files.map((f) => f.name));
+  // A name that could escape the directory is never written (deepq never stores one).
+  for (const s of plan.skipped)
+    process.stderr.write(`${safeLine(`deepq: skipped artifact ${JSON.stringify(s.name)}: ${s.problem}`)}\n`);
+  const written = await exportArtifacts(out, plan, (name) => c.read(goalId, name));
+  for (const w of written) print(`${join(out, w.rel)}  (${w.bytes} bytes)`);
 }
 
 /** Column widths of the `goals` table; the goal text runs on unpadded at the end. */
 const GOAL_COLUMNS = [14, 16, 6, 10, 10, 8];
-const goalRow = (cells: string[]) => cells.map((s, i) => s.padEnd(GOAL_COLUMNS[i] ?? 0)).join('');
+const goalRow = (cells: string[]) => cells.map((s, i) => safeLine(s).padEnd(GOAL_COLUMNS[i] ?? 0)).join('');
 
 function registerGoals(program: Command): void {
   program
@@ -147,7 +154,7 @@ function registerGoals(program: Command): void {
     .action(async (o) => {
       const rows = await (await client()).list(o.status);
       if (o.json) {
-        print(JSON.stringify(rows));
+        printJson(rows);
         return;
       }
       print(goalRow(['GOAL', 'STATUS', 'STEP', 'TOKENS', 'COST', 'AGE', 'TEXT']));

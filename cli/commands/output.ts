@@ -1,8 +1,16 @@
 // What the commands write to stdout: plain lines, and a followed goal's progress.
 import type { GoalClient } from '../goal-client.ts';
+import { safeJson, safeLine } from '../terminal.ts';
 import { formatEventLine, TimelineView } from '../timeline.ts';
 
-export const print = (s: string) => process.stdout.write(`${s}\n`);
+/**
+ * Writes one line. Whatever it holds (goal text, reasons, names: written by a user or a model)
+ * reaches the terminal with its control characters escaped, never as terminal commands.
+ */
+export const print = (s: string) => process.stdout.write(`${safeLine(s)}\n`);
+
+/** Writes a value as JSON (pretty with `indent`), C1 controls escaped too. */
+export const printJson = (value: unknown, indent?: number) => process.stdout.write(`${safeJson(value, indent)}\n`);
 
 /** `tree` redraws the timeline in place (a TTY), `lines` prints one line per event, `none` is silent. */
 export type FollowMode = 'tree' | 'lines' | 'none';
@@ -27,7 +35,10 @@ export async function follow(c: GoalClient, goalId: string, mode: FollowMode): P
   return status;
 }
 
-/** Replaces the `drawn` lines written last with `text`; returns how many lines it wrote. */
+/**
+ * Replaces the `drawn` lines written last with `text` (the view's render, whose every line is
+ * already escaped); returns how many lines it wrote. These are the only escapes deepq emits.
+ */
 function redraw(text: string, drawn: number): number {
   // Cursor up `drawn` lines to column 0, then clear to the end of the screen.
   if (drawn) process.stdout.write(`\x1b[${drawn}F\x1b[J`);

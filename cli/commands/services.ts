@@ -67,7 +67,8 @@ function up(metricsPortBase: number, replicas: number): void {
     metricsPortBase,
     replicas,
   );
-  for (const s of specs) print(`deepq up: ${s.name.padEnd(28)} metrics http://127.0.0.1:${s.port}/metrics`);
+  const host = reachableHost(cfg.metricsHost);
+  for (const s of specs) print(`deepq up: ${s.name.padEnd(28)} metrics http://${host}:${s.port}/metrics`);
   const sup = supervise(specs);
   let stopping = false;
   const stop = () => {
@@ -85,4 +86,10 @@ function up(metricsPortBase: number, replicas: number): void {
   };
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);
+}
+
+/** An address to reach the children's ops servers at: METRICS_HOST, or loopback for a wildcard. */
+function reachableHost(bind: string): string {
+  if (bind === '0.0.0.0' || bind === '::') return '127.0.0.1';
+  return bind.includes(':') ? `[${bind}]` : bind;
 }

@@ -4,7 +4,7 @@ import { loadTranscript } from '../../shared/agent/transcripts.ts';
 import { loadConfig } from '../../shared/runtime/config.ts';
 import { createRuntime } from '../../shared/runtime/runtime.ts';
 import { connected } from '../connect.ts';
-import { print } from './output.ts';
+import { printJson } from './output.ts';
 
 export function registerTranscriptCommand(program: Command): void {
   program
@@ -19,7 +19,7 @@ export function registerTranscriptCommand(program: Command): void {
         await connected(rt.redis, cfg.redisUrl);
         const t = await loadTranscript(rt, threadId);
         if (!t) throw new Error(`no transcript for thread id ${threadId} (unknown, or expired after its TTL)`);
-        print(JSON.stringify(t, null, 2));
+        printJson(t, 2);
       } finally {
         await rt.close();
       }

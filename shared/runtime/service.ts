@@ -53,13 +53,16 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
   let stopping = false;
   const ops = await startOpsServer({
     port: rt.cfg.metricsPort,
+    host: rt.cfg.metricsHost,
     registry: rt.metrics.registry,
     async ready() {
       const redisOk = await pingRedis(rt.redis);
       const workerOk = worker!.isRunning() && !stopping;
       return { ok: redisOk && workerOk, checks: { redis: redisOk, worker: workerOk } };
     },
+    // One getJobCounts round per queue, shared by concurrent scrapes and reused for 1 s.
     beforeScrape: () => reportQueueDepths(rt, opts.reportQueues ?? [opts.queueName]),
+    refreshTtlMs: 1000,
   });
   // The ops server is up before anything waits on Redis: /healthz answers while Redis is
   // away, and /readyz says so.
@@ -72,6 +75,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
   const started = {
     queue: opts.queueName,
     concurrency: opts.concurrency,
+    metricsHost: ops.host,
     metricsPort: ops.port,
     provider: rt.provider.name,
   };
@@ -158,10 +162,12 @@ function onJobFailed(opts: ServiceOptions, job: Job | undefined, err: Error): vo
 }
 
 async function reportQueueDepths(rt: Runtime, queueNames: string[]): Promise<void> {
-  for (const q of queueNames) {
-    const counts = await rt.queues.get(q).getJobCounts(...QUEUE_STATES);
-    for (const s of QUEUE_STATES) rt.metrics.queueJobs.set({ queue: q, state: s }, counts[s] ?? 0);
-  }
+  await Promise.all(
+    queueNames.map(async (q) => {
+      const counts = await rt.queues.get(q).getJobCounts(...QUEUE_STATES);
+      for (const s of QUEUE_STATES) rt.metrics.queueJobs.set({ queue: q, state: s }, counts[s] ?? 0);
+    }),
+  );
 }
 
 /**
@@ -219,14 +225,17 @@ async function handBack(rt: Runtime, c: Closable): Promise<void> {
   await Promise.all(c.workers.map((w) => w.close(true).catch(() => {})));
 }
 
-/** SIGTERM / SIGINT → drain and exit 0. */
+/**
+ * SIGTERM / SIGINT → drain and exit 0; a second signal exits at once. A process started with
+ * an IPC channel (`deepq up`) drains the same way when the channel closes: its supervisor is
+ * gone (even SIGKILLed), and nobody would stop or restart it any more.
+ */
 export function stopOnSignals(svc: { stop(): Promise<void>; drainTimeoutMs: number }, logger: Runtime['logger']): void {
-  let n = 0;
-  const onSignal = (sig: string) => {
-    if (++n > 1) {
-      logger.warn({ sig }, 'second signal: exiting now');
-      process.exit(1);
-    }
+  let signals = 0;
+  let stopping = false;
+  const stop = () => {
+    if (stopping) return;
+    stopping = true;
     // A drain that cannot reach Redis must not hang forever: past the drain timeout plus a
     // grace period, exit anyway (non-zero; the stalled-job check recovers what was running).
     setTimeout(() => {
@@ -241,6 +250,29 @@ export function stopOnSignals(svc: { stop(): Promise<void>; drainTimeoutMs: numb
       },
     );
   };
+  const onSignal = (sig: string) => {
+    // Only a second signal cuts the drain short: the supervisor's SIGTERM racing its own
+    // channel closing is one request to stop, not two.
+    if (++signals > 1) {
+      logger.warn({ sig }, 'second signal: exiting now');
+      process.exit(1);
+    }
+    stop();
+  };
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   process.on('SIGINT', () => onSignal('SIGINT'));
+  // Spawned with a channel (process.send exists): follow the supervisor's lifetime.
+  if (typeof process.send !== 'function') return;
+  const orphaned = () => {
+    logger.warn({ alreadyStopping: stopping }, 'supervisor gone (IPC channel closed): draining and exiting');
+    stop();
+  };
+  // The supervisor may have died while this process was starting up.
+  if (!process.connected || !process.channel) {
+    orphaned();
+    return;
+  }
+  // The channel only reports the parent leaving; it must not keep the process alive itself.
+  process.channel.unref();
+  process.once('disconnect', orphaned);
 }

@@ -1,8 +1,10 @@
 // `deepq up` starts every service as its own child process on its own metrics port, runs
-// goals, and a terminal Ctrl-C (SIGINT to the foreground group) stops them all cleanly.
+// goals, and a terminal Ctrl-C (SIGINT to the foreground group) stops them all cleanly. A
+// supervisor killed outright (SIGKILL) leaves no child behind: each drains and exits.
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { GoalClient } from '../../cli/goal-client.ts';
 import { freePort } from '../../cli/private-redis.ts';
@@ -12,41 +14,145 @@ import { testEnv } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
 
 const redis = useRedis();
+const NAMES = ['planner', 'reflector', 'worker-research-specialist', 'worker-code-writer', 'worker-critic'];
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-test('deepq up prints a port per child, serves a goal, and stops on Ctrl-C with exit 0', async () => {
-  await redis.ready;
-  const base = await freePort();
-  const env = testEnv(redis.url);
-  // detached: the test plays the terminal, sending SIGINT to the whole process group.
+/** Starts `deepq up` in its own process group (the test plays the terminal); `out()` is its
+ *  output and its children's (they inherit its stdout and stderr). */
+function startUp(env: NodeJS.ProcessEnv, base: number): { up: ChildProcess; out: () => string } {
   const up = spawn(process.execPath, [BIN, 'up', '--metrics-port-base', String(base)], {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   });
   let out = '';
-  up.stdout.on('data', (d) => (out += d));
-  up.stderr.on('data', (d) => (out += d));
+  up.stdout!.on('data', (d) => (out += d));
+  up.stderr!.on('data', (d) => (out += d));
+  return { up, out: () => out };
+}
+
+/** The pids of a process's live children (Linux /proc; a zombie counts as gone). */
+function childPids(ppid: number): number[] {
+  const pids: number[] = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    const st = procStat(Number(d));
+    if (st && st.ppid === ppid && st.state !== 'Z') pids.push(Number(d));
+  }
+  return pids;
+}
+function procStat(pid: number): { state: string; ppid: number } | undefined {
+  try {
+    // pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after the last ')'.
+    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const [state, ppid] = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    return { state: state!, ppid: Number(ppid) };
+  } catch {
+    return undefined;
+  }
+}
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  // Reparented children are reaped by init; until then a zombie has exited all the same.
+  return procStat(pid)?.state !== 'Z';
+}
+
+test('deepq up prints a port per child, serves a goal, and stops on Ctrl-C with exit 0', async () => {
+  await redis.ready;
+  const base = await freePort();
+  const env = testEnv(redis.url);
+  const { up, out } = startUp(env, base);
   const exited = new Promise<number | null>((r) => up.on('exit', (code) => r(code)));
   const client = new GoalClient(loadConfig(env));
   try {
-    const names = ['planner', 'reflector', 'worker-research-specialist', 'worker-code-writer', 'worker-critic'];
-    for (const [i, name] of names.entries()) {
+    for (const [i, name] of NAMES.entries()) {
       for (let t = 0; ; t++) {
-        if (new RegExp(`${name}\\s+metrics http://127\\.0\\.0\\.1:${base + i}/metrics`).test(out)) break;
-        if (t > 200) throw new Error(`no port line for ${name}:\n${out}`);
-        await new Promise((r) => setTimeout(r, 50));
+        if (new RegExp(`${name}\\s+metrics http://127\\.0\\.0\\.1:${base + i}/metrics`).test(out())) break;
+        if (t > 200) throw new Error(`no port line for ${name}:\n${out()}`);
+        await sleep(50);
       }
     }
     const goalId = await client.enqueue({ goal: 'Up and running' });
     assert.equal((await client.waitFor(goalId, { timeoutMs: 60_000 })).status, 'done');
     // Each child really serves its own port.
-    for (let i = 0; i < names.length; i++)
+    for (let i = 0; i < NAMES.length; i++)
       assert.equal((await fetch(`http://127.0.0.1:${base + i}/healthz`)).status, 200);
     process.kill(-up.pid!, 'SIGINT');
-    assert.equal(await exited, 0, out);
-    for (const name of names) assert.match(out, new RegExp(`${name} exited cleanly`));
+    assert.equal(await exited, 0, out());
+    for (const name of NAMES) assert.match(out(), new RegExp(`${name} exited cleanly`));
   } finally {
     if (up.exitCode === null) process.kill(-up.pid!, 'SIGKILL');
     await client.close();
+  }
+});
+
+const linuxOnly = { skip: process.platform !== 'linux' && 'reads /proc' };
+test('children of a SIGKILLed deepq up drain and exit by themselves', linuxOnly, async (t) => {
+  await redis.ready;
+  const base = await freePort();
+  const env = testEnv(redis.url);
+  const { up, out } = startUp(env, base);
+  let pids: number[] = [];
+  try {
+    // Every child serving, and past its start line (its shutdown hooks are installed after it).
+    for (let i = 0; ; i++) {
+      const ready = await Promise.all(
+        NAMES.map((_n, k) =>
+          fetch(`http://127.0.0.1:${base + k}/readyz`).then(
+            (r) => r.ok,
+            () => false,
+          ),
+        ),
+      );
+      const startLines = out().match(/"msg":"[^"]* started"/g) ?? [];
+      if (ready.every(Boolean) && startLines.length >= NAMES.length) break;
+      if (i > 1200) throw new Error(`children did not all start:\n${out()}`);
+      await sleep(50);
+    }
+    pids = childPids(up.pid!);
+    assert.equal(pids.length, NAMES.length, `one process per service: ${pids.join(', ')}`);
+
+    process.kill(up.pid!, 'SIGKILL');
+    const killedAt = Date.now();
+    while (pids.some(alive) && Date.now() - killedAt < 20_000) await sleep(50);
+    const left = pids.filter(alive);
+    assert.deepEqual(left, [], `children still running ${Date.now() - killedAt} ms after the supervisor died`);
+    const took = Date.now() - killedAt;
+    assert.ok(took < 10_000, `children took ${took} ms to exit`);
+    t.diagnostic(`all ${pids.length} children exited ${took} ms after the supervisor's SIGKILL`);
+    // They drained (the graceful stop), rather than being cut off.
+    assert.equal(out().match(/supervisor gone/g)?.length, NAMES.length, out());
+    assert.equal(out().match(/"msg":"stopped"/g)?.length, NAMES.length, out());
+  } finally {
+    if (up.exitCode === null && up.signalCode === null) process.kill(-up.pid!, 'SIGKILL');
+    for (const pid of pids.filter(alive)) process.kill(pid, 'SIGKILL');
+  }
+});
+
+test('children still starting when deepq up is SIGKILLed exit too', linuxOnly, async (t) => {
+  await redis.ready;
+  const { up, out } = startUp(testEnv(redis.url), await freePort());
+  let pids: number[] = [];
+  try {
+    // Kill the supervisor as soon as its children exist, before any has started its service.
+    for (let i = 0; pids.length < NAMES.length; i++) {
+      if (i > 1000) throw new Error(`children were not spawned:\n${out()}`);
+      await sleep(10);
+      pids = childPids(up.pid!);
+    }
+    assert.equal(out().match(/"msg":"[^"]* started"/g), null, 'no child had started yet');
+    process.kill(up.pid!, 'SIGKILL');
+    const killedAt = Date.now();
+    while (pids.some(alive) && Date.now() - killedAt < 30_000) await sleep(50);
+    assert.deepEqual(pids.filter(alive), [], `children still running:\n${out()}`);
+    t.diagnostic(`all ${pids.length} children exited ${Date.now() - killedAt} ms after the supervisor's SIGKILL`);
+    assert.equal(out().match(/supervisor gone/g)?.length, NAMES.length, out());
+  } finally {
+    if (up.exitCode === null && up.signalCode === null) process.kill(-up.pid!, 'SIGKILL');
+    for (const pid of pids.filter(alive)) process.kill(pid, 'SIGKILL');
   }
 });

@@ -116,3 +116,43 @@ test('plain lines carry the time since the goal was created', () => {
     '  +2.00s cycle 2 paused for a human (escalation): max depth 5 reached',
   );
 });
+
+test('text from users and models is escaped: no control character reaches the terminal, one line stays one', () => {
+  const hostile = '\x1b[2J\x1b]0;pwned\x07 \u009b2J\nsecond line';
+  const bad: TimelineEvent[] = [
+    { type: 'created', at: t0, goal: `Sort ${hostile}` },
+    ...events.slice(1, 3),
+    {
+      type: 'subtask_failed',
+      at: t0 + 500,
+      step: 1,
+      index: 1,
+      role: 'code-writer',
+      artifact: 'solution.py',
+      reason: `broke ${hostile}`,
+    },
+    { type: 'reflected', at: t0 + 520, step: 1, decision: 'escalate', reason: `why ${hostile}`, outcomes: [] },
+    { type: 'paused', at: t0 + 530, step: 1, pausedFor: 'escalation', reason: `human ${hostile}` },
+  ];
+  const v = new TimelineView();
+  for (const e of bad) v.apply(e);
+  const out = v.render();
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
+  const control = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/;
+  assert.doesNotMatch(out, control);
+  // goal, cycle, two subtasks, reason: the redraw counts lines, so a reason's \n must not add one.
+  assert.equal(out.split('\n').length, 5, out);
+  assert.match(out, /^goal: Sort \\u001b\[2J\\u001b\]0;pwned\\u0007 \\u009b2J\\nsecond line {2}\[awaiting_human\]/);
+  assert.match(out, /→ escalate \(why \\u001b\[2J/);
+  assert.match(out, /failed {2}\(broke \\u001b\[2J/);
+  assert.match(out, /\nreason: human \\u001b\[2J.*\\nsecond line$/);
+  for (const e of bad) {
+    const line = formatEventLine(e, t0);
+    assert.doesNotMatch(line, control, line);
+    assert.doesNotMatch(line, /\n/, line);
+  }
+  assert.equal(
+    formatEventLine(bad[4]!, t0),
+    '  +0.52s cycle 1 reflected: escalate (why \\u001b[2J\\u001b]0;pwned\\u0007 \\u009b2J\\nsecond line)',
+  );
+});

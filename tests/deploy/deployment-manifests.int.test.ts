@@ -56,8 +56,11 @@ const MUST_SET_EVERYWHERE = [
   'DEEPQ_PREFIX',
   'DEEPQ_BLOB_DIR',
   'METRICS_PORT',
+  // deepq binds 127.0.0.1 by default; probes and Prometheus reach a container from outside.
+  'METRICS_HOST',
   'DEEPQ_DRAIN_TIMEOUT_MS',
 ];
+const WILDCARD_HOSTS = ['0.0.0.0', '::'];
 
 // ---------------------------------------------------------------------------------------
 // Helpers
@@ -420,6 +423,7 @@ function checkCluster(objs: Obj[], label: string): { pods: DeepqPod[]; roles: st
     // Metrics port, probes, scrape annotations.
     const port = Number(env.METRICS_PORT);
     assert.ok(port > 0, `${where}: METRICS_PORT`);
+    assert.ok(WILDCARD_HOSTS.includes(env.METRICS_HOST!), `${where}: METRICS_HOST=${env.METRICS_HOST}, not 0.0.0.0`);
     assert.ok(
       (c.ports ?? []).some((p: Obj) => p.containerPort === port),
       `${where}: containerPort ${port}`,
@@ -705,6 +709,7 @@ describe('docker-compose.yml', () => {
       for (const k of Object.keys(env)) assert.ok(KNOWN_VARS.has(k), `${name}: sets ${k}, which deepq does not read`);
       for (const k of MUST_SET_EVERYWHERE) assert.ok(env[k], `${name}: ${k} must be set`);
       assert.equal(env.METRICS_PORT, '9464', `${name}: METRICS_PORT`);
+      assert.ok(WILDCARD_HOSTS.includes(env.METRICS_HOST!), `${name}: METRICS_HOST=${env.METRICS_HOST}, not 0.0.0.0`);
       const hc = (
         Array.isArray(s.healthcheck?.test) ? s.healthcheck.test.join(' ') : String(s.healthcheck?.test ?? '')
       ) as string;

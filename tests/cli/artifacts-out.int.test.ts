@@ -1,0 +1,150 @@
+// `deepq artifacts <goal> --out DIR` writes all or nothing: names that map to one path
+// (`b/c.md`, `b//c.md`, `b/./c.md`), a file where another name needs a directory (`report`
+// and `report/z.md`), or an existing file or directory of the wrong kind in DIR are refused
+// before anything is written, naming them; a normal set is written whole. Artifacts are
+// written through the real virtual FS on a private Redis; the CLI runs as a user runs it.
+
+import assert from 'node:assert/strict';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { after, test } from 'node:test';
+import { runCli } from '../../testing/fleet.ts';
+import { useRedis } from '../../testing/redis.ts';
+import { useVfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
+
+const redis = useRedis();
+let t: VfsTestRuntime;
+useVfsRuntime(redis, (x) => {
+  t = x;
+});
+
+/** A goal holding these artifacts, each written by its own subtask. */
+async function goalWith(files: Record<string, string>): Promise<string> {
+  const goalId = await t.newGoal();
+  let i = 0;
+  for (const [name, content] of Object.entries(files)) {
+    await t.rt.vfs.write(goalId, name, content, { status: 'done', step: 1, role: 'critic', writer: `w${i++}` });
+  }
+  return goalId;
+}
+
+/** Every file under dir (relative path → content), hidden ones included. */
+function tree(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const walk = (d: string) => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      const p = join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else out[relative(dir, p)] = readFileSync(p, 'utf8');
+    }
+  };
+  walk(dir);
+  return out;
+}
+
+const scratches: string[] = [];
+after(() => {
+  for (const d of scratches) rmSync(d, { recursive: true, force: true });
+});
+function scratch(): string {
+  const d = mkdtempSync(join(tmpdir(), 'deepq-out-'));
+  scratches.push(d);
+  return d;
+}
+
+function assertRefused(r: { code: number | null; stdout: string; stderr: string }, problem: RegExp): void {
+  assert.equal(r.code, 1, `exit ${r.code}\n${r.stdout}${r.stderr}`);
+  assert.match(r.stderr, /^deepq: error: refusing to write artifacts to .*, nothing written: /);
+  assert.match(r.stderr, problem, r.stderr);
+  assert.equal(r.stderr.trim().split('\n').length, 1, `not one line:\n${r.stderr}`);
+  assert.equal(r.stdout, '', 'a refused export printed written files');
+}
+
+test('names that normalise to one path are refused before anything is written', { timeout: 60_000 }, async () => {
+  await redis.ready;
+  const goalId = await goalWith({ 'b/c.md': 'one', 'b//c.md': 'two', 'b/./c.md': 'three', 'a.md': 'fine' });
+  const parent = scratch();
+  const out = join(parent, 'out');
+  const r = await runCli(['artifacts', goalId, '--out', out], t.env);
+  assertRefused(r, /: ("b\/[./]*c\.md"(, | and )){2}"b\/[./]*c\.md" would all be written to b\/c\.md$/m);
+  for (const name of ['"b/c.md"', '"b//c.md"', '"b/./c.md"']) assert.ok(r.stderr.includes(name), r.stderr);
+  assert.equal(existsSync(out), false, 'DIR was created');
+  assert.deepEqual(readdirSync(parent), [], 'something was left next to DIR');
+  // An existing DIR stays exactly as it was.
+  mkdirSync(out);
+  writeFileSync(join(out, 'keep.txt'), 'mine');
+  const again = await runCli(['artifacts', goalId, '--out', out], t.env);
+  assertRefused(again, /would all be written to b\/c\.md/);
+  assert.deepEqual(tree(out), { 'keep.txt': 'mine' });
+});
+
+test('a name that is a file where another needs a directory (report, report/z.md) is refused clearly', {
+  timeout: 60_000,
+}, async () => {
+  await redis.ready;
+  const goalId = await goalWith({ report: 'the report', 'report/z.md': 'z', 'x.md': 'x' });
+  const out = join(scratch(), 'out');
+  const r = await runCli(['artifacts', goalId, '--out', out], t.env);
+  assertRefused(r, /"report" is a file but "report\/z\.md" needs report\/ to be a directory/);
+  assert.equal(existsSync(out), false);
+});
+
+test('an existing file or directory of the wrong kind in DIR is refused, and DIR is left alone', {
+  timeout: 60_000,
+}, async () => {
+  await redis.ready;
+  const goalId = await goalWith({ 'docs/a.md': 'a', 'notes.md': 'n', 'ok.md': 'ok' });
+  const out = scratch();
+  writeFileSync(join(out, 'docs'), 'a file where a directory is needed');
+  mkdirSync(join(out, 'notes.md'));
+  writeFileSync(join(out, 'notes.md', 'inside'), 'a directory where a file would go');
+  const before = tree(out);
+  const r = await runCli(['artifacts', goalId, '--out', out], t.env);
+  assertRefused(r, /docs is a file but "docs\/a\.md" needs it to be a directory/);
+  assert.match(r.stderr, /notes\.md is a directory and "notes\.md" would replace it/);
+  assert.deepEqual(tree(out), before);
+  // DIR itself a file: refused the same way.
+  const file = join(scratch(), 'plain');
+  writeFileSync(file, 'x');
+  assertRefused(await runCli(['artifacts', goalId, '--out', file], t.env), /plain exists and is not a directory/);
+  assert.equal(readFileSync(file, 'utf8'), 'x');
+});
+
+test('a normal set is written whole: into a new DIR (parents made), and into an existing one', {
+  timeout: 60_000,
+}, async () => {
+  await redis.ready;
+  const big = `${'line of a spilled artifact\n'.repeat(5000)}end\n`;
+  const files = { 'a.md': '# A\n\ttabbed\n', 'sub/b.md': 'b', 'sub/deep/c.txt': 'ç ü 日本', 'big.txt': big };
+  const goalId = await goalWith(files);
+  const parent = scratch();
+  const out = join(parent, 'new', 'out');
+  const r = await runCli(['artifacts', goalId, '--out', out], t.env);
+  assert.equal(r.code, 0, r.stdout + r.stderr);
+  assert.deepEqual(tree(out), files);
+  for (const name of Object.keys(files)) {
+    const bytes = Buffer.byteLength(files[name as keyof typeof files]);
+    assert.ok(r.stdout.includes(`${join(out, name)}  (${bytes} bytes)`), r.stdout);
+  }
+  // No temporary directory is left beside DIR.
+  assert.deepEqual(readdirSync(join(parent, 'new')), ['out']);
+  // Into an existing DIR: others' files stay, an artifact's earlier copy is replaced.
+  const existing = scratch();
+  writeFileSync(join(existing, 'keep.txt'), 'mine');
+  mkdirSync(join(existing, 'sub'));
+  writeFileSync(join(existing, 'sub', 'b.md'), 'old b');
+  const r2 = await runCli(['artifacts', goalId, '--out', existing], t.env);
+  assert.equal(r2.code, 0, r2.stdout + r2.stderr);
+  assert.deepEqual(tree(existing), { ...files, 'keep.txt': 'mine' });
+  assert.ok(statSync(join(existing, 'sub', 'deep')).isDirectory());
+});

@@ -1,0 +1,82 @@
+// What the CLI prints of text a user or a model wrote: control characters (C0, DEL, C1) are
+// shown as visible escapes, never written raw; and how `artifacts --out` maps names to paths.
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { planExport } from '../../cli/commands/artifacts-out.ts';
+import { safeJson, safeLine, safeText } from '../../cli/terminal.ts';
+
+const HOSTILE = '\x1b[2J\x1b]0;pwned\x07';
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
+const ANY_CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
+const CONTROL_BUT_LAYOUT = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/;
+
+test('safeLine escapes every C0, DEL and C1 control, line breaks and tabs included', () => {
+  assert.equal(safeLine(HOSTILE), '\\u001b[2J\\u001b]0;pwned\\u0007');
+  assert.equal(safeLine('a\u009b2Jb\u0085c\u009d0;x\u009c'), 'a\\u009b2Jb\\u0085c\\u009d0;x\\u009c');
+  assert.equal(safeLine('one\ntwo\r\tthree\u007f'), 'one\\ntwo\\r\\tthree\\u007f');
+  assert.equal(safeLine('\u0000\u001f\u0080\u009f'), '\\u0000\\u001f\\u0080\\u009f');
+  const all = Array.from({ length: 0xa0 }, (_, i) => String.fromCharCode(i)).join('');
+  assert.doesNotMatch(safeLine(all), ANY_CONTROL);
+});
+
+test('safeLine leaves ordinary text alone, non-ASCII included, and is idempotent', () => {
+  for (const s of ['plain text', 'é ü ß ✓ 日本語 🙂', '└─ cycle 1  → end', 'tab-free \\u001b already escaped', '']) {
+    assert.equal(safeLine(s), s);
+  }
+  assert.equal(safeLine(safeLine(HOSTILE)), safeLine(HOSTILE));
+  // U+00A0 (no-break space) is the first character past C1: printable, kept.
+  assert.equal(safeLine('a\u00a0b'), 'a\u00a0b');
+});
+
+test('safeText keeps line breaks, tabs and CRLF, and escapes every other control', () => {
+  assert.equal(safeText('line 1\n\tline 2\r\nline 3'), 'line 1\n\tline 2\r\nline 3');
+  assert.equal(safeText(`title\n${HOSTILE}\n`), 'title\n\\u001b[2J\\u001b]0;pwned\\u0007\n');
+  // A lone CR would let what follows overwrite the line on screen.
+  assert.equal(safeText('all good\rpwned'), 'all good\\rpwned');
+  assert.equal(safeText('\u009b2J\u000b\u000c\u007f'), '\\u009b2J\\u000b\\u000c\\u007f');
+  const all = Array.from({ length: 0xa0 }, (_, i) => String.fromCharCode(i)).join('');
+  assert.doesNotMatch(safeText(all), CONTROL_BUT_LAYOUT);
+  assert.doesNotMatch(safeText(all).replace(/\r\n/g, ''), /\r/);
+});
+
+test('safeJson is the same JSON value with DEL and C1 escaped as well as C0', () => {
+  const value = { reason: `${HOSTILE} and \u009b2J\u007f`, n: 1, list: ['\u0085', 'ok'] };
+  const json = safeJson(value);
+  assert.doesNotMatch(json, ANY_CONTROL);
+  assert.match(json, /\\u009b2J\\u007f/);
+  assert.deepEqual(JSON.parse(json), value);
+  const pretty = safeJson(value, 2);
+  assert.doesNotMatch(pretty.replace(/\n/g, ''), ANY_CONTROL);
+  assert.deepEqual(JSON.parse(pretty), value);
+});
+
+test('artifact names are normalised, and names sharing a path or a file/directory prefix collide', () => {
+  const same = planExport(['b/c.md', 'b//c.md', 'b/./c.md', 'ok.md']);
+  assert.deepEqual(
+    same.placements.map((p) => p.rel),
+    ['b/c.md', 'b/c.md', 'b/c.md', 'ok.md'],
+  );
+  assert.deepEqual(same.collisions, ['"b/c.md", "b//c.md" and "b/./c.md" would all be written to b/c.md']);
+
+  const prefix = planExport(['report', 'report/z.md', 'a/b', 'a/b/c/d.md', 'a/bc.md']);
+  assert.deepEqual(prefix.collisions, [
+    '"report" is a file but "report/z.md" needs report/ to be a directory',
+    '"a/b" is a file but "a/b/c/d.md" needs a/b/ to be a directory',
+  ]);
+
+  const fine = planExport(['a.md', 'sub/b.md', 'sub/deep/c.txt', 'sub2/b.md', 'subb.md']);
+  assert.deepEqual(fine.collisions, []);
+  assert.deepEqual(fine.skipped, []);
+  assert.equal(fine.placements.length, 5);
+});
+
+test('names that could leave DIR are skipped, never placed', () => {
+  const plan = planExport(['../x', '/etc/passwd', 'a/../../b', 'ok.md', 'evil\u0007.md']);
+  assert.deepEqual(
+    plan.placements.map((p) => p.name),
+    ['ok.md'],
+  );
+  assert.equal(plan.skipped.length, 4);
+});
