@@ -2,8 +2,9 @@
 import { z } from 'zod';
 import { BudgetsSchema } from '../shared/goal/budgets.ts';
 
+// C0 controls but tab and line breaks, DEL and C1 (a terminal acts on them), invalid UTF-8.
 // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
-const BINARY_TEXT = /[\u0000-\u0008\u000e-\u001f\ufffd]/;
+const BINARY_TEXT = /[\u0000-\u0008\u000e-\u001f\u007f-\u009f\ufffd]/;
 
 export const GoalRequestSchema = z.object({
   goal: z

@@ -8,6 +8,7 @@ import { registerGoalCommands } from './commands/goals.ts';
 import { registerServiceCommands } from './commands/services.ts';
 import { registerTranscriptCommand } from './commands/transcript.ts';
 import { closeClient } from './connect.ts';
+import { safeLine } from './terminal.ts';
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -30,7 +31,8 @@ async function run(): Promise<void> {
     await buildProgram().parseAsync(process.argv);
   } catch (err) {
     const e = err as Error;
-    process.stderr.write(`deepq: error: ${scrubSecrets(userMessage(e))}\n`);
+    // Messages can echo what was typed (an unknown goal id): never raw control characters.
+    process.stderr.write(`deepq: error: ${safeLine(scrubSecrets(userMessage(e)))}\n`);
     if (process.env.DEEPQ_DEBUG) process.stderr.write(`${e.stack}\n`);
     process.exitCode = exitCodeFor(e);
     failed = true;

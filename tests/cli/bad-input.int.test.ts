@@ -138,6 +138,7 @@ test('goal text: empty, blank, over 100 KB and binary are refused naming the pro
     ['blank', ['enqueue', '   \n\t '], /goal text is empty/],
     ['huge', ['enqueue', 'x'.repeat(110 * 1024)], /goal text is over 100 KB/],
     ['control characters', ['enqueue', 'binary\u0001\u0002\u0003goal'], /goal text looks binary/],
+    ['C1 control characters', ['enqueue', 'a goal\u009b2J that clears the screen'], /goal text looks binary/],
   ];
   const results = await Promise.all(cases.map(([, args]) => runCli(args, fleet.env)));
   for (const [i, [what, , problem]] of cases.entries()) assertCleanError(results[i]!, problem, what);
