@@ -1,9 +1,12 @@
 // `npm run chaos -- [--goals 200] [--replicas 2] [--kill-every-ms 1000] [--latency-ms 150]
 //   [--lock-ms 4000] [--stalled-ms 1000] [--spread-ms <ms>] [--timeout-ms 900000]
-//   [--concurrency 8] [--seed <n>] [--out bench/results/chaos.json]`
+//   [--concurrency 8] [--seed <n>] [--drop-every-ms 700] [--cut-every-ms 5000]
+//   [--redis-restart-at-ms <ms>] [--no-faults] [--out bench/results/chaos.json]`
 //
-// The large chaos run: a private redis-server, `replicas` processes per service, a random
-// one SIGKILLed every interval and restarted, N goals on the scripted model. Prints a
+// The large chaos run: a private redis-server (AOF), `replicas` processes per service, a random
+// one SIGKILLed every interval and restarted, N goals on the scripted model. By default the
+// fleet reaches Redis through a fault proxy that loses replies to deepq's scripts, cuts every
+// connection now and then, and Redis is restarted once mid-run. Prints a
 // summary (goals, kills, restarts, lost, duplicates, re-executions, wall time), writes it as
 // JSON, and exits 1 when a goal was lost, an effect duplicated, or a process died by itself.
 // Exits 2 when it could not run (bad arguments, no redis-server).
@@ -32,6 +35,10 @@ interface Args {
   timeoutMs: number;
   concurrency: number;
   seed?: number;
+  faults: boolean;
+  dropEveryMs: number;
+  cutEveryMs: number;
+  redisRestartAtMs?: number;
   out: string;
 }
 
@@ -49,6 +56,14 @@ function parseArgs(argv: string[]): Args {
     .option('--timeout-ms <ms>', 'give up waiting for the goals after this long', count, 900_000)
     .option('--concurrency <n>', 'jobs each process runs at once', count, 8)
     .option('--seed <n>', 'seed for the kill schedule and the goals (default: random)', count)
+    .option('--drop-every-ms <ms>', "lose the reply to one of deepq's scripts about this often", count, 700)
+    .option('--cut-every-ms <ms>', 'cut every connection to Redis about this often', count, 5000)
+    .option(
+      '--redis-restart-at-ms <ms>',
+      'restart Redis once, this long into the run (default: half the spread)',
+      count,
+    )
+    .option('--no-faults', 'no fault proxy: SIGKILLs only')
     .option('--out <file>', 'where to write the JSON report', 'bench/results/chaos.json')
     .configureOutput({ outputError: (str, write) => write(`chaos: ${str}`) })
     // Bad arguments exit 2, like any other reason the run could not start; --help exits 0.
@@ -56,8 +71,16 @@ function parseArgs(argv: string[]): Args {
   return program.parse(argv).opts<Args>();
 }
 
-function chaosOptions(a: Args): ChaosOptions {
+function chaosOptions(a: Args, restartRedis: (downMs: number) => Promise<void>): ChaosOptions {
+  const spread = a.spreadMs ?? a.goals * 250;
+  const faults = {
+    dropEveryMs: a.dropEveryMs,
+    cutEveryMs: a.cutEveryMs,
+    restartAtMs: a.redisRestartAtMs ?? Math.round(spread / 2),
+    restartDownMs: 2000,
+  };
   return {
+    ...(a.faults ? { faults, restartRedis } : {}),
     goals: a.goals,
     replicas: a.replicas,
     replicateAll: true,
@@ -66,7 +89,7 @@ function chaosOptions(a: Args): ChaosOptions {
     lockDurationMs: a.lockMs,
     stalledIntervalMs: a.stalledMs,
     // Enough time for the chaos to matter: goals arrive over ~goals/4 seconds by default.
-    enqueueSpreadMs: a.spreadMs ?? a.goals * 250,
+    enqueueSpreadMs: spread,
     timeoutMs: a.timeoutMs,
     concurrency: a.concurrency,
     ...(a.seed !== undefined ? { seed: a.seed } : {}),
@@ -112,10 +135,14 @@ async function main(): Promise<number> {
   const args = parseArgs(process.argv);
   if (!hasRedisServer()) throw new Error('redis-server is not on PATH: the chaos run starts its own private one');
   const out = resolve(args.out);
-  const redis = await startPrivateRedis();
+  // AOF: a restart mid-run must lose nothing acknowledged.
+  const redis = await startPrivateRedis({ appendonly: true });
   let report: ChaosReport;
   try {
-    report = await runChaos(redis.url, chaosOptions(args));
+    report = await runChaos(
+      redis.url,
+      chaosOptions(args, (downMs) => redis.restart(downMs)),
+    );
   } finally {
     await redis.stop();
   }

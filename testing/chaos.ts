@@ -18,6 +18,7 @@ import {
   subagentQueueName,
   subtaskJobId,
 } from '../shared/runtime/queues.ts';
+import { type FaultCounts, type FaultOptions, startFaults } from './chaos-faults.ts';
 import { type Fleet, type ServiceProc, startFleet, startProcess } from './fleet.ts';
 import { prng } from './prng.ts';
 
@@ -38,6 +39,10 @@ export interface ChaosOptions {
   timeoutMs: number;
   concurrency?: number;
   seed?: number;
+  /** Lost replies, connection cuts and a Redis restart through a fault proxy (testing/chaos-faults.ts). */
+  faults?: FaultOptions;
+  /** Restarts the caller's Redis (for `faults.restartAtMs`). */
+  restartRedis?: (downMs: number) => Promise<void>;
   log?: (line: string) => void;
 }
 
@@ -71,6 +76,8 @@ export interface ChaosReport {
   };
   problems: string[];
   failures: string[];
+  /** What the fault proxy did, when the run had faults. */
+  faults?: FaultCounts;
   wallSeconds: number;
   settings: Omit<ChaosOptions, 'log'> & { seed: number };
 }
@@ -414,8 +421,9 @@ export async function verifyGoals(fleet: Fleet, goalIds: string[]): Promise<Veri
 export async function runChaos(redisUrl: string, opts: ChaosOptions): Promise<ChaosReport> {
   const log = opts.log ?? (() => {});
   const seed = opts.seed ?? Math.floor(Math.random() * 2 ** 31);
-  const { log: _log, ...settings } = opts;
+  const { log: _log, restartRedis: _restart, ...settings } = opts;
   void _log;
+  void _restart;
   // Fail fast on a bad setting rather than inside ten child processes.
   loadConfig({
     REDIS_URL: redisUrl,
@@ -423,10 +431,14 @@ export async function runChaos(redisUrl: string, opts: ChaosOptions): Promise<Ch
     DEEPQ_STALLED_INTERVAL_MS: String(opts.stalledIntervalMs),
   });
   log(`chaos: starting ${opts.replicas} process(es) per service (seed ${seed})`);
-  const fleet = await startChaosFleet(redisUrl, opts);
+  const faults = opts.faults
+    ? await startFaults(redisUrl, { ...opts.faults, seed, restart: opts.restartRedis, log })
+    : undefined;
+  const fleet = await startChaosFleet(faults?.proxy.url ?? redisUrl, opts);
   log(`chaos: ${fleet.procs.length} processes up; ${opts.goals} goals, a SIGKILL every ${opts.killEveryMs} ms`);
   const t0 = performance.now();
   const chaos = startChaos(fleet, { killEveryMs: opts.killEveryMs, seed, log });
+  faults?.begin();
   const goalIds: string[] = [];
   let status = new Map<string, string>();
   try {
@@ -440,6 +452,7 @@ export async function runChaos(redisUrl: string, opts: ChaosOptions): Promise<Ch
     status = await waitForGoals(fleet, goalIds, opts.timeoutMs);
   } finally {
     await chaos.stop();
+    await faults?.stop();
   }
   const wallSeconds = (performance.now() - t0) / 1000;
   const open = [...status.values()].filter((s) => !isTerminal(s)).length;
@@ -461,11 +474,13 @@ export async function runChaos(redisUrl: string, opts: ChaosOptions): Promise<Ch
       reExecutions: v.reExecutions,
       problems: v.problems,
       failures: v.failures,
+      ...(faults ? { faults: faults.counts } : {}),
       wallSeconds: Math.round(wallSeconds * 10) / 10,
       settings: { ...settings, seed },
     };
   } finally {
     await fleet.stop();
+    await faults?.close();
   }
 }
 
@@ -479,6 +494,12 @@ export function formatReport(r: ChaosReport): string {
     `re-executions: subtasks ${x.subtasks}; ` +
       `job starts beyond the first: plan ${x.jobs.plan}, reflect ${x.jobs.reflect}, subagent ${x.jobs.subagent}; ` +
       `stalled ${x.stalled}; re-dispatches ${x.redispatches}; failed jobs ${x.failedJobs}`,
+    ...(r.faults
+      ? [
+          `faults: ${r.faults.drops} lost replies, ${r.faults.cuts} connection cuts, ` +
+            `${r.faults.redisRestarts} Redis restarts`,
+        ]
+      : []),
     `wall time ${r.wallSeconds} s (lock ${settings.lockDurationMs} ms, ` +
       `stalled interval ${settings.stalledIntervalMs} ms, latency ${settings.latencyMs} ms, seed ${settings.seed})`,
   ].join('\n');
