@@ -30,15 +30,28 @@ export async function reconcile(rt: Runtime, now = Date.now()): Promise<Reconcil
   const report: ReconcileReport = { checked: 0, repaired: 0, abandoned: 0 };
   const ids = await rt.redis.zrange(rt.goals.keys.goalsIndex(), '0', '-1');
   for (let i = 0; i < ids.length; i += BATCH) {
-    for (const goal of await Promise.all(ids.slice(i, i + BATCH).map((id) => rt.goals.get(id)))) {
+    // Two fields per goal first: most goals are finished or busy, and need no full read.
+    const idle = await idleGoals(rt, ids.slice(i, i + BATCH), now, report);
+    for (const goal of await Promise.all(idle.map((id) => rt.goals.get(id)))) {
       if (!goal || isTerminal(goal.status)) continue;
-      report.checked++;
-      if (now - goal.updatedAt < rt.cfg.reconcileGraceSeconds * 1000) continue;
       if (goal.status === 'awaiting_human') report.abandoned += Number(await abandonIfExpired(rt, goal, now));
       else if (await repair(rt, goal)) report.repaired++;
     }
   }
   return report;
+}
+
+/** The ids of live goals not updated within the grace period; counts the live ones checked. */
+async function idleGoals(rt: Runtime, ids: string[], now: number, report: ReconcileReport): Promise<string[]> {
+  const p = rt.redis.pipeline();
+  for (const id of ids) p.hmget(rt.goals.keys.goal(id), 'status', 'updatedAt');
+  const rows = (await p.exec()) ?? [];
+  return ids.filter((_, j) => {
+    const [status, updatedAt] = (rows[j]?.[1] as (string | null)[] | undefined) ?? [];
+    if (!status || isTerminal(status)) return false;
+    report.checked++;
+    return now - Number(updatedAt ?? 0) >= rt.cfg.reconcileGraceSeconds * 1000;
+  });
 }
 
 async function abandonIfExpired(rt: Runtime, goal: GoalRecord, now: number): Promise<boolean> {
