@@ -7,7 +7,7 @@ import { contractFor } from '../../shared/agent/output-contracts.ts';
 import { ModelCallError } from '../../shared/agent/providers/types.ts';
 import type { RoleSpec } from '../../shared/agent/roles.ts';
 import { type GoalRunOutcome, runForGoal } from '../../shared/agent/run-for-goal.ts';
-import { createVfsTools } from '../../shared/agent/tools.ts';
+import { createVfsTools, type Tool, type ToolScope } from '../../shared/agent/tools.ts';
 import { shortId } from '../../shared/agent/transcripts.ts';
 import { ProviderRateLimitError } from '../../shared/errors.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
@@ -27,6 +27,8 @@ export interface SubagentDeps {
   role: RoleSpec;
   /** The role's queue, paused fleet-wide on a provider 429. */
   queue: Queue;
+  /** Tools beyond the built-in VFS ones (the role's MCP tools), bound to the job. */
+  extraTools?: (scope: ToolScope, signal?: AbortSignal) => Tool[];
 }
 
 type ResultBase = Pick<SubagentJobResult, 'artifact_name' | 'role' | 'threadId' | 'bytes' | 'startedAt'>;

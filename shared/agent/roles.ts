@@ -2,7 +2,15 @@
 // output contract. Adding a role is a config entry plus `deepq worker --role <name>`.
 import { z } from 'zod';
 
-export const TOOL_NAMES = ['read_file', 'write_file', 'list_files'] as const;
+/** The built-in virtual-FS tools (shared/agent/tools.ts). */
+export const TOOL_NAMES = ['read_file', 'write_file', 'edit_file', 'list_files', 'grep', 'delete_file'] as const;
+/** `mcp:<server>/<tool>` or `mcp:<server>/*`: a tool (or every tool) of a configured MCP server. */
+export const MCP_TOOL_RE = /^mcp:([a-z0-9][a-z0-9_-]{0,40})\/(\*|[A-Za-z0-9_.-]{1,64})$/;
+export const ToolNameSchema = z.string().superRefine((name, ctx) => {
+  if ((TOOL_NAMES as readonly string[]).includes(name) || MCP_TOOL_RE.test(name)) return;
+  const message = `unknown tool ${JSON.stringify(name)} (built-in: ${TOOL_NAMES.join(', ')}; or mcp:<server>/<tool>)`;
+  ctx.addIssue({ code: 'custom', message });
+});
 export const MIDDLEWARE_NAMES = ['logging', 'tokens', 'tier-routing', 'retry', 'prompt-cache'] as const;
 export const ROLE_CONTRACTS = ['summary', 'code', 'critique', 'text'] as const;
 export type RoleContract = (typeof ROLE_CONTRACTS)[number];
@@ -15,7 +23,7 @@ export const RoleNameSchema = z
 
 export const AgentSpecSchema = z.object({
   systemPrompt: z.string().min(1),
-  tools: z.array(z.enum(TOOL_NAMES)).default([]),
+  tools: z.array(ToolNameSchema).default([]),
   middleware: z.array(z.enum(MIDDLEWARE_NAMES)).default([...MIDDLEWARE_NAMES]),
   tier: z.enum(['HIGH', 'LOW']).default('HIGH'),
   maxTurns: z.number().int().min(1).max(200).default(30),

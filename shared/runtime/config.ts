@@ -5,7 +5,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import YAML from 'yaml';
 import { z } from 'zod';
-import { AgentSpecSchema, DEFAULT_ROLES, RoleSpecSchema } from '../agent/roles.ts';
+import { AgentSpecSchema, DEFAULT_ROLES, MCP_TOOL_RE, RoleSpecSchema } from '../agent/roles.ts';
 import { ConfigError } from '../errors.ts';
 import { BudgetsSchema } from '../goal/budgets.ts';
 import { formatZodIssues } from '../zod.ts';
@@ -16,6 +16,32 @@ const PriceSchema = z.object({
   cacheReadPerMTok: z.number().nonnegative().default(0),
   cacheWritePerMTok: z.number().nonnegative().default(0),
 });
+
+/** An environment variable's value, by name: secrets stay out of the config file. */
+const EnvRef = z.object({ env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/) }).strict();
+const ValueOrEnv = z.union([z.string(), EnvRef]);
+
+/** One MCP server: a command over stdio, or a streamable-HTTP endpoint. */
+export const McpServerSchema = z.discriminatedUnion('type', [
+  z
+    .object({
+      type: z.literal('stdio'),
+      command: z.string().min(1),
+      args: z.array(z.string()).default([]),
+      env: z.record(z.string(), ValueOrEnv).default({}),
+      timeoutMs: z.number().int().positive().default(60_000),
+    })
+    .strict(),
+  z
+    .object({
+      type: z.literal('http'),
+      url: z.string().url(),
+      headers: z.record(z.string(), ValueOrEnv).default({}),
+      timeoutMs: z.number().int().positive().default(60_000),
+    })
+    .strict(),
+]);
+export type McpServerConfig = z.infer<typeof McpServerSchema>;
 
 export const ConfigSchema = z
   .object({
@@ -46,6 +72,10 @@ export const ConfigSchema = z
       .max(8, 'deepq needs 3 to 8 roles')
       .prefault(DEFAULT_ROLES as never)
       .refine((roles) => new Set(roles.map((r) => r.name)).size === roles.length, 'role names must be unique'),
+    /** MCP servers roles may take tools from (`mcp:<server>/<tool>`); see shared/agent/mcp/. */
+    mcpServers: z
+      .record(z.string().regex(/^[a-z0-9][a-z0-9_-]{0,40}$/, 'server names: a-z, 0-9, _ and -'), McpServerSchema)
+      .default({}),
     planner: AgentSpecSchema.partial().default({}),
     reflector: AgentSpecSchema.partial().default({}),
     maxDepth: z.number().int().min(1).max(100).default(5),
@@ -128,7 +158,17 @@ export const ConfigSchema = z
       'scripted-low': { inputPerMTok: 0, outputPerMTok: 0, cacheReadPerMTok: 0, cacheWritePerMTok: 0 },
     }),
   })
-  .strict();
+  .strict()
+  .superRefine((cfg, ctx) => {
+    for (const [i, role] of cfg.roles.entries()) {
+      for (const [j, tool] of role.tools.entries()) {
+        const server = MCP_TOOL_RE.exec(tool)?.[1];
+        if (server === undefined || cfg.mcpServers[server]) continue;
+        const message = `tool ${JSON.stringify(tool)} names MCP server "${server}", which is not in mcpServers`;
+        ctx.addIssue({ code: 'custom', path: ['roles', i, 'tools', j], message });
+      }
+    }
+  });
 
 export type Config = z.infer<typeof ConfigSchema> & {
   modelProvider: 'anthropic' | 'scripted';
