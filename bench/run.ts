@@ -1,5 +1,6 @@
 // `npm run bench`: deepq's figures, each a ratio or distribution measured within one run,
 // on the scripted model and a private redis-server. It reports; it never asserts.
+import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { FlowProducer, Queue, Worker } from 'bullmq';
@@ -12,12 +13,21 @@ import { reflectorMessage, reflectorSpec } from '../services/reflector/prompt.ts
 import { buildSubagentTask } from '../services/subagent-worker/task.ts';
 import { createAgent } from '../shared/agent/create-agent.ts';
 import { contractFor } from '../shared/agent/output-contracts.ts';
+import type { Message, ModelProvider } from '../shared/agent/providers/types.ts';
 import { createVfsTools } from '../shared/agent/tools.ts';
 import type { Plan, Reflection } from '../shared/goal/plan.ts';
 import { loadConfig, roleNames } from '../shared/runtime/config.ts';
 import { PLAN_QUEUE, subagentQueueName } from '../shared/runtime/queues.ts';
 import { createRuntime } from '../shared/runtime/runtime.ts';
 import { type Fleet, startFleet } from '../testing/fleet.ts';
+import {
+  defaultAnswer,
+  type MessageReply,
+  type MessagesBody,
+  startMessagesApiServer,
+  text,
+  toolUse,
+} from '../testing/messages-api-server.ts';
 
 const LATENCY = 200;
 const quick = process.argv.includes('--quick');
@@ -362,6 +372,176 @@ async function scaling(url: string) {
   };
 }
 
+// ---- prompt caching of a tool loop ---------------------------------------------------------
+
+/** The API looks this many blocks back from a breakpoint for a prefix cached earlier. */
+const CACHE_LOOKBACK_BLOCKS = 20;
+/** The API's smallest cacheable prefix for the HIGH tier's models (Sonnet, Opus), in tokens. */
+const MIN_CACHEABLE_TOKENS = 1024;
+
+/**
+ * A request as the API caches it: tools, then system, then messages, one entry per block,
+ * each with the key of the prefix that ends there (cache_control is not part of the key),
+ * its tokens (chars / 4, as the test server estimates) and whether it is a breakpoint.
+ */
+function promptBlocks(body: MessagesBody): { key: string; tokens: number; breakpoint: boolean }[] {
+  const parts: [string, unknown][] = [
+    ...(body.tools ?? []).map((t) => ['tool', t] as [string, unknown]),
+    ...(typeof body.system === 'string' ? [{ type: 'text', text: body.system }] : (body.system ?? [])).map(
+      (b) => ['system', b] as [string, unknown],
+    ),
+    ...body.messages.flatMap((m, i) =>
+      (typeof m.content === 'string' ? [{ type: 'text', text: m.content }] : m.content).map(
+        (b, j) => [`${m.role}:${i}:${j === 0}`, b] as [string, unknown],
+      ),
+    ),
+  ];
+  let key = '';
+  return parts.map(([where, block]) => {
+    const { cache_control, ...rest } = block as { cache_control?: unknown };
+    const json = JSON.stringify(rest);
+    key = createHash('sha256').update(`${key}|${where}|${json}`).digest('hex');
+    return { key, tokens: Math.ceil(json.length / 4), breakpoint: cache_control !== undefined };
+  });
+}
+
+/**
+ * One loop's requests through a model of the API's cache (a fresh cache, as for a loop whose
+ * prefix nothing else sent in the last 5 minutes): each breakpoint reads the longest prefix
+ * cached within the lookback before it and writes the prefix up to itself. `sent` is the
+ * bound: tokens of each request's longest prefix that an earlier request of the loop sent.
+ */
+export function simulatePromptCache(bodies: MessagesBody[], minTokens = MIN_CACHEABLE_TOKENS) {
+  const cache = new Set<string>();
+  const sentBefore = new Set<string>();
+  const sum = { input: 0, read: 0, write: 0, sent: 0, maxBreakpoints: 0 };
+  for (const body of bodies) {
+    const blocks = promptBlocks(body);
+    const upTo: number[] = [];
+    blocks.reduce((n, b, i) => (upTo[i] = n + b.tokens), 0);
+    const breakpoints = blocks.flatMap((b, i) => (b.breakpoint ? [i] : []));
+    let hit = -1;
+    for (const bp of breakpoints)
+      for (let i = bp; i >= Math.max(0, bp - CACHE_LOOKBACK_BLOCKS); i--)
+        if (cache.has(blocks[i]!.key)) {
+          hit = Math.max(hit, i);
+          break;
+        }
+    const lastBp = breakpoints.filter((i) => upTo[i]! >= minTokens).at(-1) ?? -1;
+    const read = hit >= 0 ? upTo[hit]! : 0;
+    const total = upTo.at(-1) ?? 0;
+    let shared = -1;
+    blocks.forEach((b, i) => {
+      if (sentBefore.has(b.key)) shared = i;
+    });
+    sum.input += total;
+    sum.read += read;
+    sum.write += lastBp > hit ? upTo[lastBp]! - read : 0;
+    sum.sent += shared >= 0 ? upTo[shared]! : 0;
+    sum.maxBreakpoints = Math.max(sum.maxBreakpoints, breakpoints.length);
+    for (const bp of breakpoints) if (upTo[bp]! >= minTokens) cache.add(blocks[bp]!.key);
+    for (const b of blocks) sentBefore.add(b.key);
+  }
+  const uncached = sum.input - sum.read - sum.write;
+  return {
+    share: round(sum.read / sum.input, 3),
+    costVsUncached: round((uncached + 1.25 * sum.write + 0.1 * sum.read) / sum.input, 3),
+    ...sum,
+  };
+}
+
+/** A code writer's 10 turns: list_files, 8 read_files, then the code. */
+function tenTurnModel(files: string[]) {
+  return (body: MessagesBody): MessageReply => {
+    const turn = (body.messages.length + 1) / 2;
+    if (turn === 1) return toolUse('list_files', {});
+    if (turn <= files.length + 1) return toolUse('read_file', { name: files[turn - 2] });
+    return text(defaultAnswer(body));
+  };
+}
+
+/** The code writer's 10-turn tool loop over the real SDK and the local Messages-API server. */
+async function promptCaching(url: string) {
+  const server = await startMessagesApiServer();
+  const cfg = loadConfig({ REDIS_URL: url, DEEPQ_PREFIX: 'cachebench', LOG_LEVEL: 'silent', ...server.env() });
+  const rt = createRuntime(cfg, 'bench');
+  const spec = cfg.roles.find((r) => r.name === 'code-writer')!;
+  const files = Array.from({ length: 8 }, (_, i) => `module${i + 1}.py`);
+  const source = (name: string) =>
+    `# ${name}\n` +
+    Array.from({ length: 40 }, (_, i) => `def step_${i}(values):\n    return [v * ${i + 2} for v in values]\n`).join(
+      '',
+    );
+  const task =
+    'Write sort_pipeline.py: a module that applies the steps of module1..module8 in order and sorts the result.\n\n' +
+    `# spec.md\n${'The pipeline takes a list of integers and returns them transformed and sorted. '.repeat(30)}`;
+  // Without the history breakpoint: the same requests, with only system and tools marked.
+  const systemAndToolsOnly = (p: ModelProvider): ModelProvider => ({
+    name: p.name,
+    createMessage: (req, ctx) =>
+      p.createMessage(
+        {
+          ...req,
+          messages: JSON.parse(JSON.stringify(req.messages), (k, v) =>
+            k === 'cache_control' ? undefined : v,
+          ) as Message[],
+        },
+        ctx,
+      ),
+  });
+  const loops: Record<string, MessagesBody[]> = {};
+  try {
+    server.setHandler(tenTurnModel(files));
+    for (const variant of ['history', 'system_and_tools'] as const) {
+      const goalId = `cachebench${variant === 'history' ? 'h' : 's'}`;
+      for (const name of files)
+        await rt.vfs.write(goalId, name, source(name), { status: 'done', step: 1, writer: 'seed' });
+      const from = server.requests.length;
+      const provider = variant === 'history' ? rt.provider : systemAndToolsOnly(rt.provider);
+      const run = await createAgent(spec, { provider, logger: rt.logger, models: cfg.models }).run({
+        task,
+        tools: createVfsTools(rt.vfs, { goalId, step: 1, role: spec.name, threadId: 'bench', writer: 'bench' }, [
+          'read_file',
+          'list_files',
+          'write_file',
+        ]),
+        contract: contractFor(spec.contract),
+        ctx: { role: spec.name, kind: 'subagent', goalId, step: 1 },
+      });
+      if (!run.ok || run.turns !== 10) throw new Error(`prompt-cache loop: ${run.turns} turns, ${run.problem ?? 'ok'}`);
+      loops[variant] = server.requests.slice(from).map((r) => r.body);
+    }
+  } finally {
+    await rt.close();
+    await server.close();
+  }
+  const withHistory = simulatePromptCache(loops.history!);
+  const without = simulatePromptCache(loops.system_and_tools!);
+  const noMinimum = simulatePromptCache(loops.history!, 0);
+  return {
+    cacheable_input_share: withHistory.share,
+    system_and_tools_only_share: without.share,
+    already_sent_share: round(withHistory.sent / withHistory.input, 3),
+    input_cost_vs_uncached: { history: withHistory.costVsUncached, system_and_tools_only: without.costVsUncached },
+    ignoring_minimum: {
+      history: noMinimum.share,
+      system_and_tools_only: simulatePromptCache(loops.system_and_tools!, 0).share,
+    },
+    tokens: {
+      input: withHistory.input,
+      cache_read: withHistory.read,
+      cache_write: withHistory.write,
+      system_and_tools_only_read: without.read,
+    },
+    max_breakpoints: withHistory.maxBreakpoints,
+    note:
+      'code-writer, 10 turns (list_files, 8 read_files, the code) over the real SDK and the local Messages-API ' +
+      "server; tokens = chars/4 of each block; the API's cache modelled: tools → system → messages, " +
+      `a ${CACHE_LOOKBACK_BLOCKS}-block lookback, a ${MIN_CACHEABLE_TOKENS}-token minimum prefix, ` +
+      'a fresh cache per loop; cost: cache writes 1.25×, reads 0.1× the input price',
+  };
+}
+
 async function main() {
   const redis = await startPrivateRedis();
   const results: Record<string, unknown> = {};
@@ -379,6 +559,8 @@ async function main() {
     results.throughput = await throughputAndDispatch(redis.url);
     log('horizontal scaling (1 vs 4 processes per service)…');
     results.scaling = await scaling(redis.url);
+    log('prompt caching of a 10-turn tool loop…');
+    results.prompt_cache = await promptCaching(redis.url);
     if (existsSync(new URL('./vfs.ts', import.meta.url))) {
       log('virtual FS bounds (P51)…');
       const { benchVfs } = await import('./vfs.ts');
@@ -392,6 +574,7 @@ async function main() {
   const p = results.parallel as Awaited<ReturnType<typeof parallelSpeedup>>;
   const t = results.throughput as Awaited<ReturnType<typeof throughputAndDispatch>>;
   const s = results.scaling as Awaited<ReturnType<typeof scaling>>;
+  const c = results.prompt_cache as Awaited<ReturnType<typeof promptCaching>>;
   const env = results.environment as { node: string; redis: string; cores: number };
   const rows: [string, string, string][] = [
     [
@@ -404,6 +587,11 @@ async function main() {
     ['dispatch_latency_ms p50', String(t.dispatch_latency_ms.p50), '≤ 3'],
     ['dispatch_latency_ms p99', String(t.dispatch_latency_ms.p99), '≤ 20'],
     ['scaling_4x', String(s.scaling_4x), '≥ 3.6'],
+    [
+      'cacheable_input_share (10-turn tool loop)',
+      String(c.cacheable_input_share),
+      `system and tools only: ${c.system_and_tools_only_share}`,
+    ],
   ];
   const out = [
     `deepq bench: Node ${env.node}, Redis ${env.redis}, ${env.cores} cores${quick ? ' (quick)' : ''}`,
@@ -426,6 +614,12 @@ async function main() {
   out.push(
     `Redis commands per goal: deepq ${cmds.deepq}, raw BullMQ ${cmds.raw_bullmq}; ` +
       `Redis CPU per goal: deepq ${cpu.deepq} µs, raw ${cpu.raw_bullmq} µs`,
+  );
+  out.push(
+    `prompt cache, 10-turn tool loop: ${c.tokens.cache_read} of ${c.tokens.input} input tokens read from the cache ` +
+      `(already sent: ${c.already_sent_share}); input cost vs no caching ${c.input_cost_vs_uncached.history} ` +
+      `(system and tools only: ${c.input_cost_vs_uncached.system_and_tools_only}); ` +
+      `at most ${c.max_breakpoints} breakpoints per request`,
   );
   out.push('full figures: bench/results/latest.json');
   process.stdout.write(`${out.join('\n')}\n`);

@@ -10,6 +10,8 @@ interface SubtaskView extends SubtaskRef {
   bytes?: number;
   reason?: string;
   attempt?: number;
+  /** Tool calls of the current attempt. */
+  toolCalls?: number;
 }
 interface CycleView {
   step: number;
@@ -51,6 +53,9 @@ export class TimelineView {
       case 'subtask_failed':
         this.applySubtask(e);
         break;
+      case 'tool_called':
+        this.applyToolCall(e);
+        break;
       case 'evicted':
         this.cycle(e.step).evicted++;
         break;
@@ -90,13 +95,21 @@ export class TimelineView {
     const c = this.cycle(e.step);
     const t = c.subtasks.get(e.index) ?? { index: e.index, role: e.role, artifact: e.artifact, state: 'queued' };
     t.state = e.type === 'subtask_started' ? 'running' : e.type === 'subtask_finished' ? 'done' : 'failed';
-    if (e.type === 'subtask_started') t.attempt = e.attempt;
-    else {
+    if (e.type === 'subtask_started') {
+      t.attempt = e.attempt;
+      t.toolCalls = 0;
+    } else {
       if (e.ms !== undefined) t.ms = e.ms;
       if (e.bytes !== undefined) t.bytes = e.bytes;
       if (e.reason) t.reason = e.reason;
     }
     c.subtasks.set(e.index, t);
+  }
+
+  private applyToolCall(e: EventOf<'tool_called'>): void {
+    if (e.index === undefined) return;
+    const t = this.cycle(e.step).subtasks.get(e.index);
+    if (t) t.toolCalls = (t.toolCalls ?? 0) + 1;
   }
 
   render(): string {
@@ -116,6 +129,7 @@ export class TimelineView {
 function subtaskLine(t: SubtaskView, last: boolean): string {
   const branch = last ? '└─' : '├─';
   const extra = [
+    t.toolCalls ? `${t.toolCalls} tool call${t.toolCalls === 1 ? '' : 's'}` : '',
     t.ms !== undefined ? `${(t.ms / 1000).toFixed(2)}s` : '',
     t.bytes !== undefined ? `${t.bytes} B` : '',
     t.reason ? t.reason.slice(0, 80) : '',
@@ -148,6 +162,10 @@ function describe(e: TimelineEvent): string {
       return `[${e.index}] ${e.role} finished ${e.artifact} (${e.bytes} B, ${((e.ms ?? 0) / 1000).toFixed(2)}s)`;
     case 'subtask_failed':
       return `[${e.index}] ${e.role} FAILED ${e.artifact}: ${e.reason ?? ''}`;
+    case 'tool_called': {
+      const who = `${e.index === undefined ? '' : `[${e.index}] `}${e.role}`;
+      return `${who} called ${e.tool} (${e.ok ? 'ok' : 'FAILED'}, ${e.ms} ms)`;
+    }
     case 'evicted':
       return `evicted ${e.name} (${e.reason})`;
     case 'reflected':

@@ -661,6 +661,24 @@ function same(a: unknown, b: unknown): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
 }
 
+/**
+ * Messages as the agent keeps them in its history: the prompt-cache middleware marks copies
+ * of the latest turn (cache_control on its last block, a string made a text block), so the
+ * same turn is sent marked once and unmarked after. Compare conversations through this.
+ */
+export function unmarkedMessages(messages: WireMessage[]): WireMessage[] {
+  return messages.map((m) => {
+    if (typeof m.content === 'string' || !m.content.some((b) => 'cache_control' in b)) return m;
+    const [only] = m.content;
+    if (m.content.length === 1 && only!.type === 'text') return { role: m.role, content: (only as WireTextBlock).text };
+    const content = m.content.map((b) => {
+      const { cache_control: _c, ...rest } = b as WireBlock & { cache_control?: unknown };
+      return rest as WireBlock;
+    });
+    return { role: m.role, content };
+  });
+}
+
 /** The assistant turn an agent keeps in its history from a response (blank text dropped). */
 function keptAssistantContent(content: WireBlock[], final: boolean): WireBlock[] {
   return content.filter((b) =>
@@ -681,7 +699,7 @@ export function linkThreads(reqs: RecordedRequest[]): ThreadLinks {
   const tails = new Map<RecordedRequest, RecordedRequest[]>();
   for (const r of reqs) {
     if (!r.body || !Array.isArray(r.body.messages)) continue;
-    const msgs = r.body.messages;
+    const msgs = unmarkedMessages(r.body.messages);
     if (msgs.length === 1) {
       const t = [r];
       threads.push(t);
@@ -691,7 +709,7 @@ export function linkThreads(reqs: RecordedRequest[]): ThreadLinks {
     const candidates: RecordedRequest[] = [];
     for (const [tail] of tails) {
       if (!same(tail.body.system, r.body.system) || !same(tail.body.tools, r.body.tools)) continue;
-      const prev = tail.body.messages;
+      const prev = unmarkedMessages(tail.body.messages);
       if (!same(prev, msgs.slice(0, prev.length))) continue;
       const rest = msgs.slice(prev.length);
       if (tail.response?.kind !== 'message') {

@@ -1,35 +1,66 @@
 // A subagent worker for one role: consumes `subagent-<role>`. Run as many replicas as load
 // needs; a fleet-wide cap per role comes from config (BullMQ global concurrency). Wiring only.
+// A role whose tools name MCP servers gets a connection to each (shared/agent/mcp/): their
+// values from the environment are resolved (and scrubbed) before anything starts, /readyz
+// names each server, a job waits for its servers' tools, and stop closes the clients.
 
+import { McpManager, resolveRoleServers } from '../../shared/agent/mcp/index.ts';
 import { ConfigError } from '../../shared/errors.ts';
 import type { Config } from '../../shared/runtime/config.ts';
 import { subagentQueueName } from '../../shared/runtime/queues.ts';
 import { createRuntime } from '../../shared/runtime/runtime.ts';
-import { startService, stopOnSignals } from '../../shared/runtime/service.ts';
+import { type RunningService, startService, stopOnSignals } from '../../shared/runtime/service.ts';
 import { recordSubtaskFailure } from './final-failure.ts';
 import { processSubagentJob } from './subagent-job.ts';
 
-export async function main(cfg: Config, opts: { role: string; concurrency: number }) {
+export async function main(cfg: Config, opts: { role: string; concurrency: number }): Promise<RunningService> {
   const role = cfg.roles.find((r) => r.name === opts.role);
   if (!role)
     throw new ConfigError(
       `unknown role ${JSON.stringify(opts.role)} (configured roles: ${cfg.roles.map((r) => r.name).join(', ')})`,
     );
+  // A missing env var of an MCP server stops the process here, before any connection.
+  const mcpServers = resolveRoleServers(role, cfg.mcpServers);
   const rt = createRuntime(cfg, `worker-${role.name}`);
+  // The runtime's logger and error scrubbing read this list: resolved secrets join it.
+  rt.secrets.push(...mcpServers.secrets);
   if (cfg.providerNotice) rt.logger.warn(cfg.providerNotice);
+  const mcp = mcpServers.servers.length
+    ? new McpManager(mcpServers, { log: rt.logger, secrets: rt.secrets, registry: rt.metrics.registry })
+    : undefined;
+  mcp?.start();
   const queueName = subagentQueueName(role.name);
   const queue = rt.queues.get(queueName);
   if (role.fleetConcurrency) await queue.setGlobalConcurrency(role.fleetConcurrency);
+  const extraTools = mcp ? mcp.tools.bind(mcp) : undefined;
   const svc = await startService({
     rt,
     name: `worker-${role.name}`,
     queueName,
     role: role.name,
     concurrency: opts.concurrency,
-    handler: (job, signal) => processSubagentJob({ rt, role, queue }, job, signal),
+    handler: async (job, signal) => {
+      // Every server has listed its tools once (or the attempt fails naming the one that has not);
+      // a cancelled goal goes on to the job, which returns it as skipped.
+      await mcp?.awaitTools(signal).catch((err) => {
+        if (!signal.aborted) throw err;
+      });
+      return processSubagentJob({ rt, role, queue, extraTools }, job, signal);
+    },
     onFinalFailure: recordSubtaskFailure(rt),
     manualRateLimit: true,
+    readyChecks: mcp ? () => mcp.checks() : undefined,
+  }).catch(async (err) => {
+    await mcp?.close();
+    throw err;
   });
-  stopOnSignals(svc, rt.logger);
-  return svc;
+  // The clients close after the drain: running jobs keep their MCP tools until they finish.
+  let stopped: Promise<void> | undefined;
+  const stop = () => {
+    stopped ??= svc.stop().finally(() => mcp?.close());
+    return stopped;
+  };
+  const running = { ...svc, stop };
+  stopOnSignals(running, rt.logger);
+  return running;
 }

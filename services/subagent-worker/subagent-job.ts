@@ -69,10 +69,13 @@ export async function processSubagentJob(
       spec: role,
       goal,
       task: await buildSubagentTask(rt, data),
-      // A read_file page stays under the agent loop's cut of tool results.
-      tools: createVfsTools(rt.vfs, { goalId, step, role: role.name, threadId, writer }, role.tools, {
-        pageMaxChars: Math.max(1000, rt.cfg.vfs.toolResultMaxChars - 1000),
-      }),
+      tools: jobTools(deps, { goalId, step, role: role.name, threadId, writer }, signal, log),
+      onToolCall: async (call) => {
+        log.debug(call, 'tool call');
+        await rt.goals
+          .appendEvent(goalId, { type: 'tool_called', step, index, role: role.name, threadId, ...call })
+          .catch((err) => log.warn({ err }, 'could not append a tool_called event'));
+      },
       contract: contractFor(role.contract),
       ctx: {
         role: role.name,
@@ -91,6 +94,30 @@ export async function processSubagentJob(
   }
   if (res.kind === 'over_budget') return skippedResult(base, res.reason, 'budget_exceeded');
   return recordResult(rt, data, writer, res.run, base, log);
+}
+
+/**
+ * The job's tools: the role's built-in ones bound to the job, then the ones extraTools adds
+ * (its MCP tools). A name offered twice keeps the first: the model sees each name once.
+ */
+function jobTools(deps: SubagentDeps, scope: ToolScope, signal: AbortSignal | undefined, log: Logger): Tool[] {
+  const { rt, role } = deps;
+  const tools = createVfsTools(rt.vfs, scope, role.tools, {
+    // A read_file page stays under the agent loop's cut of tool results.
+    pageMaxChars: Math.max(1000, rt.cfg.vfs.toolResultMaxChars - 1000),
+    signal,
+    log,
+  });
+  const names = new Set(tools.map((t) => t.def.name));
+  for (const t of deps.extraTools?.(scope, signal) ?? []) {
+    if (names.has(t.def.name)) {
+      log.warn({ tool: t.def.name }, 'a tool name is offered twice: the first one is kept');
+      continue;
+    }
+    names.add(t.def.name);
+    tools.push(t);
+  }
+  return tools;
 }
 
 /** Writes the artifact (failed runs keep what they wrote, marked failed) and the event. */

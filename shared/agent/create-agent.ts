@@ -31,12 +31,22 @@ export interface AgentDeps extends MiddlewareDeps {
   toolResultMaxChars?: number;
 }
 
+/** One tool call, as metrics and the timeline see it: no input, no output. */
+export interface ToolCallRecord {
+  /** The configured tool name (`Tool.label`, else its def name), or `unknown` for a name no tool has. */
+  tool: string;
+  ms: number;
+  ok: boolean;
+}
+
 export interface RunOptions {
   /** The whole task as one user message: instruction plus read_files contents. */
   task: string;
   tools?: Tool[];
   contract: OutputContract;
   ctx: Omit<CallContext, 'tier' | 'contract'>;
+  /** Called after each tool call (awaited, in order); a subagent job appends a `tool_called` event. */
+  onToolCall?: (call: ToolCallRecord) => void | Promise<void>;
 }
 
 export interface AgentRun<T = unknown> {
@@ -71,6 +81,9 @@ export function createAgent(spec: AgentSpec, deps: AgentDeps): Agent {
         call,
         tools,
         maxChars,
+        role: ctx.role,
+        metrics: deps.metrics,
+        onToolCall: opts.onToolCall,
         messages: [{ role: 'user', content: opts.task }],
         turns: 0,
       };
@@ -120,6 +133,9 @@ interface Conversation {
   call: (req: ModelRequest) => Promise<ModelResponse>;
   tools: Map<string, Tool>;
   maxChars: number;
+  role: string;
+  metrics?: Metrics;
+  onToolCall?: RunOptions['onToolCall'];
   messages: Message[];
   turns: number;
 }
@@ -150,27 +166,41 @@ async function runTurns(c: Conversation): Promise<string | null> {
   return null;
 }
 
-/** Runs each tool call; an unknown tool or a thrown error becomes an is_error result. */
+/**
+ * Runs each tool call, in order. An unknown tool, bad input or a thrown error becomes an
+ * is_error result naming the problem; every result is cut at maxChars with a marker. Each call
+ * is counted under its configured tool name (`unknown` for a name the model made up), timed,
+ * and reported to onToolCall.
+ */
 async function runTools(c: Conversation, uses: ToolUseBlock[]): Promise<ToolResultBlock[]> {
   const results: ToolResultBlock[] = [];
   for (const use of uses) {
     const tool = c.tools.get(use.name);
-    if (!tool) {
-      const available = [...c.tools.keys()].join(', ') || 'none';
-      const content = `error: unknown tool ${JSON.stringify(use.name)} (available: ${available})`;
-      results.push({ type: 'tool_result', tool_use_id: use.id, content, is_error: true });
-      continue;
-    }
-    try {
-      results.push({
-        type: 'tool_result',
-        tool_use_id: use.id,
-        content: truncate(await tool.run(use.input), c.maxChars),
-      });
-    } catch (err) {
-      const content = truncate(`error: ${(err as Error).message}`, c.maxChars);
-      results.push({ type: 'tool_result', tool_use_id: use.id, content, is_error: true });
-    }
+    const label = tool ? (tool.label ?? tool.def.name) : 'unknown';
+    const started = performance.now();
+    const result = tool ? await runTool(c, tool, use) : unknownTool(c, use);
+    const ms = performance.now() - started;
+    const ok = !result.is_error;
+    c.metrics?.toolCalls.inc({ role: c.role, tool: label, status: ok ? 'ok' : 'error' });
+    if (tool) c.metrics?.toolLatency.observe({ role: c.role, tool: label }, ms / 1000);
+    results.push(result);
+    await c.onToolCall?.({ tool: label, ms: Math.round(ms), ok });
   }
   return results;
+}
+
+function unknownTool(c: Conversation, use: ToolUseBlock): ToolResultBlock {
+  const available = [...c.tools.keys()].join(', ') || 'none';
+  const content = truncate(`error: unknown tool ${JSON.stringify(use.name)} (available: ${available})`, c.maxChars);
+  return { type: 'tool_result', tool_use_id: use.id, content, is_error: true };
+}
+
+async function runTool(c: Conversation, tool: Tool, use: ToolUseBlock): Promise<ToolResultBlock> {
+  try {
+    return { type: 'tool_result', tool_use_id: use.id, content: truncate(await tool.run(use.input), c.maxChars) };
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    const content = truncate(`error: ${message}`, c.maxChars);
+    return { type: 'tool_result', tool_use_id: use.id, content, is_error: true };
+  }
 }

@@ -49,7 +49,7 @@ export const DEFAULT_ROLES: z.input<typeof RoleSpecSchema>[] = [
       'You are a research specialist. Given an instruction and reference files, produce a ' +
       'fact-dense summary with inline citations. Return ONLY the summary. Do NOT plan, ' +
       'delegate, or ask questions.',
-    tools: ['read_file', 'list_files'],
+    tools: ['read_file', 'list_files', 'grep'],
     middleware: [...SUBAGENT_MIDDLEWARE],
     tier: 'LOW',
     contract: 'summary',
@@ -59,7 +59,7 @@ export const DEFAULT_ROLES: z.input<typeof RoleSpecSchema>[] = [
     systemPrompt:
       'You are a code writer. Given a spec, produce runnable code. Return ONLY code in one ' +
       'fenced block. Do NOT explain or plan.',
-    tools: ['read_file', 'list_files', 'write_file'],
+    tools: ['read_file', 'list_files', 'write_file', 'edit_file', 'grep'],
     middleware: [...SUBAGENT_MIDDLEWARE],
     tier: 'HIGH',
     contract: 'code',
@@ -70,7 +70,7 @@ export const DEFAULT_ROLES: z.input<typeof RoleSpecSchema>[] = [
       'You are a critic. Given an artifact and a spec, list concrete defects as JSON: ' +
       '[{"line": int, "issue": str, "severity": str}]. Return ONLY the JSON. Do NOT rewrite ' +
       'the artifact.',
-    tools: ['read_file', 'list_files'],
+    tools: ['read_file', 'list_files', 'grep'],
     middleware: [...SUBAGENT_MIDDLEWARE],
     tier: 'LOW',
     contract: 'critique',

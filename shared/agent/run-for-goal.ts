@@ -20,6 +20,8 @@ export interface GoalRunOptions<T> {
   ctx: RunOptions['ctx'] & { threadId: string; step: number };
   log: Logger;
   tools?: Tool[];
+  /** After each tool call (see RunOptions.onToolCall). */
+  onToolCall?: RunOptions['onToolCall'];
   /** Subagent workers hand a 429 to the queue (pausing the role fleet-wide); others wait it out. */
   rateLimitToQueue?: boolean;
 }
@@ -41,7 +43,13 @@ export async function runForGoal<T>(rt: Runtime, o: GoalRunOptions<T>): Promise<
   });
   let run: AgentRun<T>;
   try {
-    run = await agent.run<T>({ task: o.task, tools: o.tools, contract: o.contract, ctx: o.ctx });
+    run = await agent.run<T>({
+      task: o.task,
+      tools: o.tools,
+      contract: o.contract,
+      ctx: o.ctx,
+      onToolCall: o.onToolCall,
+    });
   } catch (err) {
     if (!(err instanceof BudgetExceededError)) throw err;
     await rt.lifecycle.exceedBudget(o.goal.goalId, err.message, o.ctx.step);

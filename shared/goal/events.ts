@@ -31,6 +31,18 @@ export type TimelineEventBody =
   | (SubtaskRef & { type: 'subtask_started'; step: number; threadId: string; attempt: number })
   | (SubtaskRef & { type: 'subtask_finished'; step: number } & SubtaskEnd)
   | (SubtaskRef & { type: 'subtask_failed'; step: number } & SubtaskEnd)
+  | {
+      /** One tool call of a subagent: which tool, how long, whether it succeeded; never its input or output. */
+      type: 'tool_called';
+      step: number;
+      index?: number;
+      role: string;
+      threadId: string;
+      /** The configured tool name, or `unknown` for a name the model made up. */
+      tool: string;
+      ms: number;
+      ok: boolean;
+    }
   | { type: 'evicted'; step: number; name: string; reason: string }
   | {
       type: 'reflected';

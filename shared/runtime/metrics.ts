@@ -42,6 +42,19 @@ export class Metrics {
     labelNames: ['model', 'role', 'kind'],
     registers: [this.registry],
   });
+  readonly toolCalls = new Counter({
+    name: 'deepq_tool_calls_total',
+    help: 'Tool calls made by agents, by role, configured tool name ("unknown": a name no tool has) and status',
+    labelNames: ['role', 'tool', 'status'],
+    registers: [this.registry],
+  });
+  readonly toolLatency = new Histogram({
+    name: 'deepq_tool_latency_seconds',
+    help: 'Time a tool call took to run (unknown tools are not timed)',
+    labelNames: ['role', 'tool'],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [this.registry],
+  });
   readonly goals = new Counter({
     name: 'deepq_goals_total',
     help: 'Goals reaching a status (terminal or awaiting_human)',

@@ -31,6 +31,8 @@ export interface ServiceOptions {
   onStart?: () => Promise<void>;
   /** Called when a job failed for good (attempts exhausted or unrecoverable). */
   onFinalFailure?: (job: Job, err: Error) => Promise<void>;
+  /** More /readyz checks (e.g. `mcp:<server>` of a worker's MCP servers); each must be true. */
+  readyChecks?: () => Record<string, boolean> | Promise<Record<string, boolean>>;
 }
 
 export interface RunningService {
@@ -58,7 +60,8 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     async ready() {
       const redisOk = await pingRedis(rt.redis);
       const workerOk = worker!.isRunning() && !stopping;
-      return { ok: redisOk && workerOk, checks: { redis: redisOk, worker: workerOk } };
+      const checks = { redis: redisOk, worker: workerOk, ...(await opts.readyChecks?.()) };
+      return { ok: Object.values(checks).every(Boolean), checks };
     },
     // One getJobCounts round per queue, shared by concurrent scrapes and reused for 1 s.
     beforeScrape: () => reportQueueDepths(rt, opts.reportQueues ?? [opts.queueName]),

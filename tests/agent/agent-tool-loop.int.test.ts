@@ -173,7 +173,7 @@ test('an unknown tool or bad arguments return an error result and the loop goes 
     assert.equal(r.is_error, true, `${id} should be an error result`);
     assert.match(String(r.content), re);
   };
-  err('toolu_unknown', /unknown tool "spawn_agent" \(available: read_file, list_files, write_file\)/);
+  err('toolu_unknown', /unknown tool "spawn_agent" \(available: read_file, list_files, write_file, edit_file, grep\)/);
   err('toolu_badargs', /bad arguments for read_file/);
   err('toolu_missing', /no such file: missing\.md/);
   err('toolu_nocontent', /bad arguments for write_file: content/);
@@ -201,8 +201,15 @@ test('only the final text returns, not intermediate text or tool traffic', async
   assert.ok(!run.text.includes('I will first look'));
 });
 
-test('subagent tools are exactly read_file, write_file and list_files: none dispatches an agent', async () => {
-  assert.deepEqual([...TOOL_NAMES].sort(), ['list_files', 'read_file', 'write_file']);
+test('subagent tools are the six virtual-FS tools: none dispatches an agent', async () => {
+  assert.deepEqual([...TOOL_NAMES].sort(), [
+    'delete_file',
+    'edit_file',
+    'grep',
+    'list_files',
+    'read_file',
+    'write_file',
+  ]);
   assert.equal(
     RoleSpecSchema.safeParse({ name: 'boss', systemPrompt: 'p', tools: ['task'] }).success,
     false,
@@ -217,12 +224,15 @@ test('subagent tools are exactly read_file, write_file and list_files: none disp
     assert.deepEqual(sent, [...s.spec.tools], `${r.name}: the request offers exactly the role's tools`);
   }
   // Running every tool touches the goal's files only: no job, no queue, no model call.
-  const s = setup('code-writer');
+  const s = setup('code-writer', { tools: [...TOOL_NAMES] });
   const before = server.requests.length;
   const byName = new Map(s.tools.map((t) => [t.def.name, t]));
   await byName.get('write_file')!.run({ name: 'a.md', content: 'A' });
   assert.equal(await byName.get('read_file')!.run({ name: 'a.md' }), 'A');
+  assert.match(await byName.get('edit_file')!.run({ name: 'a.md', old_string: 'A', new_string: 'B' }), /edited/);
+  assert.match(await byName.get('grep')!.run({ pattern: 'B' }), /^a\.md:1: B$/m);
   assert.match(await byName.get('list_files')!.run({}), /a\.md/);
+  assert.equal(await byName.get('delete_file')!.run({ name: 'a.md' }), 'deleted a.md');
   assert.equal(server.requests.length, before, 'no tool calls the model');
   const keys = await rt.redis.keys(`${rt.cfg.prefix}:*`);
   assert.ok(keys.length > 0);

@@ -110,7 +110,10 @@ test('a tool_use answer round-trips: id, name and input reach the agent, the res
   const second = server.requests[from + 1]!.body.messages[2]!;
   assert.deepEqual(second, {
     role: 'user',
-    content: [{ type: 'tool_result', tool_use_id: 'toolu_rt_2', content: 'file list' }],
+    // The latest turn carries the prompt-cache breakpoint (the middleware is on by default).
+    content: [
+      { type: 'tool_result', tool_use_id: 'toolu_rt_2', content: 'file list', cache_control: { type: 'ephemeral' } },
+    ],
   });
 });
 

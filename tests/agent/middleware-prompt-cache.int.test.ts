@@ -1,12 +1,13 @@
 // Anthropic prompt caching: cache_control on the system prompt and on the last tool, the
-// system text itself unchanged (P52), and cache usage reported back.
+// system text itself unchanged (P52), and cache usage reported back. The history breakpoint
+// (the latest turn) is tested in prompt-cache-history.int.test.ts.
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { plannerSpec } from '../../services/planner/prompt.ts';
 import { createAgent } from '../../shared/agent/create-agent.ts';
 import { contractFor, textContract } from '../../shared/agent/output-contracts.ts';
-import { type AgentSpec, ROLE_CONTRACTS, type RoleContract } from '../../shared/agent/roles.ts';
+import { type AgentSpec, ROLE_CONTRACTS, type RoleContract, TOOL_NAMES } from '../../shared/agent/roles.ts';
 import { createVfsTools } from '../../shared/agent/tools.ts';
 import type { Usage } from '../../shared/goal/store.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
@@ -38,10 +39,12 @@ const roleContract = (spec: AgentSpec) =>
     ? contractFor(spec.contract as RoleContract)
     : textContract;
 
+const builtin = (names: string[]) =>
+  names.filter((n): n is (typeof TOOL_NAMES)[number] => (TOOL_NAMES as readonly string[]).includes(n));
+
 async function run(spec: AgentSpec, withTools: boolean, usage: Usage[] = []) {
-  const tools = withTools
-    ? createVfsTools(rt.vfs, { goalId: 'cachegoal01', step: 1, role: 'r', threadId: 't', writer: 'w' }, spec.tools)
-    : undefined;
+  const scope = { goalId: 'cachegoal01', step: 1, role: 'r', threadId: 't', writer: 'w' };
+  const tools = withTools ? createVfsTools(rt.vfs, scope, builtin(spec.tools)) : undefined;
   const agent = createAgent(spec, {
     provider: rt.provider,
     logger: rt.logger,
@@ -75,7 +78,8 @@ test('cache_control marks the system prompt and the last tool, on every turn', a
       const { cache_control: _c, ...def } = t;
       assert.deepEqual(def, tools![i]!.def, 'the tool definition is otherwise unchanged');
     });
-    assert.equal(breakpoints(r), 2, 'two breakpoints, however long the conversation (the API allows 4)');
+    // System, last tool and the latest turn: three, however long the conversation (the API allows 4).
+    assert.equal(breakpoints(r), 3);
   }
   for (const t of tools!)
     assert.equal(
@@ -85,7 +89,7 @@ test('cache_control marks the system prompt and the last tool, on every turn', a
     );
 });
 
-test('an agent without tools caches its system prompt only', async () => {
+test('an agent without tools caches its system prompt only (its first turn is not marked)', async () => {
   server.setHandler((body) => text(defaultAnswer(body)));
   const spec = plannerSpec(rt.cfg);
   const { reqs } = await run(spec, false);

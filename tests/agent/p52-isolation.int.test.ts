@@ -25,6 +25,7 @@ import {
   roleOf,
   startMessagesApiServer,
   text,
+  unmarkedMessages,
   type WireTextBlock,
 } from '../../testing/messages-api-server.ts';
 import { useRedis } from '../../testing/redis.ts';
@@ -167,7 +168,7 @@ test('every subagent request carries only its role prompt and its own fresh conv
         where,
       );
       // 2. One user message with the task; the rest is this thread's own turns.
-      const [first, ...rest] = r.body.messages;
+      const [first, ...rest] = unmarkedMessages(r.body.messages);
       assert.deepEqual(first, { role: 'user', content: exp.task }, where);
       for (const [i, m] of rest.entries())
         assert.equal(m.role, i % 2 === 0 ? 'assistant' : 'user', `${where}: turns alternate`);

@@ -15,6 +15,7 @@ import {
   linkThreads,
   type MessagesApiServer,
   roleOf,
+  unmarkedMessages,
   type WireBlock,
   type WireToolUse,
 } from '../../testing/messages-api-server.ts';
@@ -87,12 +88,13 @@ test(
     assert.deepEqual(problems, []);
     const wire = threads.find(
       (th) =>
-        roleOf(th[0]!.body) === 'code' && JSON.stringify(th[0]!.body.messages[0]) === JSON.stringify(tr.messages[0]),
+        roleOf(th[0]!.body) === 'code' &&
+        JSON.stringify(unmarkedMessages(th[0]!.body.messages)[0]) === JSON.stringify(tr.messages[0]),
     );
     assert.ok(wire, 'the transcript matches a conversation seen on the wire');
     const last = wire[wire.length - 1]!;
     const answer = (last.response!.body as { content: WireBlock[] }).content;
-    assert.deepEqual(tr.messages, [...last.body.messages, { role: 'assistant', content: answer }]);
+    assert.deepEqual(tr.messages, [...unmarkedMessages(last.body.messages), { role: 'assistant', content: answer }]);
 
     // Unknown or malformed thread ids: a clear error, no stack trace.
     for (const bad of [`goal-${goalId}--critic-00000000`, 'not-a-thread']) {

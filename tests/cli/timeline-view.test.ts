@@ -156,3 +156,77 @@ test('text from users and models is escaped: no control character reaches the te
     '  +0.52s cycle 1 reflected: escalate (why \\u001b[2J\\u001b]0;pwned\\u0007 \\u009b2J\\nsecond line)',
   );
 });
+
+test('tool calls: a plain line each (tool, ok or failed, time); the tree counts them per subtask attempt', () => {
+  const call = (at: number, index: number | undefined, tool: string, ok: boolean): TimelineEvent => ({
+    type: 'tool_called',
+    at,
+    step: 1,
+    ...(index === undefined ? {} : { index }),
+    role: 'code-writer',
+    threadId: 'goal-tv0000000001--code-writer-0000abcd',
+    tool,
+    ms: 12,
+    ok,
+  });
+  assert.equal(
+    formatEventLine(call(t0 + 300, 1, 'edit_file', true), t0),
+    '  +0.30s cycle 1 [1] code-writer called edit_file (ok, 12 ms)',
+  );
+  assert.equal(
+    formatEventLine(call(t0 + 310, 1, 'unknown', false), t0),
+    '  +0.31s cycle 1 [1] code-writer called unknown (FAILED, 12 ms)',
+  );
+  assert.equal(
+    formatEventLine(call(t0 + 320, undefined, 'grep', true), t0),
+    '  +0.32s cycle 1 code-writer called grep (ok, 12 ms)',
+  );
+
+  const v = new TimelineView();
+  for (const e of events) v.apply(e);
+  v.apply(call(t0 + 300, 1, 'grep', true));
+  assert.match(v.render(), /└─ \[1\] code-writer\s+solution\.py\s+running {2}\(1 tool call\)/);
+  v.apply(call(t0 + 310, 1, 'edit_file', false));
+  v.apply(call(t0 + 320, 1, 'edit_file', true));
+  v.apply(call(t0 + 330, undefined, 'grep', true)); // no subtask index: not counted
+  v.apply({ ...call(t0 + 340, 7, 'grep', true) }); // an unknown subtask: ignored
+  let out = v.render();
+  assert.match(out, /└─ \[1\] code-writer\s+solution\.py\s+running {2}\(3 tool calls\)/);
+  assert.match(
+    out,
+    /├─ \[0\] research-specialist\s+research\.md\s+done {2}\(0\.30s, 240 B\)/,
+    'no calls: nothing shown',
+  );
+  assert.equal(out.split('\n').length, 4, 'tool calls add no lines to the tree');
+  // A new attempt counts its own calls.
+  v.apply({ ...(events[4] as TimelineEvent), at: t0 + 400, attempt: 2 } as TimelineEvent);
+  out = v.render();
+  assert.match(out, /└─ \[1\] code-writer\s+solution\.py\s+running$/m);
+  v.apply(call(t0 + 410, 1, 'read_file', true));
+  v.apply({
+    type: 'subtask_finished',
+    at: t0 + 900,
+    step: 1,
+    index: 1,
+    role: 'code-writer',
+    artifact: 'solution.py',
+    bytes: 99,
+    ms: 500,
+  });
+  assert.match(v.render(), /└─ \[1\] code-writer\s+solution\.py\s+done {2}\(1 tool call, 0\.50s, 99 B\)/);
+});
+
+test('a tool name is escaped like any model-written text', () => {
+  const e: TimelineEvent = {
+    type: 'tool_called',
+    at: t0 + 5,
+    step: 1,
+    index: 0,
+    role: 'r',
+    threadId: 't',
+    tool: 'mcp:x/\x1b[2Jevil',
+    ms: 1,
+    ok: true,
+  };
+  assert.equal(formatEventLine(e, t0), '  +0.01s cycle 1 [0] r called mcp:x/\\u001b[2Jevil (ok, 1 ms)');
+});

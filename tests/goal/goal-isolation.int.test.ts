@@ -339,3 +339,63 @@ test('rediss:// with an escaped password: a whole fleet and the CLI run a goal o
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('edit_file, grep, list_files with a glob and delete_file stay inside their goal too', async () => {
+  const a = await t.newGoal('goal A');
+  const b = await t.newGoal('goal B');
+  const prefix = t.rt.cfg.prefix;
+  const meta = { status: 'done' as const, step: 1, role: 'research-specialist', writer: 'b-writer' };
+  await t.rt.vfs.write(b, 'secret.md', `inline ${SECRET}`, meta);
+  await t.rt.vfs.write(b, 'big.md', `${SECRET} `.repeat(200), meta); // spilled to B's blob dir
+  await t.rt.vfs.write(b, 'shared-name.md', `B's ${SECRET}`, meta);
+  await t.rt.vfs.write(a, 'shared-name.md', 'A version', { ...meta, writer: 'a-writer' });
+  const bBefore = await snapshot(b);
+  const tools = createVfsTools(
+    t.rt.vfs,
+    { goalId: a, step: 2, role: 'code-writer', threadId: `goal-${a}--code-writer-1`, writer: `${a}:2:0` },
+    ['read_file', 'write_file', 'edit_file', 'list_files', 'grep', 'delete_file'],
+  );
+  // What each call answered; listings (grep, list_files) must not even name B's files.
+  const outputs: { tool: string; out: string }[] = [];
+  const attempt = async (name: string, input: unknown) => {
+    try {
+      outputs.push({ tool: name, out: await tool(tools, name).run(input) });
+    } catch (err) {
+      outputs.push({ tool: name, out: `error: ${(err as Error).message}` });
+    }
+  };
+  const globs = ['**', '*', `../${b}/**`, `${b}/**`, `**/${b}/**`, `${prefix}:goal:${b}:*`, '/**', '{secret,big}.md'];
+  for (const glob of [undefined, ...globs]) {
+    await attempt('grep', { pattern: 'SECRET', ...(glob ? { glob } : {}) });
+    await attempt('grep', { pattern: '.*', ignore_case: true, ...(glob ? { glob } : {}) });
+    await attempt('list_files', glob ? { glob } : {});
+  }
+  const names = ['secret.md', 'big.md', `../${b}/secret.md`, `${b}/secret.md`, `${prefix}:goal:${b}:content`, '/x'];
+  for (const name of names) {
+    await attempt('edit_file', { name, old_string: 'SECRET', new_string: 'pwned', replace_all: true });
+    await attempt('delete_file', { name });
+  }
+  await attempt('grep', { pattern: 'SECRET', goalId: b });
+  await attempt('delete_file', { name: 'secret.md', goalId: b });
+  // A's own file of the same name as one of B's: edited and deleted in A only.
+  await attempt('edit_file', { name: 'shared-name.md', old_string: 'A version', new_string: 'A edited' });
+  await attempt('delete_file', { name: 'shared-name.md' });
+
+  const leaked = outputs.filter(
+    ({ tool, out }) =>
+      out.includes(SECRET) || (['grep', 'list_files'].includes(tool) && /secret\.md|big\.md/.test(out)),
+  );
+  assert.deepEqual(leaked, [], "another goal's names or content reached goal A's tools");
+  assert.ok(
+    outputs.some(({ tool, out }) => tool === 'grep' && out.includes('shared-name.md:1: A version')),
+    "grep did search goal A's own files",
+  );
+  assert.equal(await snapshot(b), bBefore, "goal B's files changed");
+  assert.equal(await t.rt.vfs.read(b, 'shared-name.md'), `B's ${SECRET}`);
+  assert.equal((await t.rt.vfs.stat(a, 'shared-name.md'))!.status, 'evicted');
+  assert.deepEqual(
+    (await t.rt.vfs.index(a)).map((e) => e.name),
+    ['shared-name.md'],
+    "nothing of B's appeared in A",
+  );
+});
