@@ -98,6 +98,41 @@ export class VirtualFs {
       updatedAt: Date.now(),
       ...(blobRef ? { blobRef } : {}),
     };
+    const version = await this.store(goalId, name, entry, spill ? null : content, meta, blobRef);
+    this.observer.onWrite?.(bytes, spill);
+    return { name, version, ...entry, writer: meta.writer };
+  }
+
+  /**
+   * Deletes an artifact: a tombstone in the eviction format (the planner sees the name is gone;
+   * the next eviction drops it), as a new version through the same versioned write; its inline
+   * content and its blob go.
+   */
+  async delete(goalId: string, name: string, meta: Omit<WriteMeta, 'status'>): Promise<void> {
+    this.check(name, '');
+    const { step, role, threadId } = meta;
+    const tombstone: Omit<FileEntry, 'version' | 'name'> = {
+      status: 'evicted',
+      step,
+      evictedStep: step,
+      reason: 'deleted',
+      bytes: 0,
+      role,
+      threadId,
+      updatedAt: Date.now(),
+    };
+    await this.store(goalId, name, tombstone, null, meta);
+  }
+
+  /** One atomic write (lua/vfsWrite.lua); `inline` null keeps no content in Redis. Returns the version. */
+  private async store(
+    goalId: string,
+    name: string,
+    entry: Omit<FileEntry, 'version' | 'name'>,
+    inline: string | null,
+    meta: Omit<WriteMeta, 'status'>,
+    blobRef?: string,
+  ): Promise<number> {
     let res: [number, string];
     try {
       res = (await runScript(
@@ -107,8 +142,8 @@ export class VirtualFs {
         [
           name,
           JSON.stringify(entry),
-          spill ? '' : content,
-          spill ? '0' : '1',
+          inline ?? '',
+          inline === null ? '0' : '1',
           meta.expectedVersion === undefined ? '' : meta.expectedVersion,
           meta.writer,
           this.opts.maxFilesPerGoal,
@@ -126,8 +161,7 @@ export class VirtualFs {
     }
     const [version, oldBlob] = res;
     if (oldBlob && oldBlob !== blobRef) await this.blobs.delete(oldBlob);
-    this.observer.onWrite?.(bytes, spill);
-    return { name, version: Number(version), ...entry, writer: meta.writer };
+    return Number(version);
   }
 
   async stat(goalId: string, name: string): Promise<FileEntry | null> {

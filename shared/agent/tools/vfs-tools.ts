@@ -282,10 +282,7 @@ function deleteFile(vfs: VirtualFs) {
       vfs.check(name, '');
       const e = await vfs.stat(ctx.goalId, name);
       if (!live(e)) return noSuchFile(vfs, ctx.goalId, name);
-      // A tombstone in the eviction format, written as a new version of the name (see the report:
-      // VirtualFs has no delete of its own yet).
-      const tombstone = { ...writeMeta(ctx, e.version), status: 'evicted' as WriteMeta['status'] };
-      await vfs.write(ctx.goalId, name, '', tombstone).catch((err) => conflict(err, name, 'deleted'));
+      await vfs.delete(ctx.goalId, name, writeMeta(ctx, e.version)).catch((err) => conflict(err, name, 'deleted'));
       return `deleted ${name}`;
     },
   });
