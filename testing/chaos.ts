@@ -2,6 +2,7 @@
 // one every interval and restarts it with the same arguments, and a verifier that checks
 // every goal ended `done` with each expected artifact exactly once and complete. Used by
 // tests/system/chaos-kill-workers.int.test.ts (CI size) and scripts/chaos.ts (the large run).
+import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { buildSubagentTask } from '../services/subagent-worker/task.ts';
 import { contractFor } from '../shared/agent/output-contracts.ts';
@@ -503,4 +504,17 @@ export function formatReport(r: ChaosReport): string {
     `wall time ${r.wallSeconds} s (lock ${settings.lockDurationMs} ms, ` +
       `stalled interval ${settings.stalledIntervalMs} ms, latency ${settings.latencyMs} ms, seed ${settings.seed})`,
   ].join('\n');
+}
+
+/** What every chaos run must show: no process died by itself, every goal done, nothing lost or twice. */
+export function assertNothingLost(report: ChaosReport): void {
+  assert.deepEqual(
+    report.unexpectedExits.map((e) => `${e.name} ${e.code ?? e.signal}: ${e.tail}`),
+    [],
+    'a process died without being killed',
+  );
+  assert.deepEqual(report.problems, []);
+  assert.equal(report.done, report.goals);
+  assert.equal(report.lost, 0);
+  assert.equal(report.duplicates, 0);
 }
