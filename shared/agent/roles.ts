@@ -1,14 +1,18 @@
 // Built-in agent definitions. A role is data: prompt, tools, middleware, tier, limits and
 // output contract. Adding a role is a config entry plus `deepq worker --role <name>`.
 import { z } from 'zod';
+import { SandboxSchema } from './sandbox/config.ts';
 
 /** The built-in virtual-FS tools (shared/agent/tools.ts). */
 export const TOOL_NAMES = ['read_file', 'write_file', 'edit_file', 'list_files', 'grep', 'delete_file'] as const;
+/** Built-in tools that run code in the role's sandbox (shared/agent/sandbox/). */
+export const SANDBOX_TOOL_NAMES = ['run_code', 'run_tests'] as const;
+const BUILT_IN_TOOLS: readonly string[] = [...TOOL_NAMES, ...SANDBOX_TOOL_NAMES];
 /** `mcp:<server>/<tool>` or `mcp:<server>/*`: a tool (or every tool) of a configured MCP server. */
 export const MCP_TOOL_RE = /^mcp:([a-z0-9][a-z0-9_-]{0,40})\/(\*|[A-Za-z0-9_.-]{1,64})$/;
 export const ToolNameSchema = z.string().superRefine((name, ctx) => {
-  if ((TOOL_NAMES as readonly string[]).includes(name) || MCP_TOOL_RE.test(name)) return;
-  const message = `unknown tool ${JSON.stringify(name)} (built-in: ${TOOL_NAMES.join(', ')}; or mcp:<server>/<tool>)`;
+  if (BUILT_IN_TOOLS.includes(name) || MCP_TOOL_RE.test(name)) return;
+  const message = `unknown tool ${JSON.stringify(name)} (built-in: ${BUILT_IN_TOOLS.join(', ')}; or mcp:<server>/<tool>)`;
   ctx.addIssue({ code: 'custom', message });
 });
 export const MIDDLEWARE_NAMES = ['logging', 'tokens', 'tier-routing', 'retry', 'prompt-cache'] as const;
@@ -37,6 +41,13 @@ export const RoleSpecSchema = AgentSpecSchema.extend({
   contract: z.enum(ROLE_CONTRACTS).default('text'),
   /** Fleet-wide cap on jobs of this role running at once (BullMQ global concurrency). */
   fleetConcurrency: z.number().int().min(1).optional(),
+  /**
+   * Tools whose calls wait for a human's approval (`deepq approve|reject`): built-in names,
+   * `mcp:<server>/<tool>` or `mcp:<server>/*`.
+   */
+  approval: z.array(ToolNameSchema).default([]),
+  /** Where and within what limits run_code / run_tests run (shared/agent/sandbox/). */
+  sandbox: SandboxSchema.prefault({}),
 });
 export type RoleSpec = z.infer<typeof RoleSpecSchema>;
 
