@@ -26,6 +26,12 @@ ENV NODE_ENV=production \
     DEEPQ_BLOB_DIR=/var/lib/deepq/blobs
 WORKDIR /app
 
+# run_code's sandbox: bubblewrap (prlimit comes with util-linux) and the interpreters it runs
+# (python3; node is the image's own). A worker whose role lists run_code probes it at start.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends bubblewrap python3 \
+ && rm -rf /var/lib/apt/lists/*
+
 # Code and dependencies stay owned by root and read-only for the service user.
 COPY --from=deps /app/node_modules ./node_modules
 COPY package.json package-lock.json tsconfig.json ./

@@ -1,6 +1,14 @@
 // The producer side: enqueue goals, read their status, cancel and resume them.
 import type { Redis } from 'ioredis';
+import type { ApprovalDecisionStatus } from '../shared/agent/approval.ts';
 import { UnknownGoalError, ValidationError } from '../shared/errors.ts';
+import {
+  type ApprovalRecord,
+  type ApprovalStore,
+  isCallId,
+  promotePaused,
+  releaseApprovals,
+} from '../shared/goal/approvals.ts';
 import type { TimelineEvent } from '../shared/goal/events.ts';
 import { GoalIdSchema, newGoalId } from '../shared/goal/ids.ts';
 import type { GoalLifecycle } from '../shared/goal/lifecycle.ts';
@@ -64,6 +72,7 @@ export class GoalClient {
   readonly redis: Redis;
   readonly goals: GoalStore;
   readonly lifecycle: GoalLifecycle;
+  readonly approvals: ApprovalStore;
   readonly vfs: VirtualFs;
   readonly queues: Queues;
   constructor(
@@ -75,6 +84,7 @@ export class GoalClient {
       redis: this.redis,
       goals: this.goals,
       lifecycle: this.lifecycle,
+      approvals: this.approvals,
       vfs: this.vfs,
       queues: this.queues,
     } = this.state);
@@ -153,12 +163,18 @@ export class GoalClient {
     const moved = await this.lifecycle.cancel(goalId, g.step);
     // Abort running model calls everywhere; remove what still waits.
     await this.redis.publish(this.goals.keys.cancelChannel(), goalId);
+    // Jobs waiting for a human are woken instead (their calls cancelled): they end at once as
+    // skipped, clearing their pause, rather than at their approval timeout.
+    const paused = await releaseApprovals(this, goalId, 'the goal was cancelled');
     const step = Math.max(g.step, g.planStep, 1);
     for (let s = Math.max(1, step - 1); s <= step + 1; s++) {
       await this.removeJob(PLAN_QUEUE, planJobId(goalId, s, g.resumes));
       await this.removeJob(REFLECT_QUEUE, reflectJobId(goalId, s));
       for (const role of this.cfg.roles)
-        for (let i = 0; i < 5; i++) await this.removeJob(subagentQueueName(role.name), subtaskJobId(goalId, s, i));
+        for (let i = 0; i < 5; i++) {
+          const id = subtaskJobId(goalId, s, i);
+          if (!paused.has(id)) await this.removeJob(subagentQueueName(role.name), id);
+        }
     }
     return { cancelled: moved, status: (await this.get(goalId)).status };
   }
@@ -203,6 +219,47 @@ export class GoalClient {
     return new ValidationError(
       `goal ${goalId} is ${now?.status ?? 'gone'} now (it changed while resuming): not resumed`,
     );
+  }
+
+  /**
+   * Approves or rejects a call waiting for a human; when it was its job's last one, wakes the
+   * job (any worker then resumes it). Bad ids and calls decided before are errors that say so.
+   */
+  async decide(
+    goalId: string,
+    callId: string,
+    decision: Extract<ApprovalDecisionStatus, 'approved' | 'rejected'>,
+    reason?: string,
+  ): Promise<{ record: ApprovalRecord; pendingLeft: number }> {
+    if (!GoalIdSchema.safeParse(goalId).success)
+      throw new ValidationError(`${JSON.stringify(goalId)} is not a goal id (6-32 lower-case letters or digits)`);
+    if (!isCallId(callId))
+      throw new ValidationError(`${JSON.stringify(callId)} is not an approval id (ap- and 10 letters or digits)`);
+    const d = await this.approvals.decide(goalId, callId, decision, reason);
+    if (d.kind === 'no_goal') throw new UnknownGoalError(goalId);
+    if (d.kind === 'no_call') throw new ValidationError(`goal ${goalId} has no approval request ${callId}`);
+    if (d.kind === 'decided') {
+      const r = d.record;
+      const when = r.decidedAt ? ` at ${new Date(r.decidedAt).toISOString()}` : '';
+      throw new ValidationError(`${callId} was already decided: ${r.status}${when}${r.reason ? ` (${r.reason})` : ''}`);
+    }
+    if (d.pendingLeft === 0) await promotePaused(this.queues, d.record);
+    return { record: d.record, pendingLeft: d.pendingLeft };
+  }
+
+  /** Calls waiting for a human: one goal's (oldest first), or every goal's (soonest timeout first). */
+  async pendingApprovals(goalId?: string): Promise<(ApprovalRecord & { goalId: string })[]> {
+    if (goalId) {
+      await this.get(goalId);
+      const records = await this.approvals.records(goalId);
+      return records.filter((r) => r.status === 'pending').map((r) => ({ ...r, goalId }));
+    }
+    const out: (ApprovalRecord & { goalId: string })[] = [];
+    for (const p of await this.approvals.pendingAll()) {
+      const r = await this.approvals.record(p.goalId, p.callId);
+      if (r?.status === 'pending') out.push({ ...r, goalId: p.goalId });
+    }
+    return out;
   }
 
   async list(status?: string) {

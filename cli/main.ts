@@ -3,10 +3,12 @@
 import { Command } from 'commander';
 import { exitCodeFor, userMessage } from '../shared/errors.ts';
 import { scrubSecrets } from '../shared/runtime/logger.ts';
+import { registerApprovalCommands } from './commands/approvals.ts';
 import { registerDemoCommand } from './commands/demo.ts';
 import { registerGoalCommands } from './commands/goals.ts';
 import { registerServiceCommands } from './commands/services.ts';
 import { registerTranscriptCommand } from './commands/transcript.ts';
+import { registerUiCommand } from './commands/ui.ts';
 import { closeClient } from './connect.ts';
 import { safeLine } from './terminal.ts';
 
@@ -20,7 +22,9 @@ export function buildProgram(): Command {
   // In this order: it is the order `deepq --help` lists the commands in.
   registerServiceCommands(program);
   registerGoalCommands(program);
+  registerApprovalCommands(program);
   registerTranscriptCommand(program);
+  registerUiCommand(program);
   registerDemoCommand(program);
   return program;
 }

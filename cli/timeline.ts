@@ -12,6 +12,8 @@ interface SubtaskView extends SubtaskRef {
   attempt?: number;
   /** Tool calls of the current attempt. */
   toolCalls?: number;
+  /** Calls waiting for a human: call id → tool and input preview. */
+  awaiting?: Map<string, string>;
 }
 interface CycleView {
   step: number;
@@ -55,6 +57,10 @@ export class TimelineView {
         break;
       case 'tool_called':
         this.applyToolCall(e);
+        break;
+      case 'approval_requested':
+      case 'approval_decided':
+        this.applyApproval(e);
         break;
       case 'evicted':
         this.cycle(e.step).evicted++;
@@ -112,13 +118,28 @@ export class TimelineView {
     if (t) t.toolCalls = (t.toolCalls ?? 0) + 1;
   }
 
+  /** A subtask waits while any of its calls does; the tree names each call to decide on. */
+  private applyApproval(e: EventOf<'approval_requested' | 'approval_decided'>): void {
+    const t = this.cycle(e.step).subtasks.get(e.index);
+    if (!t) return;
+    t.awaiting ??= new Map();
+    if (e.type === 'approval_requested') t.awaiting.set(e.callId, `${e.tool} ${e.input.slice(0, 60)}`);
+    else t.awaiting.delete(e.callId);
+    if (t.state === 'running' || t.state === 'awaiting approval')
+      t.state = t.awaiting.size ? 'awaiting approval' : 'running';
+  }
+
   render(): string {
     const lines = [`goal: ${this.goal.slice(0, 100)}  [${this.status}]`];
     for (const c of [...this.cycles.values()].sort((a, b) => a.step - b.step)) {
       const decision = c.decision ? `  → ${c.decision}${c.reason ? ` (${c.reason.slice(0, 80)})` : ''}` : '';
       lines.push(`└─ cycle ${c.step}${decision}${c.evicted ? `  [${c.evicted} evicted]` : ''}`);
       const subs = [...c.subtasks.values()].sort((a, b) => a.index - b.index);
-      for (const [i, t] of subs.entries()) lines.push(subtaskLine(t, i === subs.length - 1));
+      for (const [i, t] of subs.entries()) {
+        const last = i === subs.length - 1;
+        lines.push(subtaskLine(t, last));
+        for (const [callId, what] of t.awaiting ?? []) lines.push(`   ${last ? ' ' : '│'}    ⏸ ${callId} ${what}`);
+      }
     }
     if (this.finishedReason && this.status !== 'running') lines.push(`reason: ${this.finishedReason}`);
     // Line by line: a newline inside a reason must not add a line the redraw does not count.
@@ -166,6 +187,12 @@ function describe(e: TimelineEvent): string {
       const who = `${e.index === undefined ? '' : `[${e.index}] `}${e.role}`;
       return `${who} called ${e.tool} (${e.ok ? 'ok' : 'FAILED'}, ${e.ms} ms)`;
     }
+    case 'approval_requested': {
+      const until = new Date(e.expiresAt).toISOString();
+      return `[${e.index}] ${e.role} awaits approval ${e.callId}: ${e.tool} ${e.input} (until ${until})`;
+    }
+    case 'approval_decided':
+      return `[${e.index}] ${e.role} ${e.callId} (${e.tool}) ${e.decision}${e.reason ? `: ${e.reason}` : ''}`;
     case 'evicted':
       return `evicted ${e.name} (${e.reason})`;
     case 'reflected':

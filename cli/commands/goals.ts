@@ -10,6 +10,7 @@ import { int, num } from '../args.ts';
 import { client } from '../connect.ts';
 import { estimateCost, type GoalClient } from '../goal-client.ts';
 import { safeLine } from '../terminal.ts';
+import { approvalLines } from './approvals.ts';
 import { exportArtifacts, planExport } from './artifacts-out.ts';
 import { follow, print, printJson } from './output.ts';
 
@@ -108,6 +109,10 @@ async function printStatus(c: GoalClient, goalId: string, artifacts: string[]): 
   print(`artifacts ${artifacts.join(', ') || '(none)'}`);
   const finished = g.finishedAt ? `  finished ${new Date(g.finishedAt).toISOString()}` : '';
   print(`created   ${new Date(g.createdAt).toISOString()}${finished}`);
+  const waiting = await c.pendingApprovals(goalId);
+  if (!waiting.length) return;
+  print(`approvals ${waiting.length} tool call(s) wait for a human: deepq approve|reject ${goalId} <callId>`);
+  for (const r of waiting) for (const line of approvalLines(r)) print(`  ${line}`);
 }
 
 function registerArtifacts(program: Command): void {

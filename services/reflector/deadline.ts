@@ -2,6 +2,7 @@
 // fires when the budget runs out. If the goal is still working, it ends `budget_exceeded` and
 // its running jobs are aborted everywhere through the cancel channel (as `deepq cancel` does).
 // A goal awaiting a human is left alone: the planner checks the budget when it is resumed.
+import { releaseApprovals } from '../../shared/goal/approvals.ts';
 import { budgetProblem } from '../../shared/goal/budgets.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
@@ -20,6 +21,8 @@ export async function enforceDeadline(rt: Runtime, goalId: string, now = Date.no
   }
   if (await rt.lifecycle.exceedBudget(goalId, over, goal.step)) {
     await rt.redis.publish(rt.goals.keys.cancelChannel(), goalId);
+    // Jobs waiting for a human's approval end now, as skipped, not at their approval timeout.
+    await releaseApprovals(rt, goalId, 'the goal ran out of time');
     rt.logger.info({ goalId, reason: over }, 'time budget ran out mid-cycle: goal ended');
   }
   return over;

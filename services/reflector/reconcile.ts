@@ -4,7 +4,11 @@
 // retrying it when it finished without moving the goal. Safe at any time and concurrently:
 // job ids dedupe adds, a retry of a job no longer finished is refused, and a goal that moved
 // since it was read is left alone. Goals awaiting a human past their retention are ended.
+// A goal whose subtask waits for a tool-call approval stays `running` with its reflect parent
+// waiting for children: alive, never repaired. Approvals still pending on goals that ended
+// (or are gone) are released, so their paused jobs end and the pending gauge stays true.
 import type { Job, Queue } from 'bullmq';
+import { releaseApprovals } from '../../shared/goal/approvals.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';
 import {
@@ -21,13 +25,15 @@ export interface ReconcileReport {
   checked: number;
   repaired: number;
   abandoned: number;
+  /** Goals that ended (or are gone) whose pending approvals were released. */
+  released: number;
 }
 
 const BATCH = 200;
 const LIVE_STATES = new Set(['waiting', 'active', 'delayed', 'prioritized', 'waiting-children']);
 
 export async function reconcile(rt: Runtime, now = Date.now()): Promise<ReconcileReport> {
-  const report: ReconcileReport = { checked: 0, repaired: 0, abandoned: 0 };
+  const report: ReconcileReport = { checked: 0, repaired: 0, abandoned: 0, released: 0 };
   const ids = await rt.redis.zrange(rt.goals.keys.goalsIndex(), '0', '-1');
   for (let i = 0; i < ids.length; i += BATCH) {
     // Two fields per goal first: most goals are finished or busy, and need no full read.
@@ -38,7 +44,30 @@ export async function reconcile(rt: Runtime, now = Date.now()): Promise<Reconcil
       else if (await repair(rt, goal)) report.repaired++;
     }
   }
+  report.released = await releaseStaleApprovals(rt);
   return report;
+}
+
+/**
+ * Pending approvals of goals no longer live: an ended goal's calls are cancelled and its paused
+ * jobs woken (they end as skipped); a gone goal's entries leave the pending set.
+ */
+async function releaseStaleApprovals(rt: Runtime): Promise<number> {
+  const pending = await rt.approvals.pendingAll();
+  let released = 0;
+  for (const goalId of new Set(pending.map((p) => p.goalId))) {
+    const status = await rt.redis.hget(rt.goals.keys.goal(goalId), 'status');
+    if (status && !isTerminal(status)) continue;
+    released++;
+    if (status) {
+      await releaseApprovals(rt, goalId, `the goal is ${status}`);
+      continue;
+    }
+    const gone = pending.filter((p) => p.goalId === goalId).map((p) => `${goalId}/${p.callId}`);
+    await rt.redis.zrem(rt.goals.keys.approvalsPending(), ...gone);
+  }
+  if (released) rt.logger.warn({ goals: released }, 'reconciler released approvals of goals no longer running');
+  return released;
 }
 
 /** The ids of live goals not updated within the grace period; counts the live ones checked. */

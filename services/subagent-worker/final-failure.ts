@@ -14,6 +14,8 @@ export function recordSubtaskFailure(rt: Runtime) {
     // A job in another role's queue was not dispatched by deepq (dispatch derives the queue from the role).
     if (job.queueName !== subagentQueueName(role)) return;
     if (!(await rt.goals.get(goalId))) return;
+    // A resumed run that failed for good leaves no pause behind.
+    await rt.approvals.clearCheckpoint(goalId, String(job.id));
     const reason = scrubSecrets(err.message, rt.secrets).slice(0, 300);
     await rt.goals.appendEvent(goalId, {
       type: 'subtask_failed',

@@ -3,8 +3,10 @@
 // A role whose tools name MCP servers gets a connection to each (shared/agent/mcp/): their
 // values from the environment are resolved (and scrubbed) before anything starts, /readyz
 // names each server, a job waits for its servers' tools, and stop closes the clients.
+// A role that lists run_code / run_tests probes its sandbox first (shared/agent/sandbox/probe.ts).
 
 import { McpManager, resolveRoleServers } from '../../shared/agent/mcp/index.ts';
+import { probeSandbox, usesSandbox } from '../../shared/agent/sandbox/probe.ts';
 import { ConfigError } from '../../shared/errors.ts';
 import type { Config } from '../../shared/runtime/config.ts';
 import { subagentQueueName } from '../../shared/runtime/queues.ts';
@@ -21,7 +23,10 @@ export async function main(cfg: Config, opts: { role: string; concurrency: numbe
     );
   // A missing env var of an MCP server stops the process here, before any connection.
   const mcpServers = resolveRoleServers(role, cfg.mcpServers);
+  // Fail closed: a role that runs code starts only where its sandbox works (or says it has none).
+  const sandbox = usesSandbox(role) ? await probeSandbox(role.name, role.sandbox) : {};
   const rt = createRuntime(cfg, `worker-${role.name}`);
+  if (sandbox.warning) rt.logger.warn(sandbox.warning);
   // The runtime's logger and error scrubbing read this list: resolved secrets join it.
   rt.secrets.push(...mcpServers.secrets);
   if (cfg.providerNotice) rt.logger.warn(cfg.providerNotice);
@@ -39,13 +44,14 @@ export async function main(cfg: Config, opts: { role: string; concurrency: numbe
     queueName,
     role: role.name,
     concurrency: opts.concurrency,
-    handler: async (job, signal) => {
+    handler: async (job, signal, token) => {
       // Every server has listed its tools once (or the attempt fails naming the one that has not);
       // a cancelled goal goes on to the job, which returns it as skipped.
       await mcp?.awaitTools(signal).catch((err) => {
         if (!signal.aborted) throw err;
       });
-      return processSubagentJob({ rt, role, queue, extraTools }, job, signal);
+      // The token lets a job waiting for a human's approval move itself to delayed.
+      return processSubagentJob({ rt, role, queue, extraTools }, job, signal, token);
     },
     onFinalFailure: recordSubtaskFailure(rt),
     manualRateLimit: true,

@@ -2,16 +2,18 @@
 // to the virtual FS, return a small SubagentResult without content or transcript.
 import { type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { Logger } from 'pino';
+import { ApprovalPause, approvalGate } from '../../shared/agent/approval.ts';
 import type { AgentRun } from '../../shared/agent/create-agent.ts';
 import { contractFor } from '../../shared/agent/output-contracts.ts';
 import { ModelCallError } from '../../shared/agent/providers/types.ts';
 import type { RoleSpec } from '../../shared/agent/roles.ts';
 import { type GoalRunOutcome, runForGoal } from '../../shared/agent/run-for-goal.ts';
-import { createVfsTools, type Tool, type ToolScope } from '../../shared/agent/tools.ts';
+import { createSandboxTools, createVfsTools, type Tool, type ToolScope } from '../../shared/agent/tools.ts';
 import { shortId } from '../../shared/agent/transcripts.ts';
 import { ProviderRateLimitError } from '../../shared/errors.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
+import type { GoalRecord } from '../../shared/goal/store.ts';
 import {
   goalOfJob,
   parseJobData,
@@ -20,6 +22,7 @@ import {
   SubagentJobSchema,
 } from '../../shared/runtime/jobs.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
+import { endPaused, type PausedJob, pauseForApproval, type Resumed, takeDecisions } from './approval.ts';
 import { buildSubagentTask } from './task.ts';
 
 export interface SubagentDeps {
@@ -41,6 +44,7 @@ export async function processSubagentJob(
   deps: SubagentDeps,
   job: Job,
   signal?: AbortSignal,
+  token?: string,
 ): Promise<SubagentJobResult> {
   const { rt, role } = deps;
   const data = parseJobData(SubagentJobSchema, job.data, 'subagent job payload');
@@ -48,27 +52,54 @@ export async function processSubagentJob(
     throw new UnrecoverableError(`job is for role ${data.role}, this worker serves ${role.name}`);
   }
   const { goalId, step, index } = data;
-  const threadId = threadIdFor(goalId, role.name, shortId());
+  // A job paused for approval goes on under its own thread id, from its saved messages.
+  const saved = await rt.approvals.checkpoint(goalId, String(job.id));
+  const threadId = saved?.threadId ?? threadIdFor(goalId, role.name, shortId());
   const base: ResultBase = {
     artifact_name: data.expected_artifact,
     role: role.name,
     threadId,
     bytes: 0,
-    startedAt: Date.now(),
+    startedAt: saved?.startedAt ?? Date.now(),
   };
   const goal = await goalOfJob(rt.goals, goalId);
-  if (isTerminal(goal.status)) return skippedResult(base, `skipped: goal is ${goal.status}`, goal.status);
   const log = rt.logger.child({ goalId, step, role: role.name, threadId, jobId: job.id });
-  const ref = { step, index, role: role.name, artifact: data.expected_artifact, threadId };
-  await rt.goals.appendEvent(goalId, { type: 'subtask_started', ...ref, attempt: job.attemptsMade + 1 });
+  const paused: PausedJob = { rt, job, token, data, threadId, startedAt: base.startedAt, log };
+  if (isTerminal(goal.status)) {
+    if (saved) await endPaused(paused, saved, goal.status);
+    return skippedResult(base, `skipped: goal is ${goal.status}`, goal.status);
+  }
+  const resume = saved ? await takeDecisions(paused, saved) : undefined;
+  if (!saved) {
+    const ref = { step, index, role: role.name, artifact: data.expected_artifact, threadId };
+    await rt.goals.appendEvent(goalId, { type: 'subtask_started', ...ref, attempt: job.attemptsMade + 1 });
+  }
+  const result = await runSubtask(deps, paused, goal, base, resume, signal);
+  // The job finished: its pause is over. (A failed attempt keeps it: the retry resumes from it.)
+  if (saved) await rt.approvals.clearCheckpoint(goalId, String(job.id));
+  return result;
+}
 
+/** Runs the role's agent (fresh, or from a paused run's checkpoint) and records what came of it. */
+async function runSubtask(
+  deps: SubagentDeps,
+  p: PausedJob,
+  goal: GoalRecord,
+  base: ResultBase,
+  resume: Resumed | undefined,
+  signal?: AbortSignal,
+): Promise<SubagentJobResult> {
+  const { rt, role } = deps;
+  const { data, threadId, log, job } = p;
+  const { goalId, step, index } = data;
   const writer = String(job.id);
   let res: GoalRunOutcome<unknown>;
   try {
     res = await runForGoal<unknown>(rt, {
       spec: role,
       goal,
-      task: await buildSubagentTask(rt, data),
+      // A resumed run's task is in its saved messages already.
+      task: resume ? '' : await buildSubagentTask(rt, data),
       tools: jobTools(deps, { goalId, step, role: role.name, threadId, writer }, signal, log),
       onToolCall: async (call) => {
         log.debug(call, 'tool call');
@@ -88,9 +119,13 @@ export async function processSubagentJob(
       },
       log,
       rateLimitToQueue: true,
+      approval: approvalGate(role.approval, resume?.decisions),
+      resume: resume?.agent,
     });
   } catch (err) {
-    return handleRunError(deps, job, base, err, log);
+    if (!(err instanceof ApprovalPause)) return handleRunError(deps, job, base, err, log);
+    const status = await pauseForApproval(p, err); // throws DelayedError unless the goal ended
+    return skippedResult(base, `skipped: goal is ${status}`, status);
   }
   if (res.kind === 'over_budget') return skippedResult(base, res.reason, 'budget_exceeded');
   return recordResult(rt, data, writer, res.run, base, log);
@@ -108,6 +143,9 @@ function jobTools(deps: SubagentDeps, scope: ToolScope, signal: AbortSignal | un
     signal,
     log,
   });
+  // run_code / run_tests, in the role's sandbox, when the role lists them.
+  const sandbox = { vfs: rt.vfs, limits: role.sandbox, metrics: rt.metrics };
+  tools.push(...createSandboxTools(sandbox, scope, role.tools, { signal, log }));
   const names = new Set(tools.map((t) => t.def.name));
   for (const t of deps.extraTools?.(scope, signal) ?? []) {
     if (names.has(t.def.name)) {

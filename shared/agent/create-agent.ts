@@ -1,9 +1,19 @@
 // One factory for every agent: planner, each subagent role, reflector (seed 003). Agents
 // differ only in data: system prompt, tools, middleware, tier, limits, output contract.
 // The loop (seed 004): a fresh message list, tool calls run and truncated, stop when the
-// model stops calling tools or at maxTurns; only the final text returns.
+// model stops calling tools or at maxTurns; only the final text returns. A turn calling a tool
+// that needs a human's approval pauses the run (ApprovalPause, ./approval.ts); a paused run
+// resumes from its checkpoint without repeating that turn's model call.
 
 import type { Metrics } from '../runtime/metrics.ts';
+import {
+  type AgentCheckpoint,
+  type ApprovalDecision,
+  type ApprovalGate,
+  ApprovalPause,
+  type AwaitingCall,
+  refusalText,
+} from './approval.ts';
 import { buildMiddleware, compose, type MiddlewareDeps } from './middleware/index.ts';
 import type { OutputContract } from './output-contracts.ts';
 import type {
@@ -47,6 +57,10 @@ export interface RunOptions {
   ctx: Omit<CallContext, 'tier' | 'contract'>;
   /** Called after each tool call (awaited, in order); a subagent job appends a `tool_called` event. */
   onToolCall?: (call: ToolCallRecord) => void | Promise<void>;
+  /** Which tools wait for a human's approval, and the decisions known for `resume`'s calls. */
+  approval?: ApprovalGate;
+  /** Go on from a paused turn (its calls decided in `approval.decisions`); `task` is unused then. */
+  resume?: AgentCheckpoint;
 }
 
 export interface AgentRun<T = unknown> {
@@ -68,25 +82,12 @@ export interface Agent {
 
 export function createAgent(spec: AgentSpec, deps: AgentDeps): Agent {
   const stack = buildMiddleware(spec.middleware, deps);
-  const maxChars = deps.toolResultMaxChars ?? 50_000;
   return {
     spec,
     async run<T>(opts: RunOptions): Promise<AgentRun<T>> {
       const ctx: CallContext = { ...opts.ctx, tier: spec.tier, contract: opts.contract.name };
       const call = compose(stack, ctx, (req) => callProvider(deps, req, ctx));
-      const tools = new Map((opts.tools ?? []).map((t) => [t.def.name, t]));
-      // P52: the list starts fresh with the task alone; nothing from any other agent.
-      const conv: Conversation = {
-        spec,
-        call,
-        tools,
-        maxChars,
-        role: ctx.role,
-        metrics: deps.metrics,
-        onToolCall: opts.onToolCall,
-        messages: [{ role: 'user', content: opts.task }],
-        turns: 0,
-      };
+      const conv = conversation(spec, deps, opts, call, ctx.role);
       const stopped = () => `stopped at the turn limit (${spec.maxTurns}) without a final answer`;
       const result = (r: Omit<AgentRun<T>, 'turns' | 'messages'>): AgentRun<T> => ({
         ...r,
@@ -94,22 +95,54 @@ export function createAgent(spec: AgentSpec, deps: AgentDeps): Agent {
         messages: conv.messages,
       });
 
-      let text = await runTurns(conv);
-      if (text === null) return result({ ok: false, text: '', problem: stopped(), contractRetries: 0 });
-      let verdict = opts.contract.check(text);
-      if (verdict.ok) return result({ ok: true, text, value: verdict.value as T, contractRetries: 0 });
-      // Reject and retry once with a reminder naming what was wrong (seed 000).
-      deps.metrics?.contractRejections.inc({ role: ctx.role, outcome: 'retried' });
-      const reminder = `Your answer was rejected: ${verdict.problem}. Reply again with ONLY ${opts.contract.describe}.`;
-      conv.messages.push({ role: 'user', content: reminder });
-      text = await runTurns(conv);
+      let resume = opts.resume;
+      if (!conv.contractRetry) {
+        const first = await runTurns(conv, resume);
+        resume = undefined;
+        if (first === null) return result({ ok: false, text: '', problem: stopped(), contractRetries: 0 });
+        const verdict = opts.contract.check(first);
+        if (verdict.ok) return result({ ok: true, text: first, value: verdict.value as T, contractRetries: 0 });
+        // Reject and retry once with a reminder naming what was wrong (seed 000).
+        deps.metrics?.contractRejections.inc({ role: ctx.role, outcome: 'retried' });
+        const again = `Reply again with ONLY ${opts.contract.describe}.`;
+        const reminder = `Your answer was rejected: ${verdict.problem}. ${again}`;
+        conv.messages.push({ role: 'user', content: reminder });
+        conv.contractRetry = true;
+        conv.phaseTurns = 0;
+      }
+      const text = await runTurns(conv, resume);
       if (text === null) return result({ ok: false, text: '', problem: stopped(), contractRetries: 1 });
-      verdict = opts.contract.check(text);
+      const verdict = opts.contract.check(text);
       if (verdict.ok) return result({ ok: true, text, value: verdict.value as T, contractRetries: 1 });
       deps.metrics?.contractRejections.inc({ role: ctx.role, outcome: 'failed' });
       const problem = `output broke the ${opts.contract.name} contract twice: ${verdict.problem}`;
       return result({ ok: false, text, problem, contractRetries: 1 });
     },
+  };
+}
+
+function conversation(
+  spec: AgentSpec,
+  deps: AgentDeps,
+  opts: RunOptions,
+  call: Conversation['call'],
+  role: string,
+): Conversation {
+  const cp = opts.resume;
+  return {
+    spec,
+    call,
+    tools: new Map((opts.tools ?? []).map((t) => [t.def.name, t])),
+    maxChars: deps.toolResultMaxChars ?? 50_000,
+    role,
+    metrics: deps.metrics,
+    onToolCall: opts.onToolCall,
+    approval: opts.approval,
+    // P52: a run starts fresh with the task alone; a resumed one with its own saved messages.
+    messages: cp ? [...cp.messages] : [{ role: 'user', content: opts.task }],
+    turns: cp?.turns ?? 0,
+    phaseTurns: cp?.phaseTurns ?? 0,
+    contractRetry: cp?.contractRetry ?? false,
   };
 }
 
@@ -136,14 +169,27 @@ interface Conversation {
   role: string;
   metrics?: Metrics;
   onToolCall?: RunOptions['onToolCall'];
+  approval?: ApprovalGate;
   messages: Message[];
+  /** Model calls in all, and in the current phase (each phase has maxTurns). */
   turns: number;
+  phaseTurns: number;
+  contractRetry: boolean;
 }
 
-/** Turns until the model stops calling tools (its final text) or the turn limit (null). */
-async function runTurns(c: Conversation): Promise<string | null> {
-  for (let i = 0; i < c.spec.maxTurns; i++) {
+/**
+ * Turns until the model stops calling tools (its final text) or the turn limit (null). With a
+ * checkpoint, its paused turn's tools run first (with the decisions): no model call repeated.
+ */
+async function runTurns(c: Conversation, resume?: AgentCheckpoint): Promise<string | null> {
+  if (resume) {
+    // Still undecided: the same pause again, nothing run (the job waits on).
+    if (resume.awaiting.some((a) => !c.approval?.decisions?.has(a.index))) throw new ApprovalPause(resume);
+    c.messages.push({ role: 'user', content: await runTools(c, resume.uses, resume.awaiting) });
+  }
+  while (c.phaseTurns < c.spec.maxTurns) {
     c.turns++;
+    c.phaseTurns++;
     const res = await c.call({
       model: c.spec.tier, // replaced by tier routing; a bare tier name fails loudly without it
       system: c.spec.systemPrompt,
@@ -161,9 +207,25 @@ async function runTurns(c: Conversation): Promise<string | null> {
     );
     if (kept.length) c.messages.push({ role: 'assistant', content: kept });
     if (final) return responseText(res);
+    pauseIfGated(c, uses);
     c.messages.push({ role: 'user', content: await runTools(c, uses) });
   }
   return null;
+}
+
+/** No tool of a turn runs while one of its calls waits for a human: the run pauses before any. */
+function pauseIfGated(c: Conversation, uses: ToolUseBlock[]): void {
+  const gate = c.approval;
+  if (!gate) return;
+  const awaiting: AwaitingCall[] = [];
+  for (const [index, use] of uses.entries()) {
+    const tool = c.tools.get(use.name);
+    const label = tool ? (tool.label ?? tool.def.name) : undefined;
+    if (label !== undefined && gate.needs(label)) awaiting.push({ index, tool: label });
+  }
+  if (!awaiting.length) return;
+  const { turns, phaseTurns, contractRetry } = c;
+  throw new ApprovalPause({ messages: [...c.messages], turns, phaseTurns, contractRetry, uses, awaiting });
 }
 
 /**
@@ -172,21 +234,33 @@ async function runTurns(c: Conversation): Promise<string | null> {
  * is counted under its configured tool name (`unknown` for a name the model made up), timed,
  * and reported to onToolCall.
  */
-async function runTools(c: Conversation, uses: ToolUseBlock[]): Promise<ToolResultBlock[]> {
+async function runTools(c: Conversation, uses: ToolUseBlock[], decided?: AwaitingCall[]): Promise<ToolResultBlock[]> {
   const results: ToolResultBlock[] = [];
-  for (const use of uses) {
+  for (const [i, use] of uses.entries()) {
     const tool = c.tools.get(use.name);
     const label = tool ? (tool.label ?? tool.def.name) : 'unknown';
+    const refused = decided?.some((a) => a.index === i) ? refusal(c.approval?.decisions?.get(i)) : undefined;
     const started = performance.now();
-    const result = tool ? await runTool(c, tool, use) : unknownTool(c, use);
+    const result = refused ? refusedCall(c, use, refused) : tool ? await runTool(c, tool, use) : unknownTool(c, use);
     const ms = performance.now() - started;
     const ok = !result.is_error;
-    c.metrics?.toolCalls.inc({ role: c.role, tool: label, status: ok ? 'ok' : 'error' });
-    if (tool) c.metrics?.toolLatency.observe({ role: c.role, tool: label }, ms / 1000);
+    const status = refused ? 'refused' : ok ? 'ok' : 'error';
+    c.metrics?.toolCalls.inc({ role: c.role, tool: label, status });
+    if (tool && !refused) c.metrics?.toolLatency.observe({ role: c.role, tool: label }, ms / 1000);
     results.push(result);
     await c.onToolCall?.({ tool: label, ms: Math.round(ms), ok });
   }
   return results;
+}
+
+/** A decision other than `approved`, or undefined when the call may run. */
+function refusal(d: ApprovalDecision | undefined): ApprovalDecision | undefined {
+  return d && d.status !== 'approved' ? d : undefined;
+}
+
+/** A call a human did not approve: never run; the model reads why. */
+function refusedCall(c: Conversation, use: ToolUseBlock, d: ApprovalDecision): ToolResultBlock {
+  return { type: 'tool_result', tool_use_id: use.id, content: truncate(refusalText(d), c.maxChars), is_error: true };
 }
 
 function unknownTool(c: Conversation, use: ToolUseBlock): ToolResultBlock {

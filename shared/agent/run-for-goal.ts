@@ -24,6 +24,9 @@ export interface GoalRunOptions<T> {
   onToolCall?: RunOptions['onToolCall'];
   /** Subagent workers hand a 429 to the queue (pausing the role fleet-wide); others wait it out. */
   rateLimitToQueue?: boolean;
+  /** Tools that wait for a human, and a paused run to go on from (see RunOptions). */
+  approval?: RunOptions['approval'];
+  resume?: RunOptions['resume'];
 }
 
 export type GoalRunOutcome<T> =
@@ -49,6 +52,8 @@ export async function runForGoal<T>(rt: Runtime, o: GoalRunOptions<T>): Promise<
       contract: o.contract,
       ctx: o.ctx,
       onToolCall: o.onToolCall,
+      approval: o.approval,
+      resume: o.resume,
     });
   } catch (err) {
     if (!(err instanceof BudgetExceededError)) throw err;

@@ -17,6 +17,14 @@ export {
   toolDef,
 } from './tools/registry.ts';
 export {
+  createSandboxTools,
+  defaultTestCommand,
+  runCodeTool,
+  runTestsTool,
+  type SandboxToolDeps,
+  sandboxToolSpecs,
+} from './tools/run-code.ts';
+export {
   type BuiltinToolName,
   createVfsTools,
   type VfsToolOptions,

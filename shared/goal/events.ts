@@ -1,5 +1,6 @@
 // The goal timeline: one typed variant per event. The writers (lifecycle, services, the
 // vfsEvict script) and the readers (`watch`, the timeline view, tests) share these types.
+import type { ApprovalDecisionStatus } from '../agent/approval.ts';
 import type { Decision } from './plan.ts';
 import type { TerminalStatus } from './status.ts';
 
@@ -14,6 +15,18 @@ export type PausedFor = 'review' | 'escalation';
 export interface SubtaskOutcomeRef {
   index: number;
   status: 'done' | 'failed';
+}
+
+/** Which call of which subtask an approval event is about. */
+export interface ApprovalRef {
+  step: number;
+  index: number;
+  role: string;
+  threadId: string;
+  /** deepq's id of the call (`ap-…`), what `deepq approve|reject` take. */
+  callId: string;
+  /** The configured tool name. */
+  tool: string;
 }
 
 /** How a subtask ended; a failure recorded after the job failed for good has only a reason. */
@@ -43,6 +56,14 @@ export type TimelineEventBody =
       ms: number;
       ok: boolean;
     }
+  | (ApprovalRef & {
+      /** A subagent's call waits for a human (`deepq approve|reject <goalId> <callId>`). */
+      type: 'approval_requested';
+      /** The call's input as JSON, cut at about 300 chars: written by the model, untrusted. */
+      input: string;
+      expiresAt: number;
+    })
+  | (ApprovalRef & { type: 'approval_decided'; decision: ApprovalDecisionStatus; reason?: string })
   | { type: 'evicted'; step: number; name: string; reason: string }
   | {
       type: 'reflected';

@@ -24,9 +24,25 @@ export class Keys {
   transcript(goalId: string, threadId: string): string {
     return `${this.goal(goalId)}:thread:${threadId}`;
   }
+  /** Approval requests of risky tool calls: callId → JSON record (shared/goal/approvals.ts). */
+  approvals(goalId: string): string {
+    return `${this.goal(goalId)}:approvals`;
+  }
+  /** Paused subagent runs waiting on approvals: job id → JSON checkpoint. */
+  checkpoints(goalId: string): string {
+    return `${this.goal(goalId)}:checkpoints`;
+  }
   /** Every key a goal can own, transcripts aside (they are found by SCAN). */
   goalKeys(goalId: string): string[] {
-    return [this.goal(goalId), this.files(goalId), this.content(goalId), this.events(goalId), this.threads(goalId)];
+    return [
+      this.goal(goalId),
+      this.files(goalId),
+      this.content(goalId),
+      this.events(goalId),
+      this.threads(goalId),
+      this.approvals(goalId),
+      this.checkpoints(goalId),
+    ];
   }
   goalPattern(goalId: string): string {
     return `${this.goal(goalId)}:*`;
@@ -34,6 +50,10 @@ export class Keys {
   /** Sorted set of goal ids by creation time (for `deepq goals` and the sweep). */
   goalsIndex(): string {
     return `${this.prefix}:goals`;
+  }
+  /** Sorted set of every pending approval, `<goalId>/<callId>` by when it times out. */
+  approvalsPending(): string {
+    return `${this.prefix}:approvals:pending`;
   }
   cancelChannel(): string {
     return `${this.prefix}:cancel`;

@@ -5,6 +5,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import YAML from 'yaml';
 import { z } from 'zod';
+import { approvalMatchesRoleTool } from '../agent/approval.ts';
 import { AgentSpecSchema, DEFAULT_ROLES, MCP_TOOL_RE, RoleSpecSchema } from '../agent/roles.ts';
 import { ConfigError } from '../errors.ts';
 import { BudgetsSchema } from '../goal/budgets.ts';
@@ -118,6 +119,8 @@ export const ConfigSchema = z
       .int()
       .positive()
       .default(30 * 86_400),
+    /** A tool call waiting for a human's approval longer than this is refused (`timeout`). */
+    approvalTimeoutSeconds: z.number().int().positive().default(86_400),
     /** Backstop EXPIRE on every goal key, refreshed on activity. */
     goalKeyTtlSeconds: z
       .number()
@@ -160,6 +163,7 @@ export const ConfigSchema = z
   })
   .strict()
   .superRefine((cfg, ctx) => {
+    checkApprovals(cfg, ctx);
     for (const [i, role] of cfg.roles.entries()) {
       for (const [j, tool] of role.tools.entries()) {
         const server = MCP_TOOL_RE.exec(tool)?.[1];
@@ -169,6 +173,28 @@ export const ConfigSchema = z
       }
     }
   });
+
+/**
+ * Every approval entry must match one of its role's tools (a typo would leave a risky tool
+ * ungated), and a call must time out before its goal's keys could expire under it.
+ */
+function checkApprovals(
+  cfg: { roles: { tools: string[]; approval: string[] }[]; approvalTimeoutSeconds: number; goalKeyTtlSeconds: number },
+  ctx: z.RefinementCtx,
+): void {
+  for (const [i, role] of cfg.roles.entries()) {
+    for (const [j, entry] of role.approval.entries()) {
+      if (role.tools.some((t) => approvalMatchesRoleTool(entry, t))) continue;
+      const tools = role.tools.join(', ') || 'none';
+      const message = `approval entry ${JSON.stringify(entry)} matches none of the role's tools (${tools})`;
+      ctx.addIssue({ code: 'custom', path: ['roles', i, 'approval', j], message });
+    }
+  }
+  if (cfg.approvalTimeoutSeconds >= cfg.goalKeyTtlSeconds) {
+    const message = `must be below goalKeyTtlSeconds (${cfg.goalKeyTtlSeconds}): a goal's keys must outlive a wait`;
+    ctx.addIssue({ code: 'custom', path: ['approvalTimeoutSeconds'], message });
+  }
+}
 
 export type Config = z.infer<typeof ConfigSchema> & {
   modelProvider: 'anthropic' | 'scripted';
@@ -216,6 +242,7 @@ const ENV_MAP: Record<string, { path: string[]; kind: 'string' | 'int' | 'number
   DEEPQ_TASK_MAX_CHARS: { path: ['vfs', 'taskMaxChars'], kind: 'int' },
   DEEPQ_ORPHAN_BLOB_GRACE_SECONDS: { path: ['vfs', 'orphanBlobGraceSeconds'], kind: 'int' },
   DEEPQ_GOAL_KEY_TTL_SECONDS: { path: ['goalKeyTtlSeconds'], kind: 'int' },
+  DEEPQ_APPROVAL_TIMEOUT_SECONDS: { path: ['approvalTimeoutSeconds'], kind: 'int' },
   DEEPQ_CONCURRENCY: { path: ['concurrency'], kind: 'int' },
   DEEPQ_DRAIN_TIMEOUT_MS: { path: ['drainTimeoutMs'], kind: 'int' },
   DEEPQ_LOCK_DURATION_MS: { path: ['lockDurationMs'], kind: 'int' },

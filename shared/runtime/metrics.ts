@@ -105,6 +105,32 @@ export class Metrics {
     labelNames: ['role', 'outcome'],
     registers: [this.registry],
   });
+  readonly approvals = new Counter({
+    name: 'deepq_approvals_total',
+    help: 'Decisions on tool calls that waited for a human, counted when the paused job takes them up',
+    labelNames: ['decision'],
+    registers: [this.registry],
+  });
+  readonly approvalsPending = new Gauge({
+    name: 'deepq_approvals_pending',
+    help: 'Tool calls waiting for a human decision, across all goals (read from Redis at scrape time)',
+    registers: [this.registry],
+  });
+  readonly sandboxRuns = new Counter({
+    name: 'deepq_sandbox_runs_total',
+    help:
+      'run_code / run_tests runs, by role and outcome (ok, nonzero_exit, timeout, memory, output_limit, ' +
+      'cancelled, error)',
+    labelNames: ['role', 'outcome'],
+    registers: [this.registry],
+  });
+  readonly sandboxSeconds = new Histogram({
+    name: 'deepq_sandbox_seconds',
+    help: 'Wall time of a sandboxed run, start to the whole process tree gone',
+    labelNames: ['role'],
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
+    registers: [this.registry],
+  });
 
   constructor(defaultLabels: Record<string, string> = {}) {
     this.registry.setDefaultLabels(defaultLabels);

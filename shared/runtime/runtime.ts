@@ -4,6 +4,7 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { createProvider, type ModelProvider } from '../agent/providers/index.ts';
+import { ApprovalStore } from '../goal/approvals.ts';
 import { GoalLifecycle } from '../goal/lifecycle.ts';
 import { isTerminal } from '../goal/status.ts';
 import { GoalStore } from '../goal/store.ts';
@@ -24,6 +25,8 @@ export interface State {
   bull: Redis;
   goals: GoalStore;
   lifecycle: GoalLifecycle;
+  /** Human approvals of risky tool calls, and paused jobs' checkpoints. */
+  approvals: ApprovalStore;
   vfs: VirtualFs;
   queues: Queues;
   close(): Promise<void>;
@@ -60,6 +63,7 @@ export function openState(
   const metrics = hooks.metrics;
   const onStatus = metrics ? countedStatus(metrics) : undefined;
   const lifecycle = new GoalLifecycle(redis, goals.keys, { ...limits, onStatus });
+  const approvals = new ApprovalStore(redis, goals.keys, limits);
   const blobs = new DirBlobStore(cfg.vfs.blobDir, cfg.prefix);
   const vfs = new VirtualFs(redis, cfg.prefix, blobs, { ...cfg.vfs, ...limits }, hooks.vfs);
   const queues = new Queues(bull, cfg);
@@ -69,6 +73,7 @@ export function openState(
     bull,
     goals,
     lifecycle,
+    approvals,
     vfs,
     queues,
     async close() {

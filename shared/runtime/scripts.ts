@@ -8,6 +8,8 @@ const VFS_LUA = new URL('../vfs/lua/', import.meta.url);
 const SCRIPTS = {
   goalCreate: { keys: 3, dir: GOAL_LUA },
   goalTransition: { keys: 4, dir: GOAL_LUA },
+  approvalRequest: { keys: 8, dir: GOAL_LUA },
+  approvalDecide: { keys: 4, dir: GOAL_LUA },
   vfsWrite: { keys: 3, dir: VFS_LUA },
   vfsEvict: { keys: 3, dir: VFS_LUA },
 } as const;

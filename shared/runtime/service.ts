@@ -2,14 +2,15 @@
 // gauges, cross-process cancellation, and a graceful drain on SIGTERM.
 
 import type { Server } from 'node:http';
-import { type Job, type Processor, RateLimitError, UnrecoverableError, Worker } from 'bullmq';
+import { DelayedError, type Job, type Processor, RateLimitError, UnrecoverableError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { scrubSecrets } from './logger.ts';
 import { startOpsServer } from './ops-server.ts';
 import { createRedis, pingRedis } from './redis.ts';
 import type { Runtime } from './runtime.ts';
 
-export type JobHandler = (job: Job, signal: AbortSignal) => Promise<unknown>;
+/** `token` is the job's lock token: a handler that moves its job (job.moveToDelayed) needs it. */
+export type JobHandler = (job: Job, signal: AbortSignal, token?: string) => Promise<unknown>;
 
 export interface ServiceOptions {
   rt: Runtime;
@@ -64,7 +65,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
       return { ok: Object.values(checks).every(Boolean), checks };
     },
     // One getJobCounts round per queue, shared by concurrent scrapes and reused for 1 s.
-    beforeScrape: () => reportQueueDepths(rt, opts.reportQueues ?? [opts.queueName]),
+    beforeScrape: () => reportDepths(rt, opts.reportQueues ?? [opts.queueName]),
     refreshTtlMs: 1000,
   });
   // The ops server is up before anything waits on Redis: /healthz answers while Redis is
@@ -132,17 +133,24 @@ function instrumented(rt: Runtime, queue: string, role: string, handler: JobHand
     const goalId = typeof job.data?.goalId === 'string' ? job.data.goalId : undefined;
     active.set(String(job.id), { job, token, goalId });
     try {
-      const res = await handler(job, signal ?? new AbortController().signal);
+      const res = await handler(job, signal ?? new AbortController().signal, token);
       rt.metrics.jobs.inc({ queue, role, status: 'completed' });
       return res;
     } catch (err) {
-      rt.metrics.jobs.inc({ queue, role, status: err instanceof RateLimitError ? 'rate_limited' : 'failed' });
+      rt.metrics.jobs.inc({ queue, role, status: notFailed(err) ?? 'failed' });
       throw err;
     } finally {
       active.delete(String(job.id));
       rt.metrics.jobDuration.observe({ queue, role }, (performance.now() - started) / 1000);
     }
   };
+}
+
+/** A job handed back to the queue on purpose is no failure: a 429 pause, or a wait for a human. */
+function notFailed(err: unknown): string | undefined {
+  if (err instanceof RateLimitError) return 'rate_limited';
+  if (err instanceof DelayedError) return 'delayed';
+  return undefined;
 }
 
 function onJobFailed(opts: ServiceOptions, job: Job | undefined, err: Error): void {
@@ -164,13 +172,15 @@ function onJobFailed(opts: ServiceOptions, job: Job | undefined, err: Error): vo
   if (final) opts.onFinalFailure?.(job, err).catch((e) => log.error({ err: e }, 'final-failure hook failed'));
 }
 
-async function reportQueueDepths(rt: Runtime, queueNames: string[]): Promise<void> {
-  await Promise.all(
-    queueNames.map(async (q) => {
+/** Queue depths, and the calls waiting for a human (one ZCARD): every process reports both. */
+async function reportDepths(rt: Runtime, queueNames: string[]): Promise<void> {
+  await Promise.all([
+    ...queueNames.map(async (q) => {
       const counts = await rt.queues.get(q).getJobCounts(...QUEUE_STATES);
       for (const s of QUEUE_STATES) rt.metrics.queueJobs.set({ queue: q, state: s }, counts[s] ?? 0);
     }),
-  );
+    rt.approvals.pendingCount().then((n) => rt.metrics.approvalsPending.set(n)),
+  ]);
 }
 
 /**

@@ -7,7 +7,7 @@
 // use. Only names that are goal ids are ever treated as goals: a directory named anything else
 // (`<goalId>:files`, say) is neither listed nor deleted.
 import { randomBytes } from 'node:crypto';
-import type { Dirent } from 'node:fs';
+import type { Dirent, ReadStream } from 'node:fs';
 import { chmod, lstat, mkdir, open, readdir, readFile, rename, rm } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { GOAL_ID_PATTERN, isGoalId } from '../goal/ids.ts';
@@ -108,6 +108,16 @@ export class DirBlobStore implements BlobStore {
 
   async get(ref: string): Promise<string> {
     return readFile(this.path(ref), 'utf8');
+  }
+
+  /**
+   * A blob as a UTF-8 text stream (the web inspector sends spilled content without holding it
+   * whole). Opened before it returns: ENOENT surfaces here, and a blob deleted afterwards
+   * (overwritten, evicted) still reads to its end.
+   */
+  async openStream(ref: string): Promise<ReadStream> {
+    const fh = await open(this.path(ref), 'r');
+    return fh.createReadStream({ encoding: 'utf8' });
   }
 
   async delete(ref: string): Promise<void> {

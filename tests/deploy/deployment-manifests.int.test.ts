@@ -36,7 +36,7 @@ const rel = (p: string) => relative(ROOT, p) || '.';
 const readText = (p: string) => readFileSync(join(ROOT, p), 'utf8');
 
 const DRAIN_DEFAULT_MS = ConfigSchema.parse({}).drainTimeoutMs;
-const DEEPQ_COMMANDS = new Set(['planner', 'reflector', 'worker']);
+const DEEPQ_COMMANDS = new Set(['planner', 'reflector', 'worker', 'ui']);
 const REQUIRED_DASHBOARD_METRICS = [
   'deepq_queue_jobs',
   'deepq_jobs_total',
@@ -883,6 +883,49 @@ describe('Kubernetes manifests', () => {
   });
 });
 
+describe('the web inspector (deepq ui)', () => {
+  /** The value after a flag in a command's args. */
+  const flag = (args: string[], name: string) => args[args.indexOf(name) + 1];
+
+  test('k8s: one ui Deployment off loopback with its token from a Secret, behind a ClusterIP Service', () => {
+    const base = rawBase();
+    const d = find(base, 'Deployment', 'ui');
+    assert.ok(d, 'a ui Deployment');
+    const c = d.spec.template.spec.containers[0] as Obj;
+    const args = (c.args as unknown[]).map(String);
+    assert.equal(args[0], 'ui');
+    // Off loopback it refuses to start without the token: the token must come with it.
+    assert.ok(WILDCARD_HOSTS.includes(flag(args, '--host')!), `ui --host ${flag(args, '--host')}`);
+    const token = (c.env as Obj[]).find((e) => e.name === 'DEEPQ_UI_TOKEN');
+    assert.ok(token?.valueFrom?.secretKeyRef?.name, 'DEEPQ_UI_TOKEN comes from a Secret');
+    assert.ok(!(c.env as Obj[]).some((e) => e.name === 'ANTHROPIC_API_KEY'), 'the inspector gets no API key');
+    const http = (c.ports as Obj[]).find((p) => p.containerPort === Number(flag(args, '--port')));
+    assert.ok(http?.name, 'the --port is a named container port');
+    const svc = find(base, 'Service', 'ui');
+    assert.ok(svc, 'a ui Service');
+    assert.equal(svc.spec.type ?? 'ClusterIP', 'ClusterIP');
+    assert.ok(matches(svc.spec.selector, d.spec.template.metadata.labels), 'the Service selects the ui pods');
+    assert.ok(
+      svc.spec.ports.some((p: Obj) => p.targetPort === http.name || p.targetPort === http.containerPort),
+      'the Service targets the inspector port',
+    );
+  });
+
+  test('compose: the ui service publishes on the host loopback only, with its token from the shell', () => {
+    const compose = loadCompose();
+    const ui = compose.services.ui as Obj;
+    assert.ok(ui, 'a ui service');
+    const args = composeCommand(ui);
+    assert.equal(args[0], 'ui');
+    assert.ok(WILDCARD_HOSTS.includes(flag(args, '--host')!));
+    const env = envList(ui.environment);
+    assert.ok('DEEPQ_UI_TOKEN' in env, 'DEEPQ_UI_TOKEN is passed through');
+    assert.equal(env.ANTHROPIC_API_KEY ?? '', '', 'the inspector gets no API key');
+    const ports = (ui.ports ?? []).map(String);
+    assert.deepEqual(ports, [`127.0.0.1:${flag(args, '--port')}:${flag(args, '--port')}`]);
+  });
+});
+
 describe('commands', () => {
   test('every container command is a real deepq command; worker roles exist in the config', async () => {
     const compose = loadCompose();
@@ -913,9 +956,12 @@ describe('environment variables', () => {
     const composeSet = new Set(deepqComposeServices(compose).flatMap(([, s]) => Object.keys(envList(s.environment))));
     const k8sSet = new Set<string>();
     const base = rawBase();
-    for (const d of byKind(base, 'Deployment'))
-      for (const k of Object.keys(containerEnv(base, d.spec.template.spec.containers[0], d.metadata.name)))
-        k8sSet.add(k);
+    for (const d of byKind(base, 'Deployment')) {
+      const c = d.spec.template.spec.containers[0];
+      for (const k of Object.keys(containerEnv(base, c, d.metadata.name))) k8sSet.add(k);
+      // Set from a Secret the operator creates (not shipped with a placeholder): set all the same.
+      for (const e of (c.env ?? []) as Obj[]) if (e.valueFrom?.secretKeyRef) k8sSet.add(e.name);
+    }
     for (const f of walk(join(K8S, 'overlays'), (p) => /\.ya?ml$/.test(p))) {
       for (const o of parseYamlFile(f)) {
         if (o.kind === 'ConfigMap') for (const k of Object.keys(o.data ?? {})) k8sSet.add(k);

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { ErrorCode, hasCode } from '../../errors.ts';
 import type { FileEntry, VirtualFs, WriteMeta } from '../../vfs/vfs.ts';
 import { formatIndex } from '../../vfs/vfs.ts';
-import { MCP_TOOL_RE, TOOL_NAMES } from '../roles.ts';
+import { MCP_TOOL_RE, SANDBOX_TOOL_NAMES, TOOL_NAMES } from '../roles.ts';
 import { compileGlob, GLOB_MAX_CHARS } from './glob.ts';
 import { compilePattern, GREP_LIMITS, type GrepFile, type GrepLimits, scanFiles } from './grep.ts';
 import { cutChars, readPage } from './paging.ts';
@@ -69,6 +69,7 @@ const GrepInput = z
   .strict();
 const DeleteInput = z.object({ name: Name }).strict();
 
+const SANDBOX_TOOLS: ReadonlySet<string> = new Set(SANDBOX_TOOL_NAMES);
 const live = (e: FileEntry | null): e is FileEntry => e !== null && e.status !== 'evicted';
 
 /** A write by this job: status active, this step, role, thread and writer. */
@@ -307,7 +308,8 @@ export function vfsToolRegistry(vfs: VirtualFs, opts: VfsToolOptions = {}): Tool
 
 /**
  * A job's built-in tools: the role's configured names bound to its scope, in the order
- * configured. `mcp:` names are left out (the worker's extraTools binds those).
+ * configured. `mcp:` names are left out (the worker's extraTools binds those), and so are the
+ * sandbox tools (createSandboxTools binds those).
  */
 export function createVfsTools(
   vfs: VirtualFs,
@@ -315,6 +317,6 @@ export function createVfsTools(
   names: readonly string[],
   opts: VfsToolOptions & { signal?: AbortSignal; log?: ToolContext['log'] } = {},
 ): Tool[] {
-  const builtin = names.filter((n) => !MCP_TOOL_RE.test(n));
+  const builtin = names.filter((n) => !MCP_TOOL_RE.test(n) && !SANDBOX_TOOLS.has(n));
   return vfsToolRegistry(vfs, opts).bind(builtin, toolContext(scope, opts));
 }

@@ -1,0 +1,23 @@
+// `deepq ui`: the web inspector (services/ui/). Loopback unless --host says otherwise; off
+// loopback it refuses to start without DEEPQ_UI_TOKEN.
+import type { Command } from 'commander';
+import { loadConfig } from '../../shared/runtime/config.ts';
+import { int } from '../args.ts';
+import { print } from './output.ts';
+
+export function registerUiCommand(program: Command): void {
+  program
+    .command('ui')
+    .description('serve the web inspector: goals, cycles, artifacts, transcripts, queues; live')
+    .option('--port <port>', 'port to listen on (0: any free port)', int('--port', 0), 8080)
+    .option('--host <address>', 'address to bind; off loopback DEEPQ_UI_TOKEN is required', '127.0.0.1')
+    .action(async (o: { port: number; host: string }) => {
+      // Imported only when run: the other commands need none of the web stack.
+      const { main } = await import('../../services/ui/main.ts');
+      const cfg = loadConfig();
+      const token = process.env.DEEPQ_UI_TOKEN || undefined;
+      const ui = await main(cfg, { host: o.host, port: o.port, token });
+      print(`deepq ui: open ${ui.url}${token ? ' (sign in with DEEPQ_UI_TOKEN)' : ''}`);
+      print(`deepq ui: metrics http://${cfg.metricsHost}:${ui.metricsPort}/metrics`);
+    });
+}

@@ -1,0 +1,47 @@
+// The inspector's HTTP app. In order: a log line per request, security headers, the CSRF
+// cookie, the token (when set), the CSRF check on state-changing requests, then the pages.
+import { Hono } from 'hono';
+import { chromeOf } from './chrome.ts';
+import type { UiContext, UiEnv } from './context.ts';
+import { registerDecisionRoutes } from './decisions/index.ts';
+import { requestLog } from './request-log.ts';
+import { registerArtifactRoutes } from './routes/artifact.ts';
+import { registerGoalRoute } from './routes/goal.ts';
+import { registerGoalEventsRoute } from './routes/goal-events.ts';
+import { registerGoalsRoutes } from './routes/goals.ts';
+import { loginRequired, registerLoginRoutes } from './routes/login.ts';
+import { registerQueueRoutes } from './routes/queues.ts';
+import { registerStaticRoutes } from './routes/static.ts';
+import { registerTranscriptRoute } from './routes/transcript.ts';
+import { requireToken } from './security/auth.ts';
+import { csrfCheck, csrfCookie } from './security/csrf.ts';
+import { securityHeaders } from './security/headers.ts';
+import { errorPage } from './views/error-page.ts';
+
+export function createApp(ctx: UiContext): Hono<UiEnv> {
+  const app = new Hono<UiEnv>();
+  app.use(requestLog(ctx.log, ctx.metrics));
+  app.use(securityHeaders());
+  app.use(csrfCookie());
+  app.use(
+    requireToken(ctx.token, (c) => loginRequired(c, ctx)),
+    csrfCheck(),
+  );
+  registerStaticRoutes(app);
+  registerLoginRoutes(app, ctx);
+  registerGoalsRoutes(app, ctx);
+  registerGoalRoute(app, ctx);
+  registerGoalEventsRoute(app, ctx);
+  registerDecisionRoutes(app, ctx);
+  registerArtifactRoutes(app, ctx);
+  registerTranscriptRoute(app, ctx);
+  registerQueueRoutes(app, ctx);
+  app.notFound((c) => c.html(errorPage(chromeOf(c, ctx), 'Not found', `Nothing at ${c.req.path}.`), 404));
+  app.onError((err, c) => {
+    ctx.log.error({ err: { message: err.message, stack: err.stack }, path: c.req.path }, 'request failed');
+    // The message may come from Redis or the filesystem: the page says what to do, not what broke.
+    const message = 'The inspector could not answer (is Redis reachable?). Details are in its log.';
+    return c.html(errorPage(chromeOf(c, ctx), 'Something went wrong', message), 500);
+  });
+  return app;
+}

@@ -1,0 +1,31 @@
+// What the Goal page's "Decisions" block shows: things a human can do about a goal now, each
+// with its buttons. A page renders them and the client script re-renders them live from the
+// same JSON; a kind of decision is one provider module (see decisions/index.ts).
+import type { Hono } from 'hono';
+import type { GoalRecord } from '../../../shared/goal/store.ts';
+import type { UiContext, UiEnv } from '../context.ts';
+
+/** One button: a form POSTing to `path` (with the page's CSRF token), maybe with a note. */
+export interface DecisionAction {
+  label: string;
+  path: string;
+  /** A text field sent with the action (e.g. a note for the planner). */
+  note?: { name: string; label: string };
+  tone: 'primary' | 'danger';
+}
+
+export interface DecisionView {
+  /** Unique within the goal (a DOM id). */
+  id: string;
+  kind: string;
+  title: string;
+  detail?: string;
+  actions: DecisionAction[];
+}
+
+export interface DecisionProvider {
+  /** What is pending for this goal now. */
+  pending(ctx: UiContext, goal: GoalRecord): Promise<DecisionView[]> | DecisionView[];
+  /** The POST routes behind its actions (the app checks the token and the CSRF token first). */
+  routes(app: Hono<UiEnv>, ctx: UiContext): void;
+}

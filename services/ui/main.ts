@@ -1,0 +1,105 @@
+// `deepq ui`: the web inspector. It reads and acts through Redis alone (no state of its own,
+// so any number of replicas), serves the app on --host/--port and, like every deepq process,
+// /metrics, /healthz and /readyz on METRICS_PORT.
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { serve } from '@hono/node-server';
+import type { Logger } from 'pino';
+import { GoalClient } from '../../cli/goal-client.ts';
+import type { Config } from '../../shared/runtime/config.ts';
+import { createLogger } from '../../shared/runtime/logger.ts';
+import { startOpsServer } from '../../shared/runtime/ops-server.ts';
+import { createRedis, pingRedis } from '../../shared/runtime/redis.ts';
+import { secretsOf } from '../../shared/runtime/runtime.ts';
+import { stopOnSignals } from '../../shared/runtime/service.ts';
+import { DirBlobStore } from '../../shared/vfs/blob-store.ts';
+import { createApp } from './app.ts';
+import type { UiContext } from './context.ts';
+import { UiMetrics } from './metrics.ts';
+import { checkBindPolicy } from './security/bind-policy.ts';
+import { StreamHub } from './stream-hub.ts';
+
+export interface UiOptions {
+  host: string;
+  port: number;
+  token?: string;
+}
+
+export interface RunningUi {
+  /** Where to open it. */
+  url: string;
+  port: number;
+  metricsPort: number;
+  drainTimeoutMs: number;
+  log: Logger;
+  stop(): Promise<void>;
+}
+
+function listen(ctx: UiContext, opts: UiOptions): Promise<Server> {
+  const app = createApp(ctx);
+  return new Promise((resolve, reject) => {
+    const server = serve({ fetch: app.fetch, port: opts.port, hostname: opts.host }, () => resolve(server as Server));
+    server.once('error', reject);
+  });
+}
+
+function openUrl(host: string, port: number): string {
+  const shown = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
+  return `http://${shown.includes(':') ? `[${shown}]` : shown}:${port}/`;
+}
+
+export async function startUi(cfg: Config, opts: UiOptions): Promise<RunningUi> {
+  checkBindPolicy(opts.host, opts.token);
+  const log = createLogger(cfg.logLevel, { service: 'ui' }, [...secretsOf(cfg), ...(opts.token ? [opts.token] : [])]);
+  const metrics = new UiMetrics();
+  const client = new GoalClient(cfg, createRedis(cfg.redisUrl, 'deepq:ui', { autoPipelining: true }));
+  // One blocking connection per followed goal, never the shared one (a blocked connection
+  // answers nothing else).
+  const hub = new StreamHub(client.redis, () => createRedis(cfg.redisUrl, 'deepq:ui:stream'), log);
+  const ctx: UiContext = {
+    cfg,
+    client,
+    blobs: new DirBlobStore(cfg.vfs.blobDir, cfg.prefix),
+    hub,
+    log,
+    metrics,
+    token: opts.token,
+    liveStreams: new Set(),
+  };
+  const server = await listen(ctx, opts);
+  const ops = await startOpsServer({
+    port: cfg.metricsPort,
+    host: cfg.metricsHost,
+    registry: metrics.registry,
+    ready: async () => {
+      const checks = { redis: await pingRedis(client.redis), http: server.listening };
+      return { ok: checks.redis && checks.http, checks };
+    },
+  });
+  const port = (server.address() as AddressInfo).port;
+  const url = openUrl(opts.host, port);
+  log.info({ host: opts.host, port, metricsPort: ops.port, auth: opts.token ? 'token' : 'none' }, 'ui started');
+  let stopped: Promise<void> | undefined;
+  const stop = () => {
+    stopped ??= (async () => {
+      // Live streams hold their connections open: end them, then close what is left.
+      for (const s of ctx.liveStreams) s.close();
+      hub.close();
+      await new Promise<void>((r) => {
+        server.close(() => r());
+        server.closeAllConnections();
+      });
+      await new Promise<void>((r) => ops.server.close(() => r()));
+      await client.close();
+      log.info('stopped');
+    })();
+    return stopped;
+  };
+  return { url, port, metricsPort: ops.port, drainTimeoutMs: cfg.drainTimeoutMs, log, stop };
+}
+
+export async function main(cfg: Config, opts: UiOptions): Promise<RunningUi> {
+  const ui = await startUi(cfg, opts);
+  stopOnSignals(ui, ui.log);
+  return ui;
+}

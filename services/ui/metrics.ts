@@ -1,0 +1,41 @@
+// The inspector's own metrics, on the registry every deepq process serves (/metrics on
+// METRICS_PORT). Labels are route patterns, never paths: no goal id or artifact name.
+import { Counter, Gauge, Histogram } from 'prom-client';
+import { Metrics } from '../../shared/runtime/metrics.ts';
+
+export class UiMetrics {
+  readonly base = new Metrics({ service: 'ui' });
+  readonly requests = new Counter({
+    name: 'deepq_ui_requests_total',
+    help: 'Inspector HTTP requests, by route pattern, method and status',
+    labelNames: ['route', 'method', 'status'],
+    registers: [this.base.registry],
+  });
+  readonly requestDuration = new Histogram({
+    name: 'deepq_ui_request_duration_seconds',
+    help: 'Time to the response headers (an SSE stream counts until it opens)',
+    labelNames: ['route', 'method'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [this.base.registry],
+  });
+  readonly liveStreams = new Gauge({
+    name: 'deepq_ui_live_streams',
+    help: 'Open Server-Sent-Events streams (goal pages following a goal)',
+    registers: [this.base.registry],
+  });
+  readonly streamReaders = new Gauge({
+    name: 'deepq_ui_stream_readers',
+    help: 'Blocking Redis readers open: one per goal timeline being followed in this process',
+    registers: [this.base.registry],
+  });
+  readonly actions = new Counter({
+    name: 'deepq_ui_actions_total',
+    help: 'Actions taken from the inspector (enqueue, cancel, resume), by outcome',
+    labelNames: ['action', 'outcome'],
+    registers: [this.base.registry],
+  });
+
+  get registry() {
+    return this.base.registry;
+  }
+}

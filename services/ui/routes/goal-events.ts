@@ -1,0 +1,104 @@
+// GET /goals/:id/events: the Goal page's live feed (Server-Sent Events). Fed by the goal's
+// Redis stream through the stream hub (XREAD BLOCK, no polling). Each timeline entry goes out
+// as a `timeline` event with its stream id, carrying the whole changed cycle; after each batch
+// a `goal` event carries a fresh snapshot. A reconnecting EventSource sends Last-Event-ID and
+// gets exactly what it missed: the feed replays the stream to rebuild the cycles and sends
+// only the entries after that id.
+import type { Hono } from 'hono';
+import { type SSEStreamingApi, streamSSE } from 'hono/streaming';
+import { formatEventLine } from '../../../cli/timeline.ts';
+import { isGoalId } from '../../../shared/goal/ids.ts';
+import { AsyncQueue } from '../async-queue.ts';
+import type { UiContext, UiEnv } from '../context.ts';
+import { attachPlans } from '../model/cycle-plans.ts';
+import { goalSnapshot } from '../model/goal-snapshot.ts';
+import { GoalTimeline } from '../model/goal-timeline.ts';
+import { eventOf } from '../model/timeline-entry.ts';
+import { compareStreamIds, normalizeStreamId, type StreamEntry } from '../stream-hub.ts';
+
+const KEEPALIVE_MS = 15_000;
+/** How long a browser waits before reconnecting after the stream drops. */
+const RETRY_MS = 1000;
+
+interface Feed {
+  ctx: UiContext;
+  goalId: string;
+  /** The last entry the browser has: nothing up to it is sent again. */
+  after: string;
+  stream: SSEStreamingApi;
+}
+
+export function registerGoalEventsRoute(app: Hono<UiEnv>, ctx: UiContext): void {
+  app.get('/goals/:id/events', async (c) => {
+    const goalId = c.req.param('id');
+    if (!isGoalId(goalId) || !(await ctx.client.goals.get(goalId))) return c.text('unknown goal\n', 404);
+    const after = normalizeStreamId(c.req.header('last-event-id') ?? c.req.query('after'));
+    // Proxies (nginx) must not buffer the stream.
+    c.header('x-accel-buffering', 'no');
+    return streamSSE(c, (stream) => follow({ ctx, goalId, after, stream }));
+  });
+}
+
+async function follow(f: Feed): Promise<void> {
+  const { ctx, stream } = f;
+  const batches = new AsyncQueue<StreamEntry[]>();
+  const live = { close: () => batches.close() };
+  ctx.liveStreams.add(live);
+  ctx.metrics.liveStreams.inc();
+  stream.onAbort(() => batches.close());
+  const keepalive = setInterval(() => void stream.write(': keep-alive\n\n'), KEEPALIVE_MS);
+  // From the start: the cycles are rebuilt from every entry, the browser gets only new ones.
+  const unsubscribe = await ctx.hub
+    .subscribe(ctx.client.goals.keys.events(f.goalId), undefined, (entries) => batches.push(entries))
+    .catch((err: Error) => {
+      batches.close();
+      ctx.log.warn({ err: { message: err.message }, goalId: f.goalId }, 'cannot follow the goal timeline');
+      return () => {};
+    });
+  ctx.metrics.streamReaders.set(ctx.hub.openFeeds);
+  try {
+    await stream.writeSSE({ event: 'hello', data: '{}', retry: RETRY_MS });
+    await sendGoal(f);
+    await relay(f, batches);
+  } finally {
+    clearInterval(keepalive);
+    unsubscribe();
+    ctx.liveStreams.delete(live);
+    ctx.metrics.liveStreams.dec();
+    ctx.metrics.streamReaders.set(ctx.hub.openFeeds);
+  }
+}
+
+/** Sends each new entry with the cycle it changed, then the goal's state after the batch. */
+async function relay(f: Feed, batches: AsyncQueue<StreamEntry[]>): Promise<void> {
+  const timeline = new GoalTimeline();
+  const planned = new Set<number>();
+  let t0: number | undefined;
+  for await (const batch of batches) {
+    let sent = false;
+    for (const entry of batch) {
+      const event = eventOf(entry.fields);
+      if (!event) continue;
+      t0 ??= event.at;
+      const step = timeline.apply(event);
+      if (compareStreamIds(entry.id, f.after) <= 0) continue;
+      if (step !== undefined && !planned.has(step)) {
+        planned.add(step);
+        const goal = await f.ctx.client.goals.get(f.goalId);
+        if (goal) await attachPlans(f.ctx, goal, timeline, [step]);
+      }
+      const cycle = step === undefined ? null : (timeline.get(step) ?? null);
+      const data = JSON.stringify({ line: formatEventLine(event, t0), cycle });
+      await f.stream.writeSSE({ event: 'timeline', id: entry.id, data });
+      sent = true;
+    }
+    if (sent) await sendGoal(f);
+    if (f.stream.aborted) return;
+  }
+}
+
+async function sendGoal(f: Feed): Promise<void> {
+  const goal = await f.ctx.client.goals.get(f.goalId);
+  if (!goal) return;
+  await f.stream.writeSSE({ event: 'goal', data: JSON.stringify(await goalSnapshot(f.ctx, goal)) });
+}

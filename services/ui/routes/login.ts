@@ -1,0 +1,44 @@
+// Sign in and out (only with DEEPQ_UI_TOKEN set): the token once, then an HttpOnly session
+// cookie. A request that needs the token and lacks it gets this form with a 401.
+import type { Context, Hono } from 'hono';
+import { deleteCookie, setCookie } from 'hono/cookie';
+import { chromeOf } from '../chrome.ts';
+import type { UiContext, UiEnv } from '../context.ts';
+import { newSession, SESSION_COOKIE, SESSION_TTL_SECONDS } from '../security/auth.ts';
+import { safeEqual } from '../security/safe-equal.ts';
+import { cookieOptions } from '../security/secure-cookie.ts';
+import { loginPage } from '../views/login-page.ts';
+
+/** Where to go after signing in: a path of this app only (never `//host` or a scheme). */
+export function safeNext(next: unknown): string {
+  if (typeof next !== 'string' || !/^\/(?![/\\])[\x21-\x7e]*$/.test(next)) return '/';
+  return next;
+}
+
+/** The 401 answer to a browser that asked for a page without the token. */
+export function loginRequired(c: Context<UiEnv>, ctx: UiContext): Response | Promise<Response> {
+  const url = new URL(c.req.url);
+  return c.html(loginPage(chromeOf(c, ctx), safeNext(url.pathname + url.search)), 401);
+}
+
+export function registerLoginRoutes(app: Hono<UiEnv>, ctx: UiContext): void {
+  app.get('/login', (c) => {
+    if (!ctx.token) return c.redirect('/', 303);
+    return c.html(loginPage(chromeOf(c, ctx), safeNext(c.req.query('next'))));
+  });
+  app.post('/login', async (c) => {
+    const body = await c.req.parseBody();
+    const next = safeNext(body.next);
+    if (!ctx.token) return c.redirect(next, 303);
+    if (typeof body.token !== 'string' || !safeEqual(body.token, ctx.token)) {
+      ctx.log.warn({ path: '/login' }, 'sign-in refused: wrong token');
+      return c.html(loginPage(chromeOf(c, ctx), next, 'That is not the token.'), 401);
+    }
+    setCookie(c, SESSION_COOKIE, newSession(ctx.token), cookieOptions(c, SESSION_TTL_SECONDS));
+    return c.redirect(next, 303);
+  });
+  app.post('/logout', (c) => {
+    deleteCookie(c, SESSION_COOKIE, cookieOptions(c));
+    return c.redirect(ctx.token ? '/login' : '/', 303);
+  });
+}

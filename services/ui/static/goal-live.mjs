@@ -1,0 +1,249 @@
+// The Goal page's live updates: one EventSource on /goals/<id>/events, each message patching
+// the page in place. Everything in a message was written by a user or a model: it only ever
+// becomes text nodes (never innerHTML), and links are built from the app's own paths.
+// The markup mirrors the server's views (views/cycle.ts, views/goal-state.ts): keep in step.
+
+const root = document.getElementById('goal');
+const csrf = document.querySelector('meta[name="csrf-token"]')?.getAttribute('content') ?? '';
+const ACTIVITY_MAX = 200;
+
+/** An element with attributes and children; strings become text nodes. */
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    node.setAttribute(name, String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === undefined || child === null || child === '') continue;
+    node.append(typeof child === 'string' || typeof child === 'number' ? String(child) : child);
+  }
+  return node;
+}
+
+const enc = encodeURIComponent;
+const goalId = root?.dataset.goalId ?? '';
+const artifactHref = (name) => `/goals/${enc(goalId)}/artifact?name=${enc(name)}`;
+const transcriptHref = (threadId) => `/transcripts/${enc(threadId)}`;
+
+function duration(ms) {
+  if (ms === undefined || ms === null) return '';
+  return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(2)} s`;
+}
+
+function toolCalls(s) {
+  if (!s.toolCalls) return '';
+  return s.toolErrors ? `${s.toolCalls} (${s.toolErrors} failed)` : String(s.toolCalls);
+}
+
+function subtaskRow(s) {
+  return el(
+    'tr',
+    { class: 'subtask', 'data-index': s.index, 'data-state': s.state },
+    el('td', { class: 'index' }, String(s.index)),
+    el('td', { class: 'role' }, s.role),
+    el('td', { class: 'instruction' }, s.instruction ?? ''),
+    el('td', { class: 'artifact' }, el('a', { href: artifactHref(s.artifact) }, s.artifact)),
+    el('td', { class: 'read-files' }, (s.readFiles ?? []).join(', ')),
+    el('td', { class: 'state' }, el('span', { class: `badge state-${s.state}` }, s.state)),
+    el('td', { class: 'attempt' }, s.attempt === undefined ? '' : String(s.attempt)),
+    el('td', { class: 'duration' }, duration(s.ms)),
+    el('td', { class: 'tools' }, toolCalls(s)),
+    el('td', { class: 'reason' }, s.reason ?? ''),
+    el('td', { class: 'thread' }, s.threadId ? el('a', { href: transcriptHref(s.threadId) }, 'transcript') : ''),
+  );
+}
+
+function outcome(c) {
+  const parts = [];
+  const r = c.reflection;
+  if (r) {
+    parts.push(
+      el(
+        'div',
+        { class: 'reflection', 'data-decision': r.decision },
+        'Reflection: ',
+        el('strong', { class: 'decision' }, r.decision),
+        ' ',
+        el('span', { class: 'reason' }, r.reason),
+        r.threadId ? [' ', el('a', { class: 'thread', href: transcriptHref(r.threadId) }, 'transcript')] : '',
+      ),
+    );
+  }
+  if (c.paused) {
+    const reason = el('span', { class: 'reason' }, c.paused.reason);
+    parts.push(el('div', { class: 'paused' }, `Paused for ${c.paused.pausedFor}: `, reason));
+  }
+  if (c.resumed) {
+    const note = c.resumed.note ? [' ', el('q', { class: 'note' }, c.resumed.note)] : '';
+    parts.push(el('div', { class: 'resumed' }, 'Resumed: ', el('span', { class: 'action' }, c.resumed.action), note));
+  }
+  if (c.evicted?.length) parts.push(el('div', { class: 'evicted' }, `Evicted: ${c.evicted.join(', ')}`));
+  return parts;
+}
+
+function cycleBlock(c) {
+  const planner = c.plannerThreadId
+    ? [' · ', el('a', { class: 'planner-thread', href: transcriptHref(c.plannerThreadId) }, 'planner transcript')]
+    : '';
+  const heads = ['#', 'role', 'instruction', 'expected artifact', 'read_files', 'state', 'attempt', 'duration'];
+  const head = el(
+    'tr',
+    {},
+    [...heads, 'tool calls', 'failure reason', ''].map((h) => el('th', {}, h)),
+  );
+  return el(
+    'section',
+    { class: 'cycle', id: `cycle-${c.step}`, 'data-step': c.step },
+    el('h3', {}, `Cycle ${c.step}`),
+    el(
+      'p',
+      { class: 'plan-meta' },
+      'plan from: ',
+      el('span', { class: 'plan-source' }, c.planSource ?? 'timeline only'),
+      planner,
+    ),
+    el('table', { class: 'subtasks' }, el('thead', {}, head), el('tbody', {}, c.subtasks.map(subtaskRow))),
+    outcome(c),
+  );
+}
+
+/** Replaces the cycle's block, or adds it in step order. */
+function upsertCycle(c) {
+  const box = document.getElementById('cycles');
+  const block = cycleBlock(c);
+  const old = document.getElementById(`cycle-${c.step}`);
+  if (old) {
+    old.replaceWith(block);
+    return;
+  }
+  const later = [...box.querySelectorAll('section.cycle')].find((s) => Number(s.dataset.step) > c.step);
+  box.insertBefore(block, later ?? null);
+}
+
+function budgetRow(b) {
+  const pct = b.share === null ? '' : `${Math.round(b.share * 100)}%`;
+  const meter = b.share === null ? '' : [el('meter', { min: 0, max: 1, value: b.share }), ` ${pct}`];
+  return el(
+    'tr',
+    { class: 'budget', 'data-budget': b.name },
+    el('td', { class: 'name' }, b.name),
+    el('td', { class: 'used' }, b.used),
+    el('td', { class: 'limit' }, b.limit),
+    el('td', { class: 'share' }, meter),
+  );
+}
+
+function artifactRow(a) {
+  return el(
+    'tr',
+    { class: 'artifact-row', 'data-name': a.name },
+    el('td', { class: 'name' }, a.href ? el('a', { href: artifactHref(a.name) }, a.name) : a.name),
+    el('td', { class: 'status' }, a.status),
+    el('td', { class: 'version' }, `v${a.version}`),
+    el('td', { class: 'role' }, a.role),
+    el('td', { class: 'step' }, String(a.step)),
+    el('td', { class: 'bytes' }, a.bytes),
+    el('td', { class: 'stored' }, a.stored),
+  );
+}
+
+function usageRow(u) {
+  const cells = [u.role, u.model, u.input, u.output, u.cacheRead, u.cacheWrite].map((v) => el('td', {}, v));
+  return el('tr', { class: 'usage-row' }, cells);
+}
+
+/** A decision's button: a form POSTing to an app path, with this page's CSRF token. */
+function actionForm(a) {
+  const note = a.note
+    ? el('label', {}, a.note.label, el('textarea', { name: a.note.name, rows: 2, maxlength: 2000 }))
+    : '';
+  const path = a.path.startsWith('/') && !a.path.startsWith('//') ? a.path : '#';
+  return el(
+    'form',
+    { method: 'post', action: path, class: 'action' },
+    el('input', { type: 'hidden', name: '_csrf', value: csrf }),
+    note,
+    el('button', { class: a.tone }, a.label),
+  );
+}
+
+function decisionCard(d) {
+  return el(
+    'div',
+    { class: 'decision-card', id: `decision-${d.id}`, 'data-kind': d.kind },
+    el('h3', { class: 'title' }, d.title),
+    d.detail ? el('p', { class: 'detail' }, d.detail) : '',
+    el('div', { class: 'actions' }, d.actions.map(actionForm)),
+  );
+}
+
+/** Re-renders a list, unless it shows exactly the same thing (a note being typed survives). */
+function replaceRows(id, nodes) {
+  const box = document.getElementById(id);
+  if (!box) return;
+  const same = box.children.length === nodes.length && nodes.every((n, i) => n.isEqualNode(box.children[i]));
+  if (!same) box.replaceChildren(...nodes);
+}
+
+function text(id, value) {
+  const node = document.getElementById(id);
+  if (node && node.textContent !== value) node.textContent = value;
+}
+
+function renderGoal(g) {
+  const status = document.getElementById('goal-status');
+  if (status) {
+    status.textContent = g.status;
+    status.className = `badge status-${g.status}`;
+  }
+  text('goal-step', String(g.step));
+  text('goal-tokens', g.tokens);
+  text('goal-cost', g.cost);
+  text('goal-reason', g.reason);
+  replaceRows('budget-rows', g.budgets.map(budgetRow));
+  replaceRows('artifact-rows', g.artifacts.map(artifactRow));
+  replaceRows('usage-rows', g.usage.map(usageRow));
+  replaceRows('decisions', g.decisions.map(decisionCard));
+  replaceRows(
+    'thread-list',
+    g.threads.map((t) => el('li', {}, el('a', { href: transcriptHref(t) }, t))),
+  );
+  root.dataset.terminal = String(g.terminal);
+}
+
+function appendActivity(line) {
+  const log = document.getElementById('activity-log');
+  if (!log) return;
+  log.append(el('li', {}, line));
+  while (log.children.length > ACTIVITY_MAX) log.firstElementChild.remove();
+}
+
+function follow() {
+  const url = new URL(root.dataset.eventsUrl, location.href);
+  // The first connection starts after what the page shows; a reconnect sends Last-Event-ID.
+  url.searchParams.set('after', root.dataset.lastEventId ?? '');
+  const source = new EventSource(url);
+  const live = (state) => text('live-state', state);
+  source.addEventListener('open', () => live('live'));
+  source.addEventListener('error', () =>
+    live(source.readyState === EventSource.CLOSED ? 'disconnected' : 'reconnecting…'),
+  );
+  source.addEventListener('timeline', (m) => {
+    const data = JSON.parse(m.data);
+    if (data.cycle) upsertCycle(data.cycle);
+    if (data.line) appendActivity(data.line);
+    root.dataset.lastEventId = m.lastEventId;
+  });
+  source.addEventListener('goal', (m) => {
+    const g = JSON.parse(m.data);
+    renderGoal(g);
+    // A finished goal has nothing more to say: stop, rather than reconnect forever.
+    if (g.terminal) {
+      source.close();
+      live('finished');
+    }
+  });
+}
+
+if (root && root.dataset.terminal !== 'true' && typeof EventSource === 'function') follow();

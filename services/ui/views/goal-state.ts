@@ -1,0 +1,47 @@
+// The parts of the Goal page that a snapshot (model/goal-snapshot.ts) fills: budgets,
+// artifacts, tokens by role and model, and the decisions block. static/goal-live.mjs
+// re-renders each from the snapshot JSON with the same markup: keep the two in step.
+import type { DecisionAction, DecisionView } from '../decisions/types.ts';
+import type { ArtifactLine, BudgetLine, UsageLine } from '../model/goal-snapshot.ts';
+import { type Html, html } from './html.ts';
+import { type Chrome, csrfField } from './layout.ts';
+
+export function budgetRow(b: BudgetLine): Html {
+  const pct = b.share === null ? '' : `${Math.round(b.share * 100)}%`;
+  return html`<tr class="budget" data-budget="${b.name}">
+    <td class="name">${b.name}</td><td class="used">${b.used}</td><td class="limit">${b.limit}</td>
+    <td class="share">${b.share === null ? '' : html`<meter min="0" max="1" value="${b.share}"></meter> ${pct}`}</td>
+  </tr>`;
+}
+
+export function artifactRow(a: ArtifactLine): Html {
+  return html`<tr class="artifact-row" data-name="${a.name}">
+    <td class="name">${a.href ? html`<a href="${a.href}">${a.name}</a>` : a.name}</td>
+    <td class="status">${a.status}</td><td class="version">v${a.version}</td><td class="role">${a.role}</td>
+    <td class="step">${a.step}</td><td class="bytes">${a.bytes}</td><td class="stored">${a.stored}</td>
+  </tr>`;
+}
+
+export function usageRow(u: UsageLine): Html {
+  return html`<tr class="usage-row">
+    <td>${u.role}</td><td>${u.model}</td><td>${u.input}</td><td>${u.output}</td>
+    <td>${u.cacheRead}</td><td>${u.cacheWrite}</td>
+  </tr>`;
+}
+
+function actionForm(chrome: Chrome, a: DecisionAction): Html {
+  const note = a.note
+    ? html`<label>${a.note.label}<textarea name="${a.note.name}" rows="2" maxlength="2000"></textarea></label>`
+    : '';
+  return html`<form method="post" action="${a.path}" class="action">
+    ${csrfField(chrome)}${note}<button class="${a.tone}">${a.label}</button>
+  </form>`;
+}
+
+export function decisionCard(chrome: Chrome, d: DecisionView): Html {
+  return html`<div class="decision-card" id="decision-${d.id}" data-kind="${d.kind}">
+    <h3 class="title">${d.title}</h3>
+    ${d.detail ? html`<p class="detail">${d.detail}</p>` : ''}
+    <div class="actions">${d.actions.map((a) => actionForm(chrome, a))}</div>
+  </div>`;
+}

@@ -1,0 +1,85 @@
+// The Goals page: the table (status filter, newest first, paginated) and the enqueue form.
+import { GOAL_STATUSES } from '../../../shared/goal/status.ts';
+import type { GoalPage, GoalRow } from '../model/goal-list.ts';
+import { age, count, usd } from './format.ts';
+import { type Html, html, path } from './html.ts';
+import { type Chrome, csrfField, layout } from './layout.ts';
+
+/** What the enqueue form shows again after a refusal. */
+export interface EnqueueForm {
+  goal?: string;
+  maxTokens?: string;
+  maxSteps?: string;
+  maxSeconds?: string;
+  review?: boolean;
+  error?: string;
+}
+
+function goalRow(r: GoalRow, now: number): Html {
+  return html`<tr class="goal-row" data-goal-id="${r.goalId}">
+    <td><a href="${path`/goals/${r.goalId}`}"><code>${r.goalId}</code></a></td>
+    <td><span class="badge status-${r.status}">${r.status}</span></td>
+    <td class="num">${r.cycles}</td>
+    <td class="num">${count(r.tokens)}</td>
+    <td class="num">${usd(r.costUsd)}</td>
+    <td class="num">${age(r.createdAt, now)}</td>
+    <td class="text">${r.text}</td>
+  </tr>`;
+}
+
+function filter(status: string | undefined): Html {
+  const option = (s: string) => html`<option value="${s}" ${s === status ? 'selected' : ''}>${s}</option>`;
+  return html`<form method="get" action="/" class="filter">
+    <label>status
+      <select name="status">
+        <option value="">any</option>
+        ${GOAL_STATUSES.map(option)}
+      </select>
+    </label>
+    <button>Filter</button>
+  </form>`;
+}
+
+function pager(p: GoalPage, status: string | undefined): Html {
+  const link = (page: number) => `/?page=${page}${status ? `&status=${encodeURIComponent(status)}` : ''}`;
+  return html`<p class="pager">
+    ${p.page > 1 ? html`<a rel="prev" href="${link(p.page - 1)}">← newer</a>` : ''}
+    <span>page ${p.page}</span>
+    ${p.hasNext ? html`<a rel="next" href="${link(p.page + 1)}">older →</a>` : ''}
+  </p>`;
+}
+
+function enqueueForm(chrome: Chrome, f: EnqueueForm): Html {
+  const num = (name: string, label: string, value: string | undefined) =>
+    html`<label>${label}<input type="number" name="${name}" min="1" step="1" value="${value ?? ''}" /></label>`;
+  return html`<form method="post" action="/goals" class="enqueue" id="enqueue">
+    ${csrfField(chrome)}
+    ${f.error ? html`<p class="error" role="alert">${f.error}</p>` : ''}
+    <label>Goal<textarea name="goal" rows="3" required maxlength="102400">${f.goal ?? ''}</textarea></label>
+    <div class="row">
+      ${num('maxTokens', 'max tokens', f.maxTokens)} ${num('maxSteps', 'max cycles', f.maxSteps)}
+      ${num('maxSeconds', 'max seconds', f.maxSeconds)}
+      <label class="check"><input type="checkbox" name="review" value="1" ${f.review ? 'checked' : ''} />
+        pause for review after every reflection</label>
+    </div>
+    <button class="primary">Enqueue</button>
+  </form>`;
+}
+
+export function goalsPage(chrome: Chrome, p: GoalPage, status: string | undefined, form: EnqueueForm = {}): Html {
+  const now = Date.now();
+  const body = html`<h1>Goals</h1>
+    <section><h2>New goal</h2>${enqueueForm(chrome, form)}</section>
+    <section>
+      <h2>Goals</h2>
+      ${filter(status)}
+      <table class="goals">
+        <thead><tr><th>goal</th><th>status</th><th>cycles</th><th>tokens</th><th>est. cost</th><th>age</th>
+        <th>text</th></tr></thead>
+        <tbody>${p.rows.map((r) => goalRow(r, now))}</tbody>
+      </table>
+      ${p.rows.length ? '' : html`<p class="hint">No goals${status ? html` with status ${status}` : ''}.</p>`}
+      ${pager(p, status)}
+    </section>`;
+  return layout(chrome, 'Goals', body);
+}

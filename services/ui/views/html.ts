@@ -1,0 +1,28 @@
+// hono/html's tag, typed for how the views use it: every interpolated value is escaped
+// (& < > " '), fragments built by this tag are not escaped twice, and no view ever
+// interpolates a promise, so a render is always a plain string.
+import { html as honoHtml, raw } from 'hono/html';
+import type { HtmlEscapedString } from 'hono/utils/html';
+
+export type Html = HtmlEscapedString;
+
+export function html(strings: TemplateStringsArray, ...values: unknown[]): Html {
+  return honoHtml(strings, ...values) as Html;
+}
+
+/** A link path built from fixed parts and encoded values: never a scheme, so never `javascript:`. */
+export function path(parts: TemplateStringsArray, ...values: (string | number)[]): string {
+  return parts.reduce((out, part, i) => out + part + (i < values.length ? encodeURIComponent(values[i]!) : ''), '');
+}
+
+const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+
+/** For text streamed outside the tag (artifact contents): the same five characters it escapes. */
+export function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (ch) => ESCAPES[ch]!);
+}
+
+/** The app's own fixed markup, inserted as is: never for anything read from Redis or a request. */
+export function ownMarkup(markup: string): Html {
+  return raw(markup);
+}

@@ -1,0 +1,118 @@
+// The command line of one sandboxed run: prlimit's limits around the program, inside
+// bubblewrap (mode bwrap) or not (mode none), and the spawn options (uid, environment).
+import type { SandboxConfig } from './config.ts';
+
+/** The uid/gid a root worker runs sandboxed code as (nobody/nogroup): never root. */
+export const SANDBOX_UID = 65534;
+/** Where the work dir appears inside bubblewrap. */
+export const SANDBOX_WORK = '/work';
+/** The PATH inside the sandbox: system directories only. */
+export const SANDBOX_PATH = '/usr/local/bin:/usr/bin:/bin';
+const MIB = 1024 * 1024;
+
+export interface SandboxCommand {
+  file: string;
+  args: string[];
+  /** Spawn options: the environment bwrap (or the program) starts with, and the uid to drop to. */
+  env: Record<string, string>;
+  uid?: number;
+  gid?: number;
+  /** The host directory the program starts in (mode none; bwrap changes dir itself). */
+  cwd: string;
+}
+
+/**
+ * The environment the program sees: nothing of the worker's (no API keys, no REDIS_URL).
+ * Node's heap stays under RLIMIT_DATA so running out reads as V8's own "heap out of memory".
+ */
+export function sandboxEnv(limits: SandboxConfig, home: string): Record<string, string> {
+  const heapMb = Math.max(16, Math.floor(limits.memoryMb * 0.7));
+  return {
+    PATH: SANDBOX_PATH,
+    HOME: home,
+    LANG: 'C.UTF-8',
+    TMPDIR: '/tmp',
+    PYTHONDONTWRITEBYTECODE: '1',
+    PYTHONUNBUFFERED: '1',
+    NODE_OPTIONS: `--max-old-space-size=${heapMb}`,
+  };
+}
+
+/**
+ * prlimit's arguments. CPU has a hard limit one second over the soft one: SIGXCPU at the soft
+ * limit tells "CPU time" apart from the wall-time SIGKILL the worker sends.
+ */
+export function prlimitArgs(prlimit: string, limits: SandboxConfig): string[] {
+  return [
+    prlimit,
+    `--cpu=${limits.cpuSeconds}:${limits.cpuSeconds + 1}`,
+    `--nproc=${limits.maxProcesses}`,
+    `--data=${limits.memoryMb * MIB}`,
+    `--fsize=${limits.fileBytes}`,
+    '--nofile=256',
+    '--core=0',
+    '--',
+  ];
+}
+
+/**
+ * bubblewrap's arguments: every namespace unshared (no network, own pids, own user), no
+ * nested user namespaces, read-only /usr, size-bounded tmpfs for /tmp and /dev/shm, the work
+ * dir read-write at /work, and everything else read-only.
+ */
+export function bwrapArgs(
+  workDir: string,
+  limits: SandboxConfig,
+  env: Record<string, string>,
+  disableUserns = true,
+): string[] {
+  const setenv = Object.entries(env).flatMap(([k, v]) => ['--setenv', k, v]);
+  const tmpBytes = String(limits.fileBytes);
+  return [
+    '--unshare-all',
+    '--unshare-user',
+    ...(disableUserns ? ['--disable-userns'] : []),
+    '--die-with-parent',
+    '--new-session',
+    '--clearenv',
+    ...setenv,
+    ...['--ro-bind', '/usr', '/usr'],
+    ...['--symlink', 'usr/bin', '/bin', '--symlink', 'usr/lib', '/lib'],
+    ...['--symlink', 'usr/lib64', '/lib64', '--symlink', 'usr/sbin', '/sbin'],
+    ...['--ro-bind-try', '/etc/ld.so.cache', '/etc/ld.so.cache'],
+    ...['--ro-bind-try', '/etc/alternatives', '/etc/alternatives'],
+    ...['--proc', '/proc', '--dev', '/dev'],
+    ...['--size', tmpBytes, '--tmpfs', '/dev/shm', '--size', tmpBytes, '--tmpfs', '/tmp'],
+    ...['--bind', workDir, SANDBOX_WORK, '--chdir', SANDBOX_WORK],
+    // The root and /dev are tmpfs bwrap made (unbounded): nothing may be written there.
+    ...['--remount-ro', '/dev', '--remount-ro', '/'],
+    '--',
+  ];
+}
+
+export interface CommandInput {
+  mode: SandboxConfig['mode'];
+  bwrap: string | null;
+  prlimit: string;
+  workDir: string;
+  limits: SandboxConfig;
+  argv: string[];
+  /** The worker's uid (process.getuid()): root drops to SANDBOX_UID, anyone else keeps theirs. */
+  uid: number;
+  /** Pass --disable-userns (bwrap 0.8+): no user namespaces nested inside the sandbox. */
+  disableUserns?: boolean;
+}
+
+export function sandboxCommand(c: CommandInput): SandboxCommand {
+  const drop = c.uid === 0 ? { uid: SANDBOX_UID, gid: SANDBOX_UID } : {};
+  const limited = [...prlimitArgs(c.prlimit, c.limits), ...c.argv];
+  if (c.mode === 'none') {
+    const env = sandboxEnv(c.limits, c.workDir);
+    return { file: c.prlimit, args: limited.slice(1), env, cwd: c.workDir, ...drop };
+  }
+  if (!c.bwrap) throw new Error('bwrap is not installed');
+  const inner = sandboxEnv(c.limits, SANDBOX_WORK);
+  // bwrap's own environment must be empty: its pid 1 keeps it, readable at /proc/1/environ.
+  const args = [...bwrapArgs(c.workDir, c.limits, inner, c.disableUserns ?? true), ...limited];
+  return { file: c.bwrap, args, env: {}, cwd: '/', ...drop };
+}

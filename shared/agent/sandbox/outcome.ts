@@ -1,0 +1,95 @@
+// What a finished run amounts to: one outcome (the metric's label) and, when a limit stopped
+// it, which one, in words for the first line of the tool result.
+import type { SandboxConfig } from './config.ts';
+import { WALK_MAX_ENTRIES } from './workdir.ts';
+
+export const SANDBOX_OUTCOMES = [
+  'ok',
+  'nonzero_exit',
+  'timeout',
+  'memory',
+  'output_limit',
+  'cancelled',
+  'error',
+] as const;
+export type SandboxOutcome = (typeof SANDBOX_OUTCOMES)[number];
+
+export type LimitKind = 'wall' | 'cpu' | 'memory' | 'output' | 'files' | 'file_size' | 'processes';
+export interface LimitHit {
+  kind: LimitKind;
+  /** E.g. "wall time (30 s)". */
+  text: string;
+}
+
+/** Why the worker itself killed the run, if it did. */
+export type KillReason = 'wall' | 'output' | 'files' | 'cancel';
+
+export interface Exit {
+  /** The exit code; bubblewrap reports a program killed by signal N as 128+N. */
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  killed: KillReason | null;
+  stderrTail: string;
+  seconds: number;
+}
+
+const SIGNALS: Record<number, NodeJS.Signals> = { 6: 'SIGABRT', 9: 'SIGKILL', 24: 'SIGXCPU', 25: 'SIGXFSZ' };
+const MEMORY_RE =
+  /MemoryError|out of memory|ENOMEM|bad_alloc|Cannot allocate memory|Array buffer allocation failed|Allocation failed/i;
+const FORK_RE = /Cannot fork|fork: retry|fork failed|spawn EAGAIN|BlockingIOError: \[Errno 11\]|can't fork/i;
+const FILE_SIZE_RE = /File too large|EFBIG/;
+
+const mib = (bytes: number) => `${Math.round((bytes / (1024 * 1024)) * 10) / 10} MiB`;
+export const limitText = {
+  wall: (l: SandboxConfig) => `wall time (${l.wallSeconds} s)`,
+  cpu: (l: SandboxConfig) => `CPU time (${l.cpuSeconds} s)`,
+  memory: (l: SandboxConfig) => `memory (${l.memoryMb} MiB)`,
+  output: (l: SandboxConfig) => `output (${mib(l.outputBytes)})`,
+  files: (l: SandboxConfig) => `files written (${mib(l.fileBytes)} or ${WALK_MAX_ENTRIES} entries in the work dir)`,
+  file_size: (l: SandboxConfig) => `file size (${mib(l.fileBytes)})`,
+  processes: (l: SandboxConfig) => `processes (${l.maxProcesses})`,
+} satisfies Record<LimitKind, (l: SandboxConfig) => string>;
+
+/** The signal that ended the program: spawn's, or bubblewrap's 128+N. */
+export function exitSignal(e: Pick<Exit, 'code' | 'signal'>): NodeJS.Signals | null {
+  if (e.signal) return e.signal;
+  if (e.code !== null && e.code > 128) return SIGNALS[e.code - 128] ?? null;
+  return null;
+}
+
+const hit = (kind: LimitKind, l: SandboxConfig): LimitHit => ({ kind, text: limitText[kind](l) });
+
+/** The limit a run hit, judged by who killed it, its signal, then its last stderr lines. */
+export function limitOf(e: Exit, l: SandboxConfig): LimitHit | null {
+  if (e.killed === 'wall' || e.killed === 'output' || e.killed === 'files') return hit(e.killed, l);
+  const sig = exitSignal(e);
+  if (sig === 'SIGXCPU') return hit('cpu', l);
+  if (sig === 'SIGXFSZ') return hit('file_size', l);
+  // The hard CPU limit (one second past the soft one) is a SIGKILL too: tell it by the time run.
+  if (sig === 'SIGKILL' && e.seconds >= l.cpuSeconds) return hit('cpu', l);
+  // A shell whose forks were refused may still exit 0 (a fork bomb's parent returns at once);
+  // other messages count only when the program failed (a test may print "MemoryError" and pass).
+  if (FORK_RE.test(e.stderrTail)) return hit('processes', l);
+  if (e.code === 0) return null;
+  if (MEMORY_RE.test(e.stderrTail)) return hit('memory', l);
+  if (FILE_SIZE_RE.test(e.stderrTail)) return hit('file_size', l);
+  return null;
+}
+
+/** The metric's outcome for a run that ended (spawn errors are counted as `error` by the caller). */
+export function outcomeOf(e: Exit, limit: LimitHit | null): SandboxOutcome {
+  if (e.killed === 'cancel') return 'cancelled';
+  switch (limit?.kind) {
+    case 'wall':
+    case 'cpu':
+      return 'timeout';
+    case 'memory':
+      return 'memory';
+    case 'output':
+    case 'files':
+    case 'file_size':
+      return 'output_limit';
+    default:
+      return e.code === 0 ? 'ok' : 'nonzero_exit';
+  }
+}

@@ -1,0 +1,194 @@
+// One sandboxed run: spawn the command detached (its own process group), feed stdin, keep
+// output tails, and kill the whole tree at once (SIGKILL to the group; bwrap's
+// --die-with-parent and its pid namespace take the rest) on the wall limit, too much output,
+// a full work dir, or the job's abort (goal cancelled, time budget out).
+import { type ChildProcess, spawn } from 'node:child_process';
+import type { Logger } from 'pino';
+import { findSandboxBinaries, type SandboxBinaries } from './binaries.ts';
+import { sandboxCommand } from './command.ts';
+import type { SandboxConfig } from './config.ts';
+import { type Exit, type KillReason, type LimitHit, limitOf, outcomeOf, type SandboxOutcome } from './outcome.ts';
+import { Tail } from './output.ts';
+import { walkWorkDir } from './workdir.ts';
+
+/** Bytes of stdout and of stderr kept for the result. */
+export const TAIL_BYTES = 12 * 1024;
+/** How often the work dir's size is measured during a run. */
+const WORKDIR_POLL_MS = 250;
+
+export interface SandboxRequest {
+  /** The program and its arguments (looked up on the sandbox's PATH). */
+  argv: string[];
+  /** A host dir made by createWorkDir: /work inside bwrap, the cwd under mode none. */
+  workDir: string;
+  limits: SandboxConfig;
+  stdin?: string;
+  signal?: AbortSignal;
+  log?: Logger;
+  /** Where bwrap and prlimit are (default: the worker's PATH). */
+  binaries?: SandboxBinaries;
+}
+
+export interface SandboxResult {
+  outcome: SandboxOutcome;
+  limit: LimitHit | null;
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: Tail;
+  stderr: Tail;
+  seconds: number;
+  /** Set when the run could not start (outcome `error`). */
+  error?: string;
+}
+
+export async function runSandboxed(req: SandboxRequest): Promise<SandboxResult> {
+  const started = performance.now();
+  const stdout = new Tail(TAIL_BYTES);
+  const stderr = new Tail(TAIL_BYTES);
+  const bins = req.binaries ?? findSandboxBinaries();
+  const failed = (error: string): SandboxResult => {
+    const seconds = (performance.now() - started) / 1000;
+    return { outcome: 'error', limit: null, code: null, signal: null, stdout, stderr, seconds, error };
+  };
+  if (req.limits.mode === 'none') {
+    req.log?.warn({ sandbox: 'none' }, 'run_code runs WITHOUT isolation (sandbox.mode: none)');
+  }
+  if (!bins.prlimit) return failed('prlimit is not installed (util-linux)');
+  if (req.limits.mode === 'bwrap' && !bins.bwrap) return failed('bwrap is not installed (Debian package bubblewrap)');
+  if (req.signal?.aborted) return { ...failed('not run: the job was aborted'), outcome: 'cancelled' };
+  const cmd = sandboxCommand({
+    mode: req.limits.mode,
+    bwrap: bins.bwrap,
+    prlimit: bins.prlimit,
+    workDir: req.workDir,
+    limits: req.limits,
+    argv: req.argv,
+    uid: process.getuid?.() ?? -1,
+    disableUserns: bins.disableUserns,
+  });
+  const ended = await supervise(req, cmd, stdout, stderr);
+  const seconds = (performance.now() - started) / 1000;
+  if ('error' in ended) return failed(ended.error);
+  const exit: Exit = { ...ended, stderrTail: stderr.text(), seconds };
+  const limit = limitOf(exit, req.limits);
+  return { outcome: outcomeOf(exit, limit), limit, code: exit.code, signal: exit.signal, stdout, stderr, seconds };
+}
+
+type Ended = Pick<Exit, 'code' | 'signal' | 'killed'> | { error: string };
+
+/** Runs the command to its end, killing its process group at the first reason to. */
+function supervise(
+  req: SandboxRequest,
+  cmd: ReturnType<typeof sandboxCommand>,
+  stdout: Tail,
+  stderr: Tail,
+): Promise<Ended> {
+  return new Promise((resolve) => {
+    const child = spawn(cmd.file, cmd.args, {
+      cwd: cmd.cwd,
+      env: cmd.env,
+      uid: cmd.uid,
+      gid: cmd.gid,
+      detached: true,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let killed: KillReason | null = null;
+    const kill = (why: KillReason) => {
+      killed ??= why;
+      killGroup(child.pid);
+    };
+    const stopWatching = watch(req, kill);
+    const onData = (tail: Tail) => (chunk: Buffer) => {
+      tail.push(chunk);
+      if (stdout.total + stderr.total > req.limits.outputBytes) kill('output');
+    };
+    child.stdout.on('data', onData(stdout));
+    child.stderr.on('data', onData(stderr));
+    // A program that exits without reading its input closes the pipe: not an error of ours.
+    child.stdin.on('error', () => {});
+    child.stdin.end(req.stdin ?? '');
+    child.once('error', (err) => {
+      stopWatching();
+      resolve({ error: `could not start ${cmd.file}: ${err.message}` });
+    });
+    child.once('exit', (code, signal) => {
+      stopWatching();
+      void afterExit(child).then(() => resolve({ code, signal, killed }));
+    });
+  });
+}
+
+/** SIGKILL to the group: bwrap (mode bwrap), or prlimit's program and its children (mode none). */
+function killGroup(pid: number | undefined): void {
+  if (!pid) return;
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    /* the group is gone */
+  }
+}
+
+/**
+ * After the exit: whatever the program left running in its group goes too (bwrap's pid
+ * namespace already took its own), the pipes drain (or are cut after a second, if something
+ * kept them open), and the group is reaped.
+ */
+function afterExit(child: ChildProcess): Promise<void> {
+  killGroup(child.pid);
+  return new Promise<void>((resolve) => {
+    const cut = setTimeout(() => {
+      child.stdout?.destroy();
+      child.stderr?.destroy();
+      resolve();
+    }, 1000);
+    child.once('close', () => {
+      clearTimeout(cut);
+      resolve();
+    });
+  }).then(() => groupGone(child.pid));
+}
+
+/** How long a run's end waits for its killed process group to be reaped. */
+const GROUP_GONE_MS = 3000;
+
+/**
+ * Resolves once no process of the group is left, zombies included (they count against the
+ * next run's process limit under mode none until the host's init reaps them), or after GROUP_GONE_MS.
+ */
+async function groupGone(pgid: number | undefined): Promise<void> {
+  if (!pgid) return;
+  const until = Date.now() + GROUP_GONE_MS;
+  for (;;) {
+    try {
+      process.kill(-pgid, 0);
+    } catch {
+      return;
+    }
+    if (Date.now() > until) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/** Starts the wall timer, the abort listener and the work-dir size poll; returns their stop. */
+function watch(req: SandboxRequest, kill: (why: KillReason) => void): () => void {
+  const wall = setTimeout(() => kill('wall'), req.limits.wallSeconds * 1000);
+  const onAbort = () => kill('cancel');
+  req.signal?.addEventListener('abort', onAbort, { once: true });
+  let polling = false;
+  const poll = setInterval(() => {
+    if (polling) return;
+    polling = true;
+    walkWorkDir(req.workDir)
+      .then((w) => {
+        if (w.bytes > req.limits.fileBytes || w.truncated) kill('files');
+      })
+      .finally(() => {
+        polling = false;
+      });
+  }, WORKDIR_POLL_MS);
+  return () => {
+    clearTimeout(wall);
+    clearInterval(poll);
+    req.signal?.removeEventListener('abort', onAbort);
+  };
+}

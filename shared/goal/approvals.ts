@@ -1,0 +1,216 @@
+// Approvals of risky tool calls, in Redis. Per goal: a hash of approval records by call id and
+// a hash of paused jobs' checkpoints by job id (both among the goal's keys, so the sweep and
+// the TTL cover them), plus one global sorted set of every pending `<goalId>/<callId>` by when
+// it times out (the pending gauge, `deepq approvals`). Requesting is one idempotent script
+// (lua/approvalRequest.lua), deciding another that only changes a pending record
+// (lua/approvalDecide.lua). Call ids are deepq's own (`ap-` and 10 base36 characters): short
+// enough to type, and never the model's tool_use id, so no model text ever picks a key.
+import { randomInt } from 'node:crypto';
+import type { Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { AgentCheckpoint, ApprovalDecisionStatus } from '../agent/approval.ts';
+import type { Queues } from '../runtime/queues.ts';
+import { runScript } from '../runtime/scripts.ts';
+import type { TimelineEventBody } from './events.ts';
+import type { Keys } from './keys.ts';
+
+export type ApprovalStatus = 'pending' | ApprovalDecisionStatus;
+
+export interface ApprovalRecord {
+  callId: string;
+  /** The paused job and its queue: what `approve` promotes. */
+  jobId: string;
+  queue: string;
+  role: string;
+  step: number;
+  index: number;
+  threadId: string;
+  /** The configured tool name. */
+  tool: string;
+  /** The call's input as JSON, cut at INPUT_PREVIEW_CHARS: model text, untrusted. */
+  input: string;
+  requestedAt: number;
+  expiresAt: number;
+  status: ApprovalStatus;
+  reason?: string;
+  decidedAt?: number;
+}
+
+/** What a paused job keeps: the agent's checkpoint, and the call id each awaiting call got. */
+export interface JobCheckpoint {
+  threadId: string;
+  startedAt: number;
+  calls: { index: number; callId: string }[];
+  agent: AgentCheckpoint;
+}
+
+export type RequestOutcome =
+  | { kind: 'ok' }
+  /** The job already has pending calls (a replay or a re-delivery): nothing was added. */
+  | { kind: 'waiting'; callIds: string[] }
+  | { kind: 'terminal'; status: string }
+  | { kind: 'gone' };
+
+export type DecideOutcome =
+  | { kind: 'ok'; record: ApprovalRecord; pendingLeft: number }
+  | { kind: 'decided'; record: ApprovalRecord }
+  | { kind: 'no_goal' }
+  | { kind: 'no_call' };
+
+export const CALL_ID_RE = /^ap-[0-9a-z]{10}$/;
+export const INPUT_PREVIEW_CHARS = 300;
+const BASE36 = '0123456789abcdefghijklmnopqrstuvwxyz';
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+export function newCallId(): string {
+  let id = 'ap-';
+  for (let i = 0; i < 10; i++) id += BASE36[randomInt(36)];
+  return id;
+}
+
+export function isCallId(value: string): boolean {
+  return CALL_ID_RE.test(value);
+}
+
+/**
+ * Text cut to `max` chars, well-formed (a cut pair of surrogates would make JSON that Redis's
+ * cjson refuses to decode).
+ */
+export function cutText(text: string, max: number): string {
+  const cut = text.length > max ? `${text.slice(0, max)}…` : text;
+  return cut.replace(LONE_SURROGATE, '\uFFFD');
+}
+
+/** A call's input as the timeline and `deepq status` show it. */
+export function inputPreview(input: unknown): string {
+  let json: string;
+  try {
+    json = JSON.stringify(input) ?? 'null';
+  } catch {
+    json = String(input);
+  }
+  return cutText(json, INPUT_PREVIEW_CHARS);
+}
+
+export class ApprovalStore {
+  constructor(
+    private readonly redis: Redis,
+    readonly keys: Keys,
+    private readonly opts: { keyTtlSeconds: number; eventsMaxLen: number },
+  ) {}
+
+  /** Stores a paused job's checkpoint and its pending calls, with an `approval_requested` event each. */
+  async request(goalId: string, jobId: string, cp: JobCheckpoint, records: ApprovalRecord[]): Promise<RequestOutcome> {
+    const k = this.keys;
+    const keys = [k.goal(goalId), k.approvals(goalId), k.checkpoints(goalId), k.events(goalId)];
+    keys.push(k.approvalsPending(), k.files(goalId), k.content(goalId), k.threads(goalId));
+    const events = records.map((r) => JSON.stringify({ ...requestedEvent(r), at: r.requestedAt }));
+    const reply = (await runScript(this.redis, 'approvalRequest', keys, [
+      jobId,
+      JSON.stringify(cp),
+      records.map((r) => JSON.stringify(r)).join('\n'),
+      events.join('\n'),
+      this.opts.eventsMaxLen,
+      this.opts.keyTtlSeconds,
+      goalId,
+    ])) as string[];
+    const [kind, ...rest] = reply;
+    if (kind === 'ok' || kind === 'gone') return { kind };
+    if (kind === 'waiting') return { kind, callIds: rest };
+    if (kind === 'terminal') return { kind, status: rest[0] ?? '' };
+    throw new Error(`approvalRequest: unexpected reply ${JSON.stringify(reply)}`);
+  }
+
+  /** Decides a pending call; reports an unknown goal or call, or a call decided before. */
+  async decide(
+    goalId: string,
+    callId: string,
+    decision: ApprovalDecisionStatus,
+    reason?: string,
+    now = Date.now(),
+  ): Promise<DecideOutcome> {
+    const k = this.keys;
+    const keys = [k.goal(goalId), k.approvals(goalId), k.events(goalId), k.approvalsPending()];
+    const args = [callId, decision, reason ? cutText(reason, 1000) : '', now, this.opts.eventsMaxLen, goalId];
+    const reply = (await runScript(this.redis, 'approvalDecide', keys, args)) as [string, string?, number?];
+    const [kind, raw, left] = reply;
+    if (kind === 'no_goal' || kind === 'no_call') return { kind };
+    const record = JSON.parse(raw ?? '{}') as ApprovalRecord;
+    if (kind === 'decided') return { kind, record };
+    if (kind === 'ok') return { kind, record, pendingLeft: Number(left ?? 0) };
+    throw new Error(`approvalDecide: unexpected reply ${JSON.stringify(reply)}`);
+  }
+
+  async checkpoint(goalId: string, jobId: string): Promise<JobCheckpoint | null> {
+    const raw = await this.redis.hget(this.keys.checkpoints(goalId), jobId);
+    return raw ? (JSON.parse(raw) as JobCheckpoint) : null;
+  }
+
+  async clearCheckpoint(goalId: string, jobId: string): Promise<void> {
+    await this.redis.hdel(this.keys.checkpoints(goalId), jobId);
+  }
+
+  /** The goal's approval records, oldest first. */
+  async records(goalId: string): Promise<ApprovalRecord[]> {
+    const all = await this.redis.hvals(this.keys.approvals(goalId));
+    return all.map((raw) => JSON.parse(raw) as ApprovalRecord).sort((a, b) => a.requestedAt - b.requestedAt);
+  }
+
+  async record(goalId: string, callId: string): Promise<ApprovalRecord | null> {
+    const raw = await this.redis.hget(this.keys.approvals(goalId), callId);
+    return raw ? (JSON.parse(raw) as ApprovalRecord) : null;
+  }
+
+  /** How many calls wait for a human, across all goals (the pending gauge). */
+  pendingCount(): Promise<number> {
+    return this.redis.zcard(this.keys.approvalsPending());
+  }
+
+  /** Pending calls across all goals, the soonest to time out first. */
+  async pendingAll(limit = 1000): Promise<{ goalId: string; callId: string; expiresAt: number }[]> {
+    const flat = await this.redis.zrange(this.keys.approvalsPending(), '0', String(limit - 1), 'WITHSCORES');
+    const out: { goalId: string; callId: string; expiresAt: number }[] = [];
+    for (let i = 0; i < flat.length; i += 2) {
+      const [goalId = '', callId = ''] = flat[i]!.split('/');
+      out.push({ goalId, callId, expiresAt: Number(flat[i + 1]) });
+    }
+    return out;
+  }
+}
+
+function requestedEvent(r: ApprovalRecord): TimelineEventBody {
+  const { step, index, role, threadId, callId, tool, input, expiresAt } = r;
+  return { type: 'approval_requested', step, index, role, threadId, callId, tool, input, expiresAt };
+}
+
+/**
+ * Wakes a paused job now instead of at its timeout (a job no longer delayed is left alone: it
+ * is running, or already woke). Returns whether it was promoted.
+ */
+export async function promotePaused(queues: Queues, record: Pick<ApprovalRecord, 'queue' | 'jobId'>) {
+  const job: Job | undefined = await queues.get(record.queue).getJob(record.jobId);
+  if (!job || (await job.getState()) !== 'delayed') return false;
+  return job.promote().then(
+    () => true,
+    () => false, // it stopped being delayed meanwhile
+  );
+}
+
+/**
+ * Decides every pending call of a goal `cancelled` (the goal ended) and wakes the paused jobs,
+ * which then end at once as skipped. Returns the ids of the jobs that were paused.
+ */
+export async function releaseApprovals(
+  state: { approvals: ApprovalStore; queues: Queues },
+  goalId: string,
+  reason: string,
+): Promise<Set<string>> {
+  const paused = new Set<string>();
+  for (const r of await state.approvals.records(goalId)) {
+    if (r.status !== 'pending') continue;
+    paused.add(r.jobId);
+    const d = await state.approvals.decide(goalId, r.callId, 'cancelled', reason);
+    if (d.kind === 'ok' && d.pendingLeft === 0) await promotePaused(state.queues, r);
+  }
+  return paused;
+}

@@ -1,0 +1,34 @@
+-- Decides one pending approval: approved, rejected, timeout or cancelled. Only a pending record
+-- changes; the decision, its timeline event and the removal from the global pending set land
+-- together. Reports what happened, and how many calls of the same job still wait.
+-- KEYS[1] goal hash, KEYS[2] approvals hash, KEYS[3] events stream, KEYS[4] global pending zset
+-- ARGV[1] call id, ARGV[2] decision, ARGV[3] reason ('' for none), ARGV[4] now (ms)
+-- ARGV[5] events max length, ARGV[6] goal id
+-- Returns {'no_goal'}, {'no_call'}, {'decided', record} (already decided: the record as it
+-- is) or {'ok', record, pending calls of its job left}.
+if redis.call('EXISTS', KEYS[1]) == 0 then return { 'no_goal' } end
+local raw = redis.call('HGET', KEYS[2], ARGV[1])
+if not raw then return { 'no_call' } end
+local rec = cjson.decode(raw)
+if rec.status ~= 'pending' then return { 'decided', raw } end
+
+local now = tonumber(ARGV[4])
+rec.status = ARGV[2]
+rec.decidedAt = now
+if ARGV[3] ~= '' then rec.reason = ARGV[3] end
+local updated = cjson.encode(rec)
+redis.call('HSET', KEYS[2], ARGV[1], updated)
+redis.call('ZREM', KEYS[4], ARGV[6] .. '/' .. ARGV[1])
+local event = {
+  type = 'approval_decided', step = rec.step, index = rec.index, role = rec.role, threadId = rec.threadId,
+  callId = rec.callId, tool = rec.tool, decision = rec.status, at = now,
+}
+if ARGV[3] ~= '' then event.reason = ARGV[3] end
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'e', cjson.encode(event))
+
+local left = 0
+for _, other in ipairs(redis.call('HVALS', KEYS[2])) do
+  local r = cjson.decode(other)
+  if r.jobId == rec.jobId and r.status == 'pending' then left = left + 1 end
+end
+return { 'ok', updated, left }

@@ -1,0 +1,39 @@
+-- Records that a paused subagent job waits for human decisions: its checkpoint, one pending
+-- record per call, a timeline event per call, and each call in the global pending set. All or
+-- nothing, and idempotent per job: while the job already has pending calls (the reply of an
+-- earlier run of this script was lost, or the job was delivered again), nothing is added and
+-- the existing pending call ids are returned instead.
+-- KEYS[1] goal hash, KEYS[2] approvals hash, KEYS[3] checkpoints hash, KEYS[4] events stream,
+-- KEYS[5] global pending zset, KEYS[6] files hash, KEYS[7] content hash, KEYS[8] threads zset
+-- ARGV[1] job id, ARGV[2] checkpoint (JSON, stored as is)
+-- ARGV[3] records: JSON objects, one per line, each with callId and expiresAt
+-- ARGV[4] events: JSON objects, one per line, ARGV[5] events max length
+-- ARGV[6] key TTL seconds (refreshed on every key of the goal), ARGV[7] goal id
+-- Returns {'ok'}, {'waiting', callId...}, {'terminal', status} or {'gone'}.
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then return { 'gone' } end
+local terminal = { done = true, failed = true, cancelled = true, budget_exceeded = true }
+if terminal[status] then return { 'terminal', status } end
+
+local waiting = { 'waiting' }
+for _, raw in ipairs(redis.call('HVALS', KEYS[2])) do
+  local rec = cjson.decode(raw)
+  if rec.jobId == ARGV[1] and rec.status == 'pending' then table.insert(waiting, rec.callId) end
+end
+if #waiting > 1 then return waiting end
+
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
+for line in string.gmatch(ARGV[3], '[^\n]+') do
+  local rec = cjson.decode(line)
+  redis.call('HSET', KEYS[2], rec.callId, line)
+  redis.call('ZADD', KEYS[5], rec.expiresAt, ARGV[7] .. '/' .. rec.callId)
+end
+for event in string.gmatch(ARGV[4], '[^\n]+') do
+  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[5], '*', 'e', event)
+end
+-- The approval timeout is shorter than the key TTL (checked in config): refreshed now, no
+-- key of the goal can expire while a call waits.
+for i = 1, 8 do
+  if i ~= 5 then redis.call('EXPIRE', KEYS[i], ARGV[6]) end
+end
+return { 'ok' }

@@ -1,0 +1,273 @@
+// Escape attempts through the real run_code tool (real bubblewrap, prlimit and processes, the
+// goal's real VirtualFs on a private Redis): each is refused, and the tool result says so.
+// All share one sandbox config with small limits, so the whole file stays quick.
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { test } from 'node:test';
+import { findSandboxBinaries } from '../../shared/agent/sandbox/binaries.ts';
+import { SandboxSchema } from '../../shared/agent/sandbox/config.ts';
+import { createSandboxTools, type Tool } from '../../shared/agent/tools.ts';
+import { captureLogger } from '../../testing/agent-harness.ts';
+import { useRedis } from '../../testing/redis.ts';
+import { useVfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
+import { processesWith } from './harness.ts';
+
+const redis = useRedis();
+let t: VfsTestRuntime;
+useVfsRuntime(redis, (x) => (t = x));
+
+// Wall time well over CPU time: with other test files running, a CPU loop gets a share of a core.
+const LIMITS = SandboxSchema.parse({
+  wallSeconds: 15,
+  cpuSeconds: 1,
+  memoryMb: 256,
+  maxProcesses: 32,
+  outputBytes: 1024 * 1024,
+  fileBytes: 8 * 1024 * 1024,
+});
+const CANARY = `sk-ant-canary-${Math.random().toString(36).slice(2)}`;
+
+function scopeOf(goalId: string) {
+  return { goalId, step: 2, role: 'coder', threadId: `goal-${goalId}--coder-1`, writer: `${goalId}:2:0` };
+}
+
+function runCode(goalId: string, opts: { limits?: object; signal?: AbortSignal } = {}): Tool {
+  const limits = SandboxSchema.parse({ ...LIMITS, ...opts.limits });
+  const deps = { vfs: t.rt.vfs, limits, metrics: t.rt.metrics };
+  const [tool] = createSandboxTools(deps, scopeOf(goalId), ['run_code'], { signal: opts.signal });
+  return tool!;
+}
+
+const py = (code: string, extra: object = {}) => ({ language: 'python', code, ...extra });
+const sh = (code: string, extra: object = {}) => ({ language: 'shell', code, ...extra });
+
+async function sample(outcome: string): Promise<number> {
+  const m = await t.rt.metrics.registry.getSingleMetricAsString('deepq_sandbox_runs_total');
+  return Number(new RegExp(`role="coder",outcome="${outcome}"[^}]*\\} (\\d+)`).exec(m)?.[1] ?? 0);
+}
+
+test('a TCP connection to the test Redis is refused: the sandbox has its own network', async () => {
+  const port = Number(new URL(redis.url).port);
+  assert.equal(await redis.client.ping(), 'PONG', 'Redis is up and reachable from the host');
+  const goalId = await t.newGoal();
+  const out = await runCode(goalId).run(
+    py(
+      'import socket\n' +
+        'for host in ("127.0.0.1", "localhost", "::1"):\n' +
+        '    try:\n' +
+        `        socket.create_connection((host, ${port}), timeout=2)\n` +
+        '        print("CONNECTED", host)\n' +
+        '    except Exception as e:\n' +
+        '        print("refused", host, type(e).__name__)\n',
+    ),
+  );
+  assert.match(out, /^exit 0\n/);
+  assert.doesNotMatch(out, /CONNECTED/);
+  assert.match(out, /refused 127\.0\.0\.1 ConnectionRefusedError/);
+});
+
+test("/etc/shadow, /root and the worker's cwd are not there; the program runs as nobody", async () => {
+  assert.ok(existsSync('/etc/shadow') && existsSync(`${process.cwd()}/package.json`), 'the host has them');
+  const goalId = await t.newGoal();
+  const out = await runCode(goalId).run(
+    sh(
+      'id -u; cat /etc/shadow; ls /root; ' +
+        `cat ${process.cwd()}/package.json; ls ${process.cwd()}; ls ${tmpdir()} | grep deepq-run- || echo no-work-dirs`,
+    ),
+  );
+  assert.match(out, /^exit \d+\n/);
+  const stdout = out.split('--- stdout ---\n')[1]!.split('\n--- ')[0]!;
+  assert.equal(stdout, `${process.getuid?.() === 0 ? 65534 : process.getuid?.()}\nno-work-dirs`);
+  assert.match(out, /cat: \/etc\/shadow: No such file or directory/);
+  assert.match(out, /ls: cannot access '\/root': No such file or directory/);
+  assert.match(out, new RegExp(`cat: ${process.cwd()}/package.json: No such file or directory`));
+  assert.doesNotMatch(out, /"name": "deepq"/);
+});
+
+test("no secret of the worker's environment reaches the program: env, /proc/*/environ", async () => {
+  const saved = { key: process.env.ANTHROPIC_API_KEY, url: process.env.REDIS_URL };
+  process.env.ANTHROPIC_API_KEY = CANARY;
+  process.env.REDIS_URL = redis.url;
+  try {
+    const goalId = await t.newGoal();
+    const out = await runCode(goalId).run(
+      sh('env; echo ---; for f in /proc/[0-9]*/environ; do echo "$f"; tr "\\0" "\\n" < "$f"; done'),
+    );
+    assert.match(out, /^exit 0\n/);
+    assert.match(out, /\/proc\/1\/environ\n/, 'pid 1 (bwrap) was read');
+    assert.match(out, /PATH=\/usr\/local\/bin:\/usr\/bin:\/bin/);
+    assert.ok(!out.includes(CANARY), 'no API key');
+    assert.ok(!out.includes('REDIS_URL') && !out.includes(redis.url), 'no REDIS_URL');
+    assert.ok(!out.includes('ANTHROPIC'), 'no ANTHROPIC_* variable at all');
+  } finally {
+    process.env.ANTHROPIC_API_KEY = saved.key;
+    process.env.REDIS_URL = saved.url;
+    if (saved.key === undefined) delete process.env.ANTHROPIC_API_KEY;
+    if (saved.url === undefined) delete process.env.REDIS_URL;
+  }
+});
+
+test('writes outside the work dir fail, and nothing lands on the host', async () => {
+  const tag = `deepq-escape-${Math.random().toString(36).slice(2)}`;
+  const refused = [`/usr/${tag}`, `/etc/${tag}`, `/${tag}`, `/work/../${tag}`, `${process.cwd()}/${tag}`];
+  const goalId = await t.newGoal();
+  const out = await runCode(goalId).run(
+    sh(
+      [...refused, `/tmp/${tag}`]
+        .map((f) => `(echo x > ${f}) 2>/dev/null && echo "wrote ${f}" || echo "refused ${f}"`)
+        .join('\n'),
+    ),
+  );
+  for (const f of refused) assert.ok(out.includes(`refused ${f}\n`), `${f}:\n${out}`);
+  // The sandbox's /tmp is its own small tmpfs: a write there succeeds and vanishes with it.
+  assert.ok(out.includes(`wrote /tmp/${tag}\n`));
+  for (const f of [`/tmp/${tag}`, `/usr/${tag}`, `/etc/${tag}`, `/${tag}`, `${process.cwd()}/${tag}`]) {
+    assert.equal(existsSync(f), false, `${f} must not exist on the host`);
+  }
+});
+
+test('no nested user namespace: unshare inside the sandbox fails (bwrap --disable-userns)', {
+  skip: !findSandboxBinaries().disableUserns && 'this bwrap has no --disable-userns (before 0.8.0)',
+}, async () => {
+  const goalId = await t.newGoal();
+  const out = await runCode(goalId).run(sh('unshare --user --map-root-user id -u && echo NESTED; echo "rc=$?"'));
+  assert.doesNotMatch(out, /NESTED/);
+  assert.match(out, /unshare: unshare failed/);
+});
+
+test('a fork bomb hits the process limit and leaves no process behind', async () => {
+  const marker = `forkbomb${Math.random().toString(36).slice(2)}`;
+  const goalId = await t.newGoal();
+  const started = Date.now();
+  const out = await runCode(goalId).run(sh(`python3 -c 'import os\nwhile True: os.fork()' ${marker}`));
+  assert.match(out, /^limit hit: processes \(32\); exit 1\n/);
+  assert.match(out, /BlockingIOError: \[Errno 11\] Resource temporarily unavailable/);
+  assert.ok(Date.now() - started < LIMITS.wallSeconds * 1000, 'it failed fast, not at the wall limit');
+  assert.deepEqual(processesWith(marker), []);
+  // The classic: its shell exits 0 or not, depending on whether its own last fork got through.
+  const bash = await runCode(goalId).run(sh(':(){ :|:& };:\nsleep 2'));
+  assert.match(bash, /^limit hit: processes \(32\); exit \d+\n/);
+  assert.match(bash, /fork: retry: Resource temporarily unavailable/);
+});
+
+test('allocating past the memory limit fails: Python MemoryError, node heap out of memory', async () => {
+  const goalId = await t.newGoal();
+  const before = await sample('memory');
+  const pyOut = await runCode(goalId).run(py('b = bytearray(600 * 1024 * 1024)\nprint("allocated")'));
+  assert.match(pyOut, /^limit hit: memory \(256 MiB\); exit 1\n/);
+  assert.match(pyOut, /MemoryError/);
+  assert.doesNotMatch(pyOut, /allocated/);
+  const nodeOut = await runCode(goalId, { limits: { cpuSeconds: 30, wallSeconds: 60 } }).run({
+    language: 'node',
+    code: 'const a = []; for (;;) a.push({ s: "x".repeat(100) + a.length });',
+  });
+  assert.match(nodeOut, /^limit hit: memory \(256 MiB\); killed by SIGABRT\n/);
+  assert.match(nodeOut, /heap out of memory/);
+  assert.equal(await sample('memory'), before + 2);
+});
+
+test('a CPU loop is stopped at the CPU limit, a sleeper at the wall limit', async () => {
+  const goalId = await t.newGoal();
+  const cpu = await runCode(goalId).run(py('while True: pass'));
+  assert.match(cpu, /^limit hit: CPU time \(1 s\); killed by SIGXCPU\n/);
+  const started = Date.now();
+  const before = await sample('timeout');
+  const wall = await runCode(goalId, { limits: { wallSeconds: 2 } }).run(py('import time\ntime.sleep(60)'));
+  const ms = Date.now() - started;
+  assert.match(wall, /^limit hit: wall time \(2 s\), the run was killed\n/);
+  assert.ok(ms >= 2000 && ms < 4000, `killed at the wall limit, took ${ms} ms`);
+  assert.equal(await sample('timeout'), before + 1);
+});
+
+test('printing 50 MB is cut at the output limit, early, and the result stays small', async () => {
+  const goalId = await t.newGoal();
+  const started = Date.now();
+  const out = await runCode(goalId).run(py('import sys\nfor _ in range(800):\n    sys.stdout.write("y" * 65536)'));
+  const ms = Date.now() - started;
+  assert.match(out, /^limit hit: output \(1 MiB\), the run was killed\n/);
+  assert.match(out, /--- stdout, last 12288 of \d+ bytes ---/);
+  assert.ok(out.length < 20_000, `the result is ${out.length} chars`);
+  assert.ok(ms < 3000, `killed early: ${ms} ms`);
+});
+
+test('files: copies in (spilled ones too), created and changed files listed, only regular files saved', async () => {
+  const goalId = await t.newGoal();
+  const seed = { status: 'done' as const, step: 1, role: 'seed', writer: 'seed' };
+  const big = 'z'.repeat(300_000);
+  await t.rt.vfs.write(goalId, 'data/big.txt', big, seed);
+  await t.rt.vfs.write(goalId, 'app.py', 'X = 1\n', seed);
+  await t.rt.vfs.write(goalId, 'gone.txt', 'bye\n', seed);
+  assert.ok((await t.rt.vfs.stat(goalId, 'data/big.txt'))!.blobRef, 'spilled to the blob store');
+  const code =
+    'import os\nprint(len(open("data/big.txt").read()))\nopen("app.py", "a").write("Y = 2\\n")\n' +
+    'open("out.txt", "w").write("result\\n")\nos.symlink("/etc/passwd", "link.txt")\nos.mkfifo("pipe")\n' +
+    'os.symlink("/etc", "etcdir")\nos.remove("gone.txt")\n';
+  const save = ['out.txt', 'app.py', 'link.txt', 'pipe', 'etcdir/passwd', 'missing.txt'];
+  const out = await runCode(goalId).run(py(code, { files: ['data/big.txt', 'app.py', 'gone.txt'], save }));
+  assert.match(out, /^exit 0\n/);
+  assert.match(out, /--- stdout ---\n300000\n/);
+  assert.match(out, /app\.py \(12 bytes, changed\)/);
+  assert.match(out, /out\.txt \(7 bytes, created\)/);
+  assert.match(out, /link\.txt \(symlink, created\)/);
+  assert.match(out, /gone\.txt \(deleted\)/);
+  assert.doesNotMatch(out, /big\.txt/, 'unchanged inputs are not listed');
+  assert.match(out, /out\.txt \(7 bytes, version 1\)/);
+  assert.match(out, /app\.py \(12 bytes, version 2\)/);
+  assert.match(out, /link\.txt: NOT saved: link\.txt is a symlink/);
+  assert.match(out, /pipe: NOT saved: pipe is not a regular file/);
+  assert.match(out, /etcdir\/passwd: NOT saved: etcdir\/passwd: its folder leads outside the work dir/);
+  assert.match(out, /missing\.txt: NOT saved: missing\.txt: no such file in the work dir/);
+  assert.equal(await t.rt.vfs.read(goalId, 'out.txt'), 'result\n');
+  assert.equal(await t.rt.vfs.read(goalId, 'app.py'), 'X = 1\nY = 2\n');
+  const e = (await t.rt.vfs.stat(goalId, 'out.txt'))!;
+  const s = scopeOf(goalId);
+  assert.deepEqual([e.step, e.role, e.threadId, e.writer, e.status], [s.step, s.role, s.threadId, s.writer, 'active']);
+  assert.equal(await t.rt.vfs.stat(goalId, 'link.txt'), null);
+  // Untrusted names are refused before anything runs.
+  await assert.rejects(runCode(goalId).run(py('1', { files: ['../etc/passwd'] })), /files\.0: artifact name/);
+  await assert.rejects(runCode(goalId).run(py('1', { save: ['/etc/passwd'] })), /save\.0: artifact name/);
+  await assert.rejects(runCode(goalId).run(py('1', { files: ['nope.py'] })), /no such file: nope\.py/);
+  const small = { limits: { fileBytes: 100_000 } };
+  await assert.rejects(runCode(goalId, small).run(py('1', { files: ['data/big.txt'] })), /over the sandbox's 100000/);
+});
+
+test('an aborted job kills the sandbox tree at once', async () => {
+  const marker = `sleeper${Math.random().toString(36).slice(2)}`;
+  const goalId = await t.newGoal();
+  const ac = new AbortController();
+  const before = await sample('cancelled');
+  const running = runCode(goalId, { signal: ac.signal, limits: { wallSeconds: 60 } }).run(
+    sh(`sleep 60 & python3 -c 'import time; time.sleep(60)' ${marker}`),
+  );
+  const deadline = Date.now() + 5000;
+  while (processesWith(marker).length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  assert.equal(processesWith(marker).length, 1, 'the sandboxed process runs');
+  const abortedAt = Date.now();
+  ac.abort();
+  await assert.rejects(running, /run_code was killed: the job was aborted/);
+  assert.deepEqual(processesWith(marker), []);
+  assert.ok(Date.now() - abortedAt < 1000, `gone ${Date.now() - abortedAt} ms after the abort`);
+  assert.equal(await sample('cancelled'), before + 1);
+});
+
+test('mode none: no isolation, but a clean env, limits, its own dir, and a warning on every call', async () => {
+  const { logger, lines } = captureLogger('info');
+  const goalId = await t.newGoal();
+  const deps = { vfs: t.rt.vfs, limits: SandboxSchema.parse({ ...LIMITS, mode: 'none' }), metrics: t.rt.metrics };
+  const [tool] = createSandboxTools(deps, scopeOf(goalId), ['run_code'], { log: logger });
+  process.env.ANTHROPIC_API_KEY = CANARY;
+  try {
+    const out = await tool!.run(sh('id -u; pwd; env | sort'));
+    assert.match(out, /^exit 0\nrun_code: shell, [\d.]+ s, NO isolation \(sandbox mode none\)\n/);
+    assert.match(out, new RegExp(`--- stdout ---\\n${process.getuid?.() === 0 ? 65534 : process.getuid?.()}\\n`));
+    assert.match(out, new RegExp(`${tmpdir()}/deepq-run-`));
+    assert.ok(!out.includes(CANARY));
+    const cpu = await tool!.run(py('while True: pass'));
+    assert.match(cpu, /^limit hit: CPU time \(1 s\); killed by SIGXCPU\n/);
+  } finally {
+    delete process.env.ANTHROPIC_API_KEY;
+  }
+  const warnings = lines.filter((l) => l.level === 40 && /WITHOUT isolation/.test(l.msg));
+  assert.equal(warnings.length, 2, 'one warning per call');
+});

@@ -1,0 +1,59 @@
+// Shared by tests/sandbox/*.int.test.ts: a config file whose roles run code (padded to the 3
+// roles deepq needs), and a look at host processes (sandboxed pids are visible from the host).
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export interface TestRole {
+  name: string;
+  tools: string[];
+  sandbox?: Record<string, unknown>;
+  maxTurns?: number;
+}
+
+/** A config file (JSON) with these roles; each role's prompt names it: "You are the sandbox test agent <name>." */
+export function writeSandboxConfig(roles: TestRole[]): string {
+  const all = [...roles];
+  for (let i = 0; all.length < 3; i++) all.push({ name: `idle-${i}`, tools: [] });
+  const cfg = {
+    roles: all.map((r) => ({
+      name: r.name,
+      systemPrompt: `You are the sandbox test agent ${r.name}.`,
+      tools: r.tools,
+      middleware: ['logging', 'tokens', 'tier-routing', 'retry'],
+      tier: 'LOW',
+      maxTurns: r.maxTurns ?? 12,
+      contract: 'text',
+      ...(r.sandbox ? { sandbox: r.sandbox } : {}),
+    })),
+  };
+  const file = join(mkdtempSync(join(tmpdir(), 'deepq-sandbox-cfg-')), 'deepq.json');
+  writeFileSync(file, JSON.stringify(cfg, null, 2));
+  return file;
+}
+
+/** Host pids whose command line holds `marker`. */
+export function processesWith(marker: string): number[] {
+  const out: number[] = [];
+  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    try {
+      if (readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(marker)) out.push(Number(pid));
+    } catch {
+      /* gone meanwhile */
+    }
+  }
+  return out;
+}
+
+/** Polls `fn` every 10 ms until it is truthy; throws after `timeoutMs`. */
+export async function until<T>(fn: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+export const marker = (what: string) => `${what}${Math.random().toString(36).slice(2, 10)}`;

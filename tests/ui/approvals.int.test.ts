@@ -1,0 +1,124 @@
+// Tool calls waiting for a human, on the Goal page: each pending call is a decision with its
+// tool and input (model text, shown as text) and Approve / Reject buttons that do what
+// `deepq approve|reject` do; a request made while the page is open shows up live. The
+// requests are written with deepq's approval store (as a paused worker writes them); no
+// service runs here, so no job wakes up: the records and the timeline are what is checked.
+
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import type { Browser, Page } from 'playwright-core';
+import { GoalClient } from '../../cli/goal-client.ts';
+import { type ApprovalRecord, type JobCheckpoint, newCallId } from '../../shared/goal/approvals.ts';
+import { newGoalId } from '../../shared/goal/ids.ts';
+import { threadIdFor } from '../../shared/goal/keys.ts';
+import { loadConfig } from '../../shared/runtime/config.ts';
+import { subagentQueueName, subtaskJobId } from '../../shared/runtime/queues.ts';
+import { createRedis } from '../../shared/runtime/redis.ts';
+import { testEnv } from '../../testing/fleet.ts';
+import { useRedis } from '../../testing/redis.ts';
+import { launchBrowser, recordMisbehaviour, startUi, type UiProc } from './harness.ts';
+
+const redis = useRedis();
+let client: GoalClient;
+let ui: UiProc;
+let browser: Browser;
+const ROLE = 'code-writer';
+const INPUT = `{"path":"x.py","content":"<img src=x onerror=\\"window.pwned=1\\">"}`;
+
+before(async () => {
+  await redis.ready;
+  const env = testEnv(redis.url);
+  client = new GoalClient(loadConfig(env), createRedis(redis.url, 'deepq:test'));
+  [ui, browser] = await Promise.all([startUi(env), launchBrowser()]);
+});
+after(async () => {
+  await browser?.close();
+  await client?.close();
+});
+
+/** A goal running its first cycle with two started subtasks. */
+async function runningGoal(): Promise<string> {
+  const id = newGoalId();
+  const task = (n: number) => ({ role: ROLE, instruction: `part ${n}`, expected_artifact: `p${n}.py`, read_files: [] });
+  const plan = { subtasks: [task(0), task(1)] };
+  await client.goals.create(id, 'Write two files, carefully', {}, false);
+  await client.lifecycle.beginPlanning(id);
+  await client.lifecycle.recordPlan(id, 1, plan, threadIdFor(id, 'planner', 'aaaa1111'));
+  await client.lifecycle.dispatch(id, 1, plan);
+  for (const index of [0, 1]) {
+    const ref = { step: 1, index, role: ROLE, artifact: `p${index}.py`, threadId: threadIdFor(id, ROLE, `t${index}`) };
+    await client.goals.appendEvent(id, { type: 'subtask_started', ...ref, attempt: 1 });
+  }
+  return id;
+}
+
+/** What a worker writes when subtask `index` pauses on a write_file call. */
+async function requestApproval(goalId: string, index: number): Promise<string> {
+  const callId = newCallId();
+  const now = Date.now();
+  const threadId = threadIdFor(goalId, ROLE, `t${index}`);
+  const record: ApprovalRecord = {
+    callId,
+    jobId: subtaskJobId(goalId, 1, index),
+    queue: subagentQueueName(ROLE),
+    role: ROLE,
+    step: 1,
+    index,
+    threadId,
+    tool: 'write_file',
+    input: INPUT,
+    requestedAt: now,
+    expiresAt: now + 3600_000,
+    status: 'pending',
+  };
+  const agent = { messages: [], turns: 1, phaseTurns: 1, contractRetry: false, uses: [], awaiting: [] };
+  const checkpoint: JobCheckpoint = { threadId, startedAt: now, calls: [{ index: 0, callId }], agent };
+  assert.deepEqual(await client.approvals.request(goalId, record.jobId, checkpoint, [record]), { kind: 'ok' });
+  return callId;
+}
+
+const card = (page: Page, callId: string) => page.locator(`#decision-approval-${callId}`);
+
+test('pending tool calls are decisions on the goal page: approve, reject with a reason, live', async () => {
+  const goalId = await runningGoal();
+  const first = await requestApproval(goalId, 0);
+  const page = await browser.newPage();
+  const problems = recordMisbehaviour(page);
+  await page.goto(`${ui.url}/goals/${goalId}`);
+  await page.locator('#live-state', { hasText: 'live' }).waitFor();
+  assert.match((await card(page, first).locator('.title').textContent())!, /write_file \(cycle 1, subtask 0/);
+  assert.ok((await card(page, first).locator('.detail').textContent())!.includes(INPUT), 'the input, as text');
+  assert.equal(
+    await page.locator('#cycle-1 tr.subtask[data-index="0"]').getAttribute('data-state'),
+    'awaiting_approval',
+  );
+
+  // A second call asks while the page is open: its decision appears without a reload.
+  const second = await requestApproval(goalId, 1);
+  await card(page, second).waitFor();
+  assert.equal(
+    await page.locator('#cycle-1 tr.subtask[data-index="1"]').getAttribute('data-state'),
+    'awaiting_approval',
+  );
+
+  await card(page, first).locator('textarea[name=reason]').fill('write to the staging bucket instead');
+  await card(page, first).locator('button.danger').click();
+  await page.waitForURL(`${ui.url}/goals/${goalId}`);
+  await card(page, first).waitFor({ state: 'detached' });
+  await card(page, second).locator('button.primary').click();
+  await page.waitForURL(`${ui.url}/goals/${goalId}`);
+  await page.locator('#cycle-1 tr.subtask[data-index="1"][data-state="running"]').waitFor();
+  assert.equal(await page.locator('#decisions .decision-card[data-kind="approval"]').count(), 0);
+
+  const records = new Map((await client.approvals.records(goalId)).map((r) => [r.callId, r]));
+  assert.equal(records.get(first)?.status, 'rejected');
+  assert.equal(records.get(first)?.reason, 'write to the staging bucket instead');
+  assert.equal(records.get(second)?.status, 'approved');
+  // Deciding again is refused, saying why.
+  const again = await page.evaluate<number>(`fetch('/goals/${goalId}/approvals/${first}/approve', { method: 'POST',
+    headers: { 'x-csrf-token': document.querySelector('meta[name="csrf-token"]').content } }).then((r) => r.status)`);
+  assert.equal(again, 409);
+  assert.equal(await page.evaluate('typeof window.pwned'), 'undefined');
+  assert.deepEqual(problems, []);
+  await page.close();
+});

@@ -1,0 +1,59 @@
+// Shared by tests/ui/*.int.test.ts: the inspector as a real process (`deepq ui`), the system
+// Chromium through playwright-core (no browser download), and a page's misbehaviour recorded.
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { type Browser, chromium, type Page } from 'playwright-core';
+import { freePort } from '../../cli/private-redis.ts';
+import { type ServiceProc, startProcess, waitForStart } from '../../testing/fleet.ts';
+
+export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+/** Screenshots of a test run (not committed). */
+export const OUTPUT_DIR = join(ROOT, 'test-output', 'ui');
+const CHROMIUM = process.env.DEEPQ_CHROMIUM ?? '/usr/bin/chromium';
+
+export interface UiProc {
+  svc: ServiceProc;
+  url: string;
+  port: number;
+}
+
+/** `deepq ui` on a fixed port (so a restart keeps its address), ready when /readyz says so. */
+export async function startUi(env: NodeJS.ProcessEnv, opts: { port?: number; args?: string[] } = {}): Promise<UiProc> {
+  const port = opts.port ?? (await freePort());
+  const svc = startProcess('ui', ['ui', '--port', String(port), ...(opts.args ?? [])], env);
+  await waitForStart(svc);
+  return { svc, url: `http://127.0.0.1:${port}`, port };
+}
+
+export function launchBrowser(): Promise<Browser> {
+  return chromium.launch({ executablePath: CHROMIUM, headless: true });
+}
+
+/** Every dialog (dismissed at once), console message and uncaught error a page produces. */
+export function recordMisbehaviour(page: Page): string[] {
+  const seen: string[] = [];
+  page.on('dialog', (d) => {
+    seen.push(`dialog ${d.type()}: ${d.message()}`);
+    void d.dismiss().catch(() => {});
+  });
+  page.on('console', (m) => seen.push(`console ${m.type()}: ${m.text()}`));
+  page.on('pageerror', (e) => seen.push(`pageerror: ${e.message}`));
+  return seen;
+}
+
+export function outputPath(name: string): string {
+  mkdirSync(OUTPUT_DIR, { recursive: true });
+  return join(OUTPUT_DIR, name);
+}
+
+/** Polls `fn` until it returns something truthy. */
+export async function until<T>(fn: () => Promise<T> | T, what: string, timeoutMs = 20_000): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}

@@ -1,0 +1,101 @@
+// The Goal page keeps following its goal when things restart under it: Redis restarts (the
+// inspector's blocking reader reconnects by itself), and the inspector itself restarts (the
+// browser's EventSource reconnects with Last-Event-ID and gets exactly what it missed, once).
+// No services run here: the timeline is written with deepq's own stores and transitions.
+
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import type { Browser, Page } from 'playwright-core';
+import { GoalClient } from '../../cli/goal-client.ts';
+import { newGoalId } from '../../shared/goal/ids.ts';
+import { threadIdFor } from '../../shared/goal/keys.ts';
+import { loadConfig } from '../../shared/runtime/config.ts';
+import { createRedis } from '../../shared/runtime/redis.ts';
+import { stopProcess, testEnv } from '../../testing/fleet.ts';
+import { useRedis } from '../../testing/redis.ts';
+import { launchBrowser, recordMisbehaviour, startUi, type UiProc } from './harness.ts';
+
+const redis = useRedis({ appendonly: true });
+let env: NodeJS.ProcessEnv;
+let client: GoalClient;
+let ui: UiProc;
+let browser: Browser;
+
+before(async () => {
+  await redis.ready;
+  env = testEnv(redis.url);
+  client = new GoalClient(loadConfig(env), createRedis(redis.url, 'deepq:test'));
+  [ui, browser] = await Promise.all([startUi(env), launchBrowser()]);
+});
+after(async () => {
+  await browser?.close();
+  await client?.close();
+});
+
+const ROLE = 'research-specialist';
+
+/** A goal in its first cycle: planned and dispatched, one subtask not yet started. */
+async function runningGoal(): Promise<string> {
+  const id = newGoalId();
+  const plan = { subtasks: [{ role: ROLE, instruction: 'Look it up', expected_artifact: 'notes.md', read_files: [] }] };
+  await client.goals.create(id, 'Follow me through restarts', {}, false);
+  await client.lifecycle.beginPlanning(id);
+  await client.lifecycle.recordPlan(id, 1, plan, threadIdFor(id, 'planner', 'aaaa1111'));
+  await client.lifecycle.dispatch(id, 1, plan);
+  return id;
+}
+
+const stateOf = (page: Page) => page.locator('#cycle-1 tr.subtask').getAttribute('data-state');
+const lines = (page: Page, pattern: string) =>
+  page.evaluate<number>(`[...document.querySelectorAll('#activity-log li')].filter((l) =>
+    l.textContent.includes(${JSON.stringify(pattern)})).length`);
+
+test('a goal page follows across Redis and inspector restarts, missing and repeating nothing', async () => {
+  const goalId = await runningGoal();
+  const ref = { step: 1, index: 0, role: ROLE, artifact: 'notes.md', threadId: threadIdFor(goalId, ROLE, 'bbbb2222') };
+  const page = await browser.newPage();
+  const problems = recordMisbehaviour(page);
+  // Headers as sent (EventSource adds Last-Event-ID below the page's view of the request).
+  const reconnects: Promise<string | undefined>[] = [];
+  page.on('request', (r) => {
+    if (r.url().includes('/events')) reconnects.push(r.allHeaders().then((h) => h['last-event-id']));
+  });
+  await page.goto(`${ui.url}/goals/${goalId}`);
+  await page.evaluate(`window.mark = 'first load'`);
+  await page.locator('#live-state', { hasText: 'live' }).waitFor();
+  assert.equal(await stateOf(page), 'queued');
+
+  await client.goals.appendEvent(goalId, { type: 'subtask_started', ...ref, attempt: 1 });
+  await page.locator('#cycle-1 tr.subtask[data-state="running"]').waitFor();
+
+  // Redis restarts (AOF keeps the stream); the inspector's reader reconnects and reads on.
+  await redis.server.restart(1000);
+  await client.goals.appendEvent(goalId, { type: 'tool_called', ...ref, tool: 'read_file', ms: 3, ok: true });
+  await page.locator('#cycle-1 td.tools', { hasText: '1' }).waitFor({ timeout: 15_000 });
+
+  // The inspector restarts; meanwhile the subtask finishes and the cycle is reflected on.
+  const lastSeen = await page.locator('#goal').getAttribute('data-last-event-id');
+  assert.equal(await stopProcess(ui.svc), 0, 'the inspector stops cleanly (exit 0) with a page following');
+  await page.locator('#live-state', { hasText: 'reconnecting' }).waitFor();
+  await client.goals.appendEvent(goalId, { type: 'subtask_finished', ...ref, bytes: 12, ms: 40 });
+  await client.lifecycle.beginReflecting(goalId);
+  const reflection = { decision: 'continue' as const, reason: 'one more cycle' };
+  await client.lifecycle.requeue(goalId, { step: 1, reflection, outcomes: [{ index: 0, status: 'done' }] });
+  ui = await startUi(env, { port: ui.port });
+
+  await page.locator('#cycle-1 .reflection[data-decision="continue"]').waitFor({ timeout: 15_000 });
+  assert.equal(await stateOf(page), 'done');
+  assert.equal(await page.locator('#goal-status').textContent(), 'queued');
+  assert.equal(await page.evaluate('window.mark'), 'first load', 'the page was reloaded');
+  // The reconnect asked for what came after the last entry the page had, and got each once.
+  const sent = await Promise.all(reconnects);
+  assert.equal(sent[0], undefined, 'the first connection starts after the page (?after=)');
+  assert.equal(sent.at(-1), lastSeen);
+  for (const what of ['started notes.md', 'called read_file', 'finished notes.md', 'reflected: continue']) {
+    assert.equal(await lines(page, what), 1, `activity lines with "${what}"`);
+  }
+  // Chromium reports the dropped stream as a failed resource; nothing else may show up.
+  const others = problems.filter((p) => !/net::ERR_|Failed to load resource/.test(p));
+  assert.deepEqual(others, []);
+  await page.close();
+});
