@@ -1,6 +1,8 @@
 // The inspector's HTTP app. In order: a log line per request, security headers, the CSRF
-// cookie, the token (when set), the CSRF check on state-changing requests, then the pages.
+// cookie, a cap on request bodies, the token (when set), the CSRF check on state-changing
+// requests, then the pages.
 import { Hono } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
 import { chromeOf } from './chrome.ts';
 import type { UiContext, UiEnv } from './context.ts';
 import { registerDecisionRoutes } from './decisions/index.ts';
@@ -18,11 +20,15 @@ import { csrfCheck, csrfCookie } from './security/csrf.ts';
 import { securityHeaders } from './security/headers.ts';
 import { errorPage } from './views/error-page.ts';
 
+const MAX_BODY_BYTES = 256 * 1024;
+
 export function createApp(ctx: UiContext): Hono<UiEnv> {
   const app = new Hono<UiEnv>();
   app.use(requestLog(ctx.log, ctx.metrics));
   app.use(securityHeaders());
   app.use(csrfCookie());
+  // A goal's text is at most 100 KB; nothing the app accepts is bigger.
+  app.use(bodyLimit({ maxSize: MAX_BODY_BYTES, onError: (c) => c.text('request body too large\n', 413) }));
   app.use(
     requireToken(ctx.token, (c) => loginRequired(c, ctx)),
     csrfCheck(),

@@ -12,7 +12,8 @@ const BUILT_IN_TOOLS: readonly string[] = [...TOOL_NAMES, ...SANDBOX_TOOL_NAMES]
 export const MCP_TOOL_RE = /^mcp:([a-z0-9][a-z0-9_-]{0,40})\/(\*|[A-Za-z0-9_.-]{1,64})$/;
 export const ToolNameSchema = z.string().superRefine((name, ctx) => {
   if (BUILT_IN_TOOLS.includes(name) || MCP_TOOL_RE.test(name)) return;
-  const message = `unknown tool ${JSON.stringify(name)} (built-in: ${BUILT_IN_TOOLS.join(', ')}; or mcp:<server>/<tool>)`;
+  const builtIn = BUILT_IN_TOOLS.join(', ');
+  const message = `unknown tool ${JSON.stringify(name)} (built-in: ${builtIn}; or mcp:<server>/<tool>)`;
   ctx.addIssue({ code: 'custom', message });
 });
 export const MIDDLEWARE_NAMES = ['logging', 'tokens', 'tier-routing', 'retry', 'prompt-cache'] as const;

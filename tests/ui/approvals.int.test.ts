@@ -114,11 +114,11 @@ test('pending tool calls are decisions on the goal page: approve, reject with a 
   assert.equal(records.get(first)?.status, 'rejected');
   assert.equal(records.get(first)?.reason, 'write to the staging bucket instead');
   assert.equal(records.get(second)?.status, 'approved');
+  assert.equal(await page.evaluate('typeof window.pwned'), 'undefined');
+  assert.deepEqual(problems, []);
   // Deciding again is refused, saying why.
   const again = await page.evaluate<number>(`fetch('/goals/${goalId}/approvals/${first}/approve', { method: 'POST',
     headers: { 'x-csrf-token': document.querySelector('meta[name="csrf-token"]').content } }).then((r) => r.status)`);
   assert.equal(again, 409);
-  assert.equal(await page.evaluate('typeof window.pwned'), 'undefined');
-  assert.deepEqual(problems, []);
   await page.close();
 });
