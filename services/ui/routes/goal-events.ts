@@ -57,6 +57,7 @@ async function follow(f: Feed): Promise<void> {
     });
   ctx.metrics.streamReaders.set(ctx.hub.openFeeds);
   try {
+    // The first message sets how soon the browser reconnects after a drop.
     await stream.writeSSE({ event: 'hello', data: '{}', retry: RETRY_MS });
     await sendGoal(f);
     await relay(f, batches);
