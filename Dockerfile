@@ -4,7 +4,8 @@
 #   docker run deepq reflector
 #   docker run deepq worker --role critic
 #   docker run deepq enqueue --wait "a goal"      (the producer CLI works too)
-# There is no build step: bin/deepq.mjs registers tsx, which is a runtime dependency.
+# The build stage compiles the TypeScript (npm run build → dist/); the runtime stage holds dist/,
+# bin/ and the production node_modules, no sources: bin/deepq.mjs then runs dist/ (no tsx, no tsc).
 # The image ships Node 24 (LTS); the code also runs on Node 20, the floor in package.json.
 
 ARG NODE_VERSION=24
@@ -14,8 +15,24 @@ FROM node:${NODE_VERSION}-slim AS deps
 WORKDIR /app
 ENV NODE_ENV=production
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --no-audit --no-fund \
+# --ignore-scripts skips the root `prepare` (the build: it needs sources and TypeScript, which
+# the build stage has); `npm rebuild` then runs the dependencies' own install scripts.
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
+ && npm rebuild \
  && npm cache clean --force
+
+# ---- build: the TypeScript compiled to dist/ -------------------------------------------------
+FROM node:${NODE_VERSION}-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY scripts/build.mjs ./scripts/
+COPY bin ./bin
+COPY cli ./cli
+COPY services ./services
+COPY shared ./shared
+RUN npm run build
 
 # ---- runtime ------------------------------------------------------------------------------
 FROM node:${NODE_VERSION}-slim AS runtime
@@ -34,11 +51,9 @@ RUN apt-get update \
 
 # Code and dependencies stay owned by root and read-only for the service user.
 COPY --from=deps /app/node_modules ./node_modules
-COPY package.json package-lock.json tsconfig.json ./
+COPY package.json package-lock.json ./
 COPY bin ./bin
-COPY cli ./cli
-COPY services ./services
-COPY shared ./shared
+COPY --from=build /app/dist ./dist
 
 # The blob directory is the one place the services write (a shared volume in compose/k8s).
 # Created here, owned by the non-root user, so a fresh named volume inherits the ownership.

@@ -566,6 +566,11 @@ async function main() {
       const { benchVfs } = await import('./vfs.ts');
       results.vfs = await benchVfs(redis.url);
     }
+    if (existsSync(new URL('./startup.ts', import.meta.url))) {
+      log('CLI start and service ready, compiled and from the sources…');
+      const { benchStartup } = await import('./startup.ts');
+      results.startup = await benchStartup(redis.url);
+    }
   } finally {
     await redis.stop();
   }
@@ -600,6 +605,16 @@ async function main() {
     '| --- | --- | --- |',
     ...rows.map((r) => `| ${r.join(' | ')} |`),
   ];
+  const up = results.startup as Awaited<ReturnType<typeof import('./startup.ts').benchStartup>> | undefined;
+  if (up) {
+    const pair = (f: { compiled: { wall_s: number }; sources: { wall_s: number } }) =>
+      `${f.compiled.wall_s} s (sources: ${f.sources.wall_s} s)`;
+    out.push(
+      `| deepq --help wall, compiled | ${pair(up.cli_help)} | ≤ ${up.cli_help.target_wall_s} s |`,
+      `| deepq status wall, compiled | ${pair(up.cli_status)} | ≤ ${up.cli_status.target_wall_s} s |`,
+      `| service ready, compiled | ${pair(up.service_ready)} | ≤ ${up.service_ready.target_compiled_s} s |`,
+    );
+  }
   const vfs = results.vfs as Record<string, unknown> | undefined;
   if (vfs?.summary) out.push('', '```', JSON.stringify(vfs.summary, null, 2), '```');
   const { cycle_ms: cycle } = p;

@@ -16,3 +16,9 @@ export function num(name: string) {
     return n;
   };
 }
+
+/** `--on-budget`: what a goal does when a budget runs out. */
+export function onBudget(v: string): 'end' | 'pause' {
+  if (v !== 'end' && v !== 'pause') throw new InvalidArgumentError('--on-budget must be "pause" or "end"');
+  return v;
+}

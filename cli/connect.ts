@@ -1,9 +1,9 @@
 // The CLI's Redis connection: one lazily created GoalClient, and a bounded wait for the first
 // connection so that a wrong host, port, password or TLS setting is reported, not waited on.
+// cli/main.ts imports this module for closeClient: config, ioredis and the goal client are
+// imported when a command first needs them, so `deepq --help` loads none of them.
 import type { Redis } from 'ioredis';
-import { loadConfig, redactUrl } from '../shared/runtime/config.ts';
-import { createRedis } from '../shared/runtime/redis.ts';
-import { GoalClient } from './goal-client.ts';
+import type { GoalClient } from './goal-client.ts';
 
 /** How long a CLI command waits for its first Redis connection before saying so. */
 const CONNECT_TIMEOUT_MS = 10_000;
@@ -16,6 +16,8 @@ const PERMANENT_CONNECT_ERROR =
  * would wait forever, silently, on a wrong host, port, password or TLS setting.
  */
 export async function connected(redis: Redis, url: string, timeoutMs = CONNECT_TIMEOUT_MS): Promise<void> {
+  // Imported before the status check: no await may fall between it and the 'ready' listener.
+  const { redactUrl } = await import('../shared/runtime/config.ts');
   if (redis.status === 'ready') return;
   let last = '';
   let onError: (err: Error) => void = () => {};
@@ -52,8 +54,13 @@ let clientRef: GoalClient | undefined;
 /** The process's GoalClient, created on first use so that commands without Redis need none. */
 export async function client(): Promise<GoalClient> {
   if (!clientRef) {
+    const [{ loadConfig }, { createRedis }, { GoalClient }] = await Promise.all([
+      import('../shared/runtime/config.ts'),
+      import('../shared/runtime/redis.ts'),
+      import('./goal-client.ts'),
+    ]);
     const cfg = loadConfig();
-    clientRef = new GoalClient(cfg, createRedis(cfg.redisUrl, 'deepq:cli'));
+    clientRef ??= new GoalClient(cfg, createRedis(cfg.redisUrl, 'deepq:cli'));
   }
   await connected(clientRef.redis, clientRef.cfg.redisUrl);
   return clientRef;

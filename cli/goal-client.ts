@@ -9,9 +9,12 @@ import {
   promotePaused,
   releaseApprovals,
 } from '../shared/goal/approvals.ts';
+import { type Budgets, budgetProblem } from '../shared/goal/budgets.ts';
+import { type CostEstimate, estimateCost, formatCost, knownCostUsd } from '../shared/goal/cost.ts';
 import type { TimelineEvent } from '../shared/goal/events.ts';
 import { GoalIdSchema, newGoalId } from '../shared/goal/ids.ts';
 import type { GoalLifecycle } from '../shared/goal/lifecycle.ts';
+import { promoteParked } from '../shared/goal/parking.ts';
 import { isTerminal } from '../shared/goal/status.ts';
 import { type GoalRecord, type GoalStore, totalTokens } from '../shared/goal/store.ts';
 import type { Config } from '../shared/runtime/config.ts';
@@ -24,7 +27,7 @@ import {
   subagentQueueName,
   subtaskJobId,
 } from '../shared/runtime/queues.ts';
-import { openState, type State } from '../shared/runtime/runtime.ts';
+import { openState, type State } from '../shared/runtime/state.ts';
 import type { FileEntry, VirtualFs } from '../shared/vfs/vfs.ts';
 import { parseOrThrow } from '../shared/zod.ts';
 import { type GoalRequest, GoalRequestSchema } from './goal-request.ts';
@@ -49,22 +52,6 @@ export interface FollowBatch {
   events: { id: string; event: TimelineEvent }[];
   goal: GoalRecord;
   settled: boolean;
-}
-
-export function estimateCost(goal: GoalRecord, prices: Config['prices']): number {
-  let usd = 0;
-  for (const [key, u] of Object.entries(goal.usage)) {
-    const model = key.split('|')[1] ?? '';
-    const p = prices[model];
-    if (!p) continue;
-    usd +=
-      (u.input * p.inputPerMTok +
-        u.output * p.outputPerMTok +
-        u.cache_read * p.cacheReadPerMTok +
-        u.cache_write * p.cacheWritePerMTok) /
-      1e6;
-  }
-  return usd;
 }
 
 export class GoalClient {
@@ -193,10 +180,12 @@ export class GoalClient {
    * Carries on a goal awaiting a human. After a review pause the reflector's decision
    * applies; after an escalation it re-plans. With a note it always re-plans, note included.
    */
-  async resume(goalId: string, note?: string): Promise<{ status: string; action: string }> {
+  async resume(goalId: string, note?: string, raise: RaisedBudgets = {}): Promise<{ status: string; action: string }> {
     const g = await this.get(goalId);
     if (g.status !== 'awaiting_human')
       throw new ValidationError(`goal ${goalId} is ${g.status}, not awaiting_human: nothing to resume`);
+    const budgets = raisedBudgets(g, raise);
+    if (g.pausedFor === 'budget') return this.resumeFromBudget(g, budgets, raise);
     const decision = g.reflection?.decision;
     if (!note && g.pausedFor === 'review' && decision === 'end') {
       if (!(await this.lifecycle.approveEnd(goalId, g.step))) throw await this.changedWhileResuming(goalId);
@@ -204,13 +193,42 @@ export class GoalClient {
     }
     const action = note ? 'replan with note' : g.pausedFor === 'review' ? (decision ?? 'continue') : 'replan';
     // The resume count (the next plan job's id suffix) moves with the status, atomically; a
-    // death before the plan job is added is repaired by the reconciler from that count.
+    // death before the plan job is added is repaired by the reconciler from that count. After
+    // an escalation (a stall's too) the stall count starts again.
     const resumes = g.resumes + 1;
-    if (!(await this.lifecycle.resume(goalId, g.step, action, resumes, note))) {
+    const restart = g.pausedFor === 'escalation' || !!note;
+    const opts = { note, restart, budgets, raised: raise };
+    if (!(await this.lifecycle.resume(goalId, g.step, action, resumes, opts))) {
       throw await this.changedWhileResuming(goalId);
     }
     await this.queues.addPlan({ goalId, step: g.step + 1 }, resumes);
+    if (raise.maxSeconds !== undefined) await this.queues.addDeadline(goalId, raise.maxSeconds * 1000 + 50);
     return { status: 'queued', action };
+  }
+
+  /**
+   * A goal paused at a budget carries on from where it stopped: its budgets raised (the one
+   * that ran out must be), back to the status it left, its parked jobs woken.
+   */
+  private async resumeFromBudget(g: GoalRecord, budgets: Budgets, raise: RaisedBudgets) {
+    if (!Object.values(raise).some((v) => v !== undefined))
+      throw new ValidationError(
+        `goal ${g.goalId} is paused at its budget (${g.reason ?? 'a budget ran out'}): ` +
+          'resume it with a higher --max-tokens, --max-steps or --max-seconds',
+      );
+    const to = g.pausedFrom ?? 'queued';
+    const nextStep = to === 'queued' || to === 'planning' ? g.step + 1 : undefined;
+    const still = budgetProblem({ ...g, budgets }, { nextStep });
+    if (still) {
+      const flag = { tokens: '--max-tokens', steps: '--max-steps', seconds: '--max-seconds' }[still.kind];
+      throw new ValidationError(`goal ${g.goalId} is still out of budget (${still.reason}): raise it with ${flag}`);
+    }
+    if (!(await this.lifecycle.resumeFromBudget(g.goalId, { step: g.step, to, budgets, raised: raise }))) {
+      throw await this.changedWhileResuming(g.goalId);
+    }
+    await promoteParked(this, g.goalId);
+    if (raise.maxSeconds !== undefined) await this.queues.addDeadline(g.goalId, raise.maxSeconds * 1000 + 50);
+    return { status: to, action: 'raise budget' };
   }
 
   /** What really happened: the goal moved (cancelled, say) while this resume ran. */
@@ -269,7 +287,7 @@ export class GoalClient {
       status: g.status,
       step: g.step,
       tokens: totalTokens(g.tokens),
-      costUsd: estimateCost(g, this.cfg.prices),
+      ...costFields(estimateCost(g, this.cfg.prices)),
       ageSeconds: Math.round((Date.now() - g.createdAt) / 1000),
       goal: g.goal.slice(0, 80),
     }));
@@ -278,6 +296,27 @@ export class GoalClient {
   async close(): Promise<void> {
     await this.state.close();
   }
+}
+
+/** `goals --json`: the USD cost (null unless every model has a price), its display and the unpriced models. */
+function costFields(c: CostEstimate): { costUsd: number | null; cost: string; unpricedModels: string[] } {
+  return { costUsd: knownCostUsd(c), cost: formatCost(c), unpricedModels: c.unpriced };
+}
+
+/** Budgets raised at a resume: tokens and steps are new limits, seconds are counted from now. */
+export type RaisedBudgets = Pick<Budgets, 'maxTokens' | 'maxSteps' | 'maxSeconds'>;
+
+/** The goal's budgets with the raised ones; a "raise" below what is already used is refused. */
+export function raisedBudgets(g: GoalRecord, raise: RaisedBudgets, now = Date.now()): Budgets {
+  const used = totalTokens(g.tokens);
+  if (raise.maxTokens !== undefined && raise.maxTokens <= used)
+    throw new ValidationError(`--max-tokens ${raise.maxTokens} is not above the ${used} tokens the goal has used`);
+  if (raise.maxSteps !== undefined && raise.maxSteps <= g.step)
+    throw new ValidationError(`--max-steps ${raise.maxSteps} is not above the ${g.step} cycle(s) the goal has run`);
+  // Wall-clock time spent waiting for a human is nobody's work: seconds are given from now.
+  const elapsed = (now - g.createdAt) / 1000;
+  const maxSeconds = raise.maxSeconds === undefined ? undefined : Math.ceil(elapsed + raise.maxSeconds);
+  return { ...g.budgets, ...stripUndefined({ maxTokens: raise.maxTokens, maxSteps: raise.maxSteps, maxSeconds }) };
 }
 
 function stripUndefined<T extends object>(o: T): Partial<T> {

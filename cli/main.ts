@@ -2,7 +2,7 @@
 // command group registers itself from cli/commands/.
 import { Command } from 'commander';
 import { exitCodeFor, userMessage } from '../shared/errors.ts';
-import { scrubSecrets } from '../shared/runtime/logger.ts';
+import { scrubSecrets } from '../shared/runtime/scrub.ts';
 import { registerApprovalCommands } from './commands/approvals.ts';
 import { registerDemoCommand } from './commands/demo.ts';
 import { registerGoalCommands } from './commands/goals.ts';

@@ -5,7 +5,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-export const BIN = fileURLToPath(new URL('../bin/deepq.mjs', import.meta.url));
+// The CLI entry, from the sources (cli/) or from the build (dist/cli/): it checks the build afresh
+// for each child, so a child restarted after an edit never runs stale output.
+const entry = import.meta.url.endsWith('.js') ? '../../bin/deepq.mjs' : '../bin/deepq.mjs';
+export const BIN = fileURLToPath(new URL(entry, import.meta.url));
 
 export interface ChildSpec {
   name: string;

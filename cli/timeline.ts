@@ -21,6 +21,8 @@ interface CycleView {
   decision?: string;
   reason?: string;
   evicted: number;
+  /** The stall detector stopped the goal at this cycle. */
+  stalled?: boolean;
 }
 type EventOf<T extends TimelineEvent['type']> = Extract<TimelineEvent, { type: T }>;
 
@@ -68,9 +70,12 @@ export class TimelineView {
       case 'reflected':
         Object.assign(this.cycle(e.step), { decision: e.decision, reason: e.reason });
         break;
+      case 'stalled':
+        this.cycle(e.step).stalled = true;
+        break;
       case 'paused':
         this.status = 'awaiting_human';
-        this.finishedReason = e.reason || `paused for ${e.pausedFor}`;
+        this.finishedReason = pauseReason(e);
         break;
       case 'resumed':
         this.status = 'running';
@@ -101,6 +106,7 @@ export class TimelineView {
     const c = this.cycle(e.step);
     const t = c.subtasks.get(e.index) ?? { index: e.index, role: e.role, artifact: e.artifact, state: 'queued' };
     t.state = e.type === 'subtask_started' ? 'running' : e.type === 'subtask_finished' ? 'done' : 'failed';
+    if (e.type === 'subtask_finished' && e.partial) t.state = 'partial';
     if (e.type === 'subtask_started') {
       t.attempt = e.attempt;
       t.toolCalls = 0;
@@ -133,7 +139,8 @@ export class TimelineView {
     const lines = [`goal: ${this.goal.slice(0, 100)}  [${this.status}]`];
     for (const c of [...this.cycles.values()].sort((a, b) => a.step - b.step)) {
       const decision = c.decision ? `  → ${c.decision}${c.reason ? ` (${c.reason.slice(0, 80)})` : ''}` : '';
-      lines.push(`└─ cycle ${c.step}${decision}${c.evicted ? `  [${c.evicted} evicted]` : ''}`);
+      const marks = `${c.stalled ? '  [stalled]' : ''}${c.evicted ? `  [${c.evicted} evicted]` : ''}`;
+      lines.push(`└─ cycle ${c.step}${decision}${marks}`);
       const subs = [...c.subtasks.values()].sort((a, b) => a.index - b.index);
       for (const [i, t] of subs.entries()) {
         const last = i === subs.length - 1;
@@ -162,6 +169,23 @@ function subtaskLine(t: SubtaskView, last: boolean): string {
   return `   ${branch} ${what}${extra ? `  (${extra})` : ''}`;
 }
 
+/** Why a goal waits: a budget pause says which budget and how to raise it. */
+function pauseReason(e: EventOf<'paused'>): string {
+  const why = e.reason || e.decision || `paused for ${e.pausedFor}`;
+  if (e.pausedFor !== 'budget') return why;
+  const flag = { tokens: '--max-tokens', steps: '--max-steps', seconds: '--max-seconds' }[e.budget ?? 'tokens'];
+  return `${why} (raise it: deepq resume <goalId> ${flag} N)`;
+}
+
+function raisedText(b: NonNullable<EventOf<'resumed'>['budgets']>): string {
+  const parts = [
+    b.maxTokens !== undefined ? `max tokens ${b.maxTokens}` : '',
+    b.maxSteps !== undefined ? `max steps ${b.maxSteps}` : '',
+    b.maxSeconds !== undefined ? `${b.maxSeconds} more seconds` : '',
+  ];
+  return parts.filter(Boolean).join(', ');
+}
+
 /** One line per event, for logs and non-TTY output; control characters escaped. */
 export function formatEventLine(e: TimelineEvent, t0: number): string {
   const at = `+${((e.at - t0) / 1000).toFixed(2)}s`.padStart(8);
@@ -179,8 +203,10 @@ function describe(e: TimelineEvent): string {
       return 'dispatched';
     case 'subtask_started':
       return `[${e.index}] ${e.role} started ${e.artifact}${e.attempt > 1 ? ` (attempt ${e.attempt})` : ''}`;
-    case 'subtask_finished':
-      return `[${e.index}] ${e.role} finished ${e.artifact} (${e.bytes} B, ${((e.ms ?? 0) / 1000).toFixed(2)}s)`;
+    case 'subtask_finished': {
+      const how = e.partial ? `PARTIAL ${e.artifact}: ${e.reason ?? 'stopped at its token cap'}` : e.artifact;
+      return `[${e.index}] ${e.role} finished ${how} (${e.bytes} B, ${((e.ms ?? 0) / 1000).toFixed(2)}s)`;
+    }
     case 'subtask_failed':
       return `[${e.index}] ${e.role} FAILED ${e.artifact}: ${e.reason ?? ''}`;
     case 'tool_called': {
@@ -197,10 +223,12 @@ function describe(e: TimelineEvent): string {
       return `evicted ${e.name} (${e.reason})`;
     case 'reflected':
       return `reflected: ${e.decision} (${e.reason.slice(0, 120)})`;
+    case 'stalled':
+      return `STALLED, ${e.action === 'fail' ? 'failing' : 'escalating'} without asking the model: ${e.reason}`;
     case 'paused':
-      return `paused for a human (${e.pausedFor}): ${e.reason || e.decision || ''}`;
+      return `paused for a human (${e.pausedFor}): ${pauseReason(e)}`;
     case 'resumed':
-      return `resumed: ${e.action}`;
+      return `resumed: ${e.action}${e.budgets ? ` (${raisedText(e.budgets)})` : ''}`;
     case 'finished':
       return `finished: ${e.status}${e.reason ? ` (${e.reason})` : ''}`;
   }

@@ -61,8 +61,14 @@ export class ProviderRateLimitError extends DeepqError {
   }
 }
 
+/** Which budget ran out: tokens, cycles (steps) or wall-clock seconds. */
+export type BudgetKind = 'tokens' | 'steps' | 'seconds';
+
 export class BudgetExceededError extends DeepqError {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    readonly kind: BudgetKind = 'tokens',
+  ) {
     super(ErrorCode.BudgetExceeded, message);
   }
 }

@@ -343,13 +343,27 @@ export function liveFiles(task: string): string[] {
   return [...task.matchAll(/^- (\S+) \[(active|done|failed),/gm)].map((m) => m[1]!);
 }
 
+/** Done file names from the index: finished work, which the plan contract keeps. */
+export function doneFiles(task: string): string[] {
+  return [...task.matchAll(/^- (\S+) \[done,/gm)].map((m) => m[1]!);
+}
+
+/** The artifacts the reflection asked to revise (the planner's "To revise" line). */
+export function reviseFiles(task: string): string[] {
+  const line = /^To revise[^:]*: (.*)$/m.exec(task)?.[1] ?? '';
+  return line ? line.split(', ').map((s) => s.trim()) : [];
+}
+
 function pickRole(roles: string[], kind: keyof typeof DEFAULT_ROLE_NAMES): string | undefined {
   if (!roles.length) return DEFAULT_ROLE_NAMES[kind];
   const want = { research: /research/, code: /code|writer/, critic: /critic|review/ }[kind];
   return roles.find((r) => want.test(r));
 }
 
-/** Like the scripted provider: cycle 1 research + code, cycle 2 a critique, then end. */
+/**
+ * Like the scripted provider: cycle 1 research + code, cycle 2 a critique, then end; only
+ * what is not done yet is planned (finished work is kept, as the plan contract asks).
+ */
 export function defaultPlan(body: MessagesBody): {
   subtasks: { role: string; instruction: string; expected_artifact: string; read_files: string[] }[];
 } {
@@ -357,34 +371,35 @@ export function defaultPlan(body: MessagesBody): {
   const task = firstUserText(body);
   const goal = goalOf(body).slice(0, 300) || 'the goal';
   const files = liveFiles(task);
+  const done = new Set(doneFiles(task));
   const priorPlan = /^Prior plan: (.*)$/m.exec(task)?.[1] ?? '(none)';
   const research = pickRole(roles, 'research');
   const coder = pickRole(roles, 'code');
   const critic = pickRole(roles, 'critic');
   const subtasks: { role: string; instruction: string; expected_artifact: string; read_files: string[] }[] = [];
-  if (priorPlan === '(none)' || !files.includes('solution.py')) {
-    if (research)
+  if ((research && !done.has('research.md')) || (coder && !done.has('solution.py'))) {
+    if (research && !done.has('research.md'))
       subtasks.push({
         role: research,
         instruction: `Research the background for: ${goal}`,
         expected_artifact: 'research.md',
         read_files: [],
       });
-    if (coder)
+    if (coder && !done.has('solution.py'))
       subtasks.push({
         role: coder,
         instruction: `Write code for: ${goal}`,
         expected_artifact: 'solution.py',
         read_files: [],
       });
-  } else if (critic && !priorPlan.includes(`"role":"${critic}"`)) {
+  } else if (critic && !priorPlan.includes(`"role":"${critic}"`) && !done.has('critique.json')) {
     subtasks.push({
       role: critic,
       instruction: `Review the code against the goal: ${goal}`,
       expected_artifact: 'critique.json',
       read_files: ['solution.py'],
     });
-  } else if (coder) {
+  } else if (coder && reviseFiles(task).includes('solution.py')) {
     const reads = ['solution.py', ...(files.includes('critique.json') ? ['critique.json'] : [])];
     subtasks.push({
       role: coder,
@@ -397,7 +412,8 @@ export function defaultPlan(body: MessagesBody): {
     subtasks.push({
       role: roles[0] ?? DEFAULT_ROLE_NAMES.research,
       instruction: `Work on: ${goal}`,
-      expected_artifact: 'notes.md',
+      expected_artifact:
+        ['notes.md', 'notes-2.md', 'notes-3.md', 'notes-4.md'].find((n) => !done.has(n)) ?? 'notes-5.md',
       read_files: [],
     });
   return { subtasks };

@@ -1,6 +1,5 @@
-// `deepq demo`: the command only; the run itself is in cli/demo.ts.
+// `deepq demo`: the command only; the run itself is in cli/demo.ts, imported when it runs.
 import type { Command } from 'commander';
-import { runDemo } from '../demo.ts';
 
 const DEFAULT_GOAL = 'Write a function that sorts a list of numbers, with a short research note';
 
@@ -10,6 +9,7 @@ export function registerDemoCommand(program: Command): void {
     .description('run one goal end to end with every service as its own process')
     .argument('[goal]', 'the goal text', DEFAULT_GOAL)
     .action(async (goal: string) => {
+      const { runDemo } = await import('../demo.ts');
       process.exitCode = await runDemo(goal);
     });
 }

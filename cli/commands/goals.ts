@@ -1,17 +1,16 @@
 // The commands about goals: enqueue, status, watch, artifacts, cancel, resume and goals.
 // Registered in this order, which is the order `deepq --help` lists them in. Goal text,
 // reasons and names are printed with their control characters escaped (print does it; cells
-// that are padded are escaped first, so columns stay aligned), JSON with printJson.
+// that are padded are escaped first, so columns stay aligned), JSON with printJson. What only an
+// action uses is imported in it: `deepq --help` must not load zod and the goal store.
 
 import { join } from 'node:path';
 import type { Command } from 'commander';
-import { totalTokens } from '../../shared/goal/store.ts';
-import { int, num } from '../args.ts';
+import { int, num, onBudget } from '../args.ts';
 import { client } from '../connect.ts';
-import { estimateCost, type GoalClient } from '../goal-client.ts';
+import type { GoalClient } from '../goal-client.ts';
 import { safeLine } from '../terminal.ts';
 import { approvalLines } from './approvals.ts';
-import { exportArtifacts, planExport } from './artifacts-out.ts';
 import { follow, print, printJson } from './output.ts';
 
 export function registerGoalCommands(program: Command): void {
@@ -41,8 +40,12 @@ export function registerGoalCommands(program: Command): void {
     .description('carry on a goal awaiting a human')
     .argument('<goalId>')
     .option('--note <text>', 'a note for the planner (always re-plans)')
+    .option('--max-tokens <n>', 'raise the token budget to n', int('--max-tokens'))
+    .option('--max-steps <n>', 'raise the cycle budget to n', int('--max-steps'))
+    .option('--max-seconds <n>', 'give it n more seconds from now', num('--max-seconds'))
     .action(async (goalId: string, o) => {
-      const r = await (await client()).resume(goalId, o.note);
+      const raise = { maxTokens: o.maxTokens, maxSteps: o.maxSteps, maxSeconds: o.maxSeconds };
+      const r = await (await client()).resume(goalId, o.note, raise);
       print(`resumed ${goalId}: ${r.action} (status ${r.status})`);
     });
   registerGoals(program);
@@ -59,9 +62,10 @@ function registerEnqueue(program: Command): void {
     .option('--max-tokens <n>', 'token budget', int('--max-tokens'))
     .option('--max-steps <n>', 'cycle budget', int('--max-steps'))
     .option('--max-seconds <n>', 'wall-clock budget', num('--max-seconds'))
+    .option('--on-budget <mode>', 'at a budget: end (the default) or pause until resumed with more', onBudget)
     .action(async (goal: string, o) => {
       const c = await client();
-      const budgets = { maxTokens: o.maxTokens, maxSteps: o.maxSteps, maxSeconds: o.maxSeconds };
+      const budgets = { maxTokens: o.maxTokens, maxSteps: o.maxSteps, maxSeconds: o.maxSeconds, onBudget: o.onBudget };
       const goalId = await c.enqueue({ goal, review: !!o.review, budgets });
       // With --json --wait the status object is the only output.
       if (!o.json || !o.wait) print(goalId);
@@ -90,6 +94,10 @@ function registerStatus(program: Command): void {
 }
 
 async function printStatus(c: GoalClient, goalId: string, artifacts: string[]): Promise<void> {
+  const [{ estimateCost, formatCost }, { totalTokens }] = await Promise.all([
+    import('../../shared/goal/cost.ts'),
+    import('../../shared/goal/store.ts'),
+  ]);
   const g = await c.get(goalId);
   const t = g.tokens;
   print(`goal      ${g.goalId}: ${g.goal.slice(0, 100)}`);
@@ -100,15 +108,18 @@ async function printStatus(c: GoalClient, goalId: string, artifacts: string[]): 
       `cache read ${t.cache_read}, cache write ${t.cache_write})`,
   );
   for (const [k, u] of Object.entries(g.usage)) {
+    // An endpoint that reports no usage is estimated: said on its line.
+    const estimated = g.estimatedUsage.includes(k) ? ' (estimated)' : '';
     print(
       `  ${safeLine(k.replace('|', ' @ ')).padEnd(44)} in ${u.input} out ${u.output} ` +
-        `cache r/w ${u.cache_read}/${u.cache_write}`,
+        `cache r/w ${u.cache_read}/${u.cache_write}${estimated}`,
     );
   }
-  print(`cost      ~$${estimateCost(g, c.cfg.prices).toFixed(4)}`);
+  print(`cost      ${safeLine(formatCost(estimateCost(g, c.cfg.prices), { approx: true, models: true }))}`);
   print(`artifacts ${artifacts.join(', ') || '(none)'}`);
   const finished = g.finishedAt ? `  finished ${new Date(g.finishedAt).toISOString()}` : '';
   print(`created   ${new Date(g.createdAt).toISOString()}${finished}`);
+  for (const line of (await import('../budget-status.ts')).budgetStatusLines(g)) print(line);
   const waiting = await c.pendingApprovals(goalId);
   if (!waiting.length) return;
   print(`approvals ${waiting.length} tool call(s) wait for a human: deepq approve|reject ${goalId} <callId>`);
@@ -138,6 +149,7 @@ function registerArtifacts(program: Command): void {
 
 /** `--out DIR`: all or nothing, refusing colliding names before anything is written. */
 async function writeArtifacts(c: GoalClient, goalId: string, files: { name: string }[], out: string): Promise<void> {
+  const { exportArtifacts, planExport } = await import('./artifacts-out.ts');
   const plan = planExport(files.map((f) => f.name));
   // A name that could escape the directory is never written (deepq never stores one).
   for (const s of plan.skipped)
@@ -147,7 +159,7 @@ async function writeArtifacts(c: GoalClient, goalId: string, files: { name: stri
 }
 
 /** Column widths of the `goals` table; the goal text runs on unpadded at the end. */
-const GOAL_COLUMNS = [14, 16, 6, 10, 10, 8];
+const GOAL_COLUMNS = [14, 16, 6, 10, 25, 8];
 const goalRow = (cells: string[]) => cells.map((s, i) => safeLine(s).padEnd(GOAL_COLUMNS[i] ?? 0)).join('');
 
 function registerGoals(program: Command): void {
@@ -164,8 +176,7 @@ function registerGoals(program: Command): void {
       }
       print(goalRow(['GOAL', 'STATUS', 'STEP', 'TOKENS', 'COST', 'AGE', 'TEXT']));
       for (const r of rows) {
-        const cost = `$${r.costUsd.toFixed(4)}`;
-        print(goalRow([r.goalId, r.status, String(r.step), String(r.tokens), cost, `${r.ageSeconds}s`, r.goal]));
+        print(goalRow([r.goalId, r.status, String(r.step), String(r.tokens), r.cost, `${r.ageSeconds}s`, r.goal]));
       }
     });
 }

@@ -1,7 +1,7 @@
 // The service commands: planner, reflector and worker run one service in this process;
-// `up` runs all of them as child processes.
+// `up` runs all of them as child processes. Config and services are imported when a command
+// runs, so that `deepq --help` stays fast.
 import { type Command, Option } from 'commander';
-import { loadConfig } from '../../shared/runtime/config.ts';
 import { int } from '../args.ts';
 import { planChildren, supervise } from '../supervisor.ts';
 import { print } from './output.ts';
@@ -18,7 +18,10 @@ export function registerServiceCommands(program: Command): void {
     .description('run a planner service process')
     .addOption(concurrency())
     .action(async (o) => {
-      const { main } = await import('../../services/planner/main.ts');
+      const [{ main }, { loadConfig }] = await Promise.all([
+        import('../../services/planner/main.ts'),
+        import('../../shared/runtime/config.ts'),
+      ]);
       const cfg = loadConfig();
       await main(cfg, { concurrency: o.concurrency ?? cfg.concurrency });
     });
@@ -27,7 +30,10 @@ export function registerServiceCommands(program: Command): void {
     .description('run a reflector service process (hosts the TTL sweep)')
     .addOption(concurrency())
     .action(async (o) => {
-      const { main } = await import('../../services/reflector/main.ts');
+      const [{ main }, { loadConfig }] = await Promise.all([
+        import('../../services/reflector/main.ts'),
+        import('../../shared/runtime/config.ts'),
+      ]);
       const cfg = loadConfig();
       await main(cfg, { concurrency: o.concurrency ?? cfg.concurrency });
     });
@@ -37,7 +43,10 @@ export function registerServiceCommands(program: Command): void {
     .requiredOption('--role <role>', 'the role this worker serves')
     .addOption(concurrency())
     .action(async (o) => {
-      const { main } = await import('../../services/subagent-worker/main.ts');
+      const [{ main }, { loadConfig }] = await Promise.all([
+        import('../../services/subagent-worker/main.ts'),
+        import('../../shared/runtime/config.ts'),
+      ]);
       const cfg = loadConfig();
       await main(cfg, { role: o.role, concurrency: o.concurrency ?? cfg.concurrency });
     });
@@ -59,7 +68,8 @@ function registerUp(program: Command): void {
 }
 
 /** Starts the children and stops them all on SIGINT or SIGTERM, exiting 1 if any failed. */
-function up(metricsPortBase: number, replicas: number): void {
+async function up(metricsPortBase: number, replicas: number): Promise<void> {
+  const { loadConfig } = await import('../../shared/runtime/config.ts');
   const cfg = loadConfig();
   if (cfg.providerNotice) print(cfg.providerNotice);
   const specs = planChildren(

@@ -1,8 +1,6 @@
-// `deepq transcript`: one agent run's stored transcript, by thread id.
+// `deepq transcript`: one agent run's stored transcript, by thread id. The runtime is imported
+// when the command runs, so that `deepq --help` stays fast.
 import type { Command } from 'commander';
-import { loadTranscript } from '../../shared/agent/transcripts.ts';
-import { loadConfig } from '../../shared/runtime/config.ts';
-import { createRuntime } from '../../shared/runtime/runtime.ts';
 import { connected } from '../connect.ts';
 import { printJson } from './output.ts';
 
@@ -12,6 +10,11 @@ export function registerTranscriptCommand(program: Command): void {
     .description("show an agent run's transcript by thread id")
     .argument('<threadId>')
     .action(async (threadId: string) => {
+      const [{ loadTranscript }, { loadConfig }, { createRuntime }] = await Promise.all([
+        import('../../shared/agent/transcripts.ts'),
+        import('../../shared/runtime/config.ts'),
+        import('../../shared/runtime/runtime.ts'),
+      ]);
       const cfg = loadConfig();
       // Transcripts are read through a runtime, not the goal client; its logs would be noise here.
       const rt = createRuntime({ ...cfg, logLevel: 'silent' }, 'cli');

@@ -1,7 +1,6 @@
 // `deepq ui`: the web inspector (services/ui/). Loopback unless --host says otherwise; off
 // loopback it refuses to start without DEEPQ_UI_TOKEN.
 import type { Command } from 'commander';
-import { loadConfig } from '../../shared/runtime/config.ts';
 import { int } from '../args.ts';
 import { print } from './output.ts';
 
@@ -13,7 +12,10 @@ export function registerUiCommand(program: Command): void {
     .option('--host <address>', 'address to bind; off loopback DEEPQ_UI_TOKEN is required', '127.0.0.1')
     .action(async (o: { port: number; host: string }) => {
       // Imported only when run: the other commands need none of the web stack.
-      const { main } = await import('../../services/ui/main.ts');
+      const [{ main }, { loadConfig }] = await Promise.all([
+        import('../../services/ui/main.ts'),
+        import('../../shared/runtime/config.ts'),
+      ]);
       const cfg = loadConfig();
       const token = process.env.DEEPQ_UI_TOKEN || undefined;
       const ui = await main(cfg, { host: o.host, port: o.port, token });

@@ -16,7 +16,8 @@ export async function main(cfg: Config, opts: { concurrency: number }) {
     queueName: PLAN_QUEUE,
     role: 'planner',
     concurrency: opts.concurrency,
-    handler: (job, signal) => processPlanJob(rt, job, signal),
+    // The token lets a plan job park itself while its goal waits for a bigger budget.
+    handler: (job, signal, token) => processPlanJob(rt, job, signal, token),
     onFinalFailure: failGoalOnFinalFailure(rt, 'planning'),
   });
   stopOnSignals(svc, rt.logger);

@@ -1,38 +1,103 @@
 // The planner's output contract: a plan (shared/goal/plan.ts) plus the rules that need
-// context: known roles, unique artifact names, read_files naming files that exist.
+// context: known roles, unique artifact names, read_files naming files that exist, no `done`
+// artifact planned again unless the last reflection asked to revise it (finished work is
+// kept), and an estimated cost within the tokens the goal has left.
 import type { z } from 'zod';
-import { jsonContract, type OutputContract } from '../../shared/agent/output-contracts.ts';
+import type { OutputContract } from '../../shared/agent/output-contracts.ts';
+import { jsonContract } from '../../shared/agent/output-contracts.ts';
 import { type Plan, PlanSchema } from '../../shared/goal/plan.ts';
 
-export function planSchemaFor(knownRoles: string[], existingFiles: string[]) {
+export interface PlanContext {
+  /** Done artifacts: finished work, not to be planned again. */
+  done?: string[];
+  /** Done artifacts the last reflection asked to revise: these may be planned again. */
+  revise?: string[];
+  /** The tokens the goal has left, and what each role has cost per subtask so far. */
+  budget?: PlanBudget;
+}
+
+export interface PlanBudget {
+  tokensLeft: number;
+  /** Average tokens per subtask of each role that has run in this goal. */
+  perSubtask: Record<string, number>;
+}
+
+export function planSchemaFor(knownRoles: string[], existingFiles: string[], context: PlanContext = {}) {
   const files = new Set(existingFiles);
+  const done = new Set(context.done ?? []);
+  const revise = new Set(context.revise ?? []);
   return PlanSchema.superRefine((plan, ctx) => {
     const seen = new Set<string>();
     plan.subtasks.forEach((t, i) => {
       const at = (...path: (string | number)[]) => ['subtasks', i, ...path];
-      if (!knownRoles.includes(t.role)) {
-        const message = `unknown role ${JSON.stringify(t.role)} (known: ${knownRoles.join(', ')})`;
-        ctx.addIssue({ code: 'custom', path: at('role'), message });
-      }
-      if (seen.has(t.expected_artifact)) {
-        const message = `duplicate artifact name ${JSON.stringify(t.expected_artifact)}`;
-        ctx.addIssue({ code: 'custom', path: at('expected_artifact'), message });
-      }
+      const issue = (path: (string | number)[], message: string) => ctx.addIssue({ code: 'custom', path, message });
+      if (!knownRoles.includes(t.role))
+        issue(at('role'), `unknown role ${JSON.stringify(t.role)} (known: ${knownRoles.join(', ')})`);
+      const name = JSON.stringify(t.expected_artifact);
+      if (seen.has(t.expected_artifact)) issue(at('expected_artifact'), `duplicate artifact name ${name}`);
       seen.add(t.expected_artifact);
+      if (done.has(t.expected_artifact) && !revise.has(t.expected_artifact))
+        issue(
+          at('expected_artifact'),
+          `${name} is done: finished work is kept, so plan only what is missing or failed ` +
+            '(a done artifact is planned again only when the reflection asks to revise it)',
+        );
       t.read_files.forEach((f, j) => {
-        if (files.has(f)) return;
-        const message = `read_files names ${JSON.stringify(f)}, which does not exist`;
-        ctx.addIssue({ code: 'custom', path: at('read_files', j), message });
+        if (!files.has(f)) issue(at('read_files', j), `read_files names ${JSON.stringify(f)}, which does not exist`);
       });
     });
   });
 }
 
-export function planContract(roles: string[], files: string[]): OutputContract<Plan> {
-  return jsonContract(
-    'plan',
-    'JSON {"subtasks": [{"role", "instruction", "expected_artifact", "read_files"}]} with 1-5 subtasks, ' +
-      'known roles, unique artifact names, and read_files naming existing files',
-    planSchemaFor(roles, files) as z.ZodType<Plan>,
+/**
+ * What a plan will cost, as far as is known: each subtask's token_cap, else its role's cost per
+ * subtask so far; a role that has not run yet in this goal, without a cap, is not counted.
+ */
+export function estimatePlan(plan: Pick<Plan, 'subtasks'>, perSubtask: Record<string, number>) {
+  let tokens = 0;
+  const parts: string[] = [];
+  for (const t of plan.subtasks) {
+    const cost = t.token_cap ?? perSubtask[t.role];
+    if (cost === undefined) continue;
+    tokens += cost;
+    parts.push(`${t.expected_artifact} ~${cost}${t.token_cap ? ' (its cap)' : ` (${t.role}'s average)`}`);
+  }
+  return { tokens, detail: parts.join(', ') };
+}
+
+export function overBudgetProblem(plan: Pick<Plan, 'subtasks'>, budget: PlanBudget | undefined): string | null {
+  if (!budget) return null;
+  const est = estimatePlan(plan, budget.perSubtask);
+  if (est.tokens <= budget.tokensLeft) return null;
+  return (
+    `the plan's estimated cost, ${est.tokens} tokens (${est.detail}), is more than the ${budget.tokensLeft} ` +
+    "tokens left of the goal's budget: plan fewer subtasks, or give each a token_cap so that they fit"
   );
+}
+
+/** The contract, and whether its last rejection was the budget alone (the goal is out of budget, not confused). */
+export interface PlanContract extends OutputContract<Plan> {
+  lastOverBudget(): string | null;
+}
+
+export function planContract(roles: string[], files: string[], context: PlanContext = {}): PlanContract {
+  const base = jsonContract(
+    'plan',
+    'JSON {"subtasks": [{"role", "instruction", "expected_artifact", "read_files", "token_cap"?}]} with 1-5 ' +
+      'subtasks, known roles, unique artifact names, read_files naming existing files, no done artifact ' +
+      "planned again unless the reflection asks to revise it, and an estimated cost within the goal's budget",
+    planSchemaFor(roles, files, context) as z.ZodType<Plan>,
+  );
+  let overBudget: string | null = null;
+  return {
+    ...base,
+    check(text) {
+      overBudget = null;
+      const verdict = base.check(text);
+      if (!verdict.ok) return verdict;
+      overBudget = overBudgetProblem(verdict.value, context.budget);
+      return overBudget ? { ok: false, problem: overBudget } : verdict;
+    },
+    lastOverBudget: () => overBudget,
+  };
 }

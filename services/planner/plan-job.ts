@@ -1,12 +1,14 @@
 // The planner's job: read the goal, the file index (never contents), the prior plan and
-// the last reflection; ask the model for 1-5 subtasks; validate; dispatch one flow.
+// the last reflection; ask the model for 1-5 subtasks; validate; dispatch one flow. A budget
+// that runs out ends the goal, or (`--on-budget pause`) pauses it and parks this job.
 import type { Job } from 'bullmq';
 import type { Logger } from 'pino';
 import { runForGoal } from '../../shared/agent/run-for-goal.ts';
 import { shortId } from '../../shared/agent/transcripts.ts';
-import { budgetProblem } from '../../shared/goal/budgets.ts';
+import { type BudgetHit, budgetProblem, onBudgetOf } from '../../shared/goal/budgets.ts';
 import { subtaskRefs } from '../../shared/goal/events.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
+import { isPausedForBudget, parkForBudget } from '../../shared/goal/parking.ts';
 import type { Plan } from '../../shared/goal/plan.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';
@@ -16,10 +18,10 @@ import { REFLECT_QUEUE, reflectJobId } from '../../shared/runtime/queues.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 import { dispatchCycle } from './dispatch.ts';
 import { planContract } from './plan-contract.ts';
-import { plannerMessage, plannerSpec } from './prompt.ts';
+import { planBudgetOf, plannerMessage, plannerSpec } from './prompt.ts';
 
 export interface PlanOutcome {
-  status: 'dispatched' | 'skipped' | 'failed' | 'budget_exceeded';
+  status: 'dispatched' | 'skipped' | 'failed' | 'budget_exceeded' | 'paused';
   subtasks?: number;
   reason?: string;
 }
@@ -31,9 +33,16 @@ interface PlanJobContext {
   threadId: string;
   log: Logger;
   signal?: AbortSignal;
+  job: Job;
+  token?: string;
 }
 
-export async function processPlanJob(rt: Runtime, job: Job, signal?: AbortSignal): Promise<PlanOutcome> {
+export async function processPlanJob(
+  rt: Runtime,
+  job: Job,
+  signal?: AbortSignal,
+  token?: string,
+): Promise<PlanOutcome> {
   const { goalId, step } = parseJobData(PlanJobSchema, job.data, 'plan job payload');
   const goal = await goalOfJob(rt.goals, goalId);
   // The thread id of this run's model conversation, on every log line about the job.
@@ -49,18 +58,29 @@ export async function processPlanJob(rt: Runtime, job: Job, signal?: AbortSignal
     log.info(fields, 'stale plan job: the goal has moved past this cycle');
     return { status: 'skipped', reason: `stale: the goal is ${goal.status} at cycle ${goal.step}` };
   }
+  // The goal waits for a human to raise a budget: this job waits with it.
+  if (isPausedForBudget(goal)) return parkForBudget(rt, job, token, goalId);
   if (goal.planStep === step && goal.step === step) return ensureDispatched(rt, goalId, step, log);
   if (!(await rt.lifecycle.beginPlanning(goalId))) return ensureDispatched(rt, goalId, step, log);
   const over = budgetProblem(goal, { nextStep: step });
-  if (over) {
-    await rt.lifecycle.exceedBudget(goalId, over, step);
-    return { status: 'budget_exceeded', reason: over };
-  }
+  if (over) return atBudget({ rt, goal, step, threadId, log, job, token }, over);
   // A re-delivered plan job dispatches the plan already chosen, never asks twice.
   const reuse = goal.planStep === step && goal.plan;
-  const chosen = reuse ? { plan: reuse } : await choosePlan({ rt, goal, step, threadId, log, signal });
+  const chosen = reuse ? { plan: reuse } : await choosePlan({ rt, goal, step, threadId, log, signal, job, token });
   if (!('plan' in chosen)) return chosen;
-  return dispatchPlan(rt, goalId, step, chosen.plan, log);
+  return dispatchPlan(rt, goal, step, chosen.plan, log);
+}
+
+/** A budget ran out before planning: the goal ends, or pauses with this job parked. */
+async function atBudget(c: PlanJobContext, hit: BudgetHit): Promise<PlanOutcome> {
+  const { rt, goal, step } = c;
+  if (onBudgetOf(goal) === 'end') {
+    await rt.lifecycle.exceedBudget(goal.goalId, hit.reason, step, hit.kind);
+    return { status: 'budget_exceeded', reason: hit.reason };
+  }
+  await rt.lifecycle.pauseForBudget(goal.goalId, hit, step);
+  c.log.info({ reason: hit.reason }, 'budget reached before planning: the goal waits for a human');
+  return parkForBudget(rt, c.job, c.token, goal.goalId);
 }
 
 /** A plan job for a cycle the goal has already reflected on or moved past. */
@@ -72,11 +92,15 @@ async function choosePlan(c: PlanJobContext): Promise<{ plan: Plan } | PlanOutco
   const { rt, goal, step } = c;
   const index = await rt.vfs.index(goal.goalId);
   const live = index.filter((e) => e.status !== 'evicted').map((e) => e.name);
+  const done = index.filter((e) => e.status === 'done').map((e) => e.name);
+  const revise = goal.reflection?.revise ?? [];
+  const budget = planBudgetOf(goal);
+  const contract = planContract(roleNames(rt.cfg), live, { done, revise, budget });
   const res = await runForGoal<Plan>(rt, {
     spec: plannerSpec(rt.cfg),
     goal,
     task: plannerMessage(goal, step, index),
-    contract: planContract(roleNames(rt.cfg), live),
+    contract,
     ctx: {
       role: 'planner',
       kind: 'planner',
@@ -84,17 +108,14 @@ async function choosePlan(c: PlanJobContext): Promise<{ plan: Plan } | PlanOutco
       step,
       threadId: c.threadId,
       signal: c.signal,
-      subject: { goal: goal.goal, plan: goal.plan, files: live },
+      subject: { goal: goal.goal, plan: goal.plan, files: live, done, revise, tokensLeft: budget?.tokensLeft },
     },
     log: c.log,
   });
   if (res.kind === 'over_budget') return { status: 'budget_exceeded', reason: res.reason };
-  if (res.kind === 'rejected') {
-    const reason = `planner output rejected: ${res.problem}`;
-    c.log.warn({ threadId: c.threadId, reason }, 'planning failed');
-    await rt.lifecycle.fail(goal.goalId, reason, step, ['planning']);
-    return { status: 'failed', reason };
-  }
+  if (res.kind === 'stopped') return { status: 'skipped', reason: res.reason };
+  if (res.kind === 'paused') return parkForBudget(rt, c.job, c.token, goal.goalId);
+  if (res.kind === 'rejected') return rejected(c, res.problem, contract.lastOverBudget());
   // Stored only while still planning: once a (concurrent) delivery moved the goal on, the
   // plan it dispatched is the one that stays.
   if (!(await rt.lifecycle.recordPlan(goal.goalId, step, res.value, c.threadId))) {
@@ -104,12 +125,34 @@ async function choosePlan(c: PlanJobContext): Promise<{ plan: Plan } | PlanOutco
 }
 
 /**
+ * The plan broke its contract twice: the goal fails, naming the problem; unless no plan could
+ * fit what is left of the token budget, which is the budget running out (end or pause).
+ */
+async function rejected(c: PlanJobContext, problem: string, overBudget: string | null): Promise<PlanOutcome> {
+  const { rt, goal, step } = c;
+  if (overBudget) return atBudget(c, { kind: 'tokens', reason: `token budget too small for a plan: ${overBudget}` });
+  const reason = `planner output rejected: ${problem}`;
+  c.log.warn({ threadId: c.threadId, reason }, 'planning failed');
+  await rt.lifecycle.fail(goal.goalId, reason, step, ['planning']);
+  return { status: 'failed', reason };
+}
+
+/**
  * Running first, flow second: the cycle's reflection can only start once its children
  * exist, so it always finds the goal `running`. A death between the two is repaired by the
  * re-delivery (ensureDispatched adds the missing flow).
  */
-async function dispatchPlan(rt: Runtime, goalId: string, step: number, plan: Plan, log: Logger): Promise<PlanOutcome> {
-  if (!(await rt.lifecycle.dispatch(goalId, step, plan))) return ensureDispatched(rt, goalId, step, log);
+async function dispatchPlan(
+  rt: Runtime,
+  goal: GoalRecord,
+  step: number,
+  plan: Plan,
+  log: Logger,
+): Promise<PlanOutcome> {
+  const { goalId } = goal;
+  if (!(await rt.lifecycle.dispatch(goalId, step, plan, goal.subtasksByRole))) {
+    return ensureDispatched(rt, goalId, step, log);
+  }
   const fresh = await rt.goals.get(goalId);
   await dispatchCycle(rt.queues, rt.cfg, goalId, step, fresh?.planStep === step && fresh.plan ? fresh.plan : plan);
   log.info({ subtasks: plan.subtasks.length }, 'cycle dispatched');

@@ -1,17 +1,24 @@
 // What the planner is told: its system prompt (the roles it may assign) and, per cycle, the
-// goal, the file index (never contents), the prior plan, the last reflection and any note.
+// goal, the file index (never contents), the finished work to keep, the last cycle's failures
+// and partial results, the prior plan, the last reflection, what is left of each budget and
+// what each role has cost per subtask so far, and any note.
 import { type AgentSpec, coordinatorSpec } from '../../shared/agent/roles.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';
+import { totalTokens } from '../../shared/goal/store.ts';
 import { type Config, roleNames } from '../../shared/runtime/config.ts';
 import { type FileEntry, formatIndex } from '../../shared/vfs/vfs.ts';
+import type { PlanBudget } from './plan-contract.ts';
 
 export function plannerPrompt(roles: string[]): string {
   return (
     "You are the planner. Decompose the user's goal into 1-5 subtasks assigned to the " +
     `available roles: ${roles.join(', ')}.\n` +
     'Return ONLY JSON: {"subtasks": [{"role": str, "instruction": str, "expected_artifact": str, ' +
-    '"read_files": [str]}]}. Artifact names are unique within the plan; read_files may only ' +
-    'name files that exist in the index. Do not execute subtasks. Do not write file contents.'
+    '"read_files": [str], "token_cap": int (optional)}]}. Artifact names are unique within the plan; ' +
+    'read_files may only name files that exist in the index. Artifacts that are done are finished ' +
+    'work: keep them, and plan only what is missing or failed; plan a done artifact again only when ' +
+    'the last reflection asks to revise it. token_cap is the most tokens a subtask may use; keep the ' +
+    "plan's cost within the budget left. Do not execute subtasks. Do not write file contents."
   );
 }
 
@@ -19,7 +26,28 @@ export function plannerSpec(cfg: Config): AgentSpec {
   return coordinatorSpec({ systemPrompt: plannerPrompt(roleNames(cfg)), tier: 'HIGH', contract: 'plan' }, cfg.planner);
 }
 
-export function plannerMessage(goal: GoalRecord, step: number, index: FileEntry[]): string {
+/** Average tokens per subtask of each role that has run in this goal. */
+export function costPerSubtask(goal: Pick<GoalRecord, 'usage' | 'subtasksByRole'>): Record<string, number> {
+  const tokens: Record<string, number> = {};
+  for (const [key, u] of Object.entries(goal.usage)) {
+    const role = key.split('|')[0] ?? '';
+    tokens[role] = (tokens[role] ?? 0) + totalTokens(u);
+  }
+  const out: Record<string, number> = {};
+  for (const [role, n] of Object.entries(goal.subtasksByRole)) {
+    if (n > 0 && tokens[role]) out[role] = Math.round(tokens[role] / n);
+  }
+  return out;
+}
+
+/** The tokens left and the costs per subtask, when the goal has a token budget. */
+export function planBudgetOf(goal: GoalRecord): PlanBudget | undefined {
+  const max = goal.budgets.maxTokens;
+  if (max === undefined) return undefined;
+  return { tokensLeft: Math.max(0, max - totalTokens(goal.tokens)), perSubtask: costPerSubtask(goal) };
+}
+
+export function plannerMessage(goal: GoalRecord, step: number, index: FileEntry[], now = Date.now()): string {
   const reflection = goal.reflection
     ? JSON.stringify({ decision: goal.reflection.decision, reason: goal.reflection.reason })
     : '(none)';
@@ -27,8 +55,47 @@ export function plannerMessage(goal: GoalRecord, step: number, index: FileEntry[
     `Goal: ${goal.goal}`,
     `Cycle: ${step}`,
     `Current files:\n${formatIndex(index)}`,
+    ...keptWork(goal, index),
     `Prior plan: ${goal.plan ? JSON.stringify(goal.plan) : '(none)'}`,
     `Last reflection: ${reflection}`,
+    ...budgetLines(goal, step, now),
     ...(goal.note ? [`Note from a human: ${goal.note}`] : []),
   ].join('\n');
+}
+
+/** Finished work to keep, the last cycle's failures (with reasons) and partial results, revisions asked for. */
+function keptWork(goal: GoalRecord, index: FileEntry[]): string[] {
+  const lines: string[] = [];
+  const done = index.filter((e) => e.status === 'done').map((e) => `${e.name} (v${e.version})`);
+  if (done.length) lines.push(`Done (finished work: keep it, do not plan it again): ${done.join(', ')}`);
+  const failed = goal.outcomes.filter((o) => o.status === 'failed');
+  if (failed.length) {
+    lines.push('Failed in the last cycle (plan what they were for again, or what they need):');
+    for (const o of failed) lines.push(`- ${o.artifact} (${o.role}): ${(o.reason ?? 'failed').slice(0, 300)}`);
+  }
+  const partial = goal.outcomes.filter((o) => o.status === 'partial').map((o) => `${o.artifact} (${o.role})`);
+  if (partial.length) lines.push(`Partial (stopped at their token cap, unfinished): ${partial.join(', ')}`);
+  const revise = goal.reflection?.revise ?? [];
+  if (revise.length) lines.push(`To revise (the reflection asked; each becomes a new version): ${revise.join(', ')}`);
+  return lines;
+}
+
+/** What is left of each budget, and what each role has cost per subtask so far. */
+function budgetLines(goal: GoalRecord, step: number, now: number): string[] {
+  const b = goal.budgets;
+  const left: string[] = [];
+  const budget = planBudgetOf(goal);
+  if (budget) left.push(`tokens ${budget.tokensLeft} of ${b.maxTokens}`);
+  if (b.maxSteps !== undefined) left.push(`cycles: this is cycle ${step} of at most ${b.maxSteps}`);
+  if (b.maxSeconds !== undefined) {
+    const seconds = Math.max(0, b.maxSeconds - (now - goal.createdAt) / 1000);
+    left.push(`seconds ${seconds.toFixed(0)} of ${b.maxSeconds}`);
+  }
+  const lines = left.length ? [`Budget left: ${left.join('; ')}`] : [];
+  const costs = Object.entries(costPerSubtask(goal)).map(([role, tokens]) => {
+    const n = goal.subtasksByRole[role] ?? 0;
+    return `${role} ~${tokens} tokens (${n} subtask${n === 1 ? '' : 's'})`;
+  });
+  if (costs.length) lines.push(`Cost per subtask so far: ${costs.join(', ')}`);
+  return lines;
 }

@@ -1,9 +1,11 @@
 // The time budget, enforced mid-cycle: each goal with `maxSeconds` has one delayed job that
 // fires when the budget runs out. If the goal is still working, it ends `budget_exceeded` and
-// its running jobs are aborted everywhere through the cancel channel (as `deepq cancel` does).
-// A goal awaiting a human is left alone: the planner checks the budget when it is resumed.
+// its running jobs are aborted everywhere through the cancel channel (as `deepq cancel` does);
+// with `--on-budget pause` it pauses instead, and its running jobs park at their next model
+// call (shared/goal/parking.ts), their work kept. A goal awaiting a human is left alone: the
+// planner checks the budget when it is resumed.
 import { releaseApprovals } from '../../shared/goal/approvals.ts';
-import { budgetProblem } from '../../shared/goal/budgets.ts';
+import { budgetProblem, onBudgetOf } from '../../shared/goal/budgets.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 
@@ -19,11 +21,16 @@ export async function enforceDeadline(rt: Runtime, goalId: string, now = Date.no
     const left = goal.createdAt + (goal.budgets.maxSeconds ?? 0) * 1000 - now;
     return `not yet: ${Math.max(0, left)} ms left`;
   }
-  if (await rt.lifecycle.exceedBudget(goalId, over, goal.step)) {
+  if (onBudgetOf(goal) === 'pause') {
+    if (await rt.lifecycle.pauseForBudget(goalId, over, goal.step))
+      rt.logger.info({ goalId, reason: over.reason }, 'time budget ran out mid-cycle: goal paused');
+    return over.reason;
+  }
+  if (await rt.lifecycle.exceedBudget(goalId, over.reason, goal.step, over.kind)) {
     await rt.redis.publish(rt.goals.keys.cancelChannel(), goalId);
     // Jobs waiting for a human's approval end now, as skipped, not at their approval timeout.
     await releaseApprovals(rt, goalId, 'the goal ran out of time');
-    rt.logger.info({ goalId, reason: over }, 'time budget ran out mid-cycle: goal ended');
+    rt.logger.info({ goalId, reason: over.reason }, 'time budget ran out mid-cycle: goal ended');
   }
-  return over;
+  return over.reason;
 }

@@ -4,6 +4,6 @@ import { ReflectionSchema } from '../../shared/goal/plan.ts';
 
 export const reflectionContract = jsonContract(
   'reflection',
-  'JSON {"decision": "continue"|"replan"|"end"|"escalate", "reason": str}',
+  'JSON {"decision": "continue"|"replan"|"end"|"escalate", "reason": str, "revise": [artifact names] (optional)}',
   ReflectionSchema,
 );

@@ -18,7 +18,7 @@ export async function main(cfg: Config, opts: { concurrency: number }) {
     queueName: REFLECT_QUEUE,
     role: 'reflector',
     concurrency: opts.concurrency,
-    handler: (job, signal) => processReflectJob(rt, job, signal),
+    handler: (job, signal, token) => processReflectJob(rt, job, signal, token),
     onFinalFailure: failGoalOnFinalFailure(rt, 'reflection'),
     sideQueues: [
       { queueName: MAINTENANCE_QUEUE, role: 'maintenance', concurrency: 1, handler: maintenanceHandler(rt) },

@@ -1,15 +1,11 @@
 // A finished cycle's outcomes: each child's result, or its failure reason when it failed for
 // good (a failed child never cancels its siblings: ignoreDependencyOnFailure).
 import type { Job } from 'bullmq';
+import type { CycleOutcome } from '../../shared/goal/progress.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';
 import type { SubagentJobResult } from '../../shared/runtime/jobs.ts';
 
-export interface SubtaskOutcome {
-  index: number;
-  role: string;
-  artifact: string;
-  status: 'done' | 'failed';
-  reason?: string;
+export interface SubtaskOutcome extends CycleOutcome {
   bytes?: number;
 }
 
@@ -21,7 +17,8 @@ export async function collectOutcomes(job: Job, goal: GoalRecord): Promise<Subta
   const failures = await job.getIgnoredChildrenFailures();
   const byIndex = new Map<number, SubtaskOutcome>();
   for (const [key, v] of Object.entries(values)) {
-    const status = v.status === 'failed' ? 'failed' : 'done';
+    // A subtask stopped at its token cap returns what it had, marked partial (status active).
+    const status = v.partial ? 'partial' : v.status === 'failed' ? 'failed' : 'done';
     const index = indexOf(key);
     byIndex.set(index, {
       index,

@@ -7,11 +7,12 @@ import { type FileEntry, formatIndex } from '../../shared/vfs/vfs.ts';
 import type { SubtaskOutcome } from './outcomes.ts';
 
 export const REFLECTOR_PROMPT =
-  'You are the reflection node. Given the goal, the plan and the file index (name, status, ' +
-  'bytes), decide what happens next. Return ONLY JSON: {"decision": ' +
-  '"continue"|"replan"|"end"|"escalate", "reason": str}. Use "end" when the goal is met, ' +
-  '"continue" to run the next cycle of the plan, "replan" when the plan is wrong, "escalate" ' +
-  'when a human must decide.';
+  'You are the reflection node. Given the goal, the plan, the outcomes and the file index (name, ' +
+  'status, bytes), decide what happens next. Return ONLY JSON: {"decision": ' +
+  '"continue"|"replan"|"end"|"escalate", "reason": str, "revise": [str] (optional)}. Use "end" when ' +
+  'the goal is met, "continue" to run the next cycle of the plan, "replan" when the plan is wrong or ' +
+  'work failed (done artifacts are kept; only what failed or is missing is planned again), ' +
+  '"escalate" when a human must decide. List in "revise" the done artifacts that must be rewritten.';
 
 export function reflectorSpec(cfg: Config): AgentSpec {
   return coordinatorSpec({ systemPrompt: REFLECTOR_PROMPT, tier: 'LOW', contract: 'reflection' }, cfg.reflector);

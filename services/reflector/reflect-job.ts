@@ -1,13 +1,16 @@
 // The reflector's job: runs once a cycle's children have all finished (failed ones too),
-// evicts stale artifacts, then decides continue / replan / end / escalate. At max depth it
-// escalates without asking the model.
+// evicts stale artifacts, records the cycle's progress, then decides continue / replan / end /
+// escalate. After `stall.cycles` cycles without progress (shared/goal/progress.ts), or at max
+// depth, it escalates (a stall: or fails, by config) without asking the model.
 import type { Job } from 'bullmq';
 import type { Logger } from 'pino';
 import { runForGoal } from '../../shared/agent/run-for-goal.ts';
 import { shortId } from '../../shared/agent/transcripts.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
 import type { Decided } from '../../shared/goal/lifecycle.ts';
+import { isPausedForBudget, parkForBudget } from '../../shared/goal/parking.ts';
 import type { Reflection } from '../../shared/goal/plan.ts';
+import { progressEntry, recordProgress, stallReason } from '../../shared/goal/progress.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';
 import { goalOfJob, parseJobData, ReflectJobSchema } from '../../shared/runtime/jobs.ts';
@@ -21,10 +24,17 @@ export interface ReflectResult {
   skipped?: string;
 }
 
-export async function processReflectJob(rt: Runtime, job: Job, signal?: AbortSignal): Promise<ReflectResult> {
+export async function processReflectJob(
+  rt: Runtime,
+  job: Job,
+  signal?: AbortSignal,
+  token?: string,
+): Promise<ReflectResult> {
   const { goalId, step } = parseJobData(ReflectJobSchema, job.data, 'reflect job payload');
   const goal = await goalOfJob(rt.goals, goalId);
   if (isTerminal(goal.status)) return { skipped: goal.status };
+  // The goal waits for a human to raise a budget: the reflection waits with it.
+  if (isPausedForBudget(goal)) return parkForBudget(rt, job, token, goalId);
   if (isStale(goal, step)) {
     const fields = { goalId, step, jobId: job.id, status: goal.status, goalStep: goal.step };
     rt.logger.info(fields, 'stale reflect job: the goal is not at this cycle');
@@ -43,7 +53,7 @@ export async function processReflectJob(rt: Runtime, job: Job, signal?: AbortSig
   const evicted = await rt.vfs.evict(goalId, step);
   if (evicted.length) log.info({ evicted: evicted.length }, 'evicted stale artifacts');
 
-  const decided = await decide(rt, { goal, step, outcomes, threadId, log, signal });
+  const decided = await decide(rt, { goal, step, outcomes, threadId, log, signal, job, token });
   if (!('reflection' in decided)) return decided;
   rt.metrics.decisions.inc({ decision: decided.reflection.decision });
   await applyDecision(rt, goal, decided);
@@ -67,17 +77,45 @@ interface DecideInput {
   threadId: string;
   log: Logger;
   signal?: AbortSignal;
+  job: Job;
+  token?: string;
 }
 
-/** The decision: the one already stored (a re-delivery), a forced escalation, or the model's. */
+/**
+ * The decision: the one already stored (a re-delivery), the stall detector's, a forced
+ * escalation at max depth, or the model's; with the cycle's outcomes and progress record.
+ */
 async function decide(rt: Runtime, d: DecideInput): Promise<Decided | ReflectResult> {
   const { goal, step } = d;
   const outcomes = d.outcomes.map((o) => ({ index: o.index, status: o.status }));
   if (goal.reflection?.step === step) return { step, reflection: goal.reflection, outcomes };
+  const details = d.outcomes.map(({ bytes: _bytes, ...o }) => o);
+  // Replaces any entry for this step: a re-delivered reflection records the cycle once.
+  const progress = recordProgress(goal.progress, progressEntry(step, goal.plan, details));
+  const base = { step, outcomes, details, progress };
+  const { cycles, action } = rt.cfg.stall;
+  const stalled = stallReason(progress, cycles);
+  if (stalled) {
+    d.log.warn({ reason: stalled, action }, 'stalled: no progress; not asking the model again');
+    return {
+      ...base,
+      reflection: { decision: 'escalate', reason: stalled },
+      stalled: { reason: stalled, cycles, action },
+    };
+  }
   if (step >= rt.cfg.maxDepth) {
     const reason = `max depth ${rt.cfg.maxDepth} reached after ${step} cycle(s): a human must decide`;
-    return { step, reflection: { decision: 'escalate', reason }, outcomes };
+    return { ...base, reflection: { decision: 'escalate', reason } };
   }
+  return askModel(rt, d, base);
+}
+
+async function askModel(
+  rt: Runtime,
+  d: DecideInput,
+  base: Omit<Decided, 'reflection'>,
+): Promise<Decided | ReflectResult> {
+  const { goal, step } = d;
   const index = await rt.vfs.index(goal.goalId);
   const files = index.filter((e) => e.status !== 'evicted').map((e) => e.name);
   const res = await runForGoal<Reflection>(rt, {
@@ -97,15 +135,25 @@ async function decide(rt: Runtime, d: DecideInput): Promise<Decided | ReflectRes
     log: d.log,
   });
   if (res.kind === 'over_budget') return { skipped: 'budget_exceeded' };
+  if (res.kind === 'stopped') return { skipped: res.reason };
+  if (res.kind === 'paused') return parkForBudget(rt, d.job, d.token, goal.goalId);
   if (res.kind === 'rejected') {
     await rt.lifecycle.fail(goal.goalId, `reflector output rejected: ${res.problem}`, step);
     return { decision: 'failed' };
   }
-  return { step, reflection: res.value, threadId: d.threadId, outcomes };
+  return { ...base, reflection: res.value, threadId: d.threadId };
 }
 
 async function applyDecision(rt: Runtime, goal: GoalRecord, d: Decided): Promise<void> {
   const { decision } = d.reflection;
+  if (d.stalled) {
+    const moved =
+      d.stalled.action === 'fail'
+        ? await rt.lifecycle.failStalled(goal.goalId, d)
+        : await rt.lifecycle.awaitHuman(goal.goalId, d, 'escalation');
+    if (moved) rt.metrics.stalls.inc({ action: d.stalled.action });
+    return;
+  }
   // The seed's interrupt after reflection: under review a human confirms every decision.
   if (decision !== 'escalate' && goal.review) await rt.lifecycle.awaitHuman(goal.goalId, d, 'review');
   else if (decision === 'end') await rt.lifecycle.complete(goal.goalId, d);

@@ -106,13 +106,19 @@ async function readLiveIndexes(
   for (let i = 0; i < goalIds.length; i += BATCH) {
     const chunk = goalIds.slice(i, i + BATCH);
     const p = rt.redis.pipeline();
-    for (const goalId of chunk) p.hvals(rt.goals.keys.files(goalId));
+    // Each goal's index, then its history: a revised artifact's old versions keep their blobs.
+    for (const goalId of chunk) p.hvals(rt.goals.keys.files(goalId)).hvals(rt.goals.keys.history(goalId));
     const res = (await p.exec()) ?? [];
     chunk.forEach((goalId, j) => {
-      const [err, values] = res[j] ?? [null, []];
-      if (err) throw err;
+      const [err, values] = res[2 * j] ?? [null, []];
+      const [histErr, history] = res[2 * j + 1] ?? [null, []];
+      if (err || histErr) throw err ?? histErr;
       const kept = withBlobs.has(goalId) ? new Set<string>() : undefined;
       if (kept) refs.set(goalId, kept);
+      for (const raw of history as string[]) {
+        const ref = (JSON.parse(raw) as { blobRef?: string }).blobRef;
+        if (ref) kept?.add(ref);
+      }
       for (const raw of values as string[]) {
         const e = JSON.parse(raw) as { status?: string; bytes?: number; blobRef?: string };
         // A tombstone keeps no pointer, but a ref is a ref: never remove what an entry names.

@@ -11,7 +11,9 @@ import { type GoalRunOutcome, runForGoal } from '../../shared/agent/run-for-goal
 import { createSandboxTools, createVfsTools, type Tool, type ToolScope } from '../../shared/agent/tools.ts';
 import { shortId } from '../../shared/agent/transcripts.ts';
 import { ProviderRateLimitError } from '../../shared/errors.ts';
+import type { JobCheckpoint } from '../../shared/goal/approvals.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
+import { isPausedForBudget, parkForBudget } from '../../shared/goal/parking.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';
 import {
@@ -69,7 +71,9 @@ export async function processSubagentJob(
     if (saved) await endPaused(paused, saved, goal.status);
     return skippedResult(base, `skipped: goal is ${goal.status}`, goal.status);
   }
-  const resume = saved ? await takeDecisions(paused, saved) : undefined;
+  // The goal waits for a human to raise a budget: this subtask waits with it, parked.
+  if (isPausedForBudget(goal)) return parkForBudget(rt, job, token, goalId);
+  const resume = saved ? await resumeFrom(paused, saved) : undefined;
   if (!saved) {
     const ref = { step, index, role: role.name, artifact: data.expected_artifact, threadId };
     await rt.goals.appendEvent(goalId, { type: 'subtask_started', ...ref, attempt: job.attemptsMade + 1 });
@@ -78,6 +82,12 @@ export async function processSubagentJob(
   // The job finished: its pause is over. (A failed attempt keeps it: the retry resumes from it.)
   if (saved) await rt.approvals.clearCheckpoint(goalId, String(job.id));
   return result;
+}
+
+/** A paused run's way on: with the decisions on its calls, or (stopped at the budget, no calls) as it was. */
+function resumeFrom(paused: PausedJob, saved: JobCheckpoint): Promise<Resumed> | Resumed {
+  if (saved.calls.length === 0) return { agent: saved.agent, decisions: new Map() };
+  return takeDecisions(paused, saved);
 }
 
 /** Runs the role's agent (fresh, or from a paused run's checkpoint) and records what came of it. */
@@ -121,14 +131,32 @@ async function runSubtask(
       rateLimitToQueue: true,
       approval: approvalGate(role.approval, resume?.decisions),
       resume: resume?.agent,
+      tokenCap: data.token_cap,
     });
   } catch (err) {
     if (!(err instanceof ApprovalPause)) return handleRunError(deps, job, base, err, log);
     const status = await pauseForApproval(p, err); // throws DelayedError unless the goal ended
     return skippedResult(base, `skipped: goal is ${status}`, status);
   }
+  return afterRun(rt, p, base, res);
+}
+
+/** Records the run's artifact; a run the budget stopped is skipped, or parked with its messages. */
+async function afterRun(
+  rt: Runtime,
+  p: PausedJob,
+  base: ResultBase,
+  res: GoalRunOutcome<unknown>,
+): Promise<SubagentJobResult> {
+  const { data, job, token } = p;
   if (res.kind === 'over_budget') return skippedResult(base, res.reason, 'budget_exceeded');
-  return recordResult(rt, data, writer, res.run, base, log);
+  if (res.kind === 'stopped') return skippedResult(base, `skipped: ${res.reason}`, res.status);
+  if (res.kind === 'paused') {
+    const saved = { threadId: p.threadId, startedAt: p.startedAt, calls: [], agent: res.checkpoint };
+    await rt.approvals.saveCheckpoint(data.goalId, String(job.id), saved);
+    return parkForBudget(rt, job, token, data.goalId);
+  }
+  return recordResult(rt, data, String(job.id), res.run, base, p.log);
 }
 
 /**
@@ -168,17 +196,20 @@ async function recordResult(
   log: Logger,
 ): Promise<SubagentJobResult> {
   const { goalId, step, index } = data;
-  const status = run.ok ? 'done' : 'failed';
+  // A run stopped at its token cap keeps what it had: unfinished (`active`), marked partial.
+  const status = run.ok ? 'done' : run.partial ? 'active' : 'failed';
   const retried = run.contractRetries ? 'accepted after one contract retry' : null;
   const notes = run.ok ? retried : (run.problem ?? 'failed').slice(0, 200);
   let bytes = 0;
   if (run.text) {
-    const meta = { status, step, role: base.role, threadId: base.threadId, writer } as const;
+    // A revision (a new version of a done artifact) keeps the old version in the history.
+    const meta = { status, step, role: base.role, threadId: base.threadId, writer, keepHistory: true } as const;
     bytes = (await rt.vfs.write(goalId, data.expected_artifact, run.text, meta)).bytes;
   }
-  const result: SubagentJobResult = { ...base, status, notes, bytes, finishedAt: Date.now() };
+  const partial = run.partial ? { partial: true } : {};
+  const result: SubagentJobResult = { ...base, status, notes, bytes, finishedAt: Date.now(), ...partial };
   await rt.goals.appendEvent(goalId, {
-    type: run.ok ? 'subtask_finished' : 'subtask_failed',
+    type: run.ok || run.partial ? 'subtask_finished' : 'subtask_failed',
     step,
     index,
     role: base.role,
@@ -187,6 +218,7 @@ async function recordResult(
     bytes,
     ms: result.finishedAt - base.startedAt,
     ...(notes ? { reason: notes } : {}),
+    ...partial,
   });
   log.info({ status, bytes, turns: run.turns }, 'subtask finished');
   return result;

@@ -33,9 +33,12 @@ export interface AgentCheckpoint {
   phaseTurns: number;
   /** The pause came during the one retry after a rejected answer. */
   contractRetry: boolean;
-  /** The paused turn's tool uses, in order. */
+  /** The paused turn's tool uses, in order (none for a run paused at its goal's budget). */
   uses: ToolUseBlock[];
   awaiting: AwaitingCall[];
+  /** Tokens the run had used, and whether it was told its token cap is near (create-agent.ts). */
+  tokensUsed?: number;
+  capWarned?: boolean;
 }
 
 export interface ApprovalGate {

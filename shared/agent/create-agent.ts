@@ -3,8 +3,12 @@
 // The loop (seed 004): a fresh message list, tool calls run and truncated, stop when the
 // model stops calling tools or at maxTurns; only the final text returns. A turn calling a tool
 // that needs a human's approval pauses the run (ApprovalPause, ./approval.ts); a paused run
-// resumes from its checkpoint without repeating that turn's model call.
+// resumes from its checkpoint without repeating that turn's model call. With a token cap (a
+// plan's per-subtask cap) each call's max output shrinks to what the cap leaves; near the cap
+// the model is told to finish, and at it the run stops, partial, with the text it had. A call
+// the goal's budget refuses stops the run with a checkpoint (BudgetRefused) to go on from.
 
+import { BudgetExceededError } from '../errors.ts';
 import type { Metrics } from '../runtime/metrics.ts';
 import {
   type AgentCheckpoint,
@@ -16,6 +20,7 @@ import {
 } from './approval.ts';
 import { buildMiddleware, compose, type MiddlewareDeps } from './middleware/index.ts';
 import type { OutputContract } from './output-contracts.ts';
+import { metricLabelsOf } from './providers/model-labels.ts';
 import type {
   CallContext,
   Message,
@@ -25,11 +30,31 @@ import type {
   ToolResultBlock,
   ToolUseBlock,
 } from './providers/types.ts';
-import { ModelCallError, responseText } from './providers/types.ts';
+import { estimateInputTokens, MIN_CALL_TOKENS, ModelCallError, responseText, usageTotal } from './providers/types.ts';
 import type { AgentSpec } from './roles.ts';
 import type { Tool } from './tools.ts';
 
 export const TRUNCATION_MARKER = '\n[... truncated by deepq: tool result exceeded the limit ...]';
+/** Share of its token cap after which a run is told to finish. */
+export const NEAR_CAP_SHARE = 0.8;
+
+export function nearCapNotice(used: number, cap: number): string {
+  return (
+    `[deepq: this task has used ${used} of its ${cap}-token budget. Finish now: reply with your final ` +
+    'answer, without calling more tools.]'
+  );
+}
+
+/** The goal's budget refused a model call: nothing was spent, and the run can go on from `checkpoint`. */
+export class BudgetRefused extends Error {
+  override name = 'BudgetRefused';
+  constructor(
+    readonly hit: BudgetExceededError,
+    readonly checkpoint: AgentCheckpoint,
+  ) {
+    super(hit.message);
+  }
+}
 
 export function truncate(text: string, max: number): string {
   return text.length > max ? text.slice(0, max) + TRUNCATION_MARKER : text;
@@ -61,6 +86,8 @@ export interface RunOptions {
   approval?: ApprovalGate;
   /** Go on from a paused turn (its calls decided in `approval.decisions`); `task` is unused then. */
   resume?: AgentCheckpoint;
+  /** The most tokens the run may use (input and output of all its calls); past it, it stops partial. */
+  tokenCap?: number;
 }
 
 export interface AgentRun<T = unknown> {
@@ -68,8 +95,10 @@ export interface AgentRun<T = unknown> {
   /** The final text (of the last attempt). */
   text: string;
   value?: T;
-  /** Set when the contract failed twice, or the turn limit was hit without an answer. */
+  /** Set when the contract failed twice, or the turn limit or token cap was hit without an answer. */
   problem?: string;
+  /** Stopped at its token cap: `text` is the last text it wrote, unchecked. */
+  partial?: boolean;
   turns: number;
   contractRetries: number;
   messages: Message[];
@@ -85,10 +114,9 @@ export function createAgent(spec: AgentSpec, deps: AgentDeps): Agent {
   return {
     spec,
     async run<T>(opts: RunOptions): Promise<AgentRun<T>> {
-      const ctx: CallContext = { ...opts.ctx, tier: spec.tier, contract: opts.contract.name };
+      const ctx: CallContext = { ...opts.ctx, tier: spec.tier, ...ownModel(spec), contract: opts.contract.name };
       const call = compose(stack, ctx, (req) => callProvider(deps, req, ctx));
       const conv = conversation(spec, deps, opts, call, ctx.role);
-      const stopped = () => `stopped at the turn limit (${spec.maxTurns}) without a final answer`;
       const result = (r: Omit<AgentRun<T>, 'turns' | 'messages'>): AgentRun<T> => ({
         ...r,
         turns: conv.turns,
@@ -99,9 +127,9 @@ export function createAgent(spec: AgentSpec, deps: AgentDeps): Agent {
       if (!conv.contractRetry) {
         const first = await runTurns(conv, resume);
         resume = undefined;
-        if (first === null) return result({ ok: false, text: '', problem: stopped(), contractRetries: 0 });
-        const verdict = opts.contract.check(first);
-        if (verdict.ok) return result({ ok: true, text: first, value: verdict.value as T, contractRetries: 0 });
+        if ('stop' in first) return result(stopped(conv, first.stop, 0));
+        const verdict = opts.contract.check(first.text);
+        if (verdict.ok) return result({ ok: true, text: first.text, value: verdict.value as T, contractRetries: 0 });
         // Reject and retry once with a reminder naming what was wrong (seed 000).
         deps.metrics?.contractRejections.inc({ role: ctx.role, outcome: 'retried' });
         const again = `Reply again with ONLY ${opts.contract.describe}.`;
@@ -110,15 +138,37 @@ export function createAgent(spec: AgentSpec, deps: AgentDeps): Agent {
         conv.contractRetry = true;
         conv.phaseTurns = 0;
       }
-      const text = await runTurns(conv, resume);
-      if (text === null) return result({ ok: false, text: '', problem: stopped(), contractRetries: 1 });
-      const verdict = opts.contract.check(text);
-      if (verdict.ok) return result({ ok: true, text, value: verdict.value as T, contractRetries: 1 });
+      const second = await runTurns(conv, resume);
+      if ('stop' in second) return result(stopped(conv, second.stop, 1));
+      const verdict = opts.contract.check(second.text);
+      if (verdict.ok) return result({ ok: true, text: second.text, value: verdict.value as T, contractRetries: 1 });
       deps.metrics?.contractRejections.inc({ role: ctx.role, outcome: 'failed' });
       const problem = `output broke the ${opts.contract.name} contract twice: ${verdict.problem}`;
-      return result({ ok: false, text, problem, contractRetries: 1 });
+      return result({ ok: false, text: second.text, problem, contractRetries: 1 });
     },
   };
+}
+
+/** A run that ended without an accepted answer: at the turn limit, or at its token cap (partial). */
+function stopped<T>(c: Conversation, stop: 'turns' | 'cap', retries: number): Omit<AgentRun<T>, 'turns' | 'messages'> {
+  if (stop === 'turns') {
+    const problem = `stopped at the turn limit (${c.spec.maxTurns}) without a final answer`;
+    return { ok: false, text: '', problem, contractRetries: retries };
+  }
+  const problem = `stopped at its token cap (${c.cap!.used} of ${c.cap!.limit} tokens): partial`;
+  return { ok: false, partial: true, text: lastText(c.messages), problem, contractRetries: retries };
+}
+
+/** The newest non-blank text the model wrote: what a run stopped at its cap has to show. */
+function lastText(messages: Message[]): string {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i]!;
+    if (m.role !== 'assistant') continue;
+    const text =
+      typeof m.content === 'string' ? m.content : m.content.map((b) => (b.type === 'text' ? b.text : '')).join('');
+    if (text.trim()) return text;
+  }
+  return '';
 }
 
 function conversation(
@@ -143,12 +193,21 @@ function conversation(
     turns: cp?.turns ?? 0,
     phaseTurns: cp?.phaseTurns ?? 0,
     contractRetry: cp?.contractRetry ?? false,
+    cap: opts.tokenCap
+      ? { limit: opts.tokenCap, used: cp?.tokensUsed ?? 0, warned: cp?.capWarned ?? false }
+      : undefined,
+    inputRatio: 1,
   };
+}
+
+/** The agent's own model, which tier routing sends instead of its tier's. */
+function ownModel(spec: AgentSpec): Pick<CallContext, 'roleModel'> {
+  return spec.model ? { roleModel: spec.model } : {};
 }
 
 async function callProvider(deps: AgentDeps, req: ModelRequest, ctx: CallContext): Promise<ModelResponse> {
   const started = performance.now();
-  const labels = { provider: deps.provider.name, model: req.model, role: ctx.role };
+  const labels = { ...metricLabelsOf(deps.provider, req.model), role: ctx.role };
   try {
     const res = await deps.provider.createMessage(req, ctx);
     deps.metrics?.llmRequests.inc({ ...labels, status: 'ok' });
@@ -175,28 +234,31 @@ interface Conversation {
   turns: number;
   phaseTurns: number;
   contractRetry: boolean;
+  /** The run's token cap: tokens used so far, and whether the model was told to finish. */
+  cap?: { limit: number; used: number; warned: boolean };
+  /** Real input tokens per estimated one, from the run's last call (at least 1). */
+  inputRatio: number;
 }
 
+type TurnsEnd = { text: string } | { stop: 'turns' | 'cap' };
+
 /**
- * Turns until the model stops calling tools (its final text) or the turn limit (null). With a
- * checkpoint, its paused turn's tools run first (with the decisions): no model call repeated.
+ * Turns until the model stops calling tools (its final text), the turn limit, or the token cap.
+ * With a checkpoint, its paused turn's tools run first (with the decisions): no model call
+ * repeated; a checkpoint taken at a budget (no tool uses) goes straight on to the next call.
  */
-async function runTurns(c: Conversation, resume?: AgentCheckpoint): Promise<string | null> {
-  if (resume) {
+async function runTurns(c: Conversation, resume?: AgentCheckpoint): Promise<TurnsEnd> {
+  if (resume?.uses.length) {
     // Still undecided: the same pause again, nothing run (the job waits on).
     if (resume.awaiting.some((a) => !c.approval?.decisions?.has(a.index))) throw new ApprovalPause(resume);
     c.messages.push({ role: 'user', content: await runTools(c, resume.uses, resume.awaiting) });
   }
   while (c.phaseTurns < c.spec.maxTurns) {
-    c.turns++;
-    c.phaseTurns++;
-    const res = await c.call({
-      model: c.spec.tier, // replaced by tier routing; a bare tier name fails loudly without it
-      system: c.spec.systemPrompt,
-      messages: [...c.messages],
-      ...(c.tools.size ? { tools: [...c.tools.values()].map((t) => t.def) } : {}),
-      max_tokens: c.spec.maxTokens,
-    });
+    warnNearCap(c);
+    const req = requestOf(c);
+    const maxTokens = maxOutput(c, req);
+    if (maxTokens === null) return { stop: 'cap' };
+    const res = await callWithin(c, { ...req, max_tokens: maxTokens });
     const uses = res.content.filter((b): b is ToolUseBlock => b.type === 'tool_use');
     const final = res.stop_reason !== 'tool_use' || uses.length === 0;
     // Keep the history one the API accepts when it is sent again (a contract retry):
@@ -206,11 +268,81 @@ async function runTurns(c: Conversation, resume?: AgentCheckpoint): Promise<stri
       b.type === 'text' ? b.text.trim() !== '' : !(final && b.type === 'tool_use'),
     );
     if (kept.length) c.messages.push({ role: 'assistant', content: kept });
-    if (final) return responseText(res);
+    // An answer the cap cut short is what the run has, not a finished answer.
+    if (final && c.cap && res.stop_reason === 'max_tokens' && maxTokens < c.spec.maxTokens) return { stop: 'cap' };
+    if (final) return { text: responseText(res) };
     pauseIfGated(c, uses);
     c.messages.push({ role: 'user', content: await runTools(c, uses) });
   }
-  return null;
+  return { stop: 'turns' };
+}
+
+/** The call's max output tokens: the role's, or less when the cap is near; null when no call fits. */
+function maxOutput(c: Conversation, req: Omit<ModelRequest, 'max_tokens'>): number | null {
+  if (!c.cap) return c.spec.maxTokens;
+  const out = Math.min(c.spec.maxTokens, c.cap.limit - c.cap.used - inputOf(c, req));
+  return out >= Math.min(c.spec.maxTokens, MIN_CALL_TOKENS) ? out : null;
+}
+
+function requestOf(c: Conversation): Omit<ModelRequest, 'max_tokens'> {
+  return {
+    model: c.spec.tier, // replaced by tier routing; a bare tier name fails loudly without it
+    system: c.spec.systemPrompt,
+    messages: [...c.messages],
+    ...(c.tools.size ? { tools: [...c.tools.values()].map((t) => t.def) } : {}),
+  };
+}
+
+/**
+ * Once, near the cap: the turn about to be sent tells the model to finish. Near means most of
+ * the cap is used, or this call is likely the last that fits (another as big would not).
+ */
+function warnNearCap(c: Conversation): void {
+  if (!c.cap || c.cap.warned) return;
+  const input = inputOf(c, requestOf(c));
+  const lastThatFits = c.cap.limit - c.cap.used - 2 * (input + MIN_CALL_TOKENS) < 0;
+  if (c.cap.used < NEAR_CAP_SHARE * c.cap.limit && !lastThatFits) return;
+  c.cap.warned = true;
+  const notice = nearCapNotice(c.cap.used, c.cap.limit);
+  const last = c.messages[c.messages.length - 1]!;
+  const content = typeof last.content === 'string' ? `${last.content}\n\n${notice}` : [...last.content, text(notice)];
+  c.messages[c.messages.length - 1] = { ...last, content };
+}
+
+const text = (t: string) => ({ type: 'text' as const, text: t });
+
+/** A request's input tokens: characters / 4, scaled as the run's last call showed. */
+function inputOf(c: Conversation, req: Omit<ModelRequest, 'max_tokens'>): number {
+  return Math.ceil(estimateInputTokens(req) * c.inputRatio);
+}
+
+/**
+ * One model call, counted against the run's cap. A call the goal's budget refuses costs
+ * nothing and is not counted as a turn: the run stops with a checkpoint to go on from.
+ */
+async function callWithin(c: Conversation, req: ModelRequest): Promise<ModelResponse> {
+  c.turns++;
+  c.phaseTurns++;
+  let res: ModelResponse;
+  try {
+    res = await c.call(req);
+  } catch (err) {
+    if (!(err instanceof BudgetExceededError)) throw err;
+    c.turns--;
+    c.phaseTurns--;
+    throw new BudgetRefused(err, { ...checkpointOf(c), uses: [], awaiting: [] });
+  }
+  if (c.cap) c.cap.used += usageTotal(res.usage);
+  const u = res.usage;
+  const input = (u?.input_tokens ?? 0) + (u?.cache_read_input_tokens ?? 0) + (u?.cache_creation_input_tokens ?? 0);
+  if (input > 0) c.inputRatio = Math.max(1, input / Math.max(1, estimateInputTokens(req)));
+  return res;
+}
+
+function checkpointOf(c: Conversation): Omit<AgentCheckpoint, 'uses' | 'awaiting'> {
+  const { turns, phaseTurns, contractRetry } = c;
+  const cap = c.cap ? { tokensUsed: c.cap.used, capWarned: c.cap.warned } : {};
+  return { messages: [...c.messages], turns, phaseTurns, contractRetry, ...cap };
 }
 
 /** No tool of a turn runs while one of its calls waits for a human: the run pauses before any. */
@@ -224,8 +356,7 @@ function pauseIfGated(c: Conversation, uses: ToolUseBlock[]): void {
     if (label !== undefined && gate.needs(label)) awaiting.push({ index, tool: label });
   }
   if (!awaiting.length) return;
-  const { turns, phaseTurns, contractRetry } = c;
-  throw new ApprovalPause({ messages: [...c.messages], turns, phaseTurns, contractRetry, uses, awaiting });
+  throw new ApprovalPause({ ...checkpointOf(c), uses, awaiting });
 }
 
 /**

@@ -31,6 +31,8 @@ export const AgentSpecSchema = z.object({
   tools: z.array(ToolNameSchema).default([]),
   middleware: z.array(z.enum(MIDDLEWARE_NAMES)).default([...MIDDLEWARE_NAMES]),
   tier: z.enum(['HIGH', 'LOW']).default('HIGH'),
+  /** Its own model (`<provider>:<id>`, a bare id meaning anthropic), overriding its tier's. */
+  model: z.string().min(1).optional(),
   maxTurns: z.number().int().min(1).max(200).default(30),
   maxTokens: z.number().int().min(16).max(64000).default(4096),
   contract: z.enum(CONTRACT_NAMES).default('text'),

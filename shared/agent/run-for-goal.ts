@@ -1,12 +1,14 @@
 // One agent run on behalf of a goal, the same for planner, reflector and subagents: build
-// the agent from its spec, book usage against the goal (and its token budget), end the goal
-// when the budget runs out, keep the transcript, and report a broken contract as data.
+// the agent from its spec, reserve each call's tokens and book its usage against the goal,
+// end or pause the goal when a budget runs out (its `onBudget`), keep the transcript, and
+// report a broken contract as data.
 import type { Logger } from 'pino';
 import { BudgetExceededError } from '../errors.ts';
-import { goalUsageSink } from '../goal/budgets.ts';
+import { GoalEndedError, goalCallBudget, goalUsageSink, onBudgetOf } from '../goal/budgets.ts';
 import type { GoalRecord } from '../goal/store.ts';
 import type { Runtime } from '../runtime/runtime.ts';
-import { type AgentRun, createAgent, type RunOptions } from './create-agent.ts';
+import type { AgentCheckpoint } from './approval.ts';
+import { type AgentRun, BudgetRefused, createAgent, type RunOptions } from './create-agent.ts';
 import type { OutputContract } from './output-contracts.ts';
 import type { AgentSpec } from './roles.ts';
 import type { Tool } from './tools.ts';
@@ -27,12 +29,19 @@ export interface GoalRunOptions<T> {
   /** Tools that wait for a human, and a paused run to go on from (see RunOptions). */
   approval?: RunOptions['approval'];
   resume?: RunOptions['resume'];
+  /** The most tokens this run may use (a plan's per-subtask cap); past it the run stops, partial. */
+  tokenCap?: number;
 }
 
 export type GoalRunOutcome<T> =
   | { kind: 'ok'; value: T; run: AgentRun<T> }
   | { kind: 'rejected'; problem: string; run: AgentRun<T> }
-  | { kind: 'over_budget'; reason: string };
+  /** A budget ran out and the goal ended `budget_exceeded`. */
+  | { kind: 'over_budget'; reason: string }
+  /** A budget ran out and the goal waits for a human to raise it; the run goes on from `checkpoint`. */
+  | { kind: 'paused'; reason: string; checkpoint: AgentCheckpoint }
+  /** The goal ended (cancelled, or another run ended it) under this run. */
+  | { kind: 'stopped'; reason: string; status: string };
 
 export async function runForGoal<T>(rt: Runtime, o: GoalRunOptions<T>): Promise<GoalRunOutcome<T>> {
   const agent = createAgent(o.spec, {
@@ -41,6 +50,7 @@ export async function runForGoal<T>(rt: Runtime, o: GoalRunOptions<T>): Promise<
     models: rt.cfg.models,
     metrics: rt.metrics,
     usageSink: goalUsageSink(rt, o.goal),
+    budget: goalCallBudget(rt, o.goal.goalId),
     retry: { ...rt.cfg.modelRetry, rateLimitToQueue: o.rateLimitToQueue ?? false },
     toolResultMaxChars: rt.cfg.vfs.toolResultMaxChars,
   });
@@ -54,13 +64,28 @@ export async function runForGoal<T>(rt: Runtime, o: GoalRunOptions<T>): Promise<
       onToolCall: o.onToolCall,
       approval: o.approval,
       resume: o.resume,
+      tokenCap: o.tokenCap,
     });
   } catch (err) {
-    if (!(err instanceof BudgetExceededError)) throw err;
-    await rt.lifecycle.exceedBudget(o.goal.goalId, err.message, o.ctx.step);
-    return { kind: 'over_budget', reason: err.message };
+    return atBudget(rt, o, err);
   }
   await saveTranscript(rt, o.goal.goalId, o.ctx.threadId, o.ctx.role, run.messages);
   if (!run.ok) return { kind: 'rejected', problem: run.problem ?? 'failed', run };
   return { kind: 'ok', value: run.value as T, run };
+}
+
+/** A run stopped by its goal's budget (or the goal's end): pause or end the goal, as it asks. */
+async function atBudget<T>(rt: Runtime, o: GoalRunOptions<T>, err: unknown): Promise<GoalRunOutcome<T>> {
+  if (err instanceof GoalEndedError) return { kind: 'stopped', reason: err.message, status: err.status };
+  const hit = err instanceof BudgetRefused ? err.hit : err;
+  if (!(hit instanceof BudgetExceededError)) throw err;
+  const { goalId } = o.goal;
+  if (onBudgetOf(o.goal) === 'pause' && err instanceof BudgetRefused) {
+    // Refused when another run paused the goal first: it is paused already, nothing to move.
+    await rt.lifecycle.pauseForBudget(goalId, { kind: hit.kind, reason: hit.message }, o.ctx.step);
+    o.log.info({ reason: hit.message }, 'budget reached: the goal waits for a human to raise it');
+    return { kind: 'paused', reason: hit.message, checkpoint: err.checkpoint };
+  }
+  await rt.lifecycle.exceedBudget(goalId, hit.message, o.ctx.step, hit.kind);
+  return { kind: 'over_budget', reason: hit.message };
 }

@@ -146,6 +146,11 @@ export class ApprovalStore {
     return raw ? (JSON.parse(raw) as JobCheckpoint) : null;
   }
 
+  /** A checkpoint without approval calls: a run that stopped at its goal's budget (shared/goal/parking.ts). */
+  async saveCheckpoint(goalId: string, jobId: string, cp: JobCheckpoint): Promise<void> {
+    await this.redis.hset(this.keys.checkpoints(goalId), jobId, JSON.stringify(cp));
+  }
+
   async clearCheckpoint(goalId: string, jobId: string): Promise<void> {
     await this.redis.hdel(this.keys.checkpoints(goalId), jobId);
   }

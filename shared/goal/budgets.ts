@@ -1,44 +1,134 @@
-// Per-goal budgets (tokens, steps, seconds): checked before each dispatch and after each
-// model call. A goal past a budget ends `budget_exceeded` and keeps its artifacts.
+// Per-goal budgets (tokens, steps, seconds). Steps and seconds are checked before each
+// dispatch (and seconds by the deadline job); tokens are reserved before each model call:
+// the call's max output tokens plus an estimate of its input must fit in what remains after
+// the calls in flight took theirs (lua/budgetReserve.lua), so output never overshoots and a
+// goal passes its limit by at most its in-flight calls' estimation error. The estimate is
+// characters / 4, scaled by the ratio the goal's last reserved call showed between its real
+// input count and its estimate (`inputRatio`: the tokenizer, learned). What then happens is
+// the goal's `onBudget`: `end` (budget_exceeded, artifacts kept) or `pause` (awaiting_human
+// until `deepq resume --max-tokens N` raises it; shared/goal/parking.ts).
+import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import type { UsageSink } from '../agent/middleware/index.ts';
-import { BudgetExceededError } from '../errors.ts';
+import type { CallBudget } from '../agent/middleware/types.ts';
+import { metricLabelsOf } from '../agent/providers/model-labels.ts';
+import { canonicalModel } from '../agent/providers/model-ref.ts';
+import { estimateInputTokens, MIN_CALL_TOKENS } from '../agent/providers/types.ts';
+import { BudgetExceededError, type BudgetKind } from '../errors.ts';
 import type { Runtime } from '../runtime/runtime.ts';
+import { runScript } from '../runtime/scripts.ts';
 import type { GoalRecord } from './store.ts';
 import { TOKEN_KINDS, totalTokens } from './store.ts';
+
+export const ON_BUDGET = ['end', 'pause'] as const;
+export type OnBudget = (typeof ON_BUDGET)[number];
 
 /** A goal's limits; each is optional. Set per goal, with defaults from the config. */
 export const BudgetsSchema = z.object({
   maxTokens: z.number().int().positive().optional(),
   maxSteps: z.number().int().positive().optional(),
   maxSeconds: z.number().positive().optional(),
+  /** At a limit: end the goal `budget_exceeded` (the default) or pause it for a human. */
+  onBudget: z.enum(ON_BUDGET).optional(),
 });
 export type Budgets = z.infer<typeof BudgetsSchema>;
+
+export interface BudgetHit {
+  kind: BudgetKind;
+  reason: string;
+}
+
+export function onBudgetOf(goal: Pick<GoalRecord, 'budgets'>): OnBudget {
+  return goal.budgets.onBudget ?? 'end';
+}
 
 export function budgetProblem(
   goal: GoalRecord,
   opts: { nextStep?: number; now?: number; tokens?: number } = {},
-): string | null {
+): BudgetHit | null {
   const b = goal.budgets;
   const tokens = opts.tokens ?? totalTokens(goal.tokens);
   if (b.maxTokens !== undefined && tokens >= b.maxTokens)
-    return `token budget exceeded: ${tokens} tokens used (max ${b.maxTokens})`;
+    return { kind: 'tokens', reason: `token budget exceeded: ${tokens} tokens used (max ${b.maxTokens})` };
   if (b.maxSteps !== undefined && opts.nextStep !== undefined && opts.nextStep > b.maxSteps)
-    return `step budget exceeded: step ${opts.nextStep} would pass the limit of ${b.maxSteps}`;
+    return {
+      kind: 'steps',
+      reason: `step budget exceeded: step ${opts.nextStep} would pass the limit of ${b.maxSteps}`,
+    };
   const elapsed = ((opts.now ?? Date.now()) - goal.createdAt) / 1000;
-  if (b.maxSeconds !== undefined && elapsed > b.maxSeconds)
-    return `time budget exceeded: ${elapsed.toFixed(1)} s elapsed (max ${b.maxSeconds} s)`;
+  if (b.maxSeconds !== undefined && elapsed > b.maxSeconds) return secondsHit(elapsed, b.maxSeconds);
   return null;
 }
 
-/** Token accounting's sink: goal totals per role and model, metrics, then the token budget. */
-export function goalUsageSink(rt: Runtime, goal: Pick<GoalRecord, 'goalId' | 'budgets'>): UsageSink {
-  return async (ctx, model, usage) => {
+function secondsHit(elapsed: number, max: number): BudgetHit {
+  return { kind: 'seconds', reason: `time budget exceeded: ${elapsed.toFixed(1)} s elapsed (max ${max} s)` };
+}
+
+/** How long a reservation may outlive its call: every attempt timing out, with backoff between. */
+function reservationTtlMs(cfg: Runtime['cfg']): number {
+  const attempts = cfg.modelRetry.maxRetries + 1;
+  return attempts * cfg.modelTimeoutMs + cfg.modelRetry.maxRetries * cfg.modelRetry.maxDelayMs + 10_000;
+}
+
+/** The token middleware's reservation against the goal's budgets (lua/budgetReserve.lua). */
+export function goalCallBudget(rt: Runtime, goalId: string): CallBudget {
+  const keys = [rt.goals.keys.goal(goalId), rt.goals.keys.reservations(goalId)];
+  return {
+    async reserve(req) {
+      const now = Date.now();
+      const wanted = req.max_tokens;
+      const args = [randomBytes(6).toString('hex'), wanted, estimateInputTokens(req)];
+      // The input estimate is what a goal can overshoot by when the real count is higher.
+      args.push(Math.min(wanted, MIN_CALL_TOKENS), now, now + reservationTtlMs(rt.cfg), rt.cfg.goalKeyTtlSeconds);
+      const reply = (await runScript(rt.redis, 'budgetReserve', keys, args)) as (string | number)[];
+      return grantOf(reply, wanted);
+    },
+    async release(member) {
+      await rt.redis.zrem(keys[1]!, member);
+    },
+    async calibrate(req, inputTokens) {
+      // Never below 1: an estimate that errs high only leaves some budget unused.
+      const ratio = Math.max(1, inputTokens / Math.max(1, estimateInputTokens(req)));
+      await rt.redis.hset(keys[0]!, 'inputRatio', ratio.toFixed(3));
+    },
+  };
+}
+
+/** The script's reply as a grant, or the reason no call may be made, thrown. */
+function grantOf(reply: (string | number)[], wanted: number): { maxTokens: number; member: string } {
+  const [kind, a, b, c] = reply;
+  if (kind === 'ok') return { maxTokens: Number(a ?? wanted), member: String(b ?? '') };
+  if (kind === 'paused') throw new BudgetExceededError('the goal is paused at its budget', 'tokens');
+  if (kind === 'seconds') {
+    const hit = secondsHit(Number(a) / 1000, Number(b));
+    throw new BudgetExceededError(hit.reason, 'seconds');
+  }
+  if (kind === 'tokens') {
+    const [used, reserved, max] = [Number(a), Number(b), Number(c)];
+    const inFlight = reserved ? ` and ${reserved} reserved by calls in flight` : '';
+    const reason = `token budget exceeded: ${used} tokens used${inFlight}, too few left for another call (max ${max})`;
+    throw new BudgetExceededError(reason, 'tokens');
+  }
+  // Gone or ended: the goal stopped under this call (cancelled, or another call ended it).
+  throw new GoalEndedError(kind === 'ended' ? String(a) : 'gone');
+}
+
+/** A call refused because its goal has already ended: the caller stops as for a cancel. */
+export class GoalEndedError extends Error {
+  override name = 'GoalEndedError';
+  constructor(readonly status: string) {
+    super(`the goal is ${status}`);
+  }
+}
+
+/** Token accounting's sink: goal totals per role and model and metrics; the call's reservation ends. */
+export function goalUsageSink(rt: Runtime, goal: Pick<GoalRecord, 'goalId'>): UsageSink {
+  return async (ctx, model, usage, reservation, origin) => {
+    // The label is a configured model or `other`, never whatever id an endpoint returned.
+    const label = metricLabelsOf(rt.provider, origin?.requested ?? model, model).model;
     for (const kind of TOKEN_KINDS)
-      if (usage[kind]) rt.metrics.llmTokens.inc({ model, role: ctx.role, kind }, usage[kind]);
-    const total = await rt.goals.addUsage(goal.goalId, ctx.role, model, usage);
-    const max = goal.budgets.maxTokens;
-    if (max !== undefined && total >= max)
-      throw new BudgetExceededError(`token budget exceeded: ${total} tokens used (max ${max})`);
+      if (usage[kind]) rt.metrics.llmTokens.inc({ model: label, role: ctx.role, kind }, usage[kind]);
+    const requested = origin?.requested === undefined ? undefined : canonicalModel(origin.requested);
+    await rt.goals.addUsage(goal.goalId, ctx.role, model, usage, reservation, { ...origin, requested });
   };
 }

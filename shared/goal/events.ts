@@ -1,6 +1,7 @@
 // The goal timeline: one typed variant per event. The writers (lifecycle, services, the
 // vfsEvict script) and the readers (`watch`, the timeline view, tests) share these types.
 import type { ApprovalDecisionStatus } from '../agent/approval.ts';
+import type { BudgetKind } from '../errors.ts';
 import type { Decision } from './plan.ts';
 import type { TerminalStatus } from './status.ts';
 
@@ -10,11 +11,16 @@ export interface SubtaskRef {
   artifact: string;
 }
 
-export type PausedFor = 'review' | 'escalation';
+/** Why a goal waits for a human: a review, an escalation (a stall's too), or a budget to raise. */
+export type PausedFor = 'review' | 'escalation' | 'budget';
+
+/** What the reflector does about a stall: escalate to a human, or end the goal `failed`. */
+export type StallAction = 'escalate' | 'fail';
 
 export interface SubtaskOutcomeRef {
   index: number;
-  status: 'done' | 'failed';
+  /** `partial`: stopped at its token cap with what it had. */
+  status: 'done' | 'failed' | 'partial';
 }
 
 /** Which call of which subtask an approval event is about. */
@@ -35,6 +41,8 @@ interface SubtaskEnd {
   bytes?: number;
   ms?: number;
   reason?: string;
+  /** The subtask stopped at its token cap: its artifact holds what it had, status `active`. */
+  partial?: boolean;
 }
 
 export type TimelineEventBody =
@@ -73,8 +81,23 @@ export type TimelineEventBody =
       threadId?: string;
       outcomes: SubtaskOutcomeRef[];
     }
-  | { type: 'paused'; step: number; pausedFor: PausedFor; reason: string; decision?: Decision }
-  | { type: 'resumed'; step: number; action: string; note?: string }
+  | {
+      /** K cycles in a row without progress: the reflector acted without asking the model. */
+      type: 'stalled';
+      step: number;
+      cycles: number;
+      reason: string;
+      action: StallAction;
+    }
+  | { type: 'paused'; step: number; pausedFor: PausedFor; reason: string; decision?: Decision; budget?: BudgetKind }
+  | {
+      type: 'resumed';
+      step: number;
+      action: string;
+      note?: string;
+      /** Budgets a human raised with the resume. */
+      budgets?: { maxTokens?: number; maxSteps?: number; maxSeconds?: number };
+    }
   | { type: 'finished'; status: TerminalStatus; step?: number; reason?: string };
 
 export type TimelineEventType = TimelineEventBody['type'];

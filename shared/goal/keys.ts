@@ -32,6 +32,18 @@ export class Keys {
   checkpoints(goalId: string): string {
     return `${this.goal(goalId)}:checkpoints`;
   }
+  /** Tokens reserved by model calls in flight: `<id>:<tokens>` by expiry (shared/goal/budgets.ts). */
+  reservations(goalId: string): string {
+    return `${this.goal(goalId)}:reservations`;
+  }
+  /** Jobs parked while the goal waits for a bigger budget: job id → queue (shared/goal/parking.ts). */
+  parked(goalId: string): string {
+    return `${this.goal(goalId)}:parked`;
+  }
+  /** Earlier versions of revised artifacts: `<name>@<version>` → entry with its content. */
+  history(goalId: string): string {
+    return `${this.goal(goalId)}:history`;
+  }
   /** Every key a goal can own, transcripts aside (they are found by SCAN). */
   goalKeys(goalId: string): string[] {
     return [
@@ -42,6 +54,9 @@ export class Keys {
       this.threads(goalId),
       this.approvals(goalId),
       this.checkpoints(goalId),
+      this.reservations(goalId),
+      this.parked(goalId),
+      this.history(goalId),
     ];
   }
   goalPattern(goalId: string): string {

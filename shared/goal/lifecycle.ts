@@ -8,9 +8,13 @@
 //   dispatch          planning                   running          dispatched
 //   beginReflecting   running, reflecting        reflecting       -
 //   requeue           reflecting                 queued           reflected
-//   awaitHuman        reflecting                 awaiting_human   reflected, paused
+//   awaitHuman        reflecting                 awaiting_human   reflected, (stalled,) paused
 //   complete          reflecting                 done             reflected, finished
+//   failStalled       reflecting                 failed           reflected, stalled, finished
+//   pauseForBudget    queued, planning, running, awaiting_human   paused (pausedFor budget)
+//                     reflecting
 //   resume            awaiting_human             queued           resumed
+//   resumeFromBudget  awaiting_human (budget)    the paused one   resumed
 //   approveEnd        awaiting_human             done             resumed, finished
 //   fail              any non-terminal (or set)  failed           finished
 //   exceedBudget      any non-terminal           budget_exceeded  finished
@@ -23,11 +27,20 @@
 // true instead of "refused". A goal awaiting a human keeps its keys; other moves refresh the TTL.
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import type { BudgetKind } from '../errors.ts';
 import { runScript } from '../runtime/scripts.ts';
-import { type PausedFor, type SubtaskOutcomeRef, subtaskRefs, type TimelineEventBody } from './events.ts';
+import type { BudgetHit, Budgets } from './budgets.ts';
+import {
+  type PausedFor,
+  type StallAction,
+  type SubtaskOutcomeRef,
+  subtaskRefs,
+  type TimelineEventBody,
+} from './events.ts';
 import type { Keys } from './keys.ts';
 import type { Plan, Reflection } from './plan.ts';
-import type { GoalStatus, TerminalStatus } from './status.ts';
+import type { CycleOutcome, ProgressEntry } from './progress.ts';
+import { type GoalStatus, isTerminal, type TerminalStatus } from './status.ts';
 
 /** The goal hash fields a transition may write, typed; encoded to strings for the script. */
 export interface GoalFields {
@@ -39,8 +52,13 @@ export interface GoalFields {
   note?: string;
   reason?: string;
   pausedFor?: PausedFor | '';
+  pausedFrom?: GoalStatus | '';
   /** How many times a human resumed the goal (the next plan job's id suffix). */
   resumes?: number;
+  budgets?: Budgets;
+  outcomes?: CycleOutcome[];
+  progress?: ProgressEntry[];
+  subtasksByRole?: Record<string, number>;
 }
 
 interface Move {
@@ -48,6 +66,8 @@ interface Move {
   to?: GoalStatus;
   fields?: GoalFields;
   events?: TimelineEventBody[];
+  /** A field that records the status the move left. */
+  recordFrom?: 'pausedFrom';
 }
 
 export interface LifecycleOptions {
@@ -55,6 +75,10 @@ export interface LifecycleOptions {
   eventsMaxLen: number;
   /** Counts goals reaching a status (deepq_goals_total); absent in the CLI. */
   onStatus?: (status: GoalStatus) => void;
+  /** A goal ended, after this many cycles (deepq_goal_cycles); absent in the CLI. */
+  onTerminal?: (status: TerminalStatus, cycles: number) => void;
+  /** A budget ran out and the goal paused or ended (deepq_budget_events_total). */
+  onBudget?: (kind: BudgetKind, action: 'pause' | 'end') => void;
 }
 
 /** What a reflection decided, with what the reflected event reports. */
@@ -63,7 +87,16 @@ export interface Decided {
   reflection: Reflection;
   threadId?: string;
   outcomes: SubtaskOutcomeRef[];
+  /** The cycle's subtasks with roles, artifacts and reasons: kept for the next planner. */
+  details?: CycleOutcome[];
+  /** The progress record with this cycle in it. */
+  progress?: ProgressEntry[];
+  /** Set when the decision is the stall detector's, not the model's. */
+  stalled?: { reason: string; cycles: number; action: StallAction };
 }
+
+/** Statuses a goal is working in: a budget can run out in any of them. */
+const WORKING: readonly GoalStatus[] = ['queued', 'planning', 'running', 'reflecting'];
 
 export class GoalLifecycle {
   constructor(
@@ -86,11 +119,14 @@ export class GoalLifecycle {
     });
   }
 
-  dispatch(goalId: string, step: number, plan: Plan): Promise<boolean> {
+  /** `before`: subtasks dispatched per role until now; this plan's are added to them. */
+  dispatch(goalId: string, step: number, plan: Plan, before: Record<string, number> = {}): Promise<boolean> {
+    const subtasksByRole = { ...before };
+    for (const t of plan.subtasks) subtasksByRole[t.role] = (subtasksByRole[t.role] ?? 0) + 1;
     return this.move(goalId, {
       from: ['planning'],
       to: 'running',
-      fields: { step, note: '' },
+      fields: { step, note: '', subtasksByRole },
       events: [{ type: 'dispatched', step, subtasks: subtaskRefs(plan) }],
     });
   }
@@ -119,7 +155,53 @@ export class GoalLifecycle {
       from: ['reflecting'],
       to: 'awaiting_human',
       fields: { ...decisionFields(d), pausedFor, reason },
-      events: [reflected(d), paused],
+      events: [reflected(d), ...stalledEvents(d), paused],
+    });
+  }
+
+  /** The stall detector ends the goal (`stall.action: fail`) with the reason naming what repeated. */
+  failStalled(goalId: string, d: Decided): Promise<boolean> {
+    const reason = d.stalled?.reason ?? d.reflection.reason;
+    const finished: TimelineEventBody = { type: 'finished', status: 'failed', reason, step: d.step };
+    return this.move(goalId, {
+      from: ['reflecting'],
+      to: 'failed',
+      fields: { ...decisionFields(d), reason },
+      events: [reflected(d), ...stalledEvents(d), finished],
+    });
+  }
+
+  /**
+   * A budget ran out in `pause` mode: the goal waits for a human with its work kept, and
+   * remembers the status it left; its jobs park themselves (shared/goal/parking.ts).
+   */
+  async pauseForBudget(goalId: string, hit: BudgetHit, step: number): Promise<boolean> {
+    const paused: TimelineEventBody = {
+      type: 'paused',
+      step,
+      pausedFor: 'budget',
+      reason: hit.reason,
+      budget: hit.kind,
+    };
+    const moved = await this.move(goalId, {
+      from: WORKING,
+      to: 'awaiting_human',
+      fields: { pausedFor: 'budget', reason: hit.reason },
+      events: [paused],
+      recordFrom: 'pausedFrom',
+    });
+    if (moved) this.opts.onBudget?.(hit.kind, 'pause');
+    return moved;
+  }
+
+  /** Carries on a goal paused at a budget, with its budgets raised: back to the status it left. */
+  resumeFromBudget(goalId: string, r: { step: number; to: GoalStatus; budgets: Budgets; raised: Budgets }) {
+    const raised = { maxTokens: r.raised.maxTokens, maxSteps: r.raised.maxSteps, maxSeconds: r.raised.maxSeconds };
+    return this.move(goalId, {
+      from: ['awaiting_human'],
+      to: r.to,
+      fields: { pausedFor: '', pausedFrom: '', reason: '', budgets: r.budgets },
+      events: [{ type: 'resumed', step: r.step, action: 'raise budget', budgets: stripUndefined(raised) }],
     });
   }
 
@@ -132,13 +214,31 @@ export class GoalLifecycle {
     });
   }
 
-  resume(goalId: string, step: number, action: string, resumes: number, note?: string): Promise<boolean> {
-    return this.move(goalId, {
-      from: ['awaiting_human'],
-      to: 'queued',
-      fields: { pausedFor: '', note: note ?? '', reason: '', resumes },
-      events: [{ type: 'resumed', step, action, ...(note ? { note: note.slice(0, 500) } : {}) }],
-    });
+  /**
+   * A human carries on a goal: it re-plans (or applies a reviewed decision). `restart` clears
+   * the progress record (after an escalation: the stall count starts again); `budgets` are the
+   * goal's budgets with any the human raised.
+   */
+  resume(
+    goalId: string,
+    step: number,
+    action: string,
+    resumes: number,
+    opts: { note?: string; restart?: boolean; budgets?: Budgets; raised?: Budgets } = {},
+  ): Promise<boolean> {
+    const { note, budgets, raised } = opts;
+    const fields: GoalFields = {
+      pausedFor: '',
+      note: note ?? '',
+      reason: '',
+      resumes,
+      ...(budgets ? { budgets } : {}),
+    };
+    if (opts.restart) fields.progress = [];
+    const resumed: TimelineEventBody = { type: 'resumed', step, action };
+    if (note) resumed.note = note.slice(0, 500);
+    if (raised && Object.keys(stripUndefined(raised)).length) resumed.budgets = stripUndefined(raised);
+    return this.move(goalId, { from: ['awaiting_human'], to: 'queued', fields, events: [resumed] });
   }
 
   /** A reviewed `end` confirmed by a human. */
@@ -158,8 +258,10 @@ export class GoalLifecycle {
     return this.finish(goalId, 'failed', reason, step, from);
   }
 
-  exceedBudget(goalId: string, reason: string, step?: number): Promise<boolean> {
-    return this.finish(goalId, 'budget_exceeded', reason, step);
+  async exceedBudget(goalId: string, reason: string, step?: number, kind: BudgetKind = 'tokens'): Promise<boolean> {
+    const moved = await this.finish(goalId, 'budget_exceeded', reason, step);
+    if (moved) this.opts.onBudget?.(kind, 'end');
+    return moved;
   }
 
   cancel(goalId: string, step: number): Promise<boolean> {
@@ -195,10 +297,18 @@ export class GoalLifecycle {
       this.opts.keyTtlSeconds,
       // Unique per call: a re-send of this very call (lost reply) is recognised as a replay.
       randomBytes(8).toString('hex'),
+      m.recordFrom ?? '',
     ]);
     const moved = prev !== null && prev !== false;
-    if (moved && m.to && m.to !== prev) this.opts.onStatus?.(m.to);
+    if (moved && m.to && m.to !== prev) await this.counted(goalId, m.to);
     return moved;
+  }
+
+  private async counted(goalId: string, status: GoalStatus): Promise<void> {
+    this.opts.onStatus?.(status);
+    if (!isTerminal(status) || !this.opts.onTerminal) return;
+    const step = await this.redis.hget(this.keys.goal(goalId), 'step');
+    this.opts.onTerminal(status, Number(step ?? 0));
   }
 }
 
@@ -215,7 +325,18 @@ function reflected(d: Decided): TimelineEventBody {
 }
 
 function decisionFields(d: Decided): GoalFields {
-  return { reflection: { ...d.reflection, step: d.step }, depth: d.step };
+  const fields: GoalFields = { reflection: { ...d.reflection, step: d.step }, depth: d.step };
+  if (d.details) fields.outcomes = d.details;
+  if (d.progress) fields.progress = d.progress;
+  return fields;
+}
+
+function stalledEvents(d: Decided): TimelineEventBody[] {
+  return d.stalled ? [{ type: 'stalled', step: d.step, ...d.stalled }] : [];
+}
+
+function stripUndefined<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
 /** Objects as JSON, numbers as decimal strings (Lua would print big numbers as floats). */

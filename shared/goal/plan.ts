@@ -5,12 +5,16 @@ import { z } from 'zod';
 import { ArtifactNameSchema } from '../vfs/artifact-name.ts';
 
 export const MAX_SUBTASKS = 5;
+/** The smallest token cap a plan may give a subtask: below it no call is worth making. */
+export const MIN_TOKEN_CAP = 256;
 
 export const SubtaskSchema = z.object({
   role: z.string().min(1),
   instruction: z.string().min(1, 'instruction is empty').max(20_000),
   expected_artifact: ArtifactNameSchema,
   read_files: z.array(ArtifactNameSchema).max(20).default([]),
+  /** Optional: the most tokens the subtask may use; the worker stops it there, partial. */
+  token_cap: z.number().int().min(MIN_TOKEN_CAP).max(100_000_000).optional(),
 });
 export type Subtask = z.infer<typeof SubtaskSchema>;
 
@@ -25,5 +29,7 @@ export type Decision = (typeof DECISIONS)[number];
 export const ReflectionSchema = z.object({
   decision: z.enum(DECISIONS),
   reason: z.string().max(2000),
+  /** Done artifacts the next plan may rewrite (each becomes a new version; the old one stays in history). */
+  revise: z.array(ArtifactNameSchema).max(MAX_SUBTASKS).optional(),
 });
 export type Reflection = z.infer<typeof ReflectionSchema>;

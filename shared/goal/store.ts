@@ -3,14 +3,20 @@ import type { Redis } from 'ioredis';
 import { UnknownGoalError } from '../errors.ts';
 import { runScript } from '../runtime/scripts.ts';
 import type { Budgets } from './budgets.ts';
-import type { TimelineEntry, TimelineEvent, TimelineEventBody } from './events.ts';
+import type { PausedFor, TimelineEntry, TimelineEvent, TimelineEventBody } from './events.ts';
 import { Keys } from './keys.ts';
 import type { Plan, Reflection } from './plan.ts';
+import type { CycleOutcome, ProgressEntry } from './progress.ts';
 import type { GoalStatus } from './status.ts';
 
 export const TOKEN_KINDS = ['input', 'output', 'cache_read', 'cache_write'] as const;
 export type TokenKind = (typeof TOKEN_KINDS)[number];
 export type Usage = Record<TokenKind, number>;
+/** Where a response's usage came from: the model id it was requested as, and whether it is an estimate. */
+export interface UsageOrigin {
+  requested?: string;
+  estimated?: boolean;
+}
 
 export interface GoalRecord {
   goalId: string;
@@ -28,12 +34,24 @@ export interface GoalRecord {
   planStep: number;
   reflection: (Reflection & { step: number }) | null;
   note: string | null;
-  pausedFor: 'review' | 'escalation' | null;
+  pausedFor: PausedFor | null;
+  /** The status a budget pause interrupted: `deepq resume` goes back to it. */
+  pausedFrom: GoalStatus | null;
+  /** The last reflected cycle's subtasks: what the next planner is told (failures with reasons). */
+  outcomes: CycleOutcome[];
+  /** The stall detector's record of the last cycles (shared/goal/progress.ts). */
+  progress: ProgressEntry[];
+  /** Subtasks dispatched so far, per role: the planner's cost per subtask divides by it. */
+  subtasksByRole: Record<string, number>;
   /** How many times a human resumed it: the plan job id's attempt suffix. */
   resumes: number;
   tokens: Usage;
   /** Per `<role>|<model>`, each kind. */
   usage: Record<string, Usage>;
+  /** A model id a response reported → the configured id it was requested as (when they differ). */
+  requestedAs: Record<string, string>;
+  /** `<role>|<model>` keys whose usage was estimated (the endpoint reported none) at least once. */
+  estimatedUsage: string[];
 }
 
 export interface GoalStoreOptions {
@@ -96,10 +114,23 @@ export class GoalStore {
     return rows.map(([id, fields]) => ({ id, event: JSON.parse(fields[1] ?? '{}') as TimelineEvent }));
   }
 
-  /** Adds model usage to the goal's totals; returns the new grand total of tokens. */
-  async addUsage(goalId: string, role: string, model: string, usage: Usage): Promise<number> {
+  /**
+   * Adds model usage to the goal's totals and ends the call's token reservation (its member in
+   * the reservations set) in the same transaction; returns the new grand total of tokens.
+   */
+  async addUsage(
+    goalId: string,
+    role: string,
+    model: string,
+    usage: Usage,
+    reservation?: string,
+    origin: UsageOrigin = {},
+  ): Promise<number> {
     const key = this.keys.goal(goalId);
     const m = this.redis.multi();
+    if (reservation) m.zrem(this.keys.reservations(goalId), reservation);
+    if (origin.requested && origin.requested !== model) m.hset(key, `requested.${model}`, origin.requested);
+    if (origin.estimated) m.hset(key, `estimated.${role}|${model}`, '1');
     for (const kind of TOKEN_KINDS) {
       if (!usage[kind]) continue;
       m.hincrby(key, `tokens.${kind}`, usage[kind]);
@@ -161,8 +192,24 @@ function parseGoal(goalId: string, h: Record<string, string>): GoalRecord {
     reflection: json<Reflection & { step: number }>(h.reflection),
     note: h.note || null,
     pausedFor: (h.pausedFor as GoalRecord['pausedFor']) || null,
+    pausedFrom: (h.pausedFrom as GoalStatus) || null,
+    outcomes: json<CycleOutcome[]>(h.outcomes) ?? [],
+    progress: json<ProgressEntry[]>(h.progress) ?? [],
+    subtasksByRole: json<Record<string, number>>(h.subtasksByRole) ?? {},
     resumes: Number(h.resumes ?? 0),
     tokens,
     usage,
+    ...usageOrigins(h),
   };
+}
+
+/** The `requested.<model>` and `estimated.<role>|<model>` fields addUsage writes. */
+function usageOrigins(h: Record<string, string>): Pick<GoalRecord, 'requestedAs' | 'estimatedUsage'> {
+  const requestedAs: Record<string, string> = {};
+  const estimatedUsage: string[] = [];
+  for (const [field, value] of Object.entries(h)) {
+    if (field.startsWith('requested.')) requestedAs[field.slice('requested.'.length)] = value;
+    else if (field.startsWith('estimated.')) estimatedUsage.push(field.slice('estimated.'.length));
+  }
+  return { requestedAs, estimatedUsage };
 }

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import YAML from 'yaml';
 import { z } from 'zod';
 import { approvalMatchesRoleTool } from '../agent/approval.ts';
+import { ProvidersSchema, providerEnvValues, providerIssues, usedProviders } from '../agent/providers/settings.ts';
 import { AgentSpecSchema, DEFAULT_ROLES, MCP_TOOL_RE, RoleSpecSchema } from '../agent/roles.ts';
 import { ConfigError } from '../errors.ts';
 import { BudgetsSchema } from '../goal/budgets.ts';
@@ -64,6 +65,8 @@ export const ConfigSchema = z
         LOW: z.string().min(1).default('claude-haiku-5-5'),
       })
       .prefault({}),
+    /** Model endpoints beyond the predefined `anthropic`; models name them as `<provider>:<id>`. */
+    providers: ProvidersSchema,
     scriptedLatencyMs: z.number().int().nonnegative().default(0),
     /** Scripted model only: the first plan has this many research subtasks (benchmarks). */
     scriptedFanout: z.number().int().min(0).max(5).default(0),
@@ -80,6 +83,16 @@ export const ConfigSchema = z
     planner: AgentSpecSchema.partial().default({}),
     reflector: AgentSpecSchema.partial().default({}),
     maxDepth: z.number().int().min(1).max(100).default(5),
+    /**
+     * Stall detection (shared/goal/progress.ts): after `cycles` cycles in a row without
+     * progress the reflector escalates (or fails the goal) without asking the model; 0 turns it off.
+     */
+    stall: z
+      .object({
+        cycles: z.number().int().min(0).max(100).default(3),
+        action: z.enum(['escalate', 'fail']).default('escalate'),
+      })
+      .prefault({}),
     subtaskAttempts: z.number().int().min(1).max(20).default(3),
     budgets: BudgetsSchema.default({}),
     vfs: z
@@ -164,6 +177,7 @@ export const ConfigSchema = z
   .strict()
   .superRefine((cfg, ctx) => {
     checkApprovals(cfg, ctx);
+    for (const { path, message } of providerIssues(cfg)) ctx.addIssue({ code: 'custom', path, message });
     for (const [i, role] of cfg.roles.entries()) {
       for (const [j, tool] of role.tools.entries()) {
         const server = MCP_TOOL_RE.exec(tool)?.[1];
@@ -200,6 +214,8 @@ export type Config = z.infer<typeof ConfigSchema> & {
   modelProvider: 'anthropic' | 'scripted';
   /** Set when the provider was chosen by default rather than asked for. */
   providerNotice?: string;
+  /** The values of the environment variables `providers` name (keys, headers), as loaded. */
+  providerEnv: Record<string, string>;
 };
 
 /**
@@ -254,6 +270,9 @@ const ENV_MAP: Record<string, { path: string[]; kind: 'string' | 'int' | 'number
   DEEPQ_MAX_TOKENS: { path: ['budgets', 'maxTokens'], kind: 'int' },
   DEEPQ_MAX_STEPS: { path: ['budgets', 'maxSteps'], kind: 'int' },
   DEEPQ_MAX_SECONDS: { path: ['budgets', 'maxSeconds'], kind: 'number' },
+  DEEPQ_ON_BUDGET: { path: ['budgets', 'onBudget'], kind: 'string' },
+  DEEPQ_STALL_CYCLES: { path: ['stall', 'cycles'], kind: 'int' },
+  DEEPQ_STALL_ACTION: { path: ['stall', 'action'], kind: 'string' },
   METRICS_PORT: { path: ['metricsPort'], kind: 'int' },
   METRICS_HOST: { path: ['metricsHost'], kind: 'string' },
   LOG_LEVEL: { path: ['logLevel'], kind: 'string' },
@@ -321,26 +340,47 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Reco
     throw new ConfigError(`invalid config${where}: ${formatZodIssues(parsed.error)}`);
   }
   const cfg = parsed.data;
+  const { modelProvider, providerNotice } = chooseModelProvider(cfg);
+  // The scripted model is not a priced model: unless models are set explicitly, its usage is
+  // booked under its own ids (agents' own models dropped), so `deepq status` never shows a
+  // cost for canned output.
+  const scriptedIds = modelProvider === 'scripted' && raw.models === undefined;
+  const models = scriptedIds ? { HIGH: 'scripted-high', LOW: 'scripted-low' } : cfg.models;
+  const agents = scriptedIds ? withoutOwnModels(cfg) : {};
+  const providerEnv = providerEnvValues(cfg.providers, env);
+  return { ...cfg, ...agents, models, modelProvider, providerNotice, providerEnv };
+}
+
+type ParsedConfig = z.infer<typeof ConfigSchema>;
+
+/**
+ * `DEEPQ_MODEL_PROVIDER`: `scripted` answers every call offline; `anthropic` calls the real
+ * providers. Unset: the real ones when ANTHROPIC_API_KEY is set or no model is on anthropic.
+ */
+function chooseModelProvider(cfg: ParsedConfig): Pick<Config, 'modelProvider' | 'providerNotice'> {
+  const needsKey = usedProviders(cfg).includes('anthropic');
   let providerNotice: string | undefined;
   let modelProvider = cfg.modelProvider;
   if (!modelProvider) {
-    modelProvider = cfg.anthropicApiKey ? 'anthropic' : 'scripted';
+    modelProvider = cfg.anthropicApiKey || !needsKey ? 'anthropic' : 'scripted';
     providerNotice = cfg.anthropicApiKey
       ? 'deepq: DEEPQ_MODEL_PROVIDER unset and ANTHROPIC_API_KEY found: using the anthropic provider'
-      : 'deepq: no ANTHROPIC_API_KEY: using the offline scripted model (canned outputs, not a real LLM)';
+      : needsKey
+        ? 'deepq: no ANTHROPIC_API_KEY: using the offline scripted model (canned outputs, not a real LLM)'
+        : 'deepq: DEEPQ_MODEL_PROVIDER unset and no model is on anthropic: using the configured providers';
   }
-  if (modelProvider === 'anthropic' && !cfg.anthropicApiKey) {
+  if (modelProvider === 'anthropic' && needsKey && !cfg.anthropicApiKey) {
     throw new ConfigError(
       'invalid config: anthropicApiKey (ANTHROPIC_API_KEY) is required when DEEPQ_MODEL_PROVIDER=anthropic',
     );
   }
-  // The scripted model is not a priced model: unless models are set explicitly, its usage is
-  // booked under its own ids, so `deepq status` never shows a cost for canned output.
-  const models =
-    modelProvider === 'scripted' && raw.models === undefined
-      ? { HIGH: 'scripted-high', LOW: 'scripted-low' }
-      : cfg.models;
-  return { ...cfg, models, modelProvider, providerNotice };
+  return { modelProvider, providerNotice };
+}
+
+/** Roles, planner and reflector without their own `model`: every call goes by tier. */
+function withoutOwnModels(cfg: ParsedConfig): Pick<ParsedConfig, 'roles' | 'planner' | 'reflector'> {
+  const drop = <T extends { model?: string }>({ model: _model, ...rest }: T) => rest as T;
+  return { roles: cfg.roles.map(drop), planner: drop(cfg.planner), reflector: drop(cfg.reflector) };
 }
 
 export function roleNames(cfg: Config): string[] {

@@ -28,6 +28,7 @@ export const SubagentJobSchema = z.object({
   instruction: z.string().min(1),
   expected_artifact: ArtifactNameSchema,
   read_files: z.array(ArtifactNameSchema).default([]),
+  token_cap: z.number().int().positive().optional(),
 });
 export type SubagentJob = z.infer<typeof SubagentJobSchema>;
 
@@ -48,6 +49,8 @@ export const SubagentJobResultSchema = SubagentResultSchema.omit({ content: true
   startedAt: z.number(),
   finishedAt: z.number(),
   skipped: z.string().optional(),
+  /** Stopped at its token cap: the artifact (status `active`) holds what it had. */
+  partial: z.boolean().optional(),
 });
 export type SubagentJobResult = z.infer<typeof SubagentJobResultSchema>;
 

@@ -1,5 +1,6 @@
 // pino JSON logs; secrets never reach the output.
 import { type Logger, pino } from 'pino';
+import { scrubSecrets } from './scrub.ts';
 
 export const REDACT_PATHS = [
   'apiKey',
@@ -14,14 +15,7 @@ export const REDACT_PATHS = [
   '*.headers["x-api-key"]',
 ];
 
-const SECRET_PATTERNS: RegExp[] = [/sk-ant-[A-Za-z0-9_-]+/g, /(rediss?:\/\/[^:@/\s]*:)[^@\s]+@/g];
-
-/** Scrubs API keys and Redis passwords from free text (error messages, log strings). */
-export function scrubSecrets(text: string, extraSecrets: string[] = []): string {
-  let out = text.replace(SECRET_PATTERNS[0]!, 'sk-ant-***').replace(SECRET_PATTERNS[1]!, '$1***@');
-  for (const s of extraSecrets) if (s && s.length >= 6) out = out.split(s).join('***');
-  return out;
-}
+export { scrubSecrets };
 
 export function createLogger(level: string, bindings: Record<string, unknown> = {}, secrets: string[] = []): Logger {
   return pino({

@@ -61,6 +61,25 @@ export class Metrics {
     labelNames: ['status'],
     registers: [this.registry],
   });
+  readonly goalCycles = new Histogram({
+    name: 'deepq_goal_cycles',
+    help: 'Cycles a goal ran before it ended, by final status',
+    labelNames: ['status'],
+    buckets: [1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50],
+    registers: [this.registry],
+  });
+  readonly stalls = new Counter({
+    name: 'deepq_stalls_total',
+    help: 'Goals the stall detector stopped after K cycles without progress, by action (escalate, fail)',
+    labelNames: ['action'],
+    registers: [this.registry],
+  });
+  readonly budgetEvents = new Counter({
+    name: 'deepq_budget_events_total',
+    help: 'Budgets that ran out, by kind (tokens, steps, seconds) and action (pause, end)',
+    labelNames: ['kind', 'action'],
+    registers: [this.registry],
+  });
   readonly decisions = new Counter({
     name: 'deepq_reflection_decisions_total',
     help: 'Reflection decisions',

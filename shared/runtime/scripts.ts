@@ -10,7 +10,8 @@ const SCRIPTS = {
   goalTransition: { keys: 4, dir: GOAL_LUA },
   approvalRequest: { keys: 8, dir: GOAL_LUA },
   approvalDecide: { keys: 4, dir: GOAL_LUA },
-  vfsWrite: { keys: 3, dir: VFS_LUA },
+  budgetReserve: { keys: 2, dir: GOAL_LUA },
+  vfsWrite: { keys: 4, dir: VFS_LUA },
   vfsEvict: { keys: 3, dir: VFS_LUA },
 } as const;
 export type ScriptName = keyof typeof SCRIPTS;

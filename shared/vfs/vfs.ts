@@ -50,6 +50,8 @@ export interface WriteMeta {
   writer: string;
   /** Optimistic concurrency: the version the writer last saw (0 = must not exist). */
   expectedVersion?: number;
+  /** A subtask's artifact: a new version of a `done` one keeps the old in the history. */
+  keepHistory?: boolean;
 }
 
 export interface EvictedEntry {
@@ -138,7 +140,7 @@ export class VirtualFs {
       res = (await runScript(
         this.redis,
         'vfsWrite',
-        [this.keys.files(goalId), this.keys.content(goalId), this.keys.goal(goalId)],
+        [this.keys.files(goalId), this.keys.content(goalId), this.keys.goal(goalId), this.keys.history(goalId)],
         [
           name,
           JSON.stringify(entry),
@@ -148,6 +150,7 @@ export class VirtualFs {
           meta.writer,
           this.opts.maxFilesPerGoal,
           this.opts.keyTtlSeconds,
+          meta.keepHistory ? '1' : '0',
         ],
       )) as [number, string];
     } catch (err) {
@@ -195,6 +198,22 @@ export class VirtualFs {
         );
       }
     }
+  }
+
+  /**
+   * Earlier versions of an artifact kept when it was revised (a new version over a `done`
+   * one), newest first, with their contents (read from the blob store when spilled).
+   */
+  async history(goalId: string, name: string): Promise<(FileEntry & { content: string | null })[]> {
+    const all = await this.redis.hgetall(this.keys.history(goalId));
+    const out: (FileEntry & { content: string | null })[] = [];
+    for (const [key, raw] of Object.entries(all)) {
+      if (key.slice(0, key.lastIndexOf('@')) !== name) continue;
+      const { content, ...entry } = JSON.parse(raw) as Omit<FileEntry, 'name'> & { content?: string };
+      const text = content ?? (entry.blobRef ? await this.blobs.get(entry.blobRef).catch(() => null) : '');
+      out.push({ name, ...entry, content: text });
+    }
+    return out.sort((a, b) => b.version - a.version);
   }
 
   /** The index: every entry's metadata (tombstones included), never contents. */

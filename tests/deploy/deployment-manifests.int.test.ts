@@ -652,11 +652,6 @@ describe('Dockerfile', () => {
     assert.ok(entry, 'ENTRYPOINT in exec form');
     assert.deepEqual(JSON.parse(entry[1]!), ['node', 'bin/deepq.mjs']);
     assert.match(text, /METRICS_PORT=9464/, 'METRICS_PORT=9464 in the image');
-    // Everything the CLI imports at run time is copied in (there is no build step).
-    for (const dir of ['bin', 'cli', 'services', 'shared'])
-      assert.match(text, new RegExp(`^COPY\\s+(--\\S+\\s+)*${dir}\\s`, 'm'), `COPY ${dir}`);
-    const pkg = JSON.parse(readText('package.json'));
-    assert.ok(pkg.dependencies.tsx, 'tsx is a runtime dependency (bin/deepq.mjs registers it)');
     const ignore = readText('.dockerignore')
       .split('\n')
       .map((l) => l.trim());
@@ -664,10 +659,55 @@ describe('Dockerfile', () => {
       ignore.includes('node_modules') && ignore.includes('.git'),
       '.dockerignore excludes node_modules and .git',
     );
-    for (const dir of ['bin', 'cli', 'services', 'shared'])
+    for (const dir of ['bin', 'cli', 'services', 'shared', 'scripts'])
       assert.ok(!ignore.includes(dir), `.dockerignore must keep ${dir}`);
+    // A local dist/ (perhaps stale) never reaches the image: the build stage makes its own.
+    assert.ok(ignore.includes('dist'), '.dockerignore excludes dist');
+  });
+
+  test('the image runs the compiled output: built in a build stage, no sources or tsx at run time', () => {
+    const stages = dockerStages(readText('Dockerfile'));
+    const runtime = stages[stages.length - 1]!;
+    const build = stages.find((s) => /^RUN\s+npm run build\s*$/m.test(s.body));
+    assert.ok(build, 'a stage runs npm run build');
+    for (const src of ['bin', 'cli', 'services', 'shared', 'scripts/build.mjs', 'tsconfig.build.json'])
+      assert.match(build.body, new RegExp(`^COPY\\s+[^\\n]*\\b${src}\\b`, 'm'), `the build stage copies ${src}`);
+    assert.match(
+      runtime.body,
+      new RegExp(`^COPY\\s+--from=${build.name}\\s+/app/dist\\s+\\./dist\\s*$`, 'm'),
+      'the runtime stage copies dist/ from the build stage',
+    );
+    assert.match(runtime.body, /^COPY\s+bin\s/m, 'the runtime stage has bin/deepq.mjs, the entrypoint');
+    // bin/deepq.mjs falls back to tsx only where cli/main.ts exists: without the sources it runs dist/.
+    for (const src of ['cli', 'services', 'shared', 'tsconfig'])
+      assert.doesNotMatch(
+        runtime.body,
+        new RegExp(`^COPY\\s+(?!--from)[^\\n]*\\b${src}`, 'm'),
+        `runtime copies ${src}`,
+      );
+    assert.doesNotMatch(runtime.body, /\b(tsx|typescript|npm (ci|install))\b/, 'the runtime stage installs nothing');
+    const deps = stages.find((s) => runtime.body.includes(`--from=${s.name} /app/node_modules`));
+    assert.ok(deps && /npm ci\b[^\n]*--omit=dev/.test(deps.body), 'node_modules: production dependencies only');
+    // The root `prepare` script builds, which needs the sources: no `npm ci` may run it before they are there.
+    for (const m of readText('Dockerfile').matchAll(/npm ci\b[^\n]*/g))
+      assert.match(m[0], /--ignore-scripts/, `${m[0]}: without --ignore-scripts it runs prepare (the build)`);
+    const pkg = JSON.parse(readText('package.json'));
+    assert.ok(pkg.devDependencies.typescript && !pkg.dependencies.typescript, 'TypeScript is a dev dependency');
+    assert.equal(pkg.scripts.prepare, 'node scripts/build.mjs --if-possible', 'npm ci builds, and never fails for it');
   });
 });
+
+/** The stages of a Dockerfile: name (AS …, else the index) and the lines up to the next FROM. */
+function dockerStages(df: string): { name: string; body: string }[] {
+  const lines = df.split('\n').filter((l) => !/^\s*#/.test(l));
+  const stages: { name: string; body: string }[] = [];
+  for (const line of lines) {
+    const from = /^FROM\s+\S+(?:\s+AS\s+(\S+))?/i.exec(line);
+    if (from) stages.push({ name: from[1] ?? String(stages.length), body: '' });
+    else if (stages.length) stages[stages.length - 1]!.body += `${line}\n`;
+  }
+  return stages;
+}
 
 describe('docker-compose.yml', () => {
   test('Redis: AOF, noeviction, a password that REDIS_URL carries', () => {

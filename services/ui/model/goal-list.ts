@@ -1,7 +1,7 @@
 // The Goals table: newest first from the goals index, one page at a time. Without a status
 // filter a page is one range of the index; with one, the index is read in chunks until the
 // page is full (the index holds what retention keeps: a day's goals by default).
-import { estimateCost } from '../../../cli/goal-client.ts';
+import { estimateCost, formatCost } from '../../../shared/goal/cost.ts';
 import { type GoalRecord, totalTokens } from '../../../shared/goal/store.ts';
 import type { UiContext } from '../context.ts';
 
@@ -11,7 +11,8 @@ export interface GoalRow {
   status: string;
   cycles: number;
   tokens: number;
-  costUsd: number;
+  /** `$0.0123`, or `price unknown` for models without a price. */
+  cost: string;
   createdAt: number;
 }
 
@@ -30,7 +31,7 @@ function row(ctx: UiContext, g: GoalRecord): GoalRow {
     status: g.status,
     cycles: g.step,
     tokens: totalTokens(g.tokens),
-    costUsd: estimateCost(g, ctx.cfg.prices),
+    cost: formatCost(estimateCost(g, ctx.cfg.prices)),
     createdAt: g.createdAt,
   };
 }

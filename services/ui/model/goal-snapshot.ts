@@ -1,14 +1,14 @@
 // A goal's current state as the Goal page shows it (header, budgets, artifacts, tokens by role,
 // pending decisions, stored transcripts), display-ready: the page renders it and every live update carries it
 // again as JSON, which the client script renders with text nodes only.
-import { estimateCost } from '../../../cli/goal-client.ts';
+import { estimateCost, formatCost } from '../../../shared/goal/cost.ts';
 import { isTerminal } from '../../../shared/goal/status.ts';
 import { type GoalRecord, totalTokens } from '../../../shared/goal/store.ts';
 import type { FileEntry } from '../../../shared/vfs/vfs.ts';
 import type { UiContext } from '../context.ts';
 import { pendingDecisions } from '../decisions/index.ts';
 import type { DecisionView } from '../decisions/types.ts';
-import { bytes, count, usd } from '../views/format.ts';
+import { bytes, count } from '../views/format.ts';
 import { path } from '../views/html.ts';
 
 export interface BudgetLine {
@@ -109,7 +109,7 @@ export async function goalSnapshot(ctx: UiContext, goal: GoalRecord, now = Date.
     step: goal.step,
     reason: goal.reason ?? '',
     tokens: count(totalTokens(goal.tokens)),
-    cost: usd(estimateCost(goal, ctx.cfg.prices)),
+    cost: formatCost(estimateCost(goal, ctx.cfg.prices), { models: true }),
     budgets: budgetLines(goal, now),
     artifacts: files.map((f) => artifactLine(goal.goalId, f)),
     usage: usageLines(goal),

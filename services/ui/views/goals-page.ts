@@ -1,7 +1,7 @@
 // The Goals page: the table (status filter, newest first, paginated) and the enqueue form.
 import { GOAL_STATUSES } from '../../../shared/goal/status.ts';
 import type { GoalPage, GoalRow } from '../model/goal-list.ts';
-import { age, count, usd } from './format.ts';
+import { age, count } from './format.ts';
 import { type Html, html, path } from './html.ts';
 import { type Chrome, csrfField, layout } from './layout.ts';
 
@@ -21,7 +21,7 @@ function goalRow(r: GoalRow, now: number): Html {
     <td><span class="badge status-${r.status}">${r.status}</span></td>
     <td class="num">${r.cycles}</td>
     <td class="num">${count(r.tokens)}</td>
-    <td class="num">${usd(r.costUsd)}</td>
+    <td class="num">${r.cost}</td>
     <td class="num">${age(r.createdAt, now)}</td>
     <td class="text">${r.text}</td>
   </tr>`;

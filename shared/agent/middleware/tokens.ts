@@ -1,17 +1,32 @@
 // Token accounting: input, output, cache-read and cache-write tokens of every response go
-// to the usage sink (goal totals per role and model, metrics, budget checks).
+// to the usage sink (goal totals per role and model, metrics). With a call budget, the call's
+// tokens are reserved first (its max output tokens may be lowered to what is left), and the
+// reservation ends with the usage write, or at once when the call fails. A reserved call's real
+// input count calibrates the estimate the next reservations use.
 import type { MiddlewareDeps, ModelMiddleware } from './types.ts';
 
-export function tokenAccounting(deps: Pick<MiddlewareDeps, 'usageSink'>): ModelMiddleware {
+export function tokenAccounting(deps: Pick<MiddlewareDeps, 'usageSink' | 'budget'>): ModelMiddleware {
   return async (req, ctx, next) => {
-    const res = await next(req);
+    const grant = deps.budget ? await deps.budget.reserve(req, ctx) : undefined;
+    let res: Awaited<ReturnType<typeof next>>;
+    try {
+      res = await next(grant ? { ...req, max_tokens: grant.maxTokens } : req);
+    } catch (err) {
+      if (grant?.member) await deps.budget!.release(grant.member).catch(() => {});
+      throw err;
+    }
     const u = res.usage ?? { input_tokens: 0, output_tokens: 0 };
-    await deps.usageSink?.(ctx, res.model || req.model, {
+    const usage = {
       input: u.input_tokens ?? 0,
       output: u.output_tokens ?? 0,
       cache_read: u.cache_read_input_tokens ?? 0,
       cache_write: u.cache_creation_input_tokens ?? 0,
-    });
+    };
+    const origin = { requested: req.model, estimated: u.estimated === true };
+    if (deps.usageSink) await deps.usageSink(ctx, res.model || req.model, usage, grant?.member || undefined, origin);
+    else if (grant?.member) await deps.budget!.release(grant.member);
+    if (grant?.member && !origin.estimated)
+      await deps.budget!.calibrate?.(req, usage.input + usage.cache_read + usage.cache_write);
     return res;
   };
 }

@@ -2,6 +2,7 @@
 // demo, tests and benchmarks run without a key: cycle 1 plans research and code, cycle 2 a
 // critique of the code, then the reflector ends the goal. It is not an LLM and says so.
 import { setTimeout as sleep } from 'node:timers/promises';
+import { MIN_TOKEN_CAP } from '../../goal/plan.ts';
 import type { RoleSpec } from '../roles.ts';
 import {
   type CallContext,
@@ -17,6 +18,7 @@ interface Subtask {
   instruction: string;
   expected_artifact: string;
   read_files: string[];
+  token_cap?: number;
 }
 
 export interface ScriptedOptions {
@@ -24,6 +26,13 @@ export interface ScriptedOptions {
   /** When > 0, the first plan is this many research subtasks (for fan-out benchmarks). */
   fanout?: number;
   roles: Pick<RoleSpec, 'name' | 'contract'>[];
+}
+
+/** An equal share of the tokens left for each subtask (one share kept for the reflection), when it is worth a call. */
+function withCaps(subtasks: Subtask[], tokensLeft: number | undefined): Subtask[] {
+  if (tokensLeft === undefined) return subtasks;
+  const cap = Math.floor(tokensLeft / (subtasks.length + 1));
+  return cap >= MIN_TOKEN_CAP ? subtasks.map((t) => ({ ...t, token_cap: cap })) : subtasks;
 }
 
 function hash(s: string): number {
@@ -99,10 +108,15 @@ export class ScriptedProvider implements ModelProvider {
     return critic !== undefined && !!plan?.subtasks.some((t) => t.role === critic);
   }
 
+  /**
+   * Plans only what is missing: finished (done) artifacts are kept, as the plan contract asks.
+   * With a token budget each subtask gets an equal share of what is left as its token cap.
+   */
   private plan(subject: CallSubject): { subtasks: Subtask[] } {
     const goal = subject.goal.split('\n')[0]!.slice(0, 300);
     const files = subject.files ?? [];
-    const first = !subject.plan;
+    const done = new Set(subject.done ?? []);
+    const missing = (name: string) => !done.has(name);
     const research = this.roleFor('summary');
     const coder = this.roleFor('code');
     const critic = this.roleFor('critique');
@@ -113,21 +127,26 @@ export class ScriptedProvider implements ModelProvider {
       read_files: reads,
     });
     const subtasks: Subtask[] = [];
-    if (first && this.opts.fanout && research) {
+    if (!subject.plan && this.opts.fanout && research) {
       for (let i = 1; i <= this.opts.fanout; i++) {
-        subtasks.push(task(research, `Research part ${i} of: ${goal}`, `research-${i}.md`));
+        const name = `research-${i}.md`;
+        if (missing(name)) subtasks.push(task(research, `Research part ${i} of: ${goal}`, name));
       }
-    } else if (first || !files.includes('solution.py')) {
-      if (research) subtasks.push(task(research, `Research the background for: ${goal}`, 'research.md'));
-      if (coder) subtasks.push(task(coder, `Write code for: ${goal}`, 'solution.py'));
-    } else if (critic && !this.reviewed(subject.plan)) {
+    } else if ((research && missing('research.md')) || (coder && missing('solution.py'))) {
+      if (research && missing('research.md'))
+        subtasks.push(task(research, `Research the background for: ${goal}`, 'research.md'));
+      if (coder && missing('solution.py')) subtasks.push(task(coder, `Write code for: ${goal}`, 'solution.py'));
+    } else if (critic && !this.reviewed(subject.plan) && missing('critique.json')) {
       subtasks.push(task(critic, `Review the code against the goal: ${goal}`, 'critique.json', ['solution.py']));
-    } else if (coder) {
+    } else if (coder && subject.revise?.includes('solution.py')) {
       const reads = ['solution.py', ...(files.includes('critique.json') ? ['critique.json'] : [])];
       subtasks.push(task(coder, `Revise the code for: ${goal}, addressing the critique`, 'solution.py', reads));
     }
-    if (subtasks.length === 0) subtasks.push(task(this.opts.roles[0]!.name, `Work on: ${goal}`, 'notes.md'));
-    return { subtasks };
+    if (subtasks.length === 0) {
+      const notes = ['notes.md', 'notes-2.md', 'notes-3.md', 'notes-4.md', 'notes-5.md'].find(missing) ?? 'notes-6.md';
+      subtasks.push(task(this.opts.roles[0]!.name, `Work on: ${goal}`, notes));
+    }
+    return { subtasks: withCaps(subtasks, subject.tokensLeft) };
   }
 
   private reply(req: ModelRequest, content: ModelResponse['content'], stop: string): ModelResponse {

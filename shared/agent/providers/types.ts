@@ -1,5 +1,6 @@
 // The model port. Requests and responses follow the Anthropic Messages API shape, so the
-// anthropic provider passes them through and the scripted one speaks the same language.
+// anthropic provider passes them through, the scripted one speaks the same language, and
+// the openai provider maps them to Chat Completions and back (./openai-wire.ts).
 
 export interface TextBlock {
   type: 'text';
@@ -45,6 +46,8 @@ export interface ModelUsage {
   output_tokens: number;
   cache_read_input_tokens?: number | null;
   cache_creation_input_tokens?: number | null;
+  /** Set when the endpoint reported no usage and these counts are deepq's estimate. */
+  estimated?: boolean;
 }
 
 export interface ModelResponse {
@@ -65,6 +68,11 @@ export interface CallSubject {
   plan?: { subtasks: { role: string; expected_artifact: string }[] } | null;
   /** Names of the goal's live artifacts. */
   files?: string[];
+  /** The planner: artifacts that are done (finished work), and those the reflection asked to revise. */
+  done?: string[];
+  revise?: string[];
+  /** The planner: tokens left of the goal's budget, when it has one. */
+  tokensLeft?: number;
   /** A subagent: its instruction. */
   instruction?: string;
 }
@@ -76,6 +84,8 @@ export interface CallContext {
   kind: 'planner' | 'reflector' | 'subagent';
   contract: string;
   tier: 'HIGH' | 'LOW';
+  /** The agent's own model (`<provider>:<id>`), which overrides its tier's (tier routing reads it). */
+  roleModel?: string;
   goalId?: string;
   step?: number;
   threadId?: string;
@@ -84,8 +94,19 @@ export interface CallContext {
 }
 
 export interface ModelProvider {
-  readonly name: 'anthropic' | 'scripted';
+  readonly name: string;
   createMessage(req: ModelRequest, ctx: CallContext): Promise<ModelResponse>;
+  /**
+   * The metric labels of a call to `requested` (answered as `returned`): the provider that
+   * serves it and the model as configured (see ./model-labels.ts). Without it: the provider's
+   * name and the requested id.
+   */
+  metricLabels?(requested: string, returned?: string): MetricLabels;
+}
+
+export interface MetricLabels {
+  provider: string;
+  model: string;
 }
 
 /** A provider failure with what retry policy needs to know. */
@@ -102,6 +123,30 @@ export class ModelCallError extends Error {
   get retryable(): boolean {
     return this.kind !== 'client' && this.kind !== 'aborted';
   }
+}
+
+/** Fewest output tokens a call is worth making with (or all it asks for, when it asks for less). */
+export const MIN_CALL_TOKENS = 128;
+
+/** All of a response's tokens: input (cached or not) and output. */
+export function usageTotal(u: ModelUsage | undefined): number {
+  if (!u) return 0;
+  return (
+    (u.input_tokens ?? 0) +
+    (u.output_tokens ?? 0) +
+    (u.cache_read_input_tokens ?? 0) +
+    (u.cache_creation_input_tokens ?? 0)
+  );
+}
+
+/**
+ * A request's input tokens, estimated as characters / 4 over the system text and the JSON
+ * of its messages and tools. The real count differs by tokenizer; budgets only need it close.
+ */
+export function estimateInputTokens(req: Pick<ModelRequest, 'system' | 'messages' | 'tools'>): number {
+  const system = typeof req.system === 'string' ? req.system : req.system.map((b) => b.text).join('');
+  const rest = JSON.stringify(req.messages).length + JSON.stringify(req.tools ?? []).length;
+  return Math.ceil(system.length / 4) + Math.ceil(rest / 4);
 }
 
 export function responseText(res: ModelResponse): string {

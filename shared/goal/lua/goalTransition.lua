@@ -8,6 +8,7 @@
 -- ARGV[5] events: JSON objects, one per line ('' for none); all land with the move or none do
 -- ARGV[6] events max length, ARGV[7] key TTL seconds
 -- ARGV[8] operation id (unique per call)
+-- ARGV[9] optional: a field that records the status the move left (a budget pause's `pausedFrom`)
 -- Returns the previous status (the current one on a replay), or false when the move was refused.
 local OPS_KEPT = 16
 local cur = redis.call('HGET', KEYS[1], 'status')
@@ -34,6 +35,7 @@ local fields = cjson.decode(ARGV[4])
 for k, v in pairs(fields) do
   redis.call('HSET', KEYS[1], k, tostring(v))
 end
+if ARGV[9] and ARGV[9] ~= '' then redis.call('HSET', KEYS[1], ARGV[9], cur) end
 for event in string.gmatch(ARGV[5], '[^\n]+') do
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'e', event)
 end

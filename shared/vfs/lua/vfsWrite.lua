@@ -1,9 +1,13 @@
--- Writes one artifact atomically and idempotently.
--- KEYS[1] files (name -> meta JSON), KEYS[2] content (name -> inline content), KEYS[3] goal hash
+-- Writes one artifact atomically and idempotently. With ARGV[9] '1' (a subtask's artifact), a
+-- new version of a `done` artifact (a revision) keeps the old one in the history hash, the last
+-- HISTORY_KEPT versions per name.
+-- KEYS[1] files (name -> meta JSON), KEYS[2] content (name -> inline content), KEYS[3] goal hash,
+-- KEYS[4] history (`<name>@<version>` -> the old meta JSON, with its inline `content`)
 -- ARGV[1] name, ARGV[2] meta JSON (no version), ARGV[3] inline content ('' when spilled)
 -- ARGV[4] '1' if inline, ARGV[5] expected version ('' = any), ARGV[6] writer id
--- ARGV[7] max live files, ARGV[8] key TTL seconds
--- Returns {version, previous blobRef or ''}, or an error reply naming the problem.
+-- ARGV[7] max live files, ARGV[8] key TTL seconds, ARGV[9] '1' to keep a revised version's history
+-- Returns {version, blobRef no longer referenced or ''}, or an error reply naming the problem.
+local HISTORY_KEPT = 3
 local name = ARGV[1]
 local meta = cjson.decode(ARGV[2])
 local curRaw = redis.call('HGET', KEYS[1], name)
@@ -40,15 +44,30 @@ else
 end
 meta.version = version
 meta.writer = ARGV[6]
+local ttl = tonumber(ARGV[8])
 local oldBlob = ''
-if cur and cur.blobRef and cur.blobRef ~= meta.blobRef then oldBlob = cur.blobRef end
+if ARGV[9] == '1' and cur and cur.status == 'done' and cur.writer ~= ARGV[6] then
+  -- A revision of finished work: the old version stays (its blob too), the oldest kept one goes.
+  local inline = redis.call('HGET', KEYS[2], name)
+  if inline then cur.content = inline end
+  redis.call('HSET', KEYS[4], name .. '@' .. cur.version, cjson.encode(cur))
+  local droppedKey = name .. '@' .. (cur.version - HISTORY_KEPT)
+  local dropped = redis.call('HGET', KEYS[4], droppedKey)
+  if dropped then
+    redis.call('HDEL', KEYS[4], droppedKey)
+    local d = cjson.decode(dropped)
+    if d.blobRef and d.blobRef ~= meta.blobRef then oldBlob = d.blobRef end
+  end
+  redis.call('EXPIRE', KEYS[4], ttl)
+elseif cur and cur.blobRef and cur.blobRef ~= meta.blobRef then
+  oldBlob = cur.blobRef
+end
 redis.call('HSET', KEYS[1], name, cjson.encode(meta))
 if ARGV[4] == '1' then
   redis.call('HSET', KEYS[2], name, ARGV[3])
 else
   redis.call('HDEL', KEYS[2], name)
 end
-local ttl = tonumber(ARGV[8])
 redis.call('EXPIRE', KEYS[1], ttl)
 redis.call('EXPIRE', KEYS[2], ttl)
 redis.call('EXPIRE', KEYS[3], ttl)

@@ -1,0 +1,31 @@
+// What `deepq status` says about a goal's cycles and budgets: each budget against its limit
+// and what happens at it, a budget pause with the command that carries the goal on, and a
+// stall (the reflector stopped asking the model) with how the cycles went.
+import type { GoalRecord } from '../shared/goal/store.ts';
+import { totalTokens } from '../shared/goal/store.ts';
+
+const FLAG = { tokens: '--max-tokens', steps: '--max-steps', seconds: '--max-seconds' } as const;
+
+export function budgetStatusLines(g: GoalRecord, now = Date.now()): string[] {
+  const b = g.budgets;
+  const seconds = ((g.finishedAt ?? now) - g.createdAt) / 1000;
+  const limits = [
+    b.maxTokens !== undefined ? `tokens ${totalTokens(g.tokens)} of ${b.maxTokens}` : '',
+    b.maxSteps !== undefined ? `cycles ${g.step} of ${b.maxSteps}` : '',
+    b.maxSeconds !== undefined ? `seconds ${seconds.toFixed(1)} of ${b.maxSeconds}` : '',
+  ].filter(Boolean);
+  const lines: string[] = [];
+  if (limits.length) lines.push(`budgets   ${limits.join(', ')}; at a limit: ${b.onBudget ?? 'end'}`);
+  if (g.status === 'awaiting_human' && g.pausedFor === 'budget') {
+    const kind = /^(token|step|time)/.exec(g.reason ?? '')?.[1];
+    const flag = kind === 'step' ? FLAG.steps : kind === 'time' ? FLAG.seconds : FLAG.tokens;
+    lines.push(`paused    at its budget, work kept: carry on with deepq resume ${g.goalId} ${flag} N`);
+  }
+  if (g.reason?.startsWith('stalled:')) {
+    const cycles = g.progress.map(
+      (p) => `${p.step}: ${p.done} done${p.failures.length ? `, ${p.failures.length} failed` : ''}`,
+    );
+    lines.push(`stalled   the reflector stopped asking the model; cycles ${cycles.join('; ')}`);
+  }
+  return lines;
+}

@@ -1,0 +1,100 @@
+// An OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, llama.cpp's server, LM Studio,
+// OpenRouter, ...) through the official `openai` SDK's Chat Completions, mapped to and from
+// deepq's shape by ./openai-wire.ts. Errors map to the same ModelCallError kinds as the
+// Anthropic provider's, so retry, queue pausing, budgets and metrics behave the same. SDK
+// retries are off unless configured: the retry middleware owns that policy. The SDK is loaded
+// at the first call: a process whose models use no openai provider never loads it.
+import type OpenAI from 'openai';
+import { fromChatCompletion, type MaxTokensParam, toChatRequest } from './openai-wire.ts';
+import { sdkErrorToModelCallError, withDeadline } from './sdk-errors.ts';
+import {
+  type CallContext,
+  ModelCallError,
+  type ModelProvider,
+  type ModelRequest,
+  type ModelResponse,
+} from './types.ts';
+
+export interface OpenAIProviderOptions {
+  /** The provider's name in config (errors name it). */
+  name: string;
+  baseURL: string;
+  /** Servers that need none (a local Ollama) get a placeholder. */
+  apiKey?: string;
+  timeoutMs: number;
+  headers?: Record<string, string>;
+  /** The SDK's own retries: 0 unless the role's middleware has no `retry`. */
+  maxRetries?: number;
+  /** `max_completion_tokens` for OpenAI's reasoning models; most servers take `max_tokens`. */
+  maxTokensParam?: MaxTokensParam;
+  /** Called once per provider when a response had no usage (it is estimated from then on). */
+  onEstimatedUsage?: (provider: string, model: string) => void;
+}
+
+type Sdk = typeof OpenAI;
+let sdk: Promise<Sdk> | undefined;
+const loadSdk = () => (sdk ??= import('openai').then((m) => m.default));
+
+export class OpenAIProvider implements ModelProvider {
+  readonly name: string;
+  private connected?: Promise<{ Sdk: Sdk; client: OpenAI }>;
+  private warnedNoUsage = false;
+  constructor(private readonly opts: OpenAIProviderOptions) {
+    this.name = opts.name;
+  }
+
+  private connect(): Promise<{ Sdk: Sdk; client: OpenAI }> {
+    const opts = this.opts;
+    // Every option given explicitly: the SDK would otherwise read OPENAI_* from the environment.
+    const client = (Sdk: Sdk) =>
+      new Sdk({
+        apiKey: opts.apiKey || 'not-needed',
+        baseURL: opts.baseURL,
+        organization: null,
+        project: null,
+        maxRetries: opts.maxRetries ?? 0,
+        timeout: opts.timeoutMs,
+        logLevel: 'off',
+        ...(opts.headers ? { defaultHeaders: opts.headers } : {}),
+      });
+    this.connected ??= loadSdk().then((Sdk) => ({ Sdk, client: client(Sdk) }));
+    return this.connected;
+  }
+
+  async createMessage(req: ModelRequest, ctx: CallContext): Promise<ModelResponse> {
+    const { Sdk, client } = await this.connect();
+    const body = toChatRequest(req, this.opts.maxTokensParam ?? 'max_tokens');
+    const call = async (signal: AbortSignal) => {
+      const res = fromChatCompletion(await client.chat.completions.create(body, { signal }), req);
+      if (res.usage.estimated && !this.warnedNoUsage) {
+        this.warnedNoUsage = true;
+        this.opts.onEstimatedUsage?.(this.name, req.model);
+      }
+      return res;
+    };
+    return withDeadline(this.opts.timeoutMs, ctx.signal, call, (err) => this.toError(Sdk, err, req, ctx.signal));
+  }
+
+  private toError(Sdk: Sdk, err: unknown, req: ModelRequest, signal?: AbortSignal): ModelCallError {
+    const mapped = sdkErrorToModelCallError(err, Sdk, `${this.name} (openai)`, signal);
+    if (req.tools?.length && mapped.kind !== 'rate_limit' && (mapped.status ?? 0) >= 400 && refusesTools(err)) {
+      const said = (err as Error).message.slice(0, 300);
+      const message =
+        `provider "${this.name}" (${this.opts.baseURL}) refused tool calling for model "${req.model}": ` +
+        `it may not support tools; give the role a model that does, or no tools. The server said: ${said}`;
+      return new ModelCallError(message, 'client', mapped.status);
+    }
+    return mapped;
+  }
+}
+
+/**
+ * What servers answer when a model or setup has no tool calling: Ollama "does not support
+ * tools", vLLM "auto tool choice requires --enable-auto-tool-choice", llama.cpp "tools param
+ * requires --jinja flag". Such an error is not worth retrying.
+ */
+function refusesTools(err: unknown): boolean {
+  const message = err instanceof Error ? err.message : '';
+  const aboutTools = /\b(tools?|tool[ _]choice|function[ _]call(ing)?)\b/i.test(message);
+  return aboutTools && /support|requires?|enable|jinja/i.test(message);
+}

@@ -1,0 +1,39 @@
+-- Reserves a model call's tokens against its goal's budgets before the call is made, so
+-- concurrent calls (one per running subagent) cannot all spend what remains at once.
+-- KEYS[1] goal hash, KEYS[2] reservations (sorted set: `<id>:<tokens>` by expiry, ms)
+-- ARGV[1] reservation id, ARGV[2] max output tokens wanted, ARGV[3] estimated input tokens
+-- (characters / 4; scaled by the goal's `inputRatio`, learned from its earlier calls),
+-- ARGV[4] fewest output tokens worth a call, ARGV[5] now (ms), ARGV[6] expiry (ms),
+-- ARGV[7] key TTL seconds
+-- Returns {'ok', max output tokens granted, member} ({'ok', wanted, ''} without a token budget),
+-- {'paused'} (the goal waits for a human to raise a budget), {'ended', status}, {'gone'},
+-- {'seconds', elapsed ms, max seconds}, or {'tokens', used, reserved, max}.
+local h = redis.call('HMGET', KEYS[1], 'status', 'pausedFor', 'budgets', 'createdAt',
+  'tokens.input', 'tokens.output', 'tokens.cache_read', 'tokens.cache_write', 'inputRatio')
+local status = h[1]
+if not status then return { 'gone' } end
+local terminal = { done = true, failed = true, cancelled = true, budget_exceeded = true }
+if terminal[status] then return { 'ended', status } end
+if status == 'awaiting_human' and h[2] == 'budget' then return { 'paused' } end
+local b = cjson.decode(h[3] or '{}')
+local now = tonumber(ARGV[5])
+local elapsed = now - tonumber(h[4] or now)
+if b.maxSeconds and elapsed > b.maxSeconds * 1000 then return { 'seconds', elapsed, tostring(b.maxSeconds) } end
+local wanted = tonumber(ARGV[2])
+if not b.maxTokens then return { 'ok', wanted, '' } end
+-- A reservation whose call died with its process lapses at its expiry.
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local reserved = 0
+for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+  reserved = reserved + tonumber(string.match(m, ':(%d+)$'))
+end
+local used = 0
+for i = 5, 8 do used = used + tonumber(h[i] or '0') end
+local input = math.ceil(tonumber(ARGV[3]) * tonumber(h[9] or '1'))
+local grant = math.min(wanted, b.maxTokens - used - reserved - input)
+if grant < tonumber(ARGV[4]) then return { 'tokens', used, reserved, b.maxTokens } end
+-- The call's input is held too: calls in flight hold all they will spend.
+local member = ARGV[1] .. ':' .. (input + grant)
+redis.call('ZADD', KEYS[2], ARGV[6], member)
+redis.call('EXPIRE', KEYS[2], ARGV[7])
+return { 'ok', grant, member }

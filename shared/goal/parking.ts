@@ -1,0 +1,55 @@
+// A goal paused at a budget (`--on-budget pause`) waits for a human in `awaiting_human`; its
+// jobs wait with it. A plan, subtask or reflect job that finds its goal paused (at start, or
+// when a model call's reservation is refused) parks itself: it moves to BullMQ's delayed set
+// (no attempt used, no worker slot held; a flow parent keeps waiting for a parked child) and
+// is listed in the goal's `parked` hash. `deepq resume --max-tokens N` raises the budget and
+// promotes every parked job, which carries on where it stopped (a subtask from its saved
+// messages). The delay is a backstop only: past the awaiting retention the goal is ended, and
+// a job that wakes then finds it terminal and stops.
+import { DelayedError, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Queues } from '../runtime/queues.ts';
+import { promotePaused } from './approvals.ts';
+import type { GoalRecord, GoalStore } from './store.ts';
+
+export function isPausedForBudget(goal: Pick<GoalRecord, 'status' | 'pausedFor'>): boolean {
+  return goal.status === 'awaiting_human' && goal.pausedFor === 'budget';
+}
+
+export interface ParkingState {
+  redis: Redis;
+  goals: GoalStore;
+  queues: Queues;
+  cfg: { awaitingRetentionSeconds: number; goalKeyTtlSeconds: number };
+}
+
+/**
+ * Parks a running job until its goal is resumed; always throws DelayedError (BullMQ then
+ * leaves the job where it is). A resume that landed before the move found no delayed job to
+ * promote, so the goal is read again after it: no longer paused → the job promotes itself.
+ */
+export async function parkForBudget(
+  s: ParkingState,
+  job: Job,
+  token: string | undefined,
+  goalId: string,
+): Promise<never> {
+  if (!token) throw new Error('a job parking at a budget needs its lock token (run it in a worker)');
+  const key = s.goals.keys.parked(goalId);
+  await s.redis.multi().hset(key, String(job.id), job.queueName).expire(key, s.cfg.goalKeyTtlSeconds).exec();
+  await job.moveToDelayed(Date.now() + (s.cfg.awaitingRetentionSeconds + 60) * 1000, token);
+  const goal = await s.goals.get(goalId);
+  if (!goal || !isPausedForBudget(goal)) await job.promote().catch(() => {}); // already promoted: fine
+  throw new DelayedError();
+}
+
+/** Wakes every job parked on the goal (after its budget was raised); returns how many were delayed. */
+export async function promoteParked(s: Pick<ParkingState, 'redis' | 'goals' | 'queues'>, goalId: string) {
+  const key = s.goals.keys.parked(goalId);
+  let promoted = 0;
+  for (const [jobId, queue] of Object.entries(await s.redis.hgetall(key))) {
+    if (await promotePaused(s.queues, { queue, jobId })) promoted++;
+    await s.redis.hdel(key, jobId);
+  }
+  return promoted;
+}

@@ -1,0 +1,216 @@
+// Budgets within a cycle, across real processes with the real SDK against the local
+// Messages-API server: a plan's per-subtask token cap stops a subagent partial (told to finish
+// first), a goal at its --max-tokens with --on-budget pause waits with its work kept and
+// carries on (its parked subagent from its saved messages) once resumed with more, and the
+// reservation before each call bounds the overshoot to one call per running subagent.
+// Every call's max output is 512 tokens here (roles, planner and reflector), so a call's worth
+// is small next to the budgets.
+
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { DEFAULT_ROLES } from '../../shared/agent/roles.ts';
+import { anthropicEnv } from '../../testing/agent-harness.ts';
+import { type Fleet, runCli, startFleet } from '../../testing/fleet.ts';
+import {
+  estimateUsage,
+  firstUserText,
+  type MessageReply,
+  type MessagesApiServer,
+  startMessagesApiServer,
+  text,
+  toolUse,
+} from '../../testing/messages-api-server.ts';
+import { useRedis } from '../../testing/redis.ts';
+import { cycleOf, json, metricSum, requestsOf, research, scenarioHandler } from './harness.ts';
+
+const MAX_OUT = 512;
+const CAP = '[cap]';
+const PAUSE = '[pause]';
+const OVERSHOOT = '[overshoot';
+const RESEARCH_QUEUE = 'subagent-research-specialist';
+const SLOW_TURNS = 8;
+
+/** Usage as the test decides it, not the server's estimate: every call of the scenario costs 900. */
+const fixed = (reply: MessageReply): MessageReply => ({
+  ...reply,
+  usage: { input_tokens: 800, output_tokens: 100, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 },
+});
+
+/**
+ * A tokenizer that counts more than deepq's chars/4 estimate, and by a different factor for
+ * different requests (`factor`), and a model that always uses every output token it may: the
+ * hard case for the reservation, whose estimate learns only from the goal's last call.
+ */
+const worstCase = (body: Parameters<typeof estimateUsage>[0], reply: MessageReply, factor: number): MessageReply => {
+  const est = estimateUsage(body, reply.content, new Set());
+  const input = est.input_tokens + est.cache_read_input_tokens + est.cache_creation_input_tokens;
+  const usage = { cache_read_input_tokens: 0, cache_creation_input_tokens: 0 };
+  return { ...reply, usage: { ...usage, input_tokens: Math.ceil(factor * input), output_tokens: body.max_tokens } };
+};
+
+const turnOf = (body: { messages: unknown[] }) => (body.messages.length + 1) / 2;
+
+const handler = scenarioHandler({
+  // One research subtask capped at 2000 tokens; the model keeps looking at files, never answering.
+  [CAP]: (body, role) => {
+    if (role === 'planner') return json({ subtasks: [research(CAP, 'capped.md', { token_cap: 2000 })] });
+    if (role === 'reflector') return json({ decision: 'end', reason: 'ok' });
+    return fixed(toolUse('list_files', {}, { text: `Draft ${turnOf(body)}: what I found so far` }));
+  },
+  // Cycle 1: quick.md answers at once, slow.md looks at the files 7 times first; cycle 2: more.md.
+  // Usage is the server's chars/4 count, like deepq's own estimate.
+  [PAUSE]: (body, role, task) => {
+    if (role === 'planner') {
+      const names = cycleOf(task) === 1 ? ['quick.md', 'slow.md'] : ['more.md'];
+      return json({ subtasks: names.map((n) => research(PAUSE, n)) });
+    }
+    if (role === 'reflector') return json({ decision: cycleOf(task) === 1 ? 'continue' : 'end', reason: 'next' });
+    if (task.includes('write slow.md') && turnOf(body) < SLOW_TURNS) return toolUse('list_files', {});
+    return text(`answer for ${/write (\S+)/.exec(task)?.[1]}`);
+  },
+  // Five subtasks in parallel, each looking at the files forever: only the budget stops them.
+  // The planner's input counts 1.2× the estimate, each subagent's 1.4× to 1.8× (by its number).
+  [OVERSHOOT]: async (body, role, task) => {
+    const tag = /\[overshoot-\d+\]/.exec(task)?.[0] ?? OVERSHOOT;
+    if (role === 'planner') {
+      const names = [1, 2, 3, 4, 5].map((i) => `loop-${i}.md`);
+      return worstCase(body, json({ subtasks: names.map((n) => research(tag, n)) }), 1.2);
+    }
+    if (role === 'reflector') return worstCase(body, json({ decision: 'end', reason: 'ok' }), 1.2);
+    await new Promise((r) => setTimeout(r, 40)); // the five calls overlap
+    const n = Number(/loop-(\d)/.exec(task)?.[1] ?? 1);
+    return worstCase(body, toolUse('list_files', {}, { text: 'still looking' }), 1.3 + n / 10);
+  },
+});
+
+const redis = useRedis();
+let server: MessagesApiServer;
+let fleet: Fleet;
+before(async () => {
+  await redis.ready;
+  server = await startMessagesApiServer({ handler });
+  const dir = mkdtempSync(join(tmpdir(), 'deepq-cycles-'));
+  const config = join(dir, 'deepq.json');
+  const roles = DEFAULT_ROLES.map((r) => ({ ...r, maxTokens: MAX_OUT }));
+  writeFileSync(config, JSON.stringify({ roles, planner: { maxTokens: MAX_OUT }, reflector: { maxTokens: MAX_OUT } }));
+  fleet = await startFleet(redis.url, anthropicEnv(server, { DEEPQ_CONFIG: config }), {
+    roles: ['research-specialist'],
+  });
+});
+after(async () => {
+  await fleet?.stop();
+  await server?.close();
+});
+
+test('a subtask over its token cap is told to finish, then stops: partial, with what it had', async () => {
+  const goalId = await fleet.client.enqueue({ goal: `${CAP} Look around` });
+  const g = await fleet.client.waitFor(goalId, { timeoutMs: 60_000 });
+  assert.equal(g.status, 'done', g.reason ?? '');
+  const finished = (await fleet.client.goals.events(goalId))
+    .map((e) => e.event)
+    .find((e) => e.type === 'subtask_finished');
+  assert.ok(finished?.type === 'subtask_finished' && finished.partial, 'the subtask finished partial');
+  assert.match(finished.reason ?? '', /^stopped at its token cap \(\d+ of 2000 tokens\): partial$/);
+
+  const calls = requestsOf(server, CAP, 'research');
+  const notice = calls.findIndex((r) => JSON.stringify(r.body.messages).includes('[deepq: this task has used'));
+  assert.ok(notice > 0 && notice < calls.length, 'the model was told to finish before the last call');
+  const last = turnOf(calls[calls.length - 1]!.body);
+  const file = (await fleet.client.vfs.index(goalId)).find((f) => f.name === 'capped.md');
+  assert.equal(file?.status, 'active', 'a partial artifact is not done');
+  assert.equal(await fleet.client.read(goalId, 'capped.md'), `Draft ${last}: what I found so far`);
+  const used = Object.entries(g.usage)
+    .filter(([k]) => k.startsWith('research-specialist|'))
+    .reduce((n, [, u]) => n + u.input + u.output + u.cache_read + u.cache_write, 0);
+  assert.ok(used <= 2000, `the subtask used ${used} tokens of its 2000 cap`);
+  assert.equal(used, calls.length * 900);
+  const reflector = requestsOf(server, CAP, 'reflector')[0]!.body.messages[0]!.content as string;
+  assert.match(reflector, /^- capped\.md \(research-specialist\): partial: stopped at its token cap/m);
+});
+
+test('--on-budget pause: at --max-tokens the goal waits, work kept; resumed with more, it finishes done', async () => {
+  const enq = await runCli(
+    ['enqueue', `${PAUSE} Two parts`, '--max-tokens', '6000', '--on-budget', 'pause'],
+    fleet.env,
+  );
+  assert.equal(enq.code, 0, enq.stderr);
+  const goalId = enq.stdout.trim();
+  let g = await fleet.client.waitFor(goalId, { timeoutMs: 60_000 });
+  assert.equal(g.status, 'awaiting_human');
+  assert.deepEqual([g.pausedFor, g.pausedFrom], ['budget', 'running']);
+  assert.match(g.reason!, /^token budget exceeded: \d+ tokens used.*, too few left for another call \(max 6000\)$/);
+  const used = Object.values(g.tokens).reduce((a, b) => a + b, 0);
+  const quick = (await fleet.client.vfs.index(goalId)).find((f) => f.name === 'quick.md')!;
+  assert.equal(quick.status, 'done');
+  // slow.md stopped in the middle of its tool loop.
+  const before = requestsOf(server, 'write slow.md', 'research').length;
+  assert.ok(before >= 2 && before < SLOW_TURNS, `slow.md made ${before} calls before the pause`);
+  const status = await runCli(['status', goalId], fleet.env);
+  assert.match(status.stdout, new RegExp(`^budgets {3}tokens ${used} of 6000; at a limit: pause$`, 'm'));
+  const carryOn = `^paused {4}at its budget, work kept: carry on with deepq resume ${goalId} --max-tokens N$`;
+  assert.match(status.stdout, new RegExp(carryOn, 'm'));
+  assert.equal(await metricSum(fleet, 'deepq_budget_events_total', { kind: 'tokens', action: 'pause' }), 1);
+
+  // Resuming without more budget, or with less than is used, is refused, naming why.
+  let r = await runCli(['resume', goalId], fleet.env);
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /paused at its budget .*: resume it with a higher --max-tokens/);
+  r = await runCli(['resume', goalId, '--max-tokens', '100'], fleet.env);
+  assert.match(r.stderr, new RegExp(`--max-tokens 100 is not above the ${used} tokens the goal has used`));
+  r = await runCli(['resume', goalId, '--max-tokens', '40000'], fleet.env);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /raise budget \(status running\)/);
+
+  g = await fleet.client.waitFor(goalId, { timeoutMs: 60_000 });
+  assert.equal(g.status, 'done', g.reason ?? '');
+  assert.equal(g.budgets.maxTokens, 40_000);
+  const files = Object.fromEntries((await fleet.client.vfs.index(goalId)).map((f) => [f.name, f]));
+  assert.deepEqual(Object.keys(files).sort(), ['more.md', 'quick.md', 'slow.md']);
+  assert.deepEqual(files['quick.md'], quick, 'the work done before the pause is intact');
+  assert.equal(await fleet.client.read(goalId, 'quick.md'), 'answer for quick.md');
+  // The parked subtask went on from its saved messages: one start, every turn asked once.
+  const slow = requestsOf(server, 'write slow.md', 'research').map((q) => turnOf(q.body));
+  assert.deepEqual(slow, [1, 2, 3, 4, 5, 6, 7, 8]);
+  const starts = (await fleet.client.goals.events(goalId))
+    .map((e) => e.event)
+    .filter((e) => e.type === 'subtask_started' && e.artifact === 'slow.md');
+  assert.equal(starts.length, 1);
+  assert.ok((await metricSum(fleet, 'deepq_goal_cycles_count', { status: 'done' })) >= 1);
+});
+
+/** Runs the five-subagent loop at a budget; returns its overshoot and how many subagents ran. */
+async function overshootAt(budget: number): Promise<{ overshoot: number; running: number; calls: number }> {
+  const tag = `${OVERSHOOT}-${budget}]`;
+  const goalId = await fleet.client.enqueue({ goal: `${tag} Loop`, budgets: { maxTokens: budget } });
+  const g = await fleet.client.waitFor(goalId, { timeoutMs: 60_000 });
+  assert.equal(g.status, 'budget_exceeded');
+  // Calls in flight when the goal ended still land: wait for the subtasks to finish.
+  const queue = fleet.client.queues.get(RESEARCH_QUEUE);
+  for (let i = 0; i < 100 && (await queue.getJobCounts('active')).active > 0; i++) await sleep(100);
+  await sleep(200);
+  const used = Object.values((await fleet.client.get(goalId)).tokens).reduce((a, b) => a + b, 0);
+  const calls = requestsOf(server, tag, 'research').map((r) => /write (loop-\d\.md)/.exec(firstUserText(r.body))?.[1]);
+  return { overshoot: Math.max(0, used - budget), running: new Set(calls).size, calls: calls.length };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+test('overshoot past --max-tokens is at most one call per running subagent', async () => {
+  const figures: string[] = [];
+  let worst = 0;
+  // Budgets from "not all five fit one call" to "several calls each": the crossing falls
+  // on different calls in flight.
+  for (const budget of [5000, 6500, 8000, 9500, 11_000, 12_500]) {
+    const { overshoot, running, calls } = await overshootAt(budget);
+    assert.ok(running >= 1, 'the subagents ran');
+    const perSubagent = overshoot / running;
+    worst = Math.max(worst, perSubagent);
+    figures.push(`${budget}: +${overshoot} (${running} running, ${calls} calls)`);
+    assert.ok(perSubagent <= MAX_OUT, `budget ${budget}: overshoot ${overshoot} over ${running} subagents`);
+  }
+  console.log(`# measured overshoot by budget: ${figures.join('; ')}`);
+  console.log(`# measured: worst overshoot ${worst.toFixed(0)} tokens per running subagent (bound: ${MAX_OUT})`);
+});

@@ -1,0 +1,104 @@
+// What the planner is told and held to on a later cycle: finished work is named and may not be
+// planned again unless the reflection asked to revise it; failures come with their reasons;
+// what is left of each budget and each role's cost per subtask are given, and a plan whose
+// estimated cost is more than the tokens left is rejected, naming both figures.
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { estimatePlan, planContract, planSchemaFor } from '../../services/planner/plan-contract.ts';
+import { costPerSubtask, planBudgetOf, plannerMessage } from '../../services/planner/prompt.ts';
+import type { GoalRecord } from '../../shared/goal/store.ts';
+import type { FileEntry } from '../../shared/vfs/vfs.ts';
+import { parseOrThrow } from '../../shared/zod.ts';
+
+const roles = ['research-specialist', 'code-writer', 'critic'];
+const task = (artifact: string, over: Record<string, unknown> = {}) => ({
+  role: 'research-specialist',
+  instruction: `write ${artifact}`,
+  expected_artifact: artifact,
+  read_files: [],
+  ...over,
+});
+
+test('a done artifact is not planned again, unless the reflection asked to revise it', () => {
+  const schema = planSchemaFor(roles, ['a.md', 'b.md'], { done: ['a.md', 'b.md'], revise: ['b.md'] });
+  assert.throws(
+    () => parseOrThrow(schema, { subtasks: [task('a.md'), task('c.md')] }, 'plan'),
+    /subtasks\.0\.expected_artifact: "a\.md" is done: finished work is kept/,
+  );
+  // A revision asked for, new work, and reading done work are all fine.
+  const ok = parseOrThrow(schema, { subtasks: [task('b.md'), task('c.md', { read_files: ['a.md'] })] }, 'plan');
+  assert.equal(ok.subtasks.length, 2);
+});
+
+test('a plan estimated above the tokens left is rejected with both figures; within them it passes', () => {
+  const budget = { tokensLeft: 5000, perSubtask: { 'research-specialist': 2000 } };
+  const contract = planContract(roles, [], { budget });
+  const three = JSON.stringify({ subtasks: [task('a.md'), task('b.md'), task('c.md')] });
+  const verdict = contract.check(three);
+  assert.equal(verdict.ok, false);
+  assert.match(
+    (verdict as { problem: string }).problem,
+    /estimated cost, 6000 tokens \(a\.md ~2000 \(research-specialist's average\), .*\), is more than the 5000 tokens/,
+  );
+  assert.match(contract.lastOverBudget()!, /6000 tokens/, 'the rejection is known to be the budget alone');
+  // Caps that fit make the same fan-out acceptable; a role that never ran is not guessed at.
+  const capped = { subtasks: [task('a.md', { token_cap: 1500 }), task('b.md', { token_cap: 1500 }), task('c.md')] };
+  assert.deepEqual(estimatePlan(capped, {}), { tokens: 3000, detail: 'a.md ~1500 (its cap), b.md ~1500 (its cap)' });
+  assert.equal(contract.check(JSON.stringify({ subtasks: capped.subtasks.slice(0, 2) })).ok, true);
+  assert.equal(contract.lastOverBudget(), null);
+  // A structural problem is not a budget problem.
+  assert.equal(contract.check('{"subtasks": []}').ok, false);
+  assert.equal(contract.lastOverBudget(), null);
+});
+
+function goal(over: Partial<GoalRecord> = {}): GoalRecord {
+  const usage = { input: 0, output: 0, cache_read: 0, cache_write: 0 };
+  return {
+    goalId: 'g1',
+    goal: 'Write five parts',
+    status: 'planning',
+    step: 1,
+    depth: 1,
+    createdAt: 1_000_000,
+    updatedAt: 0,
+    finishedAt: null,
+    reason: null,
+    review: false,
+    budgets: { maxTokens: 20_000, maxSteps: 4, maxSeconds: 600 },
+    plan: { subtasks: [task('a.md'), task('b.md')] },
+    planStep: 1,
+    reflection: { decision: 'replan', reason: 'b.md failed', step: 1, revise: ['a.md'] },
+    note: null,
+    pausedFor: null,
+    pausedFrom: null,
+    outcomes: [
+      { index: 0, role: 'research-specialist', artifact: 'a.md', status: 'done' },
+      { index: 1, role: 'research-specialist', artifact: 'b.md', status: 'failed', reason: 'the summary is empty' },
+    ],
+    progress: [],
+    subtasksByRole: { 'research-specialist': 2 },
+    resumes: 0,
+    tokens: { ...usage, input: 3000, output: 1000 },
+    usage: { 'planner|m': { ...usage, input: 800 }, 'research-specialist|m': { ...usage, input: 2200, output: 1000 } },
+    requestedAs: {},
+    estimatedUsage: [],
+    ...over,
+  } as GoalRecord;
+}
+
+test("the planner's message names finished work, failures with reasons, revisions, budgets left and costs", () => {
+  const index: FileEntry[] = [{ name: 'a.md', status: 'done', step: 1, bytes: 10, version: 1, updatedAt: 0 }];
+  const msg = plannerMessage(goal(), 2, index, 1_000_000 + 100_000);
+  assert.match(msg, /^Done \(finished work: keep it, do not plan it again\): a\.md \(v1\)$/m);
+  assert.match(msg, /^- b\.md \(research-specialist\): the summary is empty$/m);
+  assert.match(msg, /^To revise \(the reflection asked; each becomes a new version\): a\.md$/m);
+  assert.match(msg, /^Budget left: tokens 16000 of 20000; cycles: this is cycle 2 of at most 4; seconds 500 of 600$/m);
+  assert.match(msg, /^Cost per subtask so far: research-specialist ~1600 tokens \(2 subtasks\)$/m);
+  assert.deepEqual(
+    costPerSubtask(goal()),
+    { 'research-specialist': 1600 },
+    "the planner's own tokens are not a role's",
+  );
+  assert.deepEqual(planBudgetOf(goal({ budgets: {} })), undefined, 'no token budget: nothing to estimate against');
+});
