@@ -77,9 +77,10 @@ export function goalCallBudget(rt: Runtime, goalId: string): CallBudget {
     async reserve(req) {
       const now = Date.now();
       const wanted = req.max_tokens;
-      const args = [randomBytes(6).toString('hex'), wanted, estimateInputTokens(req)];
-      // The input estimate is what a goal can overshoot by when the real count is higher.
-      args.push(Math.min(wanted, MIN_CALL_TOKENS), now, now + reservationTtlMs(rt.cfg), rt.cfg.goalKeyTtlSeconds);
+      // A call that can have fewer output tokens than it asked for still runs, down to the floor.
+      const floor = Math.min(wanted, MIN_CALL_TOKENS);
+      const args = [randomBytes(6).toString('hex'), wanted, estimateInputTokens(req), floor];
+      args.push(now, now + reservationTtlMs(rt.cfg), rt.cfg.goalKeyTtlSeconds);
       const reply = (await runScript(rt.redis, 'budgetReserve', keys, args)) as (string | number)[];
       return grantOf(reply, wanted);
     },

@@ -36,16 +36,18 @@ let server: MessagesApiServer;
 before(async () => {
   await redis.ready;
   // The default model, except that the reflector asks for three cycles: research + code,
-  // a critique that reads solution.py, a revision that reads solution.py and critique.json.
+  // a critique that reads solution.py, a revision (asked for by the reflection: solution.py
+  // is done) that reads solution.py and critique.json.
   server = await startMessagesApiServer({
     handler: (body, i, rec) => {
       if (roleOf(body) === 'reflector') {
         const cycle = Number(/^Cycle: (\d+)$/m.exec(firstUserText(body))?.[1]);
+        const revise = cycle === 2 ? { revise: ['solution.py'] } : {};
         return text(
           JSON.stringify(
             cycle >= 3
               ? { decision: 'end', reason: 'revised after review' }
-              : { decision: 'continue', reason: `cycle ${cycle} done` },
+              : { decision: 'continue', reason: `cycle ${cycle} done`, ...revise },
           ),
         );
       }

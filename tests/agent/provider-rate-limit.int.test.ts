@@ -85,9 +85,11 @@ test('a provider that never stops answering 429 fails the subtask with the reaso
         ? apiError(429, 'rate limited', { 'retry-after': '0' })
         : defaultHandler(body, i, req),
   });
+  // One cycle only: a replan would plan the failed research again (finished work is kept,
+  // failed work is not), and this test counts the calls of one job.
   const f = await startFleet(
     redis.url,
-    always.env({ DEEPQ_MAX_RATE_LIMIT_REQUEUES: '2', DEEPQ_SUBTASK_ATTEMPTS: '2' }),
+    always.env({ DEEPQ_MAX_RATE_LIMIT_REQUEUES: '2', DEEPQ_SUBTASK_ATTEMPTS: '2', DEEPQ_MAX_DEPTH: '1' }),
   );
   try {
     const goalId = await f.client.enqueue({ goal: 'Never served' });

@@ -29,6 +29,7 @@ import { cycleOf, json, metricSum, requestsOf, research, scenarioHandler } from 
 const MAX_OUT = 512;
 const CAP = '[cap]';
 const PAUSE = '[pause]';
+const STEPS = '[steps]';
 const OVERSHOOT = '[overshoot';
 const RESEARCH_QUEUE = 'subagent-research-specialist';
 const SLOW_TURNS = 8;
@@ -72,6 +73,12 @@ const handler = scenarioHandler({
     return text(`answer for ${/write (\S+)/.exec(task)?.[1]}`);
   },
   // Five subtasks in parallel, each looking at the files forever: only the budget stops them.
+  // Two cycles of one quick subtask each.
+  [STEPS]: (_body, role, task) => {
+    if (role === 'planner') return json({ subtasks: [research(STEPS, cycleOf(task) === 1 ? 'one.md' : 'two.md')] });
+    if (role === 'reflector') return json({ decision: cycleOf(task) === 1 ? 'continue' : 'end', reason: 'next' });
+    return text(`answer for ${/write (\S+)/.exec(task)?.[1]}`);
+  },
   // The planner's input counts 1.2× the estimate, each subagent's 1.4× to 1.8× (by its number).
   [OVERSHOOT]: async (body, role, task) => {
     const tag = /\[overshoot-\d+\]/.exec(task)?.[0] ?? OVERSHOOT;
@@ -179,6 +186,31 @@ test('--on-budget pause: at --max-tokens the goal waits, work kept; resumed with
     .filter((e) => e.type === 'subtask_started' && e.artifact === 'slow.md');
   assert.equal(starts.length, 1);
   assert.ok((await metricSum(fleet, 'deepq_goal_cycles_count', { status: 'done' })) >= 1);
+});
+
+test('--on-budget pause at --max-steps: the plan job waits; resumed with more steps, the next cycle runs', async () => {
+  const goalId = await fleet.client.enqueue({
+    goal: `${STEPS} Two cycles`,
+    budgets: { maxSteps: 1, onBudget: 'pause' },
+  });
+  let g = await fleet.client.waitFor(goalId, { timeoutMs: 60_000 });
+  assert.equal(g.status, 'awaiting_human');
+  assert.deepEqual([g.pausedFor, g.pausedFrom, g.step], ['budget', 'planning', 1]);
+  assert.match(g.reason!, /^step budget exceeded: step 2 would pass the limit of 1$/);
+  assert.equal(requestsOf(server, STEPS, 'planner').length, 1, 'cycle 2 was not planned');
+  const r = await runCli(['resume', goalId, '--max-steps', '2'], fleet.env);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /raise budget \(status planning\)/);
+  g = await fleet.client.waitFor(goalId, { timeoutMs: 60_000 });
+  assert.equal(g.status, 'done', g.reason ?? '');
+  assert.deepEqual(
+    (await fleet.client.vfs.index(goalId)).map((f) => [f.name, f.status, f.version]),
+    [
+      ['one.md', 'done', 1],
+      ['two.md', 'done', 1],
+    ],
+  );
+  assert.equal(await metricSum(fleet, 'deepq_budget_events_total', { kind: 'steps', action: 'pause' }), 1);
 });
 
 /** Runs the five-subagent loop at a budget; returns its overshoot and how many subagents ran. */
