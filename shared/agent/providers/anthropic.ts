@@ -1,7 +1,9 @@
 // The real Anthropic model: @anthropic-ai/sdk, the Messages API. Requests and responses are
 // already in deepq's shape. SDK retries are off unless configured: the retry middleware owns
 // that policy (it honours retry-after, including 0, and feeds the queue-wide rate limit).
-import Anthropic from '@anthropic-ai/sdk';
+// The SDK loads at the first call: a process on the scripted model, or on another provider,
+// never pays its import.
+import type Anthropic from '@anthropic-ai/sdk';
 import { sdkErrorToModelCallError, withDeadline } from './sdk-errors.ts';
 import {
   type CallContext,
@@ -23,24 +25,33 @@ export interface AnthropicProviderOptions {
   maxRetries?: number;
 }
 
+type Sdk = typeof Anthropic;
+let sdk: Promise<Sdk> | undefined;
+const loadSdk = () => (sdk ??= import('@anthropic-ai/sdk').then((m) => m.default));
+
 export class AnthropicProvider implements ModelProvider {
   readonly name = 'anthropic';
-  private readonly client: Anthropic;
-  private readonly timeoutMs: number;
-  constructor(opts: AnthropicProviderOptions) {
-    this.client = new Anthropic({
-      apiKey: opts.apiKey,
-      baseURL: opts.baseURL ?? null,
-      maxRetries: opts.maxRetries ?? 0,
-      timeout: opts.timeoutMs,
-      ...(opts.headers ? { defaultHeaders: opts.headers } : {}),
-    });
-    this.timeoutMs = opts.timeoutMs;
+  private connected?: Promise<{ Sdk: Sdk; client: Anthropic }>;
+  constructor(private readonly opts: AnthropicProviderOptions) {}
+
+  private connect(): Promise<{ Sdk: Sdk; client: Anthropic }> {
+    const opts = this.opts;
+    const client = (Sdk: Sdk) =>
+      new Sdk({
+        apiKey: opts.apiKey,
+        baseURL: opts.baseURL ?? null,
+        maxRetries: opts.maxRetries ?? 0,
+        timeout: opts.timeoutMs,
+        ...(opts.headers ? { defaultHeaders: opts.headers } : {}),
+      });
+    this.connected ??= loadSdk().then((Sdk) => ({ Sdk, client: client(Sdk) }));
+    return this.connected;
   }
 
   async createMessage(req: ModelRequest, ctx: CallContext): Promise<ModelResponse> {
+    const { Sdk, client } = await this.connect();
     const call = async (signal: AbortSignal) => {
-      const res = await this.client.messages.create(
+      const res = await client.messages.create(
         {
           model: req.model,
           system: req.system as never,
@@ -55,8 +66,8 @@ export class AnthropicProvider implements ModelProvider {
       }
       return res as unknown as ModelResponse;
     };
-    return withDeadline(this.timeoutMs, ctx.signal, call, (err) =>
-      sdkErrorToModelCallError(err, Anthropic, 'anthropic', ctx.signal),
+    return withDeadline(this.opts.timeoutMs, ctx.signal, call, (err) =>
+      sdkErrorToModelCallError(err, Sdk, 'anthropic', ctx.signal),
     );
   }
 }
