@@ -1,7 +1,7 @@
 // `npm run bench`: deepq's figures, each a ratio or distribution measured within one run,
 // on the scripted model and a private redis-server. It reports; it never asserts.
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { FlowProducer, Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
@@ -19,7 +19,7 @@ import type { Plan, Reflection } from '../shared/goal/plan.ts';
 import { loadConfig, roleNames } from '../shared/runtime/config.ts';
 import { PLAN_QUEUE, subagentQueueName } from '../shared/runtime/queues.ts';
 import { createRuntime } from '../shared/runtime/runtime.ts';
-import { type Fleet, startFleet } from '../testing/fleet.ts';
+import { startFleet } from '../testing/fleet.ts';
 import {
   defaultAnswer,
   type MessageReply,
@@ -28,67 +28,9 @@ import {
   text,
   toolUse,
 } from '../testing/messages-api-server.ts';
+import { loadAverage, log, median, pct, quick, round, runGoals, steadyRate } from './common.ts';
 
 const LATENCY = 200;
-const quick = process.argv.includes('--quick');
-const log = (s: string) => process.stderr.write(`bench: ${s}\n`);
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-const pct = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]!;
-};
-const round = (x: number, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
-
-/**
- * Steady-state rate from completion times: the middle 80 % of completions over the time
- * they took, so pipeline fill and drain (one goal is 7 jobs in a chain) do not count.
- */
-export function steadyRate(finishedAt: number[]): number {
-  const t = [...finishedAt].sort((a, b) => a - b);
-  if (t.length < 10) return t.length / Math.max(0.001, (t[t.length - 1]! - t[0]!) / 1000);
-  const lo = Math.floor(t.length * 0.1);
-  const hi = Math.ceil(t.length * 0.9) - 1;
-  return (hi - lo) / Math.max(0.001, (t[hi]! - t[lo]!) / 1000);
-}
-
-/**
- * A closed loop: `inFlight` goals at a time, a new one as each finishes, `n` in all. The
- * rate counts the middle 80 % of completions, so pipeline fill and drain do not count.
- */
-async function runGoals(
-  fleet: Fleet,
-  n: number,
-  goal = 'Benchmark goal',
-  inFlight = 64,
-): Promise<{ seconds: number; rate: number; ids: string[] }> {
-  const t0 = performance.now();
-  const ids: string[] = [];
-  const live = new Set<string>();
-  const finished: number[] = [];
-  const keys = fleet.client.goals.keys;
-  while (finished.length < n) {
-    while (live.size < inFlight && ids.length < n) {
-      const id = await fleet.client.enqueue({ goal: `${goal} ${ids.length}` });
-      ids.push(id);
-      live.add(id);
-    }
-    const batch = [...live];
-    const p = fleet.client.redis.pipeline();
-    for (const id of batch) p.hmget(keys.goal(id), 'status', 'finishedAt', 'reason');
-    const res = (await p.exec()) ?? [];
-    batch.forEach((id, i) => {
-      const [status, finishedAt, reason] = res[i]![1] as (string | null)[];
-      if (status === 'done') {
-        live.delete(id);
-        finished.push(Number(finishedAt));
-      } else if (status && ['failed', 'cancelled', 'budget_exceeded', 'awaiting_human'].includes(status)) {
-        throw new Error(`goal ${id} ended ${status}: ${reason}`);
-      }
-    });
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  return { seconds: (performance.now() - t0) / 1000, rate: steadyRate(finished), ids };
-}
 
 /** One cycle of 5 subtasks: deepq's fan-out against the seed's sequential in-process loop. */
 async function parallelSpeedup(url: string) {
@@ -542,7 +484,45 @@ async function promptCaching(url: string) {
   };
 }
 
+type Section = [name: string, label: string, run: (url: string) => Promise<unknown>];
+const SECTIONS: Section[] = [
+  ['parallel', 'parallel speedup', parallelSpeedup],
+  ['throughput', 'throughput and dispatch latency', throughputAndDispatch],
+  ['scaling', 'horizontal scaling (1 vs 4 processes per service)', scaling],
+  ['prompt_cache', 'prompt caching of a 10-turn tool loop', promptCaching],
+  ['vfs', 'virtual FS bounds (P51)', async (url) => (await import('./vfs.ts')).benchVfs(url)],
+  [
+    'startup',
+    'CLI start and service ready, compiled and from the sources',
+    async (url) => (await import('./startup.ts')).benchStartup(url),
+  ],
+  [
+    'scale',
+    'the scale curve (64, 1,000 and 10,000 goals in flight)',
+    async (url) => (await import('./scale.ts')).benchScale(url),
+  ],
+  [
+    'cancel',
+    'cancel latency (deepq cancel → every model call aborted)',
+    async (url) => (await import('./cancel.ts')).benchCancel(url),
+  ],
+];
+
+/** `--only scale,cancel`: just those sections, printed as JSON; latest.json is left as it is. */
+function onlySections(): string[] | undefined {
+  const i = process.argv.findIndex((a) => a === '--only' || a.startsWith('--only='));
+  if (i < 0) return undefined;
+  const arg = process.argv[i]!.includes('=') ? process.argv[i]!.split('=')[1]! : process.argv[i + 1];
+  const names = (arg ?? '').split(',').filter(Boolean);
+  const unknown = names.filter((n) => !SECTIONS.some(([s]) => s === n));
+  if (!names.length || unknown.length)
+    throw new Error(`--only takes a list of ${SECTIONS.map(([s]) => s).join(', ')} (got ${arg ?? 'nothing'})`);
+  return names;
+}
+
 async function main() {
+  const only = onlySections();
+  const started = performance.now();
   const redis = await startPrivateRedis();
   const results: Record<string, unknown> = {};
   try {
@@ -552,27 +532,25 @@ async function main() {
       redis: /redis_version:(\S+)/.exec(info)?.[1],
       cores: availableParallelism(),
       quick,
+      load_average_at_start: loadAverage(),
     };
-    log('parallel speedup…');
-    results.parallel = await parallelSpeedup(redis.url);
-    log('throughput and dispatch latency…');
-    results.throughput = await throughputAndDispatch(redis.url);
-    log('horizontal scaling (1 vs 4 processes per service)…');
-    results.scaling = await scaling(redis.url);
-    log('prompt caching of a 10-turn tool loop…');
-    results.prompt_cache = await promptCaching(redis.url);
-    if (existsSync(new URL('./vfs.ts', import.meta.url))) {
-      log('virtual FS bounds (P51)…');
-      const { benchVfs } = await import('./vfs.ts');
-      results.vfs = await benchVfs(redis.url);
-    }
-    if (existsSync(new URL('./startup.ts', import.meta.url))) {
-      log('CLI start and service ready, compiled and from the sources…');
-      const { benchStartup } = await import('./startup.ts');
-      results.startup = await benchStartup(redis.url);
+    for (const [name, label, run] of SECTIONS) {
+      if (only && !only.includes(name)) continue;
+      log(`${label}…`);
+      const t0 = performance.now();
+      results[name] = await run(redis.url);
+      log(`${label}: ${round((performance.now() - t0) / 1000, 1)} s`);
     }
   } finally {
     await redis.stop();
+  }
+  Object.assign(results.environment as object, {
+    load_average_at_end: loadAverage(),
+    bench_seconds: Math.round((performance.now() - started) / 1000),
+  });
+  if (only) {
+    process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
+    return;
   }
   mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
   writeFileSync(new URL('./results/latest.json', import.meta.url), `${JSON.stringify(results, null, 2)}\n`);
@@ -615,6 +593,20 @@ async function main() {
       `| service ready, compiled | ${pair(up.service_ready)} | ≤ ${up.service_ready.target_compiled_s} s |`,
     );
   }
+  const sc = results.scale as Awaited<ReturnType<typeof import('./scale.ts').benchScale>>;
+  const cx = results.cancel as Awaited<ReturnType<typeof import('./cancel.ts').benchCancel>>;
+  const perGoal = Object.entries(sc.redis_memory_per_queued_goal_bytes)
+    .map(([n, b]) => `${n}: ${b} B`)
+    .join(', ');
+  const big = sc.backlogs.at(-1)!;
+  const cl = cx.cancel_latency_ms;
+  out.push(
+    `| throughput at ${sc.largest} in flight vs 64 | ${sc.throughput_ratio_largest_vs_64} | ≥ ${sc.target_ratio} |`,
+    `| CPU per goal at ${sc.largest} in flight vs 64 | ${sc.cpu_ratio_largest_vs_64} | |`,
+    `| Redis used_memory per queued goal | ${perGoal} | reported |`,
+    `| cancel_latency_ms p50 | ${cl.p50} | |`,
+    `| cancel_latency_ms p99 | ${cl.p99 ?? 'a call was not aborted'} | ≤ ${cl.target_p99} |`,
+  );
   const vfs = results.vfs as Record<string, unknown> | undefined;
   if (vfs?.summary) out.push('', '```', JSON.stringify(vfs.summary, null, 2), '```');
   const { cycle_ms: cycle } = p;
@@ -636,6 +628,25 @@ async function main() {
       `(system and tools only: ${c.input_cost_vs_uncached.system_and_tools_only}); ` +
       `at most ${c.max_breakpoints} breakpoints per request`,
   );
+  out.push(
+    `scale, goals/s by goals in flight: ${Object.entries(sc.goals_per_second)
+      .map(([n, g]) => `${n}: ${g}`)
+      .join(', ')}; ` +
+      `draining ${big.in_flight}: first tenth ${big.work_rate_by_tenth[0]}, ` +
+      `last ${big.work_rate_by_tenth[9]} goals/s, ` +
+      `Redis ${big.redis.commands_per_goal} commands and ${big.redis.cpu_us_per_goal} µs per goal`,
+    `scale, CPU ms per goal (services + Redis) by goals in flight: ${Object.entries(sc.cpu_ms_per_goal)
+      .map(([n, c]) => `${n}: ${c}`)
+      .join(', ')}; ${big.in_flight} queued: ${big.redis.queued_mib} MiB, ` +
+      `peak while draining ${big.redis.peak_during_drain_mib} MiB`,
+  );
+  const parts = cx.parts_ms;
+  out.push(
+    `cancel: deepq cancel start → publish p50 ${parts.cli_start_to_publish_p50} ms, publish → last abort p50 ` +
+      `${parts.publish_to_last_abort_p50} ms (p99 ${parts.publish_to_last_abort_p99} ms)`,
+  );
+  const e = results.environment as { load_average_at_start: number[]; load_average_at_end: number[] };
+  out.push(`load average at start ${e.load_average_at_start.join(' ')}, at end ${e.load_average_at_end.join(' ')}`);
   out.push('full figures: bench/results/latest.json');
   process.stdout.write(`${out.join('\n')}\n`);
 }

@@ -1,10 +1,21 @@
 // What `deepq status` says about a goal's cycles and budgets: each budget against its limit
 // and what happens at it, a budget pause with the command that carries the goal on, and a
-// stall (the reflector stopped asking the model) with how the cycles went.
+// stall (the reflector stopped asking the model) with how the cycles went. The inspector
+// uses the same reading of a budget pause (services/ui/decisions/budget-pause.ts).
+import type { BudgetKind } from '../shared/errors.ts';
 import type { GoalRecord } from '../shared/goal/store.ts';
 import { totalTokens } from '../shared/goal/store.ts';
 
-const FLAG = { tokens: '--max-tokens', steps: '--max-steps', seconds: '--max-seconds' } as const;
+export const BUDGET_FLAG = { tokens: '--max-tokens', steps: '--max-steps', seconds: '--max-seconds' } as const;
+
+/**
+ * Which budget a goal paused at: the hash keeps only the reason (the `paused` event has the
+ * kind), and every budget reason starts with its kind's word.
+ */
+export function pausedBudgetKind(g: Pick<GoalRecord, 'reason'>): BudgetKind {
+  const word = /^(token|step|time)/.exec(g.reason ?? '')?.[1];
+  return word === 'step' ? 'steps' : word === 'time' ? 'seconds' : 'tokens';
+}
 
 export function budgetStatusLines(g: GoalRecord, now = Date.now()): string[] {
   const b = g.budgets;
@@ -17,15 +28,18 @@ export function budgetStatusLines(g: GoalRecord, now = Date.now()): string[] {
   const lines: string[] = [];
   if (limits.length) lines.push(`budgets   ${limits.join(', ')}; at a limit: ${b.onBudget ?? 'end'}`);
   if (g.status === 'awaiting_human' && g.pausedFor === 'budget') {
-    const kind = /^(token|step|time)/.exec(g.reason ?? '')?.[1];
-    const flag = kind === 'step' ? FLAG.steps : kind === 'time' ? FLAG.seconds : FLAG.tokens;
+    const flag = BUDGET_FLAG[pausedBudgetKind(g)];
     lines.push(`paused    at its budget, work kept: carry on with deepq resume ${g.goalId} ${flag} N`);
   }
-  if (g.reason?.startsWith('stalled:')) {
-    const cycles = g.progress.map(
-      (p) => `${p.step}: ${p.done} done${p.failures.length ? `, ${p.failures.length} failed` : ''}`,
-    );
-    lines.push(`stalled   the reflector stopped asking the model; cycles ${cycles.join('; ')}`);
-  }
+  if (g.reason?.startsWith('stalled:'))
+    lines.push(`stalled   the reflector stopped asking the model; ${cycleCounts(g)}`);
   return lines;
+}
+
+/** `cycles 1: 0 done, 1 failed; 2: …` from the progress record. */
+export function cycleCounts(g: Pick<GoalRecord, 'progress'>): string {
+  const cycles = g.progress.map(
+    (p) => `${p.step}: ${p.done} done${p.failures.length ? `, ${p.failures.length} failed` : ''}`,
+  );
+  return `cycles ${cycles.join('; ')}`;
 }

@@ -9,6 +9,8 @@
 // Like the real API it rejects (400) requests it would reject: empty text blocks, a
 // tool_result without its tool_use, a tool_use without its tool_result, more than 4
 // cache_control breakpoints, a conversation that does not start with a user message.
+// An async handler holds its response for as long as it awaits; `abortedAt` records a client
+// that closed the connection meanwhile (an aborted call, as the model endpoint sees it).
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 
@@ -101,6 +103,12 @@ export interface RecordedRequest {
   /** Parsed JSON body (undefined when it did not parse). */
   body: MessagesBody;
   receivedAt: number;
+  /**
+   * When the connection closed before the answer was sent (Date.now()): the client aborted the
+   * call, or the server's close() ended a hang. A handler holds a response by awaiting before it
+   * returns; this is how a test sees the client give up meanwhile.
+   */
+  abortedAt?: number;
   /** What the server answered (for a message reply: the full message object). */
   response?: { kind: 'message' | 'raw' | 'reset' | 'hang' | 'stall' | 'rejected'; status?: number; body?: unknown };
 }
@@ -563,6 +571,9 @@ export async function startMessagesApiServer(
           receivedAt: Date.now(),
         };
         requests.push(rec);
+        res.on('close', () => {
+          if (!res.writableEnded) rec.abortedAt = Date.now();
+        });
         notify();
         if (rec.method !== 'POST' || rec.path !== '/v1/messages') {
           rec.response = { kind: 'rejected', status: 404 };

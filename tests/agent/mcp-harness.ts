@@ -160,15 +160,7 @@ export function scriptedModel(scripts: Record<string, ScriptTurn>): Handler {
   };
 }
 
-export async function until<T>(fn: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 30_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+export { until } from '../../testing/until.ts';
 
 export async function readyz(
   port: number,

@@ -22,6 +22,7 @@ import {
   type WireBlock,
   type WireToolResult,
 } from '../../testing/messages-api-server.ts';
+import { until } from '../../testing/until.ts';
 
 export const WRITER_PROMPT = 'You are the approval test writer.';
 export const HELPER_PROMPT = 'You are the approval test helper.';
@@ -104,16 +105,6 @@ export function resultsOf(r: RecordedRequest | undefined): WireToolResult[] {
   return lastResults(r.body.messages);
 }
 
-export async function until<T>(fn: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 30_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 export async function events(fleet: Fleet, goalId: string): Promise<TimelineEvent[]> {
   return (await fleet.client.goals.events(goalId)).map((e) => e.event);
 }
@@ -133,3 +124,5 @@ export function sample(metrics: string, name: string, labels = ''): number {
   const re = new RegExp(`^${name}\\{[^}]*${labels.replace(/[{}]/g, '')}[^}]*\\} (\\S+)$`, 'm');
   return Number(re.exec(metrics)?.[1] ?? 0);
 }
+
+export { until };

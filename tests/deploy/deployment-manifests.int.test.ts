@@ -48,7 +48,17 @@ const REQUIRED_DASHBOARD_METRICS = [
   'deepq_reflection_decisions_total',
   'deepq_vfs_bytes',
   'deepq_vfs_evictions_total',
+  'deepq_sandbox_runs_total',
+  'deepq_sandbox_seconds',
+  'deepq_approvals_pending',
+  'deepq_approvals_total',
+  'deepq_goal_cycles',
+  'deepq_stalls_total',
+  'deepq_budget_events_total',
 ];
+// Gauges every process (or every reflector) reads from the same Redis: summing the series
+// would count one figure once per replica.
+const SAME_IN_EVERY_PROCESS = ['deepq_approvals_pending', 'deepq_vfs_bytes'];
 // Set in both compose and k8s: without them a containerised fleet does not work.
 const MUST_SET_EVERYWHERE = [
   'REDIS_URL',
@@ -877,6 +887,26 @@ describe('Grafana dashboard', () => {
       exprs.some((e) => /histogram_quantile\(.*deepq_llm_latency_seconds_bucket/.test(e)),
       'LLM latency quantiles',
     );
+    assert.ok(
+      exprs.some((e) => /histogram_quantile\(0\.95, .*deepq_sandbox_seconds_bucket/.test(e)),
+      'sandbox run time p95',
+    );
+    for (const name of SAME_IN_EVERY_PROCESS)
+      for (const e of exprs.filter((x) => x.includes(name)))
+        assert.match(e, new RegExp(`^max(?: by \\([a-z_, ]+\\) )?\\(${name}\\)$`), `${name} is read with max: ${e}`);
+    // The breakdowns operators read: each metric summed by these labels in some panel.
+    const breakdowns: [string, string][] = [
+      ['deepq_sandbox_runs_total', 'outcome'],
+      ['deepq_approvals_total', 'decision'],
+      ['deepq_goal_cycles_sum', 'status'],
+      ['deepq_stalls_total', 'action'],
+      ['deepq_budget_events_total', 'kind, action'],
+    ];
+    for (const [metric, labels] of breakdowns)
+      assert.ok(
+        exprs.some((e) => e.includes(`sum by (${labels}) (increase(${metric}`)),
+        `${metric} by ${labels}`,
+      );
   });
 });
 

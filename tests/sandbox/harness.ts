@@ -45,15 +45,6 @@ export function processesWith(marker: string): number[] {
   return out;
 }
 
-/** Polls `fn` every 10 ms until it is truthy; throws after `timeoutMs`. */
-export async function until<T>(fn: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 30_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
+export { until } from '../../testing/until.ts';
 
 export const marker = (what: string) => `${what}${Math.random().toString(36).slice(2, 10)}`;

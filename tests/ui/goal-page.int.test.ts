@@ -130,11 +130,11 @@ test('artifacts (inline and spilled) and transcripts open from the goal page', a
   await page.waitForURL(/\/artifact\?name=solution\.py$/);
   const spilled = (await fleet.client.vfs.stat(goalId, 'solution.py'))!;
   assert.ok(spilled.blobRef, 'solution.py should have spilled');
-  // Written in cycle 1, revised in cycle 3 (after the note).
-  assert.deepEqual([spilled.version, spilled.step], [2, 3]);
+  // Written in cycle 1 and kept: a replan (after the note too) does not redo finished work.
+  assert.deepEqual([spilled.version, spilled.step], [1, 1]);
   assert.equal(await text(page, '.artifact-meta .role'), 'code-writer');
-  assert.equal(await text(page, '.artifact-meta .step'), '3');
-  assert.equal(await text(page, '.artifact-meta .version'), '2');
+  assert.equal(await text(page, '.artifact-meta .step'), '1');
+  assert.equal(await text(page, '.artifact-meta .version'), '1');
   assert.match((await text(page, '.artifact-meta .stored'))!, /spilled/);
   const content = await page.locator('#artifact-content').textContent();
   assert.equal(content, await fleet.client.read(goalId, 'solution.py'));

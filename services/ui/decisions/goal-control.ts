@@ -1,10 +1,14 @@
 // The decisions every goal has: resume a goal that awaits a human (with an optional note for
-// the planner) and cancel a goal that has not ended. Both call the CLI's own functions
-// (GoalClient.resume / cancel), so the UI and `deepq resume|cancel` behave the same.
+// the planner; after a budget pause, with the budget raised) and cancel a goal that has not
+// ended. Both call the CLI's own functions (GoalClient.resume / cancel), so the UI and
+// `deepq resume|cancel` behave the same.
+import { cycleCounts } from '../../../cli/budget-status.ts';
 import { isTerminal } from '../../../shared/goal/status.ts';
 import type { GoalRecord } from '../../../shared/goal/store.ts';
+import { raiseFromForm } from '../budget-input.ts';
 import { path } from '../views/html.ts';
 import { act, formText } from './act.ts';
+import { budgetPause } from './budget-pause.ts';
 import type { DecisionAction, DecisionProvider, DecisionView } from './types.ts';
 
 const NOTE_MAX_CHARS = 2000;
@@ -13,19 +17,27 @@ function cancelAction(goalId: string): DecisionAction {
   return { label: 'Cancel goal', path: path`/goals/${goalId}/cancel`, tone: 'danger' };
 }
 
+/** A review, an escalation, or a stall (an escalation the reflector made without its model). */
 function awaitingHuman(goal: GoalRecord): DecisionView {
   const decision = goal.reflection?.decision ?? 'continue';
   const review = goal.pausedFor === 'review';
+  const stalled = !review && !!goal.reason?.startsWith('stalled:');
+  const title = review
+    ? `Review: the reflector chose "${decision}"`
+    : stalled
+      ? 'Stalled: no progress, the reflector stopped asking the model; a human must decide'
+      : 'Escalated: a human must decide';
+  const detail = stalled && goal.progress.length ? `${goal.reason} (${cycleCounts(goal)})` : goal.reason;
   return {
     id: 'human-pause',
     kind: review ? 'review' : 'escalation',
-    title: review ? `Review: the reflector chose "${decision}"` : 'Escalated: a human must decide',
-    detail: goal.reason ?? undefined,
+    title,
+    detail: detail ?? undefined,
     actions: [
       {
         label: review ? `Resume (${decision}; with a note: re-plan)` : 'Resume (re-plan)',
         path: path`/goals/${goal.goalId}/resume`,
-        note: { name: 'note', label: 'Note for the planner (optional)' },
+        fields: [{ name: 'note', label: 'Note for the planner (optional)', kind: 'text' }],
         tone: 'primary',
       },
       cancelAction(goal.goalId),
@@ -35,6 +47,8 @@ function awaitingHuman(goal: GoalRecord): DecisionView {
 
 export const goalControl: DecisionProvider = {
   pending(_ctx, goal) {
+    if (goal.status === 'awaiting_human' && goal.pausedFor === 'budget')
+      return [budgetPause(goal, cancelAction(goal.goalId))];
     if (goal.status === 'awaiting_human') return [awaitingHuman(goal)];
     if (isTerminal(goal.status)) return [];
     return [
@@ -43,8 +57,12 @@ export const goalControl: DecisionProvider = {
   },
 
   routes(app, ctx) {
+    // One route for every resume, as `deepq resume` is one command: a note, raised budgets, both.
     app.post('/goals/:id/resume', (c) =>
-      act(c, ctx, 'resume', async (goalId) => ctx.client.resume(goalId, await formText(c, 'note', NOTE_MAX_CHARS))),
+      act(c, ctx, 'resume', async (goalId) => {
+        const note = await formText(c, 'note', NOTE_MAX_CHARS);
+        return ctx.client.resume(goalId, note, raiseFromForm(await c.req.parseBody()));
+      }),
     );
     app.post('/goals/:id/cancel', (c) => act(c, ctx, 'cancel', (goalId) => ctx.client.cancel(goalId)));
   },

@@ -26,7 +26,7 @@ export const toolApprovals: DecisionProvider = {
           {
             label: 'Reject',
             path: `${base}/reject`,
-            note: { name: 'reason', label: 'Reason (the model reads it)' },
+            fields: [{ name: 'reason', label: 'Reason (the model reads it)', kind: 'text' }],
             tone: 'danger',
           },
         ],

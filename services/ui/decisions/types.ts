@@ -5,12 +5,20 @@ import type { Hono } from 'hono';
 import type { GoalRecord } from '../../../shared/goal/store.ts';
 import type { UiContext, UiEnv } from '../context.ts';
 
-/** One button: a form POSTing to `path` (with the page's CSRF token), maybe with a note. */
+/** A field sent with an action: a free text (a note, a reason) or a number (a budget). */
+export interface DecisionField {
+  name: string;
+  label: string;
+  kind: 'text' | 'number';
+  /** Numbers: `1` for whole numbers, `any` for fractions too. The server checks again. */
+  step?: '1' | 'any';
+}
+
+/** One button: a form POSTing to `path` (with the page's CSRF token), maybe with fields. */
 export interface DecisionAction {
   label: string;
   path: string;
-  /** A text field sent with the action (e.g. a note for the planner). */
-  note?: { name: string; label: string };
+  fields?: DecisionField[];
   tone: 'primary' | 'danger';
 }
 

@@ -1,7 +1,10 @@
 // A goal's current state as the Goal page shows it (header, budgets, artifacts, tokens by role,
 // pending decisions, stored transcripts), display-ready: the page renders it and every live update carries it
 // again as JSON, which the client script renders with text nodes only.
+import { pausedBudgetKind } from '../../../cli/budget-status.ts';
+import type { BudgetKind } from '../../../shared/errors.ts';
 import { estimateCost, formatCost } from '../../../shared/goal/cost.ts';
+import { isPausedForBudget } from '../../../shared/goal/parking.ts';
 import { isTerminal } from '../../../shared/goal/status.ts';
 import { type GoalRecord, totalTokens } from '../../../shared/goal/store.ts';
 import type { FileEntry } from '../../../shared/vfs/vfs.ts';
@@ -17,6 +20,8 @@ export interface BudgetLine {
   limit: string;
   /** Spent share of the limit (0-1), null without a limit. */
   share: number | null;
+  /** The goal is paused at this budget. */
+  paused: boolean;
 }
 
 export interface ArtifactLine {
@@ -56,14 +61,19 @@ export interface GoalSnapshot {
   threads: string[];
 }
 
+/** Each budget's row name. */
+const BUDGET_ROW: Record<BudgetKind, string> = { tokens: 'tokens', steps: 'cycles', seconds: 'seconds' };
+
 function budgetLines(goal: GoalRecord, now: number): BudgetLine[] {
   const b = goal.budgets;
   const seconds = ((goal.finishedAt ?? now) - goal.createdAt) / 1000;
+  const pausedAt = isPausedForBudget(goal) ? BUDGET_ROW[pausedBudgetKind(goal)] : null;
   const line = (name: string, used: number, limit: number | undefined, show: (n: number) => string) => ({
     name,
     used: show(used),
     limit: limit === undefined ? 'no limit' : show(limit),
     share: limit === undefined ? null : Math.min(1, used / limit),
+    paused: name === pausedAt,
   });
   return [
     line('tokens', totalTokens(goal.tokens), b.maxTokens, count),

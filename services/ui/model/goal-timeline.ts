@@ -1,10 +1,25 @@
 // A goal's cycles as the inspector shows them, folded from its timeline events: each cycle's
-// subtasks (state, attempt, duration, bytes, tool calls, failure reason), its reflection and
-// any pause or resume. The plan's instructions are not in the events; cycle-plans.ts adds them.
+// subtasks (state, attempt, duration, bytes, tool calls, failure reason), its reflection, a
+// stall, and any pause or resume. The plan's instructions and token caps are not in the
+// events; cycle-plans.ts adds them. Wording shared by the page and the live script is made
+// here, so the two render the same strings.
 import type { TimelineEvent } from '../../../shared/goal/events.ts';
 import type { Subtask } from '../../../shared/goal/plan.ts';
+import { count } from '../views/format.ts';
 
-export type SubtaskState = 'planned' | 'queued' | 'running' | 'awaiting_approval' | 'done' | 'failed';
+/**
+ * `partial`: stopped at its token cap, its artifact holding what it had (not `done`).
+ * `parked`: was running when its goal paused at a budget; it waits for the budget to be raised.
+ */
+export type SubtaskState =
+  | 'planned'
+  | 'queued'
+  | 'running'
+  | 'awaiting_approval'
+  | 'parked'
+  | 'done'
+  | 'partial'
+  | 'failed';
 
 export interface SubtaskView {
   index: number;
@@ -12,6 +27,8 @@ export interface SubtaskView {
   artifact: string;
   instruction?: string;
   readFiles?: string[];
+  /** The plan's `token_cap` for it, when it set one. */
+  tokenCap?: number;
   state: SubtaskState;
   attempt?: number;
   ms?: number;
@@ -31,15 +48,42 @@ export interface CycleView {
   planSource?: string;
   subtasks: SubtaskView[];
   reflection?: { decision: string; reason: string; threadId?: string };
-  paused?: { pausedFor: string; reason: string };
-  resumed?: { action: string; note?: string };
+  /** The stall detector acted at this cycle instead of the reflector's model. */
+  stalled?: { cycles: number; action: string; reason: string; title: string };
+  /** The latest pause in this cycle; `title` says what for (which budget, for a budget pause). */
+  paused?: { pausedFor: string; budget?: string; reason: string; title: string };
+  /** The resume of that pause; `raised` lists the budgets it raised. */
+  resumed?: { action: string; note?: string; raised?: string };
   evicted: string[];
+}
+
+const BUDGET_WORD: Record<string, string> = { tokens: 'token', steps: 'cycle', seconds: 'time' };
+
+function pausedTitle(e: EventOf<'paused'>): string {
+  if (e.pausedFor === 'budget') return `Paused at its ${BUDGET_WORD[e.budget ?? 'tokens']} budget`;
+  return `Paused for ${e.pausedFor}`;
+}
+
+function stalledTitle(e: EventOf<'stalled'>): string {
+  const then = e.action === 'fail' ? 'the goal failed' : 'escalated to a human';
+  return `Stalled: ${e.cycles} cycles without progress; ${then} without asking the model`;
+}
+
+function raisedText(b: NonNullable<EventOf<'resumed'>['budgets']>): string | undefined {
+  const parts = [
+    b.maxTokens !== undefined ? `max tokens ${count(b.maxTokens)}` : '',
+    b.maxSteps !== undefined ? `max cycles ${count(b.maxSteps)}` : '',
+    b.maxSeconds !== undefined ? `${b.maxSeconds} more seconds` : '',
+  ].filter(Boolean);
+  return parts.length ? parts.join(', ') : undefined;
 }
 
 type EventOf<T extends TimelineEvent['type']> = Extract<TimelineEvent, { type: T }>;
 
 export class GoalTimeline {
   private readonly cycles = new Map<number, CycleView>();
+  /** The cycle of the pause not yet resumed: a resume belongs with it. */
+  private openPause?: number;
 
   /** Every cycle, oldest first. */
   all(): CycleView[] {
@@ -82,17 +126,52 @@ export class GoalTimeline {
         this.cycle(e.step).evicted.push(e.name);
         return e.step;
       case 'reflected':
-        this.cycle(e.step).reflection = { decision: e.decision, reason: e.reason, threadId: e.threadId };
+        this.applyReflected(e);
+        return e.step;
+      case 'stalled':
+        this.cycle(e.step).stalled = { cycles: e.cycles, action: e.action, reason: e.reason, title: stalledTitle(e) };
         return e.step;
       case 'paused':
-        this.cycle(e.step).paused = { pausedFor: e.pausedFor, reason: e.reason };
-        return e.step;
+        return this.applyPaused(e);
       case 'resumed':
-        this.cycle(e.step).resumed = { action: e.action, ...(e.note ? { note: e.note } : {}) };
-        return e.step;
+        return this.applyResumed(e);
       default:
         return undefined;
     }
+  }
+
+  private applyReflected(e: EventOf<'reflected'>): void {
+    const c = this.cycle(e.step);
+    c.reflection = { decision: e.decision, reason: e.reason, threadId: e.threadId };
+    // The reflector's view of each subtask: a partial one stays partial even if its finish was trimmed.
+    for (const o of e.outcomes ?? []) {
+      const s = c.subtasks.find((x) => x.index === o.index);
+      if (s && o.status === 'partial') s.state = 'partial';
+    }
+  }
+
+  private applyPaused(e: EventOf<'paused'>): number {
+    const c = this.cycle(e.step);
+    c.paused = { pausedFor: e.pausedFor, reason: e.reason, title: pausedTitle(e) };
+    if (e.budget) c.paused.budget = e.budget;
+    if (e.pausedFor === 'budget') for (const s of c.subtasks) if (s.state === 'running') s.state = 'parked';
+    // A new pause: any earlier resume of this cycle is history.
+    delete c.resumed;
+    this.openPause = e.step;
+    return e.step;
+  }
+
+  /**
+   * A resume goes with the pause it ends: a budget pause while planning is written at the next
+   * cycle, its resume at the goal's current one.
+   */
+  private applyResumed(e: EventOf<'resumed'>): number {
+    const step = this.openPause ?? e.step;
+    this.openPause = undefined;
+    const raised = e.budgets ? raisedText(e.budgets) : undefined;
+    for (const s of this.cycle(step).subtasks) if (s.state === 'parked') s.state = 'running';
+    this.cycle(step).resumed = { action: e.action, ...(e.note ? { note: e.note } : {}), ...(raised ? { raised } : {}) };
+    return step;
   }
 
   /** Adds the plan's own words (instruction, read_files) to a cycle's subtasks. */
@@ -103,6 +182,7 @@ export class GoalTimeline {
       const s = this.subtask(c, index, t.role, t.expected_artifact);
       s.instruction = t.instruction;
       s.readFiles = t.read_files;
+      if (t.token_cap !== undefined) s.tokenCap = t.token_cap;
     });
   }
 
@@ -138,7 +218,7 @@ export class GoalTimeline {
       s.toolErrors = 0;
       return;
     }
-    s.state = e.type === 'subtask_finished' ? 'done' : 'failed';
+    s.state = e.type === 'subtask_failed' ? 'failed' : e.partial ? 'partial' : 'done';
     if (e.ms !== undefined) s.ms = e.ms;
     if (e.bytes !== undefined) s.bytes = e.bytes;
     if (e.reason) s.reason = e.reason;

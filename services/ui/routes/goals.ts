@@ -1,7 +1,9 @@
 // The Goals page and the enqueue form behind it (GoalClient.enqueue: what `deepq enqueue` does).
 import type { Hono } from 'hono';
 import { ValidationError } from '../../../shared/errors.ts';
+import { ON_BUDGET, type OnBudget } from '../../../shared/goal/budgets.ts';
 import { GOAL_STATUSES } from '../../../shared/goal/status.ts';
+import { budgetNumber } from '../budget-input.ts';
 import { chromeOf } from '../chrome.ts';
 import type { UiContext, UiEnv } from '../context.ts';
 import { listGoals } from '../model/goal-list.ts';
@@ -14,14 +16,11 @@ function statusFilter(s: string | undefined): string | undefined {
   return s && (GOAL_STATUSES as readonly string[]).includes(s) ? s : undefined;
 }
 
-/** A budget field: empty is no limit; anything else must be a positive number. */
-function budget(name: string, raw: string | undefined, integer: boolean): number | undefined {
-  if (!raw?.trim()) return undefined;
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n <= 0 || (integer && !Number.isInteger(n))) {
-    throw new ValidationError(`${name} must be a positive ${integer ? 'whole ' : ''}number`);
-  }
-  return n;
+/** `--on-budget`: empty keeps the configured default (DEEPQ_ON_BUDGET). */
+function onBudget(raw: string | undefined): OnBudget | undefined {
+  if (!raw) return undefined;
+  if ((ON_BUDGET as readonly string[]).includes(raw)) return raw as OnBudget;
+  throw new ValidationError('at a budget: choose "end" or "pause"');
 }
 
 export function registerGoalsRoutes(app: Hono<UiEnv>, ctx: UiContext): void {
@@ -40,13 +39,15 @@ export function registerGoalsRoutes(app: Hono<UiEnv>, ctx: UiContext): void {
       maxTokens: text('maxTokens'),
       maxSteps: text('maxSteps'),
       maxSeconds: text('maxSeconds'),
+      onBudget: text('onBudget'),
       review: text('review') === '1',
     };
     try {
       const budgets = {
-        maxTokens: budget('max tokens', form.maxTokens, true),
-        maxSteps: budget('max cycles', form.maxSteps, true),
-        maxSeconds: budget('max seconds', form.maxSeconds, false),
+        maxTokens: budgetNumber('max tokens', form.maxTokens, true),
+        maxSteps: budgetNumber('max cycles', form.maxSteps, true),
+        maxSeconds: budgetNumber('max seconds', form.maxSeconds, false),
+        onBudget: onBudget(form.onBudget),
       };
       const goalId = await ctx.client.enqueue({ goal: form.goal ?? '', budgets, review: form.review });
       ctx.metrics.actions.inc({ action: 'enqueue', outcome: 'ok' });

@@ -26,6 +26,8 @@ const goalId = root?.dataset.goalId ?? '';
 const artifactHref = (name) => `/goals/${enc(goalId)}/artifact?name=${enc(name)}`;
 const transcriptHref = (threadId) => `/transcripts/${enc(threadId)}`;
 
+const count = (n) => n.toLocaleString('en-US');
+
 function duration(ms) {
   if (ms === undefined || ms === null) return '';
   return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(2)} s`;
@@ -46,6 +48,7 @@ function subtaskRow(s) {
     el('td', { class: 'artifact' }, el('a', { href: artifactHref(s.artifact) }, s.artifact)),
     el('td', { class: 'read-files' }, (s.readFiles ?? []).join(', ')),
     el('td', { class: 'state' }, el('span', { class: `badge state-${s.state}` }, s.state)),
+    el('td', { class: 'token-cap' }, s.tokenCap === undefined ? '' : count(s.tokenCap)),
     el('td', { class: 'attempt' }, s.attempt === undefined ? '' : String(s.attempt)),
     el('td', { class: 'duration' }, duration(s.ms)),
     el('td', { class: 'tools' }, toolCalls(s)),
@@ -54,30 +57,41 @@ function subtaskRow(s) {
   );
 }
 
+function reflection(r) {
+  return el(
+    'div',
+    { class: 'reflection', 'data-decision': r.decision },
+    'Reflection: ',
+    el('strong', { class: 'decision' }, r.decision),
+    ' ',
+    el('span', { class: 'reason' }, r.reason),
+    r.threadId ? [' ', el('a', { class: 'thread', href: transcriptHref(r.threadId) }, 'transcript')] : '',
+  );
+}
+
+function paused(p) {
+  const attrs = { class: 'paused', 'data-paused-for': p.pausedFor, 'data-budget': p.budget ?? '' };
+  return el('div', attrs, el('span', { class: 'title' }, p.title), ': ', el('span', { class: 'reason' }, p.reason));
+}
+
+function resumed(r) {
+  const raised = r.raised ? [' ', el('span', { class: 'raised' }, `(${r.raised})`)] : '';
+  const note = r.note ? [' ', el('q', { class: 'note' }, r.note)] : '';
+  return el('div', { class: 'resumed' }, 'Resumed: ', el('span', { class: 'action' }, r.action), raised, note);
+}
+
 function outcome(c) {
   const parts = [];
-  const r = c.reflection;
-  if (r) {
+  if (c.reflection) parts.push(reflection(c.reflection));
+  if (c.stalled) {
+    const s = c.stalled;
+    const title = el('strong', { class: 'title' }, s.title);
     parts.push(
-      el(
-        'div',
-        { class: 'reflection', 'data-decision': r.decision },
-        'Reflection: ',
-        el('strong', { class: 'decision' }, r.decision),
-        ' ',
-        el('span', { class: 'reason' }, r.reason),
-        r.threadId ? [' ', el('a', { class: 'thread', href: transcriptHref(r.threadId) }, 'transcript')] : '',
-      ),
+      el('div', { class: 'stalled', 'data-action': s.action }, title, ': ', el('span', { class: 'reason' }, s.reason)),
     );
   }
-  if (c.paused) {
-    const reason = el('span', { class: 'reason' }, c.paused.reason);
-    parts.push(el('div', { class: 'paused' }, `Paused for ${c.paused.pausedFor}: `, reason));
-  }
-  if (c.resumed) {
-    const note = c.resumed.note ? [' ', el('q', { class: 'note' }, c.resumed.note)] : '';
-    parts.push(el('div', { class: 'resumed' }, 'Resumed: ', el('span', { class: 'action' }, c.resumed.action), note));
-  }
+  if (c.paused) parts.push(paused(c.paused));
+  if (c.resumed) parts.push(resumed(c.resumed));
   if (c.evicted?.length) parts.push(el('div', { class: 'evicted' }, `Evicted: ${c.evicted.join(', ')}`));
   return parts;
 }
@@ -86,11 +100,11 @@ function cycleBlock(c) {
   const planner = c.plannerThreadId
     ? [' · ', el('a', { class: 'planner-thread', href: transcriptHref(c.plannerThreadId) }, 'planner transcript')]
     : '';
-  const heads = ['#', 'role', 'instruction', 'expected artifact', 'read_files', 'state', 'attempt', 'duration'];
+  const heads = ['#', 'role', 'instruction', 'expected artifact', 'read_files', 'state', 'token cap', 'attempt'];
   const head = el(
     'tr',
     {},
-    [...heads, 'tool calls', 'failure reason', ''].map((h) => el('th', {}, h)),
+    [...heads, 'duration', 'tool calls', 'failure reason', ''].map((h) => el('th', {}, h)),
   );
   return el(
     'section',
@@ -124,10 +138,11 @@ function upsertCycle(c) {
 function budgetRow(b) {
   const pct = b.share === null ? '' : `${Math.round(b.share * 100)}%`;
   const meter = b.share === null ? '' : [el('meter', { min: 0, max: 1, value: b.share }), ` ${pct}`];
+  const mark = b.paused ? [' ', el('span', { class: 'paused-mark' }, 'paused here')] : '';
   return el(
     'tr',
-    { class: 'budget', 'data-budget': b.name },
-    el('td', { class: 'name' }, b.name),
+    { class: 'budget', 'data-budget': b.name, 'data-paused': String(b.paused) },
+    el('td', { class: 'name' }, b.name, mark),
     el('td', { class: 'used' }, b.used),
     el('td', { class: 'limit' }, b.limit),
     el('td', { class: 'share' }, meter),
@@ -153,17 +168,22 @@ function usageRow(u) {
   return el('tr', { class: 'usage-row' }, cells);
 }
 
+function field(f) {
+  const input =
+    f.kind === 'text'
+      ? el('textarea', { name: f.name, rows: 2, maxlength: 2000 })
+      : el('input', { type: 'number', name: f.name, min: 0, step: f.step ?? 'any' });
+  return el('label', {}, f.label, input);
+}
+
 /** A decision's button: a form POSTing to an app path, with this page's CSRF token. */
 function actionForm(a) {
-  const note = a.note
-    ? el('label', {}, a.note.label, el('textarea', { name: a.note.name, rows: 2, maxlength: 2000 }))
-    : '';
   const path = a.path.startsWith('/') && !a.path.startsWith('//') ? a.path : '#';
   return el(
     'form',
     { method: 'post', action: path, class: 'action' },
     el('input', { type: 'hidden', name: '_csrf', value: csrf }),
-    note,
+    (a.fields ?? []).map(field),
     el('button', { class: a.tone }, a.label),
   );
 }
@@ -178,12 +198,29 @@ function decisionCard(d) {
   );
 }
 
-/** Re-renders a list, unless it shows exactly the same thing (a note being typed survives). */
+/** What is typed in a box's fields, by form action and field name. */
+function typedValues(box) {
+  const typed = new Map();
+  for (const f of box.querySelectorAll('textarea, input:not([type=hidden])'))
+    if (f.value) typed.set(`${f.form?.getAttribute('action')} ${f.name}`, f.value);
+  return typed;
+}
+
+/**
+ * Re-renders a list, unless it shows exactly the same thing; what was typed in a form that is
+ * rendered again (a note, a budget being raised) is put back.
+ */
 function replaceRows(id, nodes) {
   const box = document.getElementById(id);
   if (!box) return;
   const same = box.children.length === nodes.length && nodes.every((n, i) => n.isEqualNode(box.children[i]));
-  if (!same) box.replaceChildren(...nodes);
+  if (same) return;
+  const typed = typedValues(box);
+  box.replaceChildren(...nodes);
+  for (const f of box.querySelectorAll('textarea, input:not([type=hidden])')) {
+    const value = typed.get(`${f.form?.getAttribute('action')} ${f.name}`);
+    if (value !== undefined) f.value = value;
+  }
 }
 
 function text(id, value) {

@@ -1,8 +1,8 @@
-// One cycle's block on the Goal page: the plan's subtasks with their state, the reflection,
-// any pause or resume. static/goal-live.mjs builds the same markup from the same JSON when
+// One cycle's block on the Goal page: the plan's subtasks with their state and token cap, the
+// reflection, a stall, any pause or resume. static/goal-live.mjs builds the same markup from the same JSON when
 // an event changes the cycle: keep the two in step (class names, data attributes, columns).
 import type { CycleView, SubtaskView } from '../model/goal-timeline.ts';
-import { duration } from './format.ts';
+import { count, duration } from './format.ts';
 import { type Html, html, path } from './html.ts';
 
 export function artifactHref(goalId: string, name: string): string {
@@ -26,6 +26,7 @@ function subtaskRow(goalId: string, s: SubtaskView): Html {
     <td class="artifact"><a href="${artifactHref(goalId, s.artifact)}">${s.artifact}</a></td>
     <td class="read-files">${(s.readFiles ?? []).join(', ')}</td>
     <td class="state"><span class="badge state-${s.state}">${s.state}</span></td>
+    <td class="token-cap">${s.tokenCap === undefined ? '' : count(s.tokenCap)}</td>
     <td class="attempt">${s.attempt ?? ''}</td>
     <td class="duration">${duration(s.ms)}</td>
     <td class="tools">${toolCalls(s)}</td>
@@ -34,25 +35,42 @@ function subtaskRow(goalId: string, s: SubtaskView): Html {
   </tr>`;
 }
 
-function outcome(c: CycleView): Html {
+function reflection(c: CycleView): Html | string {
   const r = c.reflection;
-  const reflection = r
-    ? html`<div class="reflection" data-decision="${r.decision}">
-        Reflection: <strong class="decision">${r.decision}</strong> <span class="reason">${r.reason}</span>
-        ${r.threadId ? html`<a class="thread" href="${transcriptHref(r.threadId)}">transcript</a>` : ''}
+  if (!r) return '';
+  return html`<div class="reflection" data-decision="${r.decision}">
+    Reflection: <strong class="decision">${r.decision}</strong> <span class="reason">${r.reason}</span>
+    ${r.threadId ? html`<a class="thread" href="${transcriptHref(r.threadId)}">transcript</a>` : ''}
+  </div>`;
+}
+
+function pauseAndResume(c: CycleView): Html {
+  const p = c.paused;
+  const paused = p
+    ? html`<div class="paused" data-paused-for="${p.pausedFor}" data-budget="${p.budget ?? ''}">
+        <span class="title">${p.title}</span>: <span class="reason">${p.reason}</span>
       </div>`
     : '';
-  const paused = c.paused
-    ? html`<div class="paused">Paused for ${c.paused.pausedFor}: <span class="reason">${c.paused.reason}</span></div>`
-    : '';
-  const resumed = c.resumed
+  const r = c.resumed;
+  const resumed = r
     ? html`<div class="resumed">
-        Resumed: <span class="action">${c.resumed.action}</span>
-        ${c.resumed.note ? html`<q class="note">${c.resumed.note}</q>` : ''}
+        Resumed: <span class="action">${r.action}</span>
+        ${r.raised ? html`<span class="raised">(${r.raised})</span>` : ''}
+        ${r.note ? html`<q class="note">${r.note}</q>` : ''}
+      </div>`
+    : '';
+  return html`${paused}${resumed}`;
+}
+
+function outcome(c: CycleView): Html {
+  const s = c.stalled;
+  const stalled = s
+    ? html`<div class="stalled" data-action="${s.action}">
+        <strong class="title">${s.title}</strong>: <span class="reason">${s.reason}</span>
       </div>`
     : '';
   const evicted = c.evicted.length ? html`<div class="evicted">Evicted: ${c.evicted.join(', ')}</div>` : '';
-  return html`${reflection}${paused}${resumed}${evicted}`;
+  return html`${reflection(c)}${stalled}${pauseAndResume(c)}${evicted}`;
 }
 
 export function cycleBlock(goalId: string, c: CycleView): Html {
@@ -66,7 +84,7 @@ export function cycleBlock(goalId: string, c: CycleView): Html {
       <thead>
         <tr>
           <th>#</th><th>role</th><th>instruction</th><th>expected artifact</th><th>read_files</th><th>state</th>
-          <th>attempt</th><th>duration</th><th>tool calls</th><th>failure reason</th><th></th>
+          <th>token cap</th><th>attempt</th><th>duration</th><th>tool calls</th><th>failure reason</th><th></th>
         </tr>
       </thead>
       <tbody>${c.subtasks.map((s) => subtaskRow(goalId, s))}</tbody>

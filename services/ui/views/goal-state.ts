@@ -1,15 +1,16 @@
 // The parts of the Goal page that a snapshot (model/goal-snapshot.ts) fills: budgets,
 // artifacts, tokens by role and model, and the decisions block. static/goal-live.mjs
 // re-renders each from the snapshot JSON with the same markup: keep the two in step.
-import type { DecisionAction, DecisionView } from '../decisions/types.ts';
+import type { DecisionAction, DecisionField, DecisionView } from '../decisions/types.ts';
 import type { ArtifactLine, BudgetLine, UsageLine } from '../model/goal-snapshot.ts';
 import { type Html, html } from './html.ts';
 import { type Chrome, csrfField } from './layout.ts';
 
 export function budgetRow(b: BudgetLine): Html {
   const pct = b.share === null ? '' : `${Math.round(b.share * 100)}%`;
-  return html`<tr class="budget" data-budget="${b.name}">
-    <td class="name">${b.name}</td><td class="used">${b.used}</td><td class="limit">${b.limit}</td>
+  const paused = b.paused ? html` <span class="paused-mark">paused here</span>` : '';
+  return html`<tr class="budget" data-budget="${b.name}" data-paused="${b.paused ? 'true' : 'false'}">
+    <td class="name">${b.name}${paused}</td><td class="used">${b.used}</td><td class="limit">${b.limit}</td>
     <td class="share">${b.share === null ? '' : html`<meter min="0" max="1" value="${b.share}"></meter> ${pct}`}</td>
   </tr>`;
 }
@@ -29,12 +30,17 @@ export function usageRow(u: UsageLine): Html {
   </tr>`;
 }
 
+function field(f: DecisionField): Html {
+  const input =
+    f.kind === 'text'
+      ? html`<textarea name="${f.name}" rows="2" maxlength="2000"></textarea>`
+      : html`<input type="number" name="${f.name}" min="0" step="${f.step ?? 'any'}" />`;
+  return html`<label>${f.label}${input}</label>`;
+}
+
 function actionForm(chrome: Chrome, a: DecisionAction): Html {
-  const note = a.note
-    ? html`<label>${a.note.label}<textarea name="${a.note.name}" rows="2" maxlength="2000"></textarea></label>`
-    : '';
   return html`<form method="post" action="${a.path}" class="action">
-    ${csrfField(chrome)}${note}<button class="${a.tone}">${a.label}</button>
+    ${csrfField(chrome)}${(a.fields ?? []).map(field)}<button class="${a.tone}">${a.label}</button>
   </form>`;
 }
 

@@ -11,6 +11,7 @@ export interface EnqueueForm {
   maxTokens?: string;
   maxSteps?: string;
   maxSeconds?: string;
+  onBudget?: string;
   review?: boolean;
   error?: string;
 }
@@ -49,6 +50,17 @@ function pager(p: GoalPage, status: string | undefined): Html {
   </p>`;
 }
 
+/** What a goal does when a budget runs out; empty: the configured default. */
+function onBudgetSelect(value: string | undefined): Html {
+  const option = (v: string, label: string) =>
+    html`<option value="${v}" ${v === (value ?? '') ? 'selected' : ''}>${label}</option>`;
+  return html`<label>at a budget
+    <select name="onBudget">
+      ${option('', 'as configured')} ${option('end', 'end the goal')} ${option('pause', 'pause for a human')}
+    </select>
+  </label>`;
+}
+
 function enqueueForm(chrome: Chrome, f: EnqueueForm): Html {
   const num = (name: string, label: string, value: string | undefined) =>
     html`<label>${label}<input type="number" name="${name}" min="1" step="1" value="${value ?? ''}" /></label>`;
@@ -58,7 +70,7 @@ function enqueueForm(chrome: Chrome, f: EnqueueForm): Html {
     <label>Goal<textarea name="goal" rows="3" required maxlength="102400">${f.goal ?? ''}</textarea></label>
     <div class="row">
       ${num('maxTokens', 'max tokens', f.maxTokens)} ${num('maxSteps', 'max cycles', f.maxSteps)}
-      ${num('maxSeconds', 'max seconds', f.maxSeconds)}
+      ${num('maxSeconds', 'max seconds', f.maxSeconds)} ${onBudgetSelect(f.onBudget)}
       <label class="check"><input type="checkbox" name="review" value="1" ${f.review ? 'checked' : ''} />
         pause for review after every reflection</label>
     </div>
