@@ -45,10 +45,16 @@ test('the timeline: partial subtasks with their caps, parked subtasks, a resume 
       { type: 'dispatched', at, step: 1, subtasks: [{ index: 0, role: ref.role, artifact: 'a.md' }] },
       { type: 'subtask_started', at, ...sub(1, 'a.md'), attempt: 1 },
       { type: 'subtask_finished', at, ...sub(1, 'a.md'), partial: true, reason: 'cap' },
+      {
+        type: 'dispatched',
+        at,
+        step: 2,
+        subtasks: [0, 1].map((index) => ({ index, role: ref.role, artifact: 'b.md' })),
+      },
       { type: 'subtask_started', at, ...sub(2, 'b.md'), attempt: 1 },
       { type: 'paused', at, step: 2, pausedFor: 'budget', budget: 'tokens', reason: 'token budget exceeded' },
     ]),
-    [1, 1, 1, 2, 2],
+    [1, 1, 1, 2, 2, 2],
   );
   t.attachPlan(
     1,
@@ -56,10 +62,11 @@ test('the timeline: partial subtasks with their caps, parked subtasks, a resume 
     'goal',
   );
   assert.deepEqual([t.get(1)!.subtasks[0]!.state, t.get(1)!.subtasks[0]!.tokenCap], ['partial', 2000]);
-  assert.equal(t.get(2)!.subtasks[0]!.state, 'parked', 'running when the budget ran out');
+  const states = (step: number) => t.get(step)!.subtasks.map((x) => x.state);
+  assert.deepEqual(states(2), ['parked', 'parked'], 'running or queued when the budget ran out');
   assert.equal(t.get(2)!.paused!.title, 'Paused at its token budget');
   assert.equal(t.apply({ type: 'resumed', at, step: 2, action: 'raise budget', budgets: { maxTokens: 12_000 } }), 2);
-  assert.equal(t.get(2)!.subtasks[0]!.state, 'running');
+  assert.deepEqual(states(2), ['running', 'queued']);
   assert.deepEqual(t.get(2)!.resumed, { action: 'raise budget', raised: 'max tokens 12,000' });
 
   // A pause while planning is written at the next cycle, its resume at the goal's current one.

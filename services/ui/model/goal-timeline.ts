@@ -9,7 +9,7 @@ import { count } from '../views/format.ts';
 
 /**
  * `partial`: stopped at its token cap, its artifact holding what it had (not `done`).
- * `parked`: was running when its goal paused at a budget; it waits for the budget to be raised.
+ * `parked`: queued or running when its goal paused at a budget; its job waits for the raise.
  */
 export type SubtaskState =
   | 'planned'
@@ -84,6 +84,8 @@ export class GoalTimeline {
   private readonly cycles = new Map<number, CycleView>();
   /** The cycle of the pause not yet resumed: a resume belongs with it. */
   private openPause?: number;
+  /** What each parked subtask was before: a raise puts it back. */
+  private readonly parkedFrom = new Map<SubtaskView, SubtaskState>();
 
   /** Every cycle, oldest first. */
   all(): CycleView[] {
@@ -154,7 +156,7 @@ export class GoalTimeline {
     const c = this.cycle(e.step);
     c.paused = { pausedFor: e.pausedFor, reason: e.reason, title: pausedTitle(e) };
     if (e.budget) c.paused.budget = e.budget;
-    if (e.pausedFor === 'budget') for (const s of c.subtasks) if (s.state === 'running') s.state = 'parked';
+    if (e.pausedFor === 'budget') for (const s of c.subtasks) this.park(s);
     // A new pause: any earlier resume of this cycle is history.
     delete c.resumed;
     this.openPause = e.step;
@@ -169,7 +171,7 @@ export class GoalTimeline {
     const step = this.openPause ?? e.step;
     this.openPause = undefined;
     const raised = e.budgets ? raisedText(e.budgets) : undefined;
-    for (const s of this.cycle(step).subtasks) if (s.state === 'parked') s.state = 'running';
+    for (const s of this.cycle(step).subtasks) if (s.state === 'parked') s.state = this.parkedFrom.get(s) ?? 'running';
     this.cycle(step).resumed = { action: e.action, ...(e.note ? { note: e.note } : {}), ...(raised ? { raised } : {}) };
     return step;
   }
@@ -184,6 +186,13 @@ export class GoalTimeline {
       s.readFiles = t.read_files;
       if (t.token_cap !== undefined) s.tokenCap = t.token_cap;
     });
+  }
+
+  /** A job of a goal paused at a budget parks itself (at start, or at its next model call). */
+  private park(s: SubtaskView): void {
+    if (s.state !== 'queued' && s.state !== 'running') return;
+    this.parkedFrom.set(s, s.state);
+    s.state = 'parked';
   }
 
   private subtask(c: CycleView, index: number, role: string, artifact: string): SubtaskView {
@@ -216,6 +225,8 @@ export class GoalTimeline {
       // A new attempt runs a new agent: its tool calls are its own.
       s.toolCalls = 0;
       s.toolErrors = 0;
+      // Started as the goal paused: it parks at its first model call.
+      if (this.openPause === e.step && this.cycle(e.step).paused?.pausedFor === 'budget') this.park(s);
       return;
     }
     s.state = e.type === 'subtask_failed' ? 'failed' : e.partial ? 'partial' : 'done';

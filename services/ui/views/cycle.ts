@@ -1,6 +1,7 @@
 // One cycle's block on the Goal page: the plan's subtasks with their state and token cap, the
-// reflection, a stall, any pause or resume. static/goal-live.mjs builds the same markup from the same JSON when
-// an event changes the cycle: keep the two in step (class names, data attributes, columns).
+// reflection, a stall, any pause or resume. static/goal-live.mjs builds the same markup from
+// the same JSON when an event changes the cycle: keep the two in step (class names, data
+// attributes, columns).
 import type { CycleView, SubtaskView } from '../model/goal-timeline.ts';
 import { count, duration } from './format.ts';
 import { type Html, html, path } from './html.ts';
