@@ -3,7 +3,7 @@
 // of the plan. It lives in the goal hash (`progress`, the last PROGRESS_KEPT cycles), written
 // with the reflection's decision in one transition: a re-delivered reflect job recomputes the
 // same entry for its step and replaces it, never appends a second. A cycle makes progress when
-// it finishes something and does not repeat the cycle before it; after `cycles` cycles in a
+// it finishes something and does not repeat a cycle that did too (madeProgress); after `cycles` cycles in a
 // row without progress the reflector stops asking the model and escalates (or fails) with a
 // reason naming what repeated.
 import { createHash } from 'node:crypto';
@@ -61,8 +61,14 @@ export function recordProgress(record: ProgressEntry[], entry: ProgressEntry): P
   return [...kept, entry].sort((a, b) => a.step - b.step).slice(-PROGRESS_KEPT);
 }
 
+/**
+ * Finishing something is progress unless it repeats the cycle before, which also finished
+ * things (churn on one artifact). The same plan finishing after a cycle that finished nothing
+ * (stopped at its caps, or paused at the budget and resumed) is progress.
+ */
 export function madeProgress(entry: ProgressEntry, previous?: ProgressEntry): boolean {
-  return entry.done > 0 && entry.plan !== previous?.plan;
+  if (entry.done === 0) return false;
+  return entry.plan !== previous?.plan || previous.done === 0;
 }
 
 /**

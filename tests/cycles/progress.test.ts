@@ -76,3 +76,12 @@ test('a cycle that finishes something new is progress; repeating the same plan i
   record = [1, 2, 3].map(failing);
   assert.equal(stallReason(record, 3), 'stalled: 3 cycles without progress (cycles 1-3): no subtask finished');
 });
+
+test('the same plan finishing after cycles that finished nothing (caps, a budget pause) is progress', () => {
+  const partial: CycleOutcome = { ...done, status: 'partial' };
+  let record = [1, 2].map((s) => progressEntry(s, plan('same.md'), [partial]));
+  record = recordProgress(record, progressEntry(3, plan('same.md'), [done]));
+  assert.equal(stallReason(record, 3), null, 'cycle 3 finished what cycles 1-2 could not');
+  record = [1, 2, 3].map((s) => progressEntry(s, plan('same.md'), [partial]));
+  assert.match(stallReason(record, 3)!, /no subtask finished; the same plan 3×$/);
+});
