@@ -8,7 +8,7 @@
 // `deepq cancel` starts, run as a user runs it after `npm ci`: a compiled copy of this checkout
 // (testing/compiled-checkout.ts). The server records when each connection closes unanswered.
 // Goals run one at a time, so no cancel competes with another for the CPU.
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { type Checkout, sourceCheckout } from '../testing/compiled-checkout.ts';
 import { startFleet } from '../testing/fleet.ts';
@@ -23,6 +23,7 @@ import {
   startMessagesApiServer,
   text,
 } from '../testing/messages-api-server.ts';
+import { until } from '../testing/until.ts';
 import { loadAverage, median, pct, quick, sleep } from './common.ts';
 
 const GOALS = quick ? 10 : 50;
@@ -55,16 +56,6 @@ async function handler(body: MessagesBody) {
 
 const tagOf = (k: number) => `[cancel-bench ${String(k).padStart(3, '0')}]`;
 
-async function until<T>(what: string, f: () => T | undefined, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = f();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`cancel bench: timed out waiting for ${what}`);
-    await sleep(2);
-  }
-}
-
 interface Sample {
   /** Start of `deepq cancel` → the last of the goal's 5 calls closed at the endpoint (Infinity: one was answered). */
   latencyMs: number;
@@ -77,20 +68,18 @@ interface Sample {
   heldMs: number;
 }
 
-function runCancel(
-  co: Checkout,
-  env: NodeJS.ProcessEnv,
-  goalId: string,
-): { proc: ChildProcess; exit: Promise<number> } {
+/** Spawns `deepq cancel <goalId>`; resolves with the time it exited 0. */
+function runCancel(co: Checkout, env: NodeJS.ProcessEnv, goalId: string): Promise<number> {
   const proc = spawn(process.execPath, [co.bin, 'cancel', goalId], { env, stdio: ['ignore', 'ignore', 'pipe'] });
   let err = '';
-  proc.stderr!.on('data', (d) => (err += d));
+  proc.stderr.on('data', (d) => (err += d));
   const exit = new Promise<number>((resolve, reject) =>
     proc.once('exit', (code) =>
       code === 0 ? resolve(Date.now()) : reject(new Error(`deepq cancel ${goalId} exited ${code}: ${err}`)),
     ),
   );
-  return { proc, exit };
+  exit.catch(() => {}); // awaited later: a failure meanwhile must not count as unhandled
+  return exit;
 }
 
 export async function benchCancel(redisUrl: string) {
@@ -111,16 +100,24 @@ export async function benchCancel(redisUrl: string) {
       const goalId = await fleet.client.enqueue({ goal: `Cancel bench goal ${tag}` });
       const mine = (r: RecordedRequest) =>
         r.body && roleOf(r.body) !== 'planner' && roleOf(r.body) !== 'reflector' && firstUserText(r.body).includes(tag);
-      const calls = await until(`the 5 model calls of goal ${k}`, () => {
-        const held = server.requests.filter(mine);
-        return held.length >= SUBTASKS ? held : undefined;
-      });
-      const t0 = Date.now();
-      const cli = runCancel(co, env, goalId);
-      await until(`the 5 calls of goal ${k} to end`, () =>
-        calls.every((c) => c.abortedAt !== undefined || c.response !== undefined) ? true : undefined,
+      const calls = await until(
+        () => {
+          const held = server.requests.filter(mine);
+          return held.length >= SUBTASKS && held;
+        },
+        30_000,
+        `the 5 model calls of goal ${k}`,
+        2,
       );
-      const cliExit = await cli.exit;
+      const t0 = Date.now();
+      const exited = runCancel(co, env, goalId);
+      await until(
+        () => calls.every((c) => c.abortedAt !== undefined || c.response !== undefined),
+        30_000,
+        `the 5 calls of goal ${k} to end`,
+        2,
+      );
+      const cliExit = await exited;
       if (k < WARM_UP) continue;
       const aborts = calls.map((c) => (c.abortedAt === undefined ? Number.POSITIVE_INFINITY : c.abortedAt - t0));
       samples.push({
