@@ -15,7 +15,7 @@ import type { TimelineEvent } from '../shared/goal/events.ts';
 import { GoalIdSchema, newGoalId } from '../shared/goal/ids.ts';
 import type { GoalLifecycle } from '../shared/goal/lifecycle.ts';
 import { promoteParked } from '../shared/goal/parking.ts';
-import { isTerminal } from '../shared/goal/status.ts';
+import { currentCycle, isTerminal } from '../shared/goal/status.ts';
 import { type GoalRecord, type GoalStore, totalTokens } from '../shared/goal/store.ts';
 import type { Config } from '../shared/runtime/config.ts';
 import {
@@ -217,13 +217,15 @@ export class GoalClient {
           'resume it with a higher --max-tokens, --max-steps or --max-seconds',
       );
     const to = g.pausedFrom ?? 'queued';
-    const nextStep = to === 'queued' || to === 'planning' ? g.step + 1 : undefined;
+    // The cycle the pause stopped: a pause before planning belongs to the next cycle.
+    const cycle = currentCycle({ status: to, step: g.step });
+    const nextStep = cycle > g.step ? cycle : undefined;
     const still = budgetProblem({ ...g, budgets }, { nextStep });
     if (still) {
       const flag = { tokens: '--max-tokens', steps: '--max-steps', seconds: '--max-seconds' }[still.kind];
       throw new ValidationError(`goal ${g.goalId} is still out of budget (${still.reason}): raise it with ${flag}`);
     }
-    if (!(await this.lifecycle.resumeFromBudget(g.goalId, { step: g.step, to, budgets, raised: raise }))) {
+    if (!(await this.lifecycle.resumeFromBudget(g.goalId, { step: cycle, to, budgets, raised: raise }))) {
       throw await this.changedWhileResuming(g.goalId);
     }
     await promoteParked(this, g.goalId);

@@ -6,7 +6,7 @@
 // planner checks the budget when it is resumed.
 import { releaseApprovals } from '../../shared/goal/approvals.ts';
 import { budgetProblem, onBudgetOf } from '../../shared/goal/budgets.ts';
-import { isTerminal } from '../../shared/goal/status.ts';
+import { currentCycle, isTerminal } from '../../shared/goal/status.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 
 /** Fired this much after the budget's end, so the elapsed time is past it, not at it. */
@@ -22,7 +22,7 @@ export async function enforceDeadline(rt: Runtime, goalId: string, now = Date.no
     return `not yet: ${Math.max(0, left)} ms left`;
   }
   if (onBudgetOf(goal) === 'pause') {
-    if (await rt.lifecycle.pauseForBudget(goalId, over, goal.step))
+    if (await rt.lifecycle.pauseForBudget(goalId, over, currentCycle(goal)))
       rt.logger.info({ goalId, reason: over.reason }, 'time budget ran out mid-cycle: goal paused');
     return over.reason;
   }

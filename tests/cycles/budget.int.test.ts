@@ -211,6 +211,10 @@ test('--on-budget pause at --max-steps: the plan job waits; resumed with more st
     ],
   );
   assert.equal(await metricSum(fleet, 'deepq_budget_events_total', { kind: 'steps', action: 'pause' }), 1);
+  // The pause stopped cycle 2 before it was planned: its resume is numbered the same.
+  const events = (await fleet.client.goals.events(goalId)).map((e) => e.event);
+  const steps = (type: string) => events.filter((e) => e.type === type).map((e) => ('step' in e ? e.step : -1));
+  assert.deepEqual([steps('paused'), steps('resumed')], [[2], [2]]);
 });
 
 /** Runs the five-subagent loop at a budget; returns its overshoot and how many subagents ran. */
