@@ -17,6 +17,27 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/** A base port whose next `count` ports are all free right now (deepq up numbers its children's
+ *  metrics ports from a base; a single free port says nothing about its neighbours). */
+export async function freePortRange(count: number): Promise<number> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const base = await freePort();
+    if (base + count > 65535) continue;
+    const held = await Promise.all(Array.from({ length: count }, (_v, i) => holdPort(base + i)));
+    await Promise.all(held.map((srv) => (srv ? new Promise((r) => srv.close(r)) : undefined)));
+    if (held.every(Boolean)) return base;
+  }
+  throw new Error(`no run of ${count} free ports found`);
+}
+
+function holdPort(port: number): Promise<ReturnType<typeof createServer> | null> {
+  return new Promise((resolve) => {
+    const srv = createServer();
+    srv.once('error', () => resolve(null));
+    srv.listen(port, '127.0.0.1', () => resolve(srv));
+  });
+}
+
 export function hasRedisServer(): boolean {
   return spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0;
 }

@@ -7,7 +7,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { GoalClient } from '../../cli/goal-client.ts';
-import { freePort } from '../../cli/private-redis.ts';
+import { freePortRange } from '../../cli/private-redis.ts';
 import { BIN } from '../../cli/supervisor.ts';
 import { loadConfig } from '../../shared/runtime/config.ts';
 import { testEnv } from '../../testing/fleet.ts';
@@ -63,7 +63,7 @@ function alive(pid: number): boolean {
 
 test('deepq up prints a port per child, serves a goal, and stops on Ctrl-C with exit 0', async () => {
   await redis.ready;
-  const base = await freePort();
+  const base = await freePortRange(NAMES.length);
   const env = testEnv(redis.url);
   const { up, out } = startUp(env, base);
   const exited = new Promise<number | null>((r) => up.on('exit', (code) => r(code)));
@@ -93,7 +93,7 @@ test('deepq up prints a port per child, serves a goal, and stops on Ctrl-C with 
 const linuxOnly = { skip: process.platform !== 'linux' && 'reads /proc' };
 test('children of a SIGKILLed deepq up drain and exit by themselves', linuxOnly, async (t) => {
   await redis.ready;
-  const base = await freePort();
+  const base = await freePortRange(NAMES.length);
   const env = testEnv(redis.url);
   const { up, out } = startUp(env, base);
   let pids: number[] = [];
@@ -135,7 +135,8 @@ test('children of a SIGKILLed deepq up drain and exit by themselves', linuxOnly,
 
 test('children still starting when deepq up is SIGKILLed exit too', linuxOnly, async (t) => {
   await redis.ready;
-  const { up, out } = startUp(testEnv(redis.url), await freePort());
+  // Port 0: each child binds whatever port is free; this test never scrapes them.
+  const { up, out } = startUp(testEnv(redis.url), 0);
   let pids: number[] = [];
   try {
     // Kill the supervisor as soon as its children exist, before any has started its service.
