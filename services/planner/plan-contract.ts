@@ -22,30 +22,49 @@ export interface PlanBudget {
   perSubtask: Record<string, number>;
 }
 
-export function planSchemaFor(knownRoles: string[], existingFiles: string[], context: PlanContext = {}) {
+interface RuleIssue {
+  path: (string | number)[];
+  message: string;
+}
+
+/** The rules a plan breaks given its context (roles, files, done work); empty when it keeps them all. */
+export function planRuleIssues(
+  plan: Pick<Plan, 'subtasks'>,
+  knownRoles: string[],
+  existingFiles: string[],
+  context: PlanContext = {},
+): RuleIssue[] {
   const files = new Set(existingFiles);
   const done = new Set(context.done ?? []);
   const revise = new Set(context.revise ?? []);
-  return PlanSchema.superRefine((plan, ctx) => {
-    const seen = new Set<string>();
-    plan.subtasks.forEach((t, i) => {
-      const at = (...path: (string | number)[]) => ['subtasks', i, ...path];
-      const issue = (path: (string | number)[], message: string) => ctx.addIssue({ code: 'custom', path, message });
-      if (!knownRoles.includes(t.role))
-        issue(at('role'), `unknown role ${JSON.stringify(t.role)} (known: ${knownRoles.join(', ')})`);
-      const name = JSON.stringify(t.expected_artifact);
-      if (seen.has(t.expected_artifact)) issue(at('expected_artifact'), `duplicate artifact name ${name}`);
-      seen.add(t.expected_artifact);
-      if (done.has(t.expected_artifact) && !revise.has(t.expected_artifact))
-        issue(
-          at('expected_artifact'),
-          `${name} is done: finished work is kept, so plan only what is missing or failed ` +
-            '(a done artifact is planned again only when the reflection asks to revise it)',
-        );
-      t.read_files.forEach((f, j) => {
-        if (!files.has(f)) issue(at('read_files', j), `read_files names ${JSON.stringify(f)}, which does not exist`);
-      });
+  const issues: RuleIssue[] = [];
+  const seen = new Set<string>();
+  plan.subtasks.forEach((t, i) => {
+    const issue = (path: (string | number)[], message: string) =>
+      issues.push({ path: ['subtasks', i, ...path], message });
+    if (!knownRoles.includes(t.role))
+      issue(['role'], `unknown role ${JSON.stringify(t.role)} (known: ${knownRoles.join(', ')})`);
+    const name = JSON.stringify(t.expected_artifact);
+    if (seen.has(t.expected_artifact)) issue(['expected_artifact'], `duplicate artifact name ${name}`);
+    seen.add(t.expected_artifact);
+    if (done.has(t.expected_artifact) && !revise.has(t.expected_artifact))
+      issue(
+        ['expected_artifact'],
+        `${name} is done: finished work is kept, so plan only what is missing or failed ` +
+          '(a done artifact is planned again only when the reflection asks to revise it)',
+      );
+    t.read_files.forEach((f, j) => {
+      if (!files.has(f)) issue(['read_files', j], `read_files names ${JSON.stringify(f)}, which does not exist`);
     });
+  });
+  return issues;
+}
+
+/** The plan schema with the context's rules, for callers that want one zod schema. */
+export function planSchemaFor(knownRoles: string[], existingFiles: string[], context: PlanContext = {}) {
+  return PlanSchema.superRefine((plan, ctx) => {
+    for (const i of planRuleIssues(plan, knownRoles, existingFiles, context))
+      ctx.addIssue({ code: 'custom', path: i.path, message: i.message });
   });
 }
 
@@ -80,21 +99,31 @@ export interface PlanContract extends OutputContract<Plan> {
   lastOverBudget(): string | null;
 }
 
+/**
+ * The static plan schema (compiled once per process), then the context's rules as plain code:
+ * a schema refined per job was rebuilt and re-compiled by zod on every plan job.
+ */
+const planShape = jsonContract(
+  'plan',
+  'JSON {"subtasks": [{"role", "instruction", "expected_artifact", "read_files", "token_cap"?}]} with 1-5 ' +
+    'subtasks, known roles, unique artifact names, read_files naming existing files, no done artifact ' +
+    "planned again unless the reflection asks to revise it, and an estimated cost within the goal's budget",
+  PlanSchema as z.ZodType<Plan>,
+);
+
 export function planContract(roles: string[], files: string[], context: PlanContext = {}): PlanContract {
-  const base = jsonContract(
-    'plan',
-    'JSON {"subtasks": [{"role", "instruction", "expected_artifact", "read_files", "token_cap"?}]} with 1-5 ' +
-      'subtasks, known roles, unique artifact names, read_files naming existing files, no done artifact ' +
-      "planned again unless the reflection asks to revise it, and an estimated cost within the goal's budget",
-    planSchemaFor(roles, files, context) as z.ZodType<Plan>,
-  );
   let overBudget: string | null = null;
   return {
-    ...base,
+    ...planShape,
     check(text) {
       overBudget = null;
-      const verdict = base.check(text);
+      const verdict = planShape.check(text);
       if (!verdict.ok) return verdict;
+      const issues = planRuleIssues(verdict.value, roles, files, context);
+      if (issues.length) {
+        const problem = issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+        return { ok: false, problem: `plan does not match its schema: ${problem}` };
+      }
       overBudget = overBudgetProblem(verdict.value, context.budget);
       return overBudget ? { ok: false, problem: overBudget } : verdict;
     },

@@ -22,8 +22,19 @@ export function plannerPrompt(roles: string[]): string {
   );
 }
 
+const specs = new WeakMap<Config, AgentSpec>();
+
+/** Built once per config (a process has one): validating it per job was a planner hot spot. */
 export function plannerSpec(cfg: Config): AgentSpec {
-  return coordinatorSpec({ systemPrompt: plannerPrompt(roleNames(cfg)), tier: 'HIGH', contract: 'plan' }, cfg.planner);
+  let spec = specs.get(cfg);
+  if (!spec) {
+    spec = coordinatorSpec(
+      { systemPrompt: plannerPrompt(roleNames(cfg)), tier: 'HIGH', contract: 'plan' },
+      cfg.planner,
+    );
+    specs.set(cfg, spec);
+  }
+  return spec;
 }
 
 /** Average tokens per subtask of each role that has run in this goal. */

@@ -14,8 +14,16 @@ export const REFLECTOR_PROMPT =
   'work failed (done artifacts are kept; only what failed or is missing is planned again), ' +
   '"escalate" when a human must decide. List in "revise" the done artifacts that must be rewritten.';
 
+const specs = new WeakMap<Config, AgentSpec>();
+
+/** Built once per config (a process has one), not validated again on every job. */
 export function reflectorSpec(cfg: Config): AgentSpec {
-  return coordinatorSpec({ systemPrompt: REFLECTOR_PROMPT, tier: 'LOW', contract: 'reflection' }, cfg.reflector);
+  let spec = specs.get(cfg);
+  if (!spec) {
+    spec = coordinatorSpec({ systemPrompt: REFLECTOR_PROMPT, tier: 'LOW', contract: 'reflection' }, cfg.reflector);
+    specs.set(cfg, spec);
+  }
+  return spec;
 }
 
 export function reflectorMessage(

@@ -54,8 +54,12 @@ export async function processSubagentJob(
     throw new UnrecoverableError(`job is for role ${data.role}, this worker serves ${role.name}`);
   }
   const { goalId, step, index } = data;
-  // A job paused for approval goes on under its own thread id, from its saved messages.
-  const saved = await rt.approvals.checkpoint(goalId, String(job.id));
+  // A job paused for approval goes on under its own thread id, from its saved messages. Both
+  // reads go out together (one round trip).
+  const [saved, goal] = await Promise.all([
+    rt.approvals.checkpoint(goalId, String(job.id)),
+    goalOfJob(rt.goals, goalId),
+  ]);
   const threadId = saved?.threadId ?? threadIdFor(goalId, role.name, shortId());
   const base: ResultBase = {
     artifact_name: data.expected_artifact,
@@ -64,7 +68,6 @@ export async function processSubagentJob(
     bytes: 0,
     startedAt: saved?.startedAt ?? Date.now(),
   };
-  const goal = await goalOfJob(rt.goals, goalId);
   const log = rt.logger.child({ goalId, step, role: role.name, threadId, jobId: job.id });
   const paused: PausedJob = { rt, job, token, data, threadId, startedAt: base.startedAt, log };
   if (isTerminal(goal.status)) {

@@ -335,7 +335,8 @@ async function callWithin(c: Conversation, req: ModelRequest): Promise<ModelResp
   if (c.cap) c.cap.used += usageTotal(res.usage);
   const u = res.usage;
   const input = (u?.input_tokens ?? 0) + (u?.cache_read_input_tokens ?? 0) + (u?.cache_creation_input_tokens ?? 0);
-  if (input > 0) c.inputRatio = Math.max(1, input / Math.max(1, estimateInputTokens(req)));
+  // Learned only where a cap uses it: estimating serialises the whole request.
+  if (input > 0 && c.cap) c.inputRatio = Math.max(1, input / Math.max(1, estimateInputTokens(req)));
   return res;
 }
 

@@ -16,7 +16,7 @@ import { saveTranscript } from './transcripts.ts';
 
 export interface GoalRunOptions<T> {
   spec: AgentSpec;
-  goal: Pick<GoalRecord, 'goalId' | 'budgets'>;
+  goal: Pick<GoalRecord, 'goalId' | 'budgets'> & { createdAt?: number };
   task: string;
   contract: OutputContract<T>;
   ctx: RunOptions['ctx'] & { threadId: string; step: number };
@@ -50,7 +50,7 @@ export async function runForGoal<T>(rt: Runtime, o: GoalRunOptions<T>): Promise<
     models: rt.cfg.models,
     metrics: rt.metrics,
     usageSink: goalUsageSink(rt, o.goal),
-    budget: goalCallBudget(rt, o.goal.goalId),
+    budget: goalCallBudget(rt, o.goal),
     retry: { ...rt.cfg.modelRetry, rateLimitToQueue: o.rateLimitToQueue ?? false },
     toolResultMaxChars: rt.cfg.vfs.toolResultMaxChars,
   });

@@ -1,12 +1,14 @@
 // Each agent run's messages, kept under its thread id with a TTL for debugging; never fed
 // to another agent.
-import { randomBytes } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { goalIdFromThreadId } from '../goal/keys.ts';
 import type { Runtime } from '../runtime/runtime.ts';
+import { runScript } from '../runtime/scripts.ts';
 import type { Message } from './providers/types.ts';
 
+/** 8 hex characters (randomUUID draws from a buffered pool: no entropy read per call). */
 export function shortId(): string {
-  return randomBytes(4).toString('hex');
+  return randomUUID().slice(0, 8);
 }
 
 function elide(text: string, max: number): string {
@@ -53,21 +55,13 @@ export async function saveTranscript(
     savedAt: now,
     messages: compactMessages(messages, rt.cfg.transcriptMaxBlockChars),
   });
-  const res = await rt.redis
-    .multi()
-    .set(keys.transcript(goalId, threadId), body, 'EX', rt.cfg.transcriptTtlSeconds)
-    .zadd(keys.threads(goalId), now, threadId)
-    .expire(keys.threads(goalId), rt.cfg.transcriptTtlSeconds)
-    .zrange(keys.threads(goalId), '0', String(-rt.cfg.transcriptsPerGoal - 1))
-    .exec();
-  const old = (res?.[3]?.[1] as string[] | undefined) ?? [];
-  if (old.length) {
-    await rt.redis
-      .multi()
-      .unlink(...old.map((t) => keys.transcript(goalId, t)))
-      .zrem(keys.threads(goalId), ...old)
-      .exec();
-  }
+  const prefix = keys.transcript(goalId, '');
+  await runScript(
+    rt.redis,
+    'transcriptSave',
+    [keys.transcript(goalId, threadId), keys.threads(goalId)],
+    [body, rt.cfg.transcriptTtlSeconds, now, threadId, rt.cfg.transcriptsPerGoal, prefix],
+  );
 }
 
 export async function loadTranscript(

@@ -7,7 +7,6 @@
 // input count and its estimate (`inputRatio`: the tokenizer, learned). What then happens is
 // the goal's `onBudget`: `end` (budget_exceeded, artifacts kept) or `pause` (awaiting_human
 // until `deepq resume --max-tokens N` raises it; shared/goal/parking.ts).
-import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import type { UsageSink } from '../agent/middleware/index.ts';
 import type { CallBudget } from '../agent/middleware/types.ts';
@@ -17,6 +16,7 @@ import { estimateInputTokens, MIN_CALL_TOKENS } from '../agent/providers/types.t
 import { BudgetExceededError, type BudgetKind } from '../errors.ts';
 import type { Runtime } from '../runtime/runtime.ts';
 import { runScript } from '../runtime/scripts.ts';
+import { newOperationId } from './ids.ts';
 import type { GoalRecord } from './store.ts';
 import { TOKEN_KINDS, totalTokens } from './store.ts';
 
@@ -70,16 +70,23 @@ function reservationTtlMs(cfg: Runtime['cfg']): number {
   return attempts * cfg.modelTimeoutMs + cfg.modelRetry.maxRetries * cfg.modelRetry.maxDelayMs + 10_000;
 }
 
-/** The token middleware's reservation against the goal's budgets (lua/budgetReserve.lua). */
-export function goalCallBudget(rt: Runtime, goalId: string): CallBudget {
-  const keys = [rt.goals.keys.goal(goalId), rt.goals.keys.reservations(goalId)];
-  return {
+/**
+ * The token middleware's reservation against the goal's budgets (lua/budgetReserve.lua). A goal
+ * without a token budget has nothing to reserve: its time budget is checked here, and a cancel
+ * reaches the call through its abort signal, so no Redis round trip is needed per call.
+ */
+export function goalCallBudget(rt: Runtime, goal: Pick<GoalRecord, 'goalId' | 'budgets'> & { createdAt?: number }) {
+  const keys = [rt.goals.keys.goal(goal.goalId), rt.goals.keys.reservations(goal.goalId)];
+  const { maxTokens, maxSeconds } = goal.budgets;
+  const local = maxTokens === undefined && (maxSeconds === undefined || goal.createdAt !== undefined);
+  const budget: CallBudget = {
     async reserve(req) {
+      if (local) return withinTime(goal.createdAt, maxSeconds, req.max_tokens);
       const now = Date.now();
       const wanted = req.max_tokens;
       // A call that can have fewer output tokens than it asked for still runs, down to the floor.
       const floor = Math.min(wanted, MIN_CALL_TOKENS);
-      const args = [randomBytes(6).toString('hex'), wanted, estimateInputTokens(req), floor];
+      const args = [newOperationId(), wanted, estimateInputTokens(req), floor];
       args.push(now, now + reservationTtlMs(rt.cfg), rt.cfg.goalKeyTtlSeconds);
       const reply = (await runScript(rt.redis, 'budgetReserve', keys, args)) as (string | number)[];
       return grantOf(reply, wanted);
@@ -93,6 +100,15 @@ export function goalCallBudget(rt: Runtime, goalId: string): CallBudget {
       await rt.redis.hset(keys[0]!, 'inputRatio', ratio.toFixed(3));
     },
   };
+  return budget;
+}
+
+function withinTime(createdAt: number | undefined, maxSeconds: number | undefined, wanted: number) {
+  const elapsed = (Date.now() - (createdAt ?? 0)) / 1000;
+  if (maxSeconds !== undefined && elapsed > maxSeconds) {
+    throw new BudgetExceededError(secondsHit(elapsed, maxSeconds).reason, 'seconds');
+  }
+  return { maxTokens: wanted, member: '' };
 }
 
 /** The script's reply as a grant, or the reason no call may be made, thrown. */

@@ -14,3 +14,12 @@ export function isGoalId(value: string): boolean {
 export function newGoalId(): string {
   return randomBytes(6).toString('hex');
 }
+
+// Operation ids (a goal transition's, a token reservation's): unique across processes by a
+// random per-process tag, then a counter; no entropy read per call, which is on the hot path.
+const PROCESS_TAG = randomBytes(6).toString('hex');
+let operations = 0;
+export function newOperationId(): string {
+  operations += 1;
+  return `${PROCESS_TAG}${operations.toString(36)}`;
+}

@@ -25,7 +25,6 @@
 // to leave them. A refused transition returns false and changes nothing. Every call carries a
 // fresh operation id: when its reply is lost and ioredis sends it again, the replay returns
 // true instead of "refused". A goal awaiting a human keeps its keys; other moves refresh the TTL.
-import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { BudgetKind } from '../errors.ts';
 import { runScript } from '../runtime/scripts.ts';
@@ -37,6 +36,7 @@ import {
   subtaskRefs,
   type TimelineEventBody,
 } from './events.ts';
+import { newOperationId } from './ids.ts';
 import type { Keys } from './keys.ts';
 import type { Plan, Reflection } from './plan.ts';
 import type { CycleOutcome, ProgressEntry } from './progress.ts';
@@ -296,7 +296,7 @@ export class GoalLifecycle {
       this.opts.eventsMaxLen,
       this.opts.keyTtlSeconds,
       // Unique per call: a re-send of this very call (lost reply) is recognised as a replay.
-      randomBytes(8).toString('hex'),
+      newOperationId(),
       m.recordFrom ?? '',
     ]);
     const moved = prev !== null && prev !== false;

@@ -116,7 +116,7 @@ export class GoalStore {
 
   /**
    * Adds model usage to the goal's totals and ends the call's token reservation (its member in
-   * the reservations set) in the same transaction; returns the new grand total of tokens.
+   * the reservations set) in one script (lua/usageAdd.lua). False when the goal is gone.
    */
   async addUsage(
     goalId: string,
@@ -125,21 +125,11 @@ export class GoalStore {
     usage: Usage,
     reservation?: string,
     origin: UsageOrigin = {},
-  ): Promise<number> {
-    const key = this.keys.goal(goalId);
-    const m = this.redis.multi();
-    if (reservation) m.zrem(this.keys.reservations(goalId), reservation);
-    if (origin.requested && origin.requested !== model) m.hset(key, `requested.${model}`, origin.requested);
-    if (origin.estimated) m.hset(key, `estimated.${role}|${model}`, '1');
-    for (const kind of TOKEN_KINDS) {
-      if (!usage[kind]) continue;
-      m.hincrby(key, `tokens.${kind}`, usage[kind]);
-      m.hincrby(key, `usage.${role}|${model}.${kind}`, usage[kind]);
-    }
-    m.hmget(key, ...TOKEN_KINDS.map((k) => `tokens.${k}`));
-    const res = await m.exec();
-    const last = res?.[res.length - 1]?.[1] as (string | null)[] | undefined;
-    return (last ?? []).reduce((s, v) => s + Number(v ?? 0), 0);
+  ): Promise<boolean> {
+    const keys = [this.keys.goal(goalId), this.keys.reservations(goalId)];
+    const requested = origin.requested && origin.requested !== model ? origin.requested : '';
+    const args = [reservation ?? '', `${role}|${model}`, ...TOKEN_KINDS.map((k) => usage[k] ?? 0)];
+    return (await runScript(this.redis, 'usageAdd', keys, [...args, requested, origin.estimated ? '1' : ''])) === 1;
   }
 
   async list(opts: { status?: string; limit?: number } = {}): Promise<GoalRecord[]> {
@@ -167,13 +157,17 @@ function json<T>(s: string | undefined): T | null {
 }
 
 function parseGoal(goalId: string, h: Record<string, string>): GoalRecord {
-  const tokens = Object.fromEntries(TOKEN_KINDS.map((k) => [k, Number(h[`tokens.${k}`] ?? 0)])) as Usage;
+  // The per-kind totals are the sums of the `<role>|<model>` counts (usageAdd.lua keeps only a
+  // grand total beside them); a goal counted before that kept `tokens.<kind>` and the same counts.
+  const tokens: Usage = { input: 0, output: 0, cache_read: 0, cache_write: 0 };
   const usage: Record<string, Usage> = {};
   for (const [field, value] of Object.entries(h)) {
+    if (!field.startsWith('usage.')) continue;
     const m = /^usage\.(.+)\.(input|output|cache_read|cache_write)$/.exec(field);
     if (!m) continue;
     usage[m[1]!] ??= { input: 0, output: 0, cache_read: 0, cache_write: 0 };
     usage[m[1]!]![m[2] as TokenKind] = Number(value);
+    tokens[m[2] as TokenKind] += Number(value);
   }
   return {
     goalId,

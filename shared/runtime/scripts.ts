@@ -1,18 +1,21 @@
 // Every atomic multi-key change is one named Lua script beside the concept it changes
-// (shared/goal/lua/, shared/vfs/lua/), loaded here. Each file's header names its KEYS and ARGV.
+// (shared/goal/lua/, shared/vfs/lua/, shared/agent/lua/), loaded here. Each file's header names its KEYS and ARGV.
 import { readFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
 
 const GOAL_LUA = new URL('../goal/lua/', import.meta.url);
 const VFS_LUA = new URL('../vfs/lua/', import.meta.url);
+const AGENT_LUA = new URL('../agent/lua/', import.meta.url);
 const SCRIPTS = {
   goalCreate: { keys: 3, dir: GOAL_LUA },
   goalTransition: { keys: 4, dir: GOAL_LUA },
   approvalRequest: { keys: 8, dir: GOAL_LUA },
   approvalDecide: { keys: 4, dir: GOAL_LUA },
   budgetReserve: { keys: 2, dir: GOAL_LUA },
+  usageAdd: { keys: 2, dir: GOAL_LUA },
   vfsWrite: { keys: 4, dir: VFS_LUA },
   vfsEvict: { keys: 3, dir: VFS_LUA },
+  transcriptSave: { keys: 2, dir: AGENT_LUA },
 } as const;
 export type ScriptName = keyof typeof SCRIPTS;
 

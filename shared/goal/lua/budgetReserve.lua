@@ -9,7 +9,7 @@
 -- {'paused'} (the goal waits for a human to raise a budget), {'ended', status}, {'gone'},
 -- {'seconds', elapsed ms, max seconds}, or {'tokens', used, reserved, max}.
 local h = redis.call('HMGET', KEYS[1], 'status', 'pausedFor', 'budgets', 'createdAt',
-  'tokens.input', 'tokens.output', 'tokens.cache_read', 'tokens.cache_write', 'inputRatio')
+  'tokens.input', 'tokens.output', 'tokens.cache_read', 'tokens.cache_write', 'inputRatio', 'tokens')
 local status = h[1]
 if not status then return { 'gone' } end
 local terminal = { done = true, failed = true, cancelled = true, budget_exceeded = true }
@@ -28,7 +28,8 @@ for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
   reserved = reserved + tonumber(string.match(m, ':(%d+)$'))
 end
 local used = 0
-for i = 5, 8 do used = used + tonumber(h[i] or '0') end
+-- `tokens` is the grand total (usageAdd.lua); goals counted before it kept one total per kind.
+for _, i in ipairs({ 5, 6, 7, 8, 10 }) do used = used + tonumber(h[i] or '0') end
 local input = math.ceil(tonumber(ARGV[3]) * tonumber(h[9] or '1'))
 local grant = math.min(wanted, b.maxTokens - used - reserved - input)
 if grant < tonumber(ARGV[4]) then return { 'tokens', used, reserved, b.maxTokens } end

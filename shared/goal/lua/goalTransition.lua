@@ -11,9 +11,10 @@
 -- ARGV[9] optional: a field that records the status the move left (a budget pause's `pausedFrom`)
 -- Returns the previous status (the current one on a replay), or false when the move was refused.
 local OPS_KEPT = 16
-local cur = redis.call('HGET', KEYS[1], 'status')
+local h = redis.call('HMGET', KEYS[1], 'status', 'ops')
+local cur = h[1]
 if not cur then return false end
-local ops = redis.call('HGET', KEYS[1], 'ops') or ''
+local ops = h[2] or ''
 if string.find(ops, '|' .. ARGV[8] .. '|', 1, true) then return cur end
 local terminal = { done = true, failed = true, cancelled = true, budget_exceeded = true }
 if terminal[cur] then return false end
@@ -24,35 +25,45 @@ if ARGV[1] ~= '*' then
   end
   if not ok then return false end
 end
+-- Every field in one HSET: a move is a handful of commands, not one per field.
+local set = { 'updatedAt', ARGV[3] }
 local status = cur
 if ARGV[2] ~= '' then
   status = ARGV[2]
-  redis.call('HSET', KEYS[1], 'status', status)
-  if terminal[status] then redis.call('HSET', KEYS[1], 'finishedAt', ARGV[3]) end
+  table.insert(set, 'status')
+  table.insert(set, status)
+  if terminal[status] then
+    table.insert(set, 'finishedAt')
+    table.insert(set, ARGV[3])
+  end
 end
-redis.call('HSET', KEYS[1], 'updatedAt', ARGV[3])
-local fields = cjson.decode(ARGV[4])
-for k, v in pairs(fields) do
-  redis.call('HSET', KEYS[1], k, tostring(v))
+for k, v in pairs(cjson.decode(ARGV[4])) do
+  table.insert(set, k)
+  table.insert(set, tostring(v))
 end
-if ARGV[9] and ARGV[9] ~= '' then redis.call('HSET', KEYS[1], ARGV[9], cur) end
-for event in string.gmatch(ARGV[5], '[^\n]+') do
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'e', event)
+if ARGV[9] and ARGV[9] ~= '' then
+  table.insert(set, ARGV[9])
+  table.insert(set, cur)
 end
 -- Remember the last few operation ids: enough for any re-send, bounded in size.
 local kept = {}
 for id in string.gmatch(ops, '[^|]+') do table.insert(kept, id) end
 table.insert(kept, ARGV[8])
 while #kept > OPS_KEPT do table.remove(kept, 1) end
-redis.call('HSET', KEYS[1], 'ops', '|' .. table.concat(kept, '|') .. '|')
+table.insert(set, 'ops')
+table.insert(set, '|' .. table.concat(kept, '|') .. '|')
+redis.call('HSET', KEYS[1], unpack(set))
+for event in string.gmatch(ARGV[5], '[^\n]+') do
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'e', event)
+end
 -- A goal awaiting a human keeps its keys (the TTL is a backstop for abandoned work, not a
--- deadline for a person); any other move sets the backstop again.
+-- deadline for a person). Otherwise the backstop is set again when the goal ends, or once
+-- it has run below half (after a pause it is unset): four EXPIREs on every move were a
+-- third of a move's work.
 local ttl = tonumber(ARGV[7])
-for i = 1, 4 do
-  if status == 'awaiting_human' then
-    redis.call('PERSIST', KEYS[i])
-  else
-    redis.call('EXPIRE', KEYS[i], ttl)
-  end
+if status == 'awaiting_human' then
+  for i = 1, 4 do redis.call('PERSIST', KEYS[i]) end
+elseif terminal[status] or redis.call('TTL', KEYS[1]) < ttl / 2 then
+  for i = 1, 4 do redis.call('EXPIRE', KEYS[i], ttl) end
 end
 return cur

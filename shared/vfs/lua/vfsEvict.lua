@@ -4,7 +4,9 @@
 -- the next planner see it once).
 -- KEYS[1] files, KEYS[2] content, KEYS[3] events stream
 -- ARGV[1] current step, ARGV[2] done-after steps, ARGV[3] any-after steps, ARGV[4] now,
--- ARGV[5] events max length, ARGV[6] tombstone steps, ARGV[7] key TTL seconds
+-- ARGV[5] events max length, ARGV[6] tombstone steps
+-- No EXPIRE here: these keys exist only with their backstop TTL (vfsWrite and goalCreate set
+-- it, goal transitions renew it), and HSET, HDEL and XADD keep a key's TTL.
 -- Returns a flat list: name, reason, blobRef ('' if inline), ...
 local step = tonumber(ARGV[1])
 local doneAfter = tonumber(ARGV[2])
@@ -35,7 +37,4 @@ for i = 1, #all, 2 do
     end
   end
 end
--- The backstop TTL follows activity (EXPIRE on a missing key is a no-op).
-local ttl = tonumber(ARGV[7])
-for k = 1, 3 do redis.call('EXPIRE', KEYS[k], ttl) end
 return out
