@@ -28,7 +28,7 @@ import {
   text,
   toolUse,
 } from '../testing/messages-api-server.ts';
-import { loadAverage, log, median, pct, quick, round, runGoals, steadyRate } from './common.ts';
+import { loadAverage, log, median, pct, processCpuMs, quick, round, runGoals, steadyRate } from './common.ts';
 
 const LATENCY = 200;
 
@@ -239,9 +239,13 @@ async function throughputAndDispatch(url: string) {
   let deepqGps: number;
   let deepqCost = { calls: 0, usec: 0 };
   const latencies: Record<string, number[]> = { plan: [], subagent: [] };
+  let deepqCpuMs = 0;
   try {
-    await runGoals(fleet, 5, 'warm-up', 5);
+    await runGoals(fleet, 40, 'warm-up', 16);
+    const pids = fleet.procs.map((p) => p.proc.pid!);
+    const cpu0 = processCpuMs(pids);
     const measured = await redisCost(url, () => runGoals(fleet, n));
+    deepqCpuMs = processCpuMs(pids) - cpu0;
     deepqGps = measured.result.rate;
     // The bench polls each goal's status (raw BullMQ learns completions in-process): not deepq's cost.
     deepqCost = { calls: measured.calls - measured.result.pollCommands, usec: measured.usec };
@@ -264,7 +268,9 @@ async function throughputAndDispatch(url: string) {
   } finally {
     await fleet.stop();
   }
+  const rawCpu0 = process.cpuUsage();
   const raw = await redisCost(url, () => rawBullmqGoalsPerSecond(url, n));
+  const rawCpu = process.cpuUsage(rawCpu0);
   const rawGps = raw.result;
   const all = [...latencies.plan!, ...latencies.subagent!];
   return {
@@ -272,6 +278,11 @@ async function throughputAndDispatch(url: string) {
     goals_per_second: { deepq: round(deepqGps, 1), raw_bullmq: round(rawGps, 1), goals: n },
     redis_commands_per_goal: { deepq: Math.round(deepqCost.calls / n), raw_bullmq: Math.round(raw.calls / n) },
     redis_cpu_us_per_goal: { deepq: Math.round(deepqCost.usec / n), raw_bullmq: Math.round(raw.usec / n) },
+    // What bounds the throughput on this machine: every process's CPU per goal (2 cores).
+    process_cpu_ms_per_goal: {
+      deepq_services: round(deepqCpuMs / n, 1),
+      raw_bullmq: round((rawCpu.user + rawCpu.system) / 1000 / n, 1),
+    },
     note:
       'zero model latency, 64 goals in flight; deepq runs 5 service processes, ' +
       'raw BullMQ one in-process set of no-op workers with the same 7-job graph per goal',

@@ -236,6 +236,7 @@ export class VirtualFs {
         Date.now(),
         this.opts.eventsMaxLen,
         Math.max(1, this.opts.tombstoneSteps ?? 1),
+        this.opts.keyTtlSeconds,
       ],
     )) as string[];
     const out: EvictedEntry[] = [];

@@ -4,9 +4,7 @@
 -- the next planner see it once).
 -- KEYS[1] files, KEYS[2] content, KEYS[3] events stream
 -- ARGV[1] current step, ARGV[2] done-after steps, ARGV[3] any-after steps, ARGV[4] now,
--- ARGV[5] events max length, ARGV[6] tombstone steps
--- No EXPIRE here: these keys exist only with their backstop TTL (vfsWrite and goalCreate set
--- it, goal transitions renew it), and HSET, HDEL and XADD keep a key's TTL.
+-- ARGV[5] events max length, ARGV[6] tombstone steps, ARGV[7] key TTL seconds
 -- Returns a flat list: name, reason, blobRef ('' if inline), ...
 local step = tonumber(ARGV[1])
 local doneAfter = tonumber(ARGV[2])
@@ -36,5 +34,10 @@ for i = 1, #all, 2 do
         cjson.encode({ type = 'evicted', step = step, name = name, reason = reason, at = tonumber(ARGV[4]) }))
     end
   end
+end
+-- The backstop TTL follows activity, renewed once it has run below half (as goal moves do).
+local ttl = tonumber(ARGV[7])
+if redis.call('TTL', KEYS[1]) < ttl / 2 then
+  for k = 1, 3 do redis.call('EXPIRE', KEYS[k], ttl) end
 end
 return out
