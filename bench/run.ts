@@ -28,7 +28,18 @@ import {
   text,
   toolUse,
 } from '../testing/messages-api-server.ts';
-import { loadAverage, log, median, pct, processCpuMs, quick, round, runGoals, steadyRate } from './common.ts';
+import {
+  loadAverage,
+  log,
+  median,
+  pct,
+  processCpuMs,
+  quick,
+  redisCpuMs,
+  round,
+  runGoals,
+  steadyRate,
+} from './common.ts';
 
 const LATENCY = 200;
 
@@ -217,10 +228,15 @@ async function rawBullmqGoalsPerSecond(url: string, n: number): Promise<number> 
 }
 
 /** Redis commands (Lua-internal ones included) and Redis CPU spent while `fn` runs. */
-async function redisCost<T>(url: string, fn: () => Promise<T>): Promise<{ result: T; calls: number; usec: number }> {
+async function redisCost<T>(
+  url: string,
+  fn: () => Promise<T>,
+): Promise<{ result: T; calls: number; usec: number; processMs: number }> {
   const r = new Redis(url);
   await r.config('RESETSTAT');
+  const cpu0 = await redisCpuMs(r);
   const result = await fn();
+  const processMs = (await redisCpuMs(r)) - cpu0;
   const info = await r.info('commandstats');
   r.disconnect();
   let calls = 0;
@@ -230,14 +246,14 @@ async function redisCost<T>(url: string, fn: () => Promise<T>): Promise<{ result
     calls += Number(m[2]);
     usec += Number(m[3]);
   }
-  return { result, calls, usec };
+  return { result, calls, usec, processMs };
 }
 
 async function throughputAndDispatch(url: string) {
   const n = quick ? 150 : 400;
   const fleet = await startFleet(url, { LOG_LEVEL: 'warn' });
   let deepqGps: number;
-  let deepqCost = { calls: 0, usec: 0 };
+  let deepqCost = { calls: 0, usec: 0, processMs: 0 };
   const latencies: Record<string, number[]> = { plan: [], subagent: [] };
   let deepqCpuMs = 0;
   try {
@@ -248,7 +264,7 @@ async function throughputAndDispatch(url: string) {
     deepqCpuMs = processCpuMs(pids) - cpu0;
     deepqGps = measured.result.rate;
     // The bench polls each goal's status (raw BullMQ learns completions in-process): not deepq's cost.
-    deepqCost = { calls: measured.calls - measured.result.pollCommands, usec: measured.usec };
+    deepqCost = { ...measured, calls: measured.calls - measured.result.pollCommands };
     // Dispatch latency on an idle fleet: one goal at a time.
     const ids = (await runGoals(fleet, quick ? 15 : 40, 'latency', 1)).ids;
     for (const goalId of ids) {
@@ -278,6 +294,11 @@ async function throughputAndDispatch(url: string) {
     goals_per_second: { deepq: round(deepqGps, 1), raw_bullmq: round(rawGps, 1), goals: n },
     redis_commands_per_goal: { deepq: Math.round(deepqCost.calls / n), raw_bullmq: Math.round(raw.calls / n) },
     redis_cpu_us_per_goal: { deepq: Math.round(deepqCost.usec / n), raw_bullmq: Math.round(raw.usec / n) },
+    // The redis-server process's own CPU (INFO cpu): command execution plus its network work.
+    redis_process_cpu_us_per_goal: {
+      deepq: Math.round((deepqCost.processMs * 1000) / n),
+      raw_bullmq: Math.round((raw.processMs * 1000) / n),
+    },
     // What bounds the throughput on this machine: every process's CPU per goal (2 cores).
     process_cpu_ms_per_goal: {
       deepq_services: round(deepqCpuMs / n, 1),

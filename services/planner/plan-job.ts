@@ -153,8 +153,11 @@ async function dispatchPlan(
   if (!(await rt.lifecycle.dispatch(goalId, step, plan, goal.subtasksByRole))) {
     return ensureDispatched(rt, goalId, step, log);
   }
-  const fresh = await rt.goals.get(goalId);
-  await dispatchCycle(rt.queues, rt.cfg, goalId, step, fresh?.planStep === step && fresh.plan ? fresh.plan : plan);
+  // The plan stored for this cycle wins (a concurrent delivery may have recorded its own): two
+  // fields read, not the whole goal.
+  const [planStep, stored] = await rt.redis.hmget(rt.goals.keys.goal(goalId), 'planStep', 'plan');
+  const dispatched = Number(planStep) === step && stored ? (JSON.parse(stored) as Plan) : plan;
+  await dispatchCycle(rt.queues, rt.cfg, goalId, step, dispatched);
   log.info({ subtasks: plan.subtasks.length }, 'cycle dispatched');
   return { status: 'dispatched', subtasks: plan.subtasks.length };
 }

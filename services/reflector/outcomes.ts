@@ -13,8 +13,11 @@ export interface SubtaskOutcome extends CycleOutcome {
 const indexOf = (key: string) => Number(key.split(':').pop());
 
 export async function collectOutcomes(job: Job, goal: GoalRecord): Promise<SubtaskOutcome[]> {
-  const values = (await job.getChildrenValues()) as Record<string, SubagentJobResult>;
-  const failures = await job.getIgnoredChildrenFailures();
+  // Both reads in one round trip (they share the connection's pipeline).
+  const [values, failures] = (await Promise.all([job.getChildrenValues(), job.getIgnoredChildrenFailures()])) as [
+    Record<string, SubagentJobResult>,
+    Record<string, string>,
+  ];
   const byIndex = new Map<number, SubtaskOutcome>();
   for (const [key, v] of Object.entries(values)) {
     // A subtask stopped at its token cap returns what it had, marked partial (status active).

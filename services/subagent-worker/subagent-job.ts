@@ -116,7 +116,8 @@ async function runSubtask(
       tools: jobTools(deps, { goalId, step, role: role.name, threadId, writer }, signal, log),
       onToolCall: async (call) => {
         log.debug(call, 'tool call');
-        await rt.goals
+        // Not awaited: the event is sent in order on the goal's connection; the turn need not wait.
+        void rt.goals
           .appendEvent(goalId, { type: 'tool_called', step, index, role: role.name, threadId, ...call })
           .catch((err) => log.warn({ err }, 'could not append a tool_called event'));
       },

@@ -291,13 +291,14 @@ export class GoalLifecycle {
       m.from?.join(',') || '*',
       m.to ?? '',
       now,
-      JSON.stringify(encodeFields(m.fields ?? {})),
+      '',
       events,
       this.opts.eventsMaxLen,
       this.opts.keyTtlSeconds,
       // Unique per call: a re-send of this very call (lost reply) is recognised as a replay.
       newOperationId(),
       m.recordFrom ?? '',
+      ...Object.entries(encodeFields(m.fields ?? {})).flat(),
     ]);
     const moved = prev !== null && prev !== false;
     if (moved && m.to && m.to !== prev) await this.counted(goalId, m.to);

@@ -7,6 +7,8 @@ export function logging(deps: Pick<MiddlewareDeps, 'logger'>): ModelMiddleware {
     const fields = { goalId: ctx.goalId, step: ctx.step, role: ctx.role, threadId: ctx.threadId, model: req.model };
     try {
       const res = await next(req);
+      // Checked first: building the line costs on every call, and debug is usually off.
+      if (!deps.logger.isLevelEnabled('debug')) return res;
       deps.logger.debug(
         { ...fields, ms: Math.round(performance.now() - started), stop: res.stop_reason, usage: res.usage },
         'model call',

@@ -4,11 +4,12 @@
 -- KEYS[1] goal hash, KEYS[2] events stream, KEYS[3] files hash, KEYS[4] content hash
 -- ARGV[1] allowed current statuses, comma-separated, or '*' for any non-terminal
 -- ARGV[2] new status ('' keeps the status and only sets fields)
--- ARGV[3] now (ms), ARGV[4] fields as JSON object
+-- ARGV[3] now (ms), ARGV[4] unused (kept so that ARGV numbers stay put)
 -- ARGV[5] events: JSON objects, one per line ('' for none); all land with the move or none do
 -- ARGV[6] events max length, ARGV[7] key TTL seconds
 -- ARGV[8] operation id (unique per call)
--- ARGV[9] optional: a field that records the status the move left (a budget pause's `pausedFrom`)
+-- ARGV[9] a field that records the status the move left (a budget pause's `pausedFrom`), or ''
+-- ARGV[10..] the fields to set: name, value, name, value, ... (flat: no JSON to decode here)
 -- Returns the previous status (the current one on a replay), or false when the move was refused.
 local OPS_KEPT = 16
 local h = redis.call('HMGET', KEYS[1], 'status', 'ops')
@@ -37,10 +38,7 @@ if ARGV[2] ~= '' then
     table.insert(set, ARGV[3])
   end
 end
-for k, v in pairs(cjson.decode(ARGV[4])) do
-  table.insert(set, k)
-  table.insert(set, tostring(v))
-end
+for i = 10, #ARGV do table.insert(set, ARGV[i]) end
 if ARGV[9] and ARGV[9] ~= '' then
   table.insert(set, ARGV[9])
   table.insert(set, cur)
