@@ -1,0 +1,81 @@
+// The goal's hot-path writes stay bounded and correct while doing less: a move renews the keys'
+// backstop TTL only once it has run below half (and always at the end), usage is one script
+// whose per-kind totals are read back as sums, and nothing is written for a goal that is gone.
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { goalCallBudget } from '../../shared/goal/budgets.ts';
+import { useRedis } from '../../testing/redis.ts';
+import { useVfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
+
+const redis = useRedis();
+let t: VfsTestRuntime;
+useVfsRuntime(redis, (x) => {
+  t = x;
+});
+
+const usage = (input: number, output: number) => ({ input, output, cache_read: 0, cache_write: 0 });
+
+async function ttlsOf(goalId: string): Promise<number[]> {
+  const k = t.rt.goals.keys;
+  await t.rt.vfs.write(goalId, 'a.md', 'x', { status: 'done', step: 1, writer: 'w' });
+  const keys = [k.goal(goalId), k.events(goalId), k.files(goalId), k.content(goalId)];
+  return Promise.all(keys.map((key) => redis.client.ttl(key)));
+}
+
+test('a move renews the backstop TTL of every goal key once it has run below half, not before', async () => {
+  const goalId = await t.newGoal();
+  const full = t.rt.cfg.goalKeyTtlSeconds;
+  const k = t.rt.goals.keys;
+  const keys = [k.goal(goalId), k.events(goalId), k.files(goalId), k.content(goalId)];
+  await ttlsOf(goalId);
+  // Above half: a move leaves the TTLs as they are (no EXPIRE per move).
+  for (const key of keys) await redis.client.expire(key, Math.ceil(full * 0.75));
+  assert.ok(await t.rt.lifecycle.beginPlanning(goalId));
+  for (const key of keys) assert.ok((await redis.client.ttl(key)) <= Math.ceil(full * 0.75), `${key} renewed early`);
+  // Below half: the next move renews all four.
+  for (const key of keys) await redis.client.expire(key, 100);
+  assert.ok(await t.rt.lifecycle.beginPlanning(goalId));
+  for (const key of keys) assert.ok((await redis.client.ttl(key)) > full - 60, `${key} not renewed`);
+});
+
+test('the end of a goal always sets the full backstop, however much of it was left', async () => {
+  const goalId = await t.newGoal();
+  const full = t.rt.cfg.goalKeyTtlSeconds;
+  const k = t.rt.goals.keys;
+  await ttlsOf(goalId);
+  await redis.client.expire(k.goal(goalId), Math.ceil(full * 0.75));
+  assert.ok(await t.rt.lifecycle.cancel(goalId, 0));
+  assert.ok((await redis.client.ttl(k.goal(goalId))) > full - 60);
+});
+
+test('usage is counted per role and model; the per-kind totals and the budget read their sums', async () => {
+  const goalId = await t.newGoal();
+  assert.equal(await t.rt.goals.addUsage(goalId, 'planner', 'm1', usage(100, 20)), true);
+  assert.equal(await t.rt.goals.addUsage(goalId, 'critic', 'm2', { ...usage(5, 7), cache_read: 40 }), true);
+  const g = (await t.rt.goals.get(goalId))!;
+  assert.deepEqual(g.tokens, { input: 105, output: 27, cache_read: 40, cache_write: 0 });
+  assert.deepEqual(g.usage['planner|m1'], usage(100, 20));
+  // A token budget sees all 172 used: 30 left is too few for a call of at least the floor.
+  await redis.client.hset(t.rt.goals.keys.goal(goalId), 'budgets', JSON.stringify({ maxTokens: 200 }));
+  const budget = goalCallBudget(t.rt, { goalId, budgets: { maxTokens: 200 } });
+  const req = { model: 'm', system: '', messages: [], max_tokens: 1000 };
+  await assert.rejects(budget.reserve(req, {} as never), /172 tokens used/);
+});
+
+test('usage for a goal that is gone writes nothing (no orphan hash without a TTL)', async () => {
+  const goalId = await t.newGoal();
+  await redis.client.del(t.rt.goals.keys.goal(goalId));
+  assert.equal(await t.rt.goals.addUsage(goalId, 'planner', 'm1', usage(1, 1)), false);
+  assert.equal(await redis.client.exists(t.rt.goals.keys.goal(goalId)), 0);
+});
+
+test('without a token budget a call reserves nothing in Redis; its time budget still stops it', async () => {
+  const goalId = await t.newGoal();
+  const req = { model: 'm', system: '', messages: [], max_tokens: 1000 };
+  const free = goalCallBudget(t.rt, { goalId, budgets: {}, createdAt: Date.now() });
+  assert.deepEqual(await free.reserve(req, {} as never), { maxTokens: 1000, member: '' });
+  assert.equal(await redis.client.exists(t.rt.goals.keys.reservations(goalId)), 0);
+  const late = goalCallBudget(t.rt, { goalId, budgets: { maxSeconds: 1 }, createdAt: Date.now() - 5000 });
+  await assert.rejects(late.reserve(req, {} as never), /time budget exceeded/);
+});
