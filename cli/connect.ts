@@ -3,6 +3,7 @@
 // cli/main.ts imports this module for closeClient: config, ioredis and the goal client are
 // imported when a command first needs them, so `deepq --help` loads none of them.
 import type { Redis } from 'ioredis';
+import type { Config } from '../shared/runtime/config.ts';
 import type { GoalClient } from './goal-client.ts';
 
 /** How long a CLI command waits for its first Redis connection before saying so. */
@@ -50,23 +51,34 @@ export async function connected(redis: Redis, url: string, timeoutMs = CONNECT_T
 }
 
 let clientRef: GoalClient | undefined;
+let connectionRef: { cfg: Config; redis: Redis } | undefined;
+
+/** The process's config and Redis connection, without the goal client (no BullMQ loaded). */
+export async function connection(): Promise<{ cfg: Config; redis: Redis }> {
+  if (!connectionRef) {
+    const [{ loadConfig }, { createRedis }] = await Promise.all([
+      import('../shared/runtime/config.ts'),
+      import('../shared/runtime/redis.ts'),
+    ]);
+    const cfg = loadConfig();
+    connectionRef ??= { cfg, redis: createRedis(cfg.redisUrl, 'deepq:cli') };
+  }
+  await connected(connectionRef.redis, connectionRef.cfg.redisUrl);
+  return connectionRef;
+}
 
 /** The process's GoalClient, created on first use so that commands without Redis need none. */
 export async function client(): Promise<GoalClient> {
   if (!clientRef) {
-    const [{ loadConfig }, { createRedis }, { GoalClient }] = await Promise.all([
-      import('../shared/runtime/config.ts'),
-      import('../shared/runtime/redis.ts'),
-      import('./goal-client.ts'),
-    ]);
-    const cfg = loadConfig();
-    clientRef ??= new GoalClient(cfg, createRedis(cfg.redisUrl, 'deepq:cli'));
+    const [{ cfg, redis }, { GoalClient }] = await Promise.all([connection(), import('./goal-client.ts')]);
+    clientRef ??= new GoalClient(cfg, redis);
   }
   await connected(clientRef.redis, clientRef.cfg.redisUrl);
   return clientRef;
 }
 
-/** Closes the client if a command created one; a no-op otherwise. */
+/** Closes the client (or the bare connection) if a command created one; a no-op otherwise. */
 export async function closeClient(): Promise<void> {
-  await clientRef?.close();
+  if (clientRef) await clientRef.close();
+  else connectionRef?.redis.disconnect();
 }

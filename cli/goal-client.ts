@@ -31,6 +31,7 @@ import { openState, type State } from '../shared/runtime/state.ts';
 import type { FileEntry, VirtualFs } from '../shared/vfs/vfs.ts';
 import { parseOrThrow } from '../shared/zod.ts';
 import { type GoalRequest, GoalRequestSchema } from './goal-request.ts';
+import { stopGoal } from './stop-goal.ts';
 
 /** The `--json` / `status --json` object. */
 export interface GoalSummary {
@@ -146,10 +147,9 @@ export class GoalClient {
 
   /** Stops the goal across all processes; artifacts stay until the TTL sweep. */
   async cancel(goalId: string): Promise<{ cancelled: boolean; status: string }> {
-    const g = await this.get(goalId);
-    const moved = await this.lifecycle.cancel(goalId, g.step);
     // Abort running model calls everywhere; remove what still waits.
-    await this.redis.publish(this.goals.keys.cancelChannel(), goalId);
+    const moved = await stopGoal(this.redis, this.cfg, goalId);
+    const g = await this.get(goalId);
     // Jobs waiting for a human are woken instead (their calls cancelled): they end at once as
     // skipped, clearing their pause, rather than at their approval timeout.
     const paused = await releaseApprovals(this, goalId, 'the goal was cancelled');

@@ -7,7 +7,7 @@
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { int, num, onBudget } from '../args.ts';
-import { client } from '../connect.ts';
+import { client, connection } from '../connect.ts';
 import type { GoalClient } from '../goal-client.ts';
 import { safeLine } from '../terminal.ts';
 import { approvalLines } from './approvals.ts';
@@ -32,8 +32,12 @@ export function registerGoalCommands(program: Command): void {
     .description('cancel a goal across all processes')
     .argument('<goalId>')
     .action(async (goalId: string) => {
+      // The goal stops first (its move and the cancel message), then BullMQ is loaded to remove
+      // its waiting jobs: a cancel reaches the running calls without waiting for that load.
+      const { cfg, redis } = await connection();
+      const moved = await (await import('../stop-goal.ts')).stopGoal(redis, cfg, goalId);
       const r = await (await client()).cancel(goalId);
-      print(r.cancelled ? `cancelled ${goalId}` : `goal ${goalId} is already ${r.status}`);
+      print(moved || r.cancelled ? `cancelled ${goalId}` : `goal ${goalId} is already ${r.status}`);
     });
   program
     .command('resume')
