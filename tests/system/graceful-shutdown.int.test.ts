@@ -81,8 +81,10 @@ test('SIGTERM while Redis is gone still ends the process after the drain timeout
   await waitForStart(w);
   await lonely.stop();
   const code = await stopProcess(w, 'SIGTERM', 60_000);
-  // Not a clean drain (Redis is away), but it exits by itself rather than hanging.
+  // It exits by itself rather than hanging: usually through the drain timeout (exit 1, saying so);
+  // on a loaded machine BullMQ may already have let go of its lost connection, and the drain ends
+  // cleanly (exit 0, "stopped"). Either way, never the test's SIGKILL.
   assert.notEqual(w.proc.signalCode, 'SIGKILL');
-  assert.equal(code, 1);
-  assert.match(w.output(), /shutdown did not finish in time/);
+  if (code === 1) assert.match(w.output(), /shutdown did not finish in time/);
+  else assert.equal(code, 0, w.output());
 });
