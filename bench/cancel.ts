@@ -89,11 +89,7 @@ export async function benchCancel(redisUrl: string) {
   const fleet = await startFleet(redisUrl, server.env({ LOG_LEVEL: 'warn' }));
   const sub = new Redis(redisUrl);
   const published = new Map<string, number>();
-  // The first message: deepq cancel publishes once when it stops the goal and again after it
-  // removed the waiting jobs (harmless: a second abort of nothing).
-  sub.on('message', (_channel, goalId: string) => {
-    if (!published.has(goalId)) published.set(goalId, Date.now());
-  });
+  sub.on('message', (_channel, goalId: string) => published.set(goalId, Date.now()));
   await sub.subscribe(fleet.client.goals.keys.cancelChannel());
   const env = { ...fleet.env, LOG_LEVEL: 'error' };
   const samples: Sample[] = [];

@@ -149,6 +149,11 @@ export class GoalClient {
   async cancel(goalId: string): Promise<{ cancelled: boolean; status: string }> {
     // Abort running model calls everywhere; remove what still waits.
     const moved = await stopGoal(this.redis, this.cfg, goalId);
+    return { cancelled: moved, status: await this.clearStopped(goalId) };
+  }
+
+  /** After stopGoal: wakes the goal's paused jobs and removes its waiting ones; its status now. */
+  async clearStopped(goalId: string): Promise<string> {
     const g = await this.get(goalId);
     // Jobs waiting for a human are woken instead (their calls cancelled): they end at once as
     // skipped, clearing their pause, rather than at their approval timeout.
@@ -166,7 +171,7 @@ export class GoalClient {
     }
     // Each removal is independent (its own job): in flight together, not ~50 round trips in turn.
     await Promise.all(removals);
-    return { cancelled: moved, status: (await this.get(goalId)).status };
+    return (await this.get(goalId)).status;
   }
 
   private async removeJob(queue: string, jobId: string): Promise<void> {

@@ -36,8 +36,8 @@ export function registerGoalCommands(program: Command): void {
       // its waiting jobs: a cancel reaches the running calls without waiting for that load.
       const { cfg, redis } = await connection();
       const moved = await (await import('../stop-goal.ts')).stopGoal(redis, cfg, goalId);
-      const r = await (await client()).cancel(goalId);
-      print(moved || r.cancelled ? `cancelled ${goalId}` : `goal ${goalId} is already ${r.status}`);
+      const status = await (await client()).clearStopped(goalId);
+      print(moved ? `cancelled ${goalId}` : `goal ${goalId} is already ${status}`);
     });
   program
     .command('resume')
