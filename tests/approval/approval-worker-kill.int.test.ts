@@ -47,10 +47,12 @@ test('the worker is SIGKILLed while a call waits; approved, a new worker continu
   // The sibling finishes while the writer waits.
   await until(async () => (await events(fleet, goalId)).some((e) => e.type === 'subtask_finished' && e.index === 1));
 
+  // The pending call is recorded just before the job moves itself to delayed: kill after the move.
+  const job = await fleet.client.queues.get(subagentQueueName('writer')).getJob(subtaskJobId(goalId, 1, 0));
+  await until(async () => (await job!.getState()) === 'delayed');
   const old = fleet.procs.find((p) => p.name === 'worker-writer')!;
   await stopProcess(old, 'SIGKILL');
   assert.equal(old.proc.signalCode, 'SIGKILL');
-  const job = await fleet.client.queues.get(subagentQueueName('writer')).getJob(subtaskJobId(goalId, 1, 0));
   assert.equal(await job!.getState(), 'delayed', 'the paused job is not waiting in the delayed set');
   const fresh = await fleet.start('worker-writer-2', ['worker', '--role', 'writer']);
 
