@@ -13,7 +13,7 @@ export interface SubtaskOutcome extends CycleOutcome {
 const indexOf = (key: string) => Number(key.split(':').pop());
 
 export async function collectOutcomes(job: Job, goal: GoalRecord): Promise<SubtaskOutcome[]> {
-  // Both reads in one round trip (they share the connection's pipeline).
+  // Both reads go out back to back on one connection: one round trip.
   const [values, failures] = (await Promise.all([job.getChildrenValues(), job.getIgnoredChildrenFailures()])) as [
     Record<string, SubagentJobResult>,
     Record<string, string>,

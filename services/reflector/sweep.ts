@@ -2,7 +2,7 @@
 // keys and blobs of goals that no longer exist go too; and a live goal's blobs that no entry
 // points to (a write whose script failed after its blob was stored, the leftover of a write
 // that died) go once they are older than `vfs.orphanBlobGraceSeconds`. Runs as a BullMQ job
-// scheduler.
+// scheduler, which also caps the completed jobs each queue keeps (trim-jobs.ts).
 //
 // Cost is linear in the keyspace: one SCAN pass finds every goal id, the statuses and the
 // live goals' file indexes are read in pipelined batches, and a second SCAN pass unlinks the
@@ -18,6 +18,7 @@ import { isGoalId } from '../../shared/goal/ids.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
 import { MAINTENANCE_QUEUE, SWEEP_SCHEDULER_ID } from '../../shared/runtime/queues.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
+import { trimCompletedJobs } from './trim-jobs.ts';
 
 export interface SweepReport {
   expired: number;
@@ -25,18 +26,21 @@ export interface SweepReport {
   keysDeleted: number;
   /** Blob files of live goals that no entry references (and write leftovers), past the grace. */
   orphanBlobs: number;
+  /** Completed BullMQ jobs removed beyond each queue's cap (trim-jobs.ts). */
+  jobsTrimmed: number;
 }
 
 const BATCH = 500;
 
 export async function sweep(rt: Runtime, now = Date.now()): Promise<SweepReport> {
-  const report: SweepReport = { expired: 0, orphans: 0, keysDeleted: 0, orphanBlobs: 0 };
+  const report: SweepReport = { expired: 0, orphans: 0, keysDeleted: 0, orphanBlobs: 0, jobsTrimmed: 0 };
   const { ids, blobGoals } = await collectGoalIds(rt);
   const doomed = await judge(rt, ids, now, report);
   const live = ids.filter((id) => !doomed.has(id));
   const referenced = await readLiveIndexes(rt, live, new Set(blobGoals));
   report.orphanBlobs = await pruneOrphanBlobs(rt, referenced, now - rt.cfg.vfs.orphanBlobGraceSeconds * 1000);
   if (doomed.size > 0) await removeGoals(rt, doomed, report);
+  report.jobsTrimmed = await trimCompletedJobs(rt);
 
   for (const [reason, n] of [
     ['retention', report.expired],

@@ -54,10 +54,12 @@ export async function processSubagentJob(
     throw new UnrecoverableError(`job is for role ${data.role}, this worker serves ${role.name}`);
   }
   const { goalId, step, index } = data;
-  // A job paused for approval goes on under its own thread id, from its saved messages. Both
-  // reads go out together (one round trip).
+  // A job paused for approval goes on under its own thread id, from its saved messages. Only a
+  // run of this job saves a checkpoint, so a first start has none to read. Both reads go out
+  // back to back (one round trip).
+  const firstStart = job.attemptsStarted === 1;
   const [saved, goal] = await Promise.all([
-    rt.approvals.checkpoint(goalId, String(job.id)),
+    firstStart ? undefined : rt.approvals.checkpoint(goalId, String(job.id)),
     goalOfJob(rt.goals, goalId),
   ]);
   const threadId = saved?.threadId ?? threadIdFor(goalId, role.name, shortId());

@@ -123,6 +123,8 @@ export const ConfigSchema = z
       .prefault({}),
     retentionSeconds: z.number().int().positive().default(86_400),
     sweepIntervalSeconds: z.number().int().positive().default(60),
+    /** Completed jobs each queue keeps at most (they also go after an hour); the sweep enforces it. */
+    completedJobsKept: z.number().int().positive().default(50_000),
     /** How often the reconciler looks for goals whose next job is missing, and how long it waits. */
     reconcileIntervalSeconds: z.number().int().positive().default(30),
     reconcileGraceSeconds: z.number().int().positive().default(60),
@@ -252,6 +254,7 @@ const ENV_MAP: Record<string, { path: string[]; kind: 'string' | 'int' | 'number
   DEEPQ_TRANSCRIPTS_PER_GOAL: { path: ['transcriptsPerGoal'], kind: 'int' },
   DEEPQ_RETENTION_SECONDS: { path: ['retentionSeconds'], kind: 'int' },
   DEEPQ_SWEEP_INTERVAL_SECONDS: { path: ['sweepIntervalSeconds'], kind: 'int' },
+  DEEPQ_COMPLETED_JOBS_KEPT: { path: ['completedJobsKept'], kind: 'int' },
   DEEPQ_RECONCILE_INTERVAL_SECONDS: { path: ['reconcileIntervalSeconds'], kind: 'int' },
   DEEPQ_RECONCILE_GRACE_SECONDS: { path: ['reconcileGraceSeconds'], kind: 'int' },
   DEEPQ_AWAITING_RETENTION_SECONDS: { path: ['awaitingRetentionSeconds'], kind: 'int' },

@@ -37,7 +37,8 @@ export function baseJobOptions(cfg: Config): JobsOptions {
     attempts: cfg.subtaskAttempts,
     backoff: { type: 'exponential', delay: 1000 },
     // Completed jobs stay an hour so a re-delivered plan cannot re-create finished children.
-    removeOnComplete: { age: 3600, count: 50_000 },
+    // Their count per queue (completedJobsKept) is capped by the sweep (services/reflector/trim-jobs.ts).
+    removeOnComplete: { age: 3600 },
     removeOnFail: { age: 7 * 86400, count: 50_000 },
   };
 }

@@ -33,7 +33,9 @@ export function openState(
   name: string,
   hooks: { metrics?: Metrics; vfs?: VfsObserver; redis?: Redis } = {},
 ): State {
-  const redis = hooks.redis ?? createRedis(cfg.redisUrl, `deepq:${name}`, { autoPipelining: true });
+  // No auto-pipelining: each batch it makes is an ioredis Pipeline, which copies every defined
+  // script onto itself; that cost 12-15 % of a service's CPU at zero model latency (bench).
+  const redis = hooks.redis ?? createRedis(cfg.redisUrl, `deepq:${name}`);
   const bull = createRedis(cfg.redisUrl, `deepq:${name}:bull`);
   const limits = { keyTtlSeconds: cfg.goalKeyTtlSeconds, eventsMaxLen: cfg.eventsMaxLen };
   const goals = new GoalStore(redis, cfg.prefix, limits);

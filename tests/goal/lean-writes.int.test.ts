@@ -1,5 +1,5 @@
 // The goal's hot-path writes stay bounded and correct while doing less: a move renews the keys'
-// backstop TTL only once it has run below half (and always at the end), usage is one script
+// backstop TTL only once half of it has run (and always at the end, and after a pause), usage is one script
 // whose per-kind totals are read back as sums, and nothing is written for a goal that is gone.
 
 import assert from 'node:assert/strict';
@@ -23,20 +23,40 @@ async function ttlsOf(goalId: string): Promise<number[]> {
   return Promise.all(keys.map((key) => redis.client.ttl(key)));
 }
 
-test('a move renews the backstop TTL of every goal key once it has run below half, not before', async () => {
+test('a move renews the backstop TTL of every goal key once half of it has run, not before', async () => {
   const goalId = await t.newGoal();
   const full = t.rt.cfg.goalKeyTtlSeconds;
   const k = t.rt.goals.keys;
   const keys = [k.goal(goalId), k.events(goalId), k.files(goalId), k.content(goalId)];
   await ttlsOf(goalId);
-  // Above half: a move leaves the TTLs as they are (no EXPIRE per move).
+  // Less than half has run (ttlAt, set at creation, is recent): a move leaves the TTLs alone.
   for (const key of keys) await redis.client.expire(key, Math.ceil(full * 0.75));
   assert.ok(await t.rt.lifecycle.beginPlanning(goalId));
   for (const key of keys) assert.ok((await redis.client.ttl(key)) <= Math.ceil(full * 0.75), `${key} renewed early`);
-  // Below half: the next move renews all four.
+  // More than half has run since the TTL was set: the next move renews all four.
   for (const key of keys) await redis.client.expire(key, 100);
+  await redis.client.hset(k.goal(goalId), 'ttlAt', Date.now() - full * 600);
   assert.ok(await t.rt.lifecycle.beginPlanning(goalId));
   for (const key of keys) assert.ok((await redis.client.ttl(key)) > full - 60, `${key} not renewed`);
+  // A goal stored before ttlAt existed is renewed on its first move.
+  for (const key of keys) await redis.client.expire(key, 100);
+  await redis.client.hdel(k.goal(goalId), 'ttlAt');
+  assert.ok(await t.rt.lifecycle.beginPlanning(goalId));
+  for (const key of keys) assert.ok((await redis.client.ttl(key)) > full - 60, `${key} not renewed without ttlAt`);
+});
+
+test('a goal awaiting a human keeps its keys; the move that takes it on sets the backstop again', async () => {
+  const goalId = await t.newGoal();
+  const full = t.rt.cfg.goalKeyTtlSeconds;
+  const k = t.rt.goals.keys;
+  const keys = [k.goal(goalId), k.events(goalId), k.files(goalId), k.content(goalId)];
+  await ttlsOf(goalId);
+  const hit = { kind: 'tokens' as const, reason: 'token budget exceeded' };
+  assert.ok(await t.rt.lifecycle.pauseForBudget(goalId, hit, 1));
+  for (const key of keys) assert.equal(await redis.client.ttl(key), -1, `${key} still expires while paused`);
+  assert.ok(await t.rt.lifecycle.resume(goalId, 1, 'replan', 1));
+  for (const key of keys)
+    assert.ok((await redis.client.ttl(key)) > full - 60, `${key} without a backstop after resume`);
 });
 
 test('the end of a goal always sets the full backstop, however much of it was left', async () => {

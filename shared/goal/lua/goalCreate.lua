@@ -6,7 +6,7 @@
 -- Returns 1 when created, 0 when the goal already existed.
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'goal', ARGV[3], 'status', 'queued', 'step', '0', 'depth', '0', 'planStep', '0',
-  'createdAt', ARGV[2], 'updatedAt', ARGV[2], 'review', ARGV[4], 'budgets', ARGV[5])
+  'createdAt', ARGV[2], 'updatedAt', ARGV[2], 'review', ARGV[4], 'budgets', ARGV[5], 'ttlAt', ARGV[2])
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '*', 'e', ARGV[6])
 redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
 local ttl = tonumber(ARGV[8])

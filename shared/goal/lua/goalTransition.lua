@@ -12,7 +12,7 @@
 -- ARGV[10..] the fields to set: name, value, name, value, ... (flat: no JSON to decode here)
 -- Returns the previous status (the current one on a replay), or false when the move was refused.
 local OPS_KEPT = 16
-local h = redis.call('HMGET', KEYS[1], 'status', 'ops')
+local h = redis.call('HMGET', KEYS[1], 'status', 'ops', 'ttlAt')
 local cur = h[1]
 if not cur then return false end
 local ops = h[2] or ''
@@ -43,6 +43,23 @@ if ARGV[9] and ARGV[9] ~= '' then
   table.insert(set, ARGV[9])
   table.insert(set, cur)
 end
+-- A goal awaiting a human keeps its keys (the TTL is a backstop for abandoned work, not a
+-- deadline for a person). Otherwise the backstop is set again when the goal ends, or once
+-- half of it has run: `ttlAt` says when it was last set (0 after a pause, none on goals
+-- stored before it existed), so no TTL read is needed. Four EXPIREs on every move were a
+-- third of a move's work.
+local now = tonumber(ARGV[3])
+local ttl = tonumber(ARGV[7])
+local keys = nil
+if status == 'awaiting_human' then
+  keys = 'PERSIST'
+  table.insert(set, 'ttlAt')
+  table.insert(set, '0')
+elseif terminal[status] or now - (tonumber(h[3]) or 0) >= ttl * 500 then
+  keys = 'EXPIRE'
+  table.insert(set, 'ttlAt')
+  table.insert(set, ARGV[3])
+end
 -- Remember the last few operation ids: enough for any re-send, bounded in size.
 local kept = {}
 for id in string.gmatch(ops, '[^|]+') do table.insert(kept, id) end
@@ -54,14 +71,9 @@ redis.call('HSET', KEYS[1], unpack(set))
 for event in string.gmatch(ARGV[5], '[^\n]+') do
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'e', event)
 end
--- A goal awaiting a human keeps its keys (the TTL is a backstop for abandoned work, not a
--- deadline for a person). Otherwise the backstop is set again when the goal ends, or once
--- it has run below half (after a pause it is unset): four EXPIREs on every move were a
--- third of a move's work.
-local ttl = tonumber(ARGV[7])
-if status == 'awaiting_human' then
+if keys == 'PERSIST' then
   for i = 1, 4 do redis.call('PERSIST', KEYS[i]) end
-elseif terminal[status] or redis.call('TTL', KEYS[1]) < ttl / 2 then
+elseif keys == 'EXPIRE' then
   for i = 1, 4 do redis.call('EXPIRE', KEYS[i], ttl) end
 end
 return cur
