@@ -92,9 +92,24 @@ export async function takeDecisions(p: PausedJob, saved: JobCheckpoint): Promise
     else decisions.set(index, { status: rec.status, ...(rec.reason ? { reason: rec.reason } : {}) });
   }
   if (waitUntil) await waitForHuman(p, waitUntil);
-  for (const d of decisions.values()) rt.metrics.approvals.inc({ decision: d.status });
+  await countOnce(
+    p,
+    saved,
+    [...decisions.values()].map((d) => d.status),
+  );
   p.log.info({ decisions: [...decisions.values()].map((d) => d.status) }, 'resuming after approval');
   return { agent: saved.agent, decisions };
+}
+
+/**
+ * Counts a pause's decisions in deepq_approvals_total once: a resumed attempt that fails keeps
+ * the checkpoint, and its retry resumes from it again. The mark is stored before the count.
+ */
+async function countOnce(p: PausedJob, saved: JobCheckpoint, decisions: string[]): Promise<void> {
+  if (saved.counted) return;
+  saved.counted = true;
+  await p.rt.approvals.saveCheckpoint(p.data.goalId, String(p.job.id), saved);
+  for (const decision of decisions) p.rt.metrics.approvals.inc({ decision });
 }
 
 /** The goal ended while the job waited: its calls are cancelled (if still pending), the pause cleared. */
@@ -102,7 +117,9 @@ export async function endPaused(p: PausedJob, saved: JobCheckpoint, status: stri
   const { rt, data } = p;
   for (const { callId } of saved.calls) {
     const d = await rt.approvals.decide(data.goalId, callId, 'cancelled', `the goal is ${status}`);
-    if (d.kind === 'ok' || d.kind === 'decided') rt.metrics.approvals.inc({ decision: d.record.status });
+    // A cancellation made here counts; an earlier decision counts unless a resume counted it.
+    const counts = d.kind === 'ok' || (d.kind === 'decided' && !saved.counted);
+    if (counts) rt.metrics.approvals.inc({ decision: d.record.status });
   }
   await rt.approvals.clearCheckpoint(data.goalId, String(p.job.id));
 }

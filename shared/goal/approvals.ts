@@ -42,6 +42,8 @@ export interface JobCheckpoint {
   startedAt: number;
   calls: { index: number; callId: string }[];
   agent: AgentCheckpoint;
+  /** The decisions were counted in deepq_approvals_total (a retried resume does not count them again). */
+  counted?: boolean;
 }
 
 export type RequestOutcome =
