@@ -4,6 +4,7 @@
 // retrying it when it finished without moving the goal. Safe at any time and concurrently:
 // job ids dedupe adds, a retry of a job no longer finished is refused, and a goal that moved
 // since it was read is left alone. Goals awaiting a human past their retention are ended.
+// Only goals not yet ended are read (the live set), however many finished ones are retained.
 // A goal whose subtask waits for a tool-call approval stays `running` with its reflect parent
 // waiting for children: alive, never repaired. Approvals still pending on goals that ended
 // (or are gone) are released, so their paused jobs end and the pending gauge stays true.
@@ -34,7 +35,7 @@ const LIVE_STATES = new Set(['waiting', 'active', 'delayed', 'prioritized', 'wai
 
 export async function reconcile(rt: Runtime, now = Date.now()): Promise<ReconcileReport> {
   const report: ReconcileReport = { checked: 0, repaired: 0, abandoned: 0, released: 0 };
-  const ids = await rt.redis.zrange(rt.goals.keys.goalsIndex(), '0', '-1');
+  const ids = await liveGoalIds(rt);
   for (let i = 0; i < ids.length; i += BATCH) {
     // Two fields per goal first: most goals are finished or busy, and need no full read.
     const idle = await idleGoals(rt, ids.slice(i, i + BATCH), now, report);
@@ -70,13 +71,36 @@ async function releaseStaleApprovals(rt: Runtime): Promise<number> {
   return released;
 }
 
-/** The ids of live goals not updated within the grace period; counts the live ones checked. */
+/**
+ * The goals not yet ended: the live set that goal creation adds to and a goal's end leaves,
+ * so the cost follows the goals in flight, not the retention. Once a day (and on the first
+ * run) the set is rebuilt from the goals index, for goals created by an older deepq.
+ */
+async function liveGoalIds(rt: Runtime): Promise<string[]> {
+  const keys = rt.goals.keys;
+  if (await rt.redis.set(keys.liveGoalsRebuilt(), String(Date.now()), 'EX', 86_400, 'NX')) {
+    const indexed = await rt.redis.zrange(keys.goalsIndex(), '0', '-1', 'WITHSCORES');
+    for (let i = 0; i < indexed.length; i += 2 * BATCH) {
+      const chunk = indexed.slice(i, i + 2 * BATCH);
+      const ids = chunk.filter((_, j) => j % 2 === 0);
+      const statuses = await Promise.all(ids.map((id) => rt.redis.hget(keys.goal(id), 'status')));
+      const live = ids.flatMap((id, j) => (statuses[j] && !isTerminal(statuses[j]) ? [chunk[2 * j + 1]!, id] : []));
+      if (live.length) await rt.redis.zadd(keys.liveGoals(), ...live);
+    }
+  }
+  return rt.redis.zrange(keys.liveGoals(), '0', '-1');
+}
+
+/**
+ * The ids of live goals not updated within the grace period; counts the live ones checked.
+ * Members whose goal ended or is gone (a rebuild racing a goal's end) leave the live set.
+ */
 async function idleGoals(rt: Runtime, ids: string[], now: number, report: ReconcileReport): Promise<string[]> {
-  const p = rt.redis.pipeline();
-  for (const id of ids) p.hmget(rt.goals.keys.goal(id), 'status', 'updatedAt');
-  const rows = (await p.exec()) ?? [];
+  const rows = await Promise.all(ids.map((id) => rt.redis.hmget(rt.goals.keys.goal(id), 'status', 'updatedAt')));
+  const ended = ids.filter((_, j) => !rows[j]![0] || isTerminal(rows[j]![0]!));
+  if (ended.length) await rt.redis.zrem(rt.goals.keys.liveGoals(), ...ended);
   return ids.filter((_, j) => {
-    const [status, updatedAt] = (rows[j]?.[1] as (string | null)[] | undefined) ?? [];
+    const [status, updatedAt] = rows[j]!;
     if (!status || isTerminal(status)) return false;
     report.checked++;
     return now - Number(updatedAt ?? 0) >= rt.cfg.reconcileGraceSeconds * 1000;

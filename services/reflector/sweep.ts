@@ -166,7 +166,10 @@ async function removeGoals(rt: Runtime, doomed: Set<string>, report: SweepReport
     await unlink((batch as string[]).filter((key) => doomed.has(idOfKey(rt, key)) && !fixedSet.has(key)));
   }
   const gone = [...doomed];
-  for (let i = 0; i < gone.length; i += BATCH) await rt.redis.zrem(keys.goalsIndex(), ...gone.slice(i, i + BATCH));
+  for (let i = 0; i < gone.length; i += BATCH) {
+    const batch = gone.slice(i, i + BATCH);
+    await Promise.all([rt.redis.zrem(keys.goalsIndex(), ...batch), rt.redis.zrem(keys.liveGoals(), ...batch)]);
+  }
   for (const goalId of gone) await rt.vfs.blobs.deleteGoal(goalId);
 }
 

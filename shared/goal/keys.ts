@@ -66,6 +66,14 @@ export class Keys {
   goalsIndex(): string {
     return `${this.prefix}:goals`;
   }
+  /** Sorted set of the goals not yet ended, by creation time: what the reconciler looks at. */
+  liveGoals(): string {
+    return `${this.prefix}:goals:live`;
+  }
+  /** Set (with a day's TTL) once the reconciler rebuilt liveGoals from the index. */
+  liveGoalsRebuilt(): string {
+    return `${this.prefix}:goals:live:rebuilt`;
+  }
   /** Sorted set of every pending approval, `<goalId>/<callId>` by when it times out. */
   approvalsPending(): string {
     return `${this.prefix}:approvals:pending`;

@@ -287,12 +287,13 @@ export class GoalLifecycle {
 
   private async move(goalId: string, m: Move, now = Date.now()): Promise<boolean> {
     const events = (m.events ?? []).map((e) => JSON.stringify({ ...e, at: now })).join('\n');
-    const keys = [this.keys.goal(goalId), this.keys.events(goalId), this.keys.files(goalId), this.keys.content(goalId)];
+    const k = this.keys;
+    const keys = [k.goal(goalId), k.events(goalId), k.files(goalId), k.content(goalId), k.liveGoals()];
     const prev = await runScript(this.redis, 'goalTransition', keys, [
       m.from?.join(',') || '*',
       m.to ?? '',
       now,
-      '',
+      goalId,
       events,
       this.opts.eventsMaxLen,
       this.opts.keyTtlSeconds,

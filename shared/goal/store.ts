@@ -73,7 +73,7 @@ export class GoalStore {
   async create(goalId: string, goal: string, budgets: Budgets, review: boolean): Promise<boolean> {
     const now = Date.now();
     const event: TimelineEvent = { type: 'created', at: now, goal: goal.slice(0, 200) };
-    const keys = [this.keys.goal(goalId), this.keys.events(goalId), this.keys.goalsIndex()];
+    const keys = [this.keys.goal(goalId), this.keys.events(goalId), this.keys.goalsIndex(), this.keys.liveGoals()];
     const args = [goalId, now, goal, review ? '1' : '0', JSON.stringify(budgets), JSON.stringify(event)];
     const created = await runScript(this.redis, 'goalCreate', keys, [
       ...args,

@@ -7,8 +7,8 @@ const GOAL_LUA = new URL('../goal/lua/', import.meta.url);
 const VFS_LUA = new URL('../vfs/lua/', import.meta.url);
 const AGENT_LUA = new URL('../agent/lua/', import.meta.url);
 const SCRIPTS = {
-  goalCreate: { keys: 3, dir: GOAL_LUA },
-  goalTransition: { keys: 4, dir: GOAL_LUA },
+  goalCreate: { keys: 4, dir: GOAL_LUA },
+  goalTransition: { keys: 5, dir: GOAL_LUA },
   approvalRequest: { keys: 8, dir: GOAL_LUA },
   approvalDecide: { keys: 4, dir: GOAL_LUA },
   budgetReserve: { keys: 2, dir: GOAL_LUA },

@@ -16,9 +16,9 @@ useVfsRuntime(redis, (x) => {
 /** The exact call the lifecycle makes, sent twice with the same arguments (one operation id). */
 async function sendTwice(goalId: string, from: string, to: string, op: string) {
   const k = t.rt.goals.keys;
-  const keys = [k.goal(goalId), k.events(goalId), k.files(goalId), k.content(goalId)];
+  const keys = [k.goal(goalId), k.events(goalId), k.files(goalId), k.content(goalId), k.liveGoals()];
   const event = JSON.stringify({ type: 'resumed', step: 0, action: 'x', at: Date.now() });
-  const args = [from, to, Date.now(), '{}', event, 100, 3600, op];
+  const args = [from, to, Date.now(), goalId, event, 100, 3600, op];
   return [
     await runScript(t.rt.redis, 'goalTransition', keys, args),
     await runScript(t.rt.redis, 'goalTransition', keys, args),

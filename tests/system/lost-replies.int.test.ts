@@ -25,11 +25,11 @@ after(async () => {
 });
 
 const isScript = (c: ProxiedCommand) => c.name === 'EVALSHA' || c.name === 'EVAL';
-/** goalTransition's arguments: script, 4, four keys, then from and to. */
+/** goalTransition's arguments: script, 5, five keys, then from and to. */
 const transition = (from: string, to: string) => (c: ProxiedCommand) =>
-  isScript(c) && c.args[1] === '4' && c.args[6] === from && c.args[7] === to;
-/** goalCreate's: script, 3, the goal hash, its events, the goals index. */
-const creation = (c: ProxiedCommand) => isScript(c) && c.args[1] === '3' && (c.args[4] ?? '').endsWith(':goals');
+  isScript(c) && c.args[1] === '5' && c.args[7] === from && c.args[8] === to;
+/** goalCreate's: script, 4, the goal hash, its events, the goals index, the live goals. */
+const creation = (c: ProxiedCommand) => isScript(c) && c.args[1] === '4' && (c.args[4] ?? '').endsWith(':goals');
 
 /** Each cycle dispatched, reflected and each subtask finished once; one end. */
 function assertNoStepTwice(events: TimelineEvent[]): void {

@@ -1,6 +1,6 @@
 -- Stores a new goal: its hash (status queued), its `created` event and its index entry, at
 -- once. Safe to run twice (a re-sent call after a lost reply): an existing goal is left as is.
--- KEYS[1] goal hash, KEYS[2] events stream, KEYS[3] goals index (sorted set)
+-- KEYS[1] goal hash, KEYS[2] events stream, KEYS[3] goals index, KEYS[4] live goals (sorted sets by creation)
 -- ARGV[1] goal id, ARGV[2] now (ms), ARGV[3] goal text, ARGV[4] '1' under review else '0'
 -- ARGV[5] budgets JSON, ARGV[6] created event JSON, ARGV[7] events max length, ARGV[8] key TTL
 -- Returns 1 when created, 0 when the goal already existed.
@@ -9,6 +9,7 @@ redis.call('HSET', KEYS[1], 'goal', ARGV[3], 'status', 'queued', 'step', '0', 'd
   'createdAt', ARGV[2], 'updatedAt', ARGV[2], 'review', ARGV[4], 'budgets', ARGV[5], 'ttlAt', ARGV[2])
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '*', 'e', ARGV[6])
 redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
+redis.call('ZADD', KEYS[4], ARGV[2], ARGV[1])
 local ttl = tonumber(ARGV[8])
 redis.call('EXPIRE', KEYS[1], ttl)
 redis.call('EXPIRE', KEYS[2], ttl)

@@ -1,10 +1,11 @@
 -- Moves a goal to a new status atomically, never out of a terminal status. Safe to run twice:
 -- a reply lost on the way back makes ioredis send the same call again after it reconnects,
 -- and a call whose operation id is already recorded returns success without acting again.
--- KEYS[1] goal hash, KEYS[2] events stream, KEYS[3] files hash, KEYS[4] content hash
+-- KEYS[1] goal hash, KEYS[2] events stream, KEYS[3] files hash, KEYS[4] content hash,
+-- KEYS[5] live goals (a goal that ends leaves it)
 -- ARGV[1] allowed current statuses, comma-separated, or '*' for any non-terminal
 -- ARGV[2] new status ('' keeps the status and only sets fields)
--- ARGV[3] now (ms), ARGV[4] unused (kept so that ARGV numbers stay put)
+-- ARGV[3] now (ms), ARGV[4] goal id
 -- ARGV[5] events: JSON objects, one per line ('' for none); all land with the move or none do
 -- ARGV[6] events max length, ARGV[7] key TTL seconds
 -- ARGV[8] operation id (unique per call)
@@ -71,6 +72,7 @@ redis.call('HSET', KEYS[1], unpack(set))
 for event in string.gmatch(ARGV[5], '[^\n]+') do
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'e', event)
 end
+if terminal[status] then redis.call('ZREM', KEYS[5], ARGV[4]) end
 if keys == 'PERSIST' then
   for i = 1, 4 do redis.call('PERSIST', KEYS[i]) end
 elseif keys == 'EXPIRE' then
