@@ -30,7 +30,7 @@ export function createApp(ctx: UiContext): Hono<UiEnv> {
   // A goal's text is at most 100 KB; nothing the app accepts is bigger.
   app.use(bodyLimit({ maxSize: MAX_BODY_BYTES, onError: (c) => c.text('request body too large\n', 413) }));
   app.use(
-    requireToken(ctx.token, (c) => loginRequired(c, ctx)),
+    requireToken(ctx.token, ctx.signIn, (c) => loginRequired(c, ctx)),
     csrfCheck(),
   );
   registerStaticRoutes(app);

@@ -6,6 +6,7 @@ import type { GoalClient } from '../../cli/goal-client.ts';
 import type { Config } from '../../shared/runtime/config.ts';
 import type { DirBlobStore } from '../../shared/vfs/blob-store.ts';
 import type { UiMetrics } from './metrics.ts';
+import type { SignInThrottle } from './security/sign-in-throttle.ts';
 import type { StreamHub } from './stream-hub.ts';
 
 export interface UiContext {
@@ -19,6 +20,8 @@ export interface UiContext {
   metrics: UiMetrics;
   /** DEEPQ_UI_TOKEN: when set, every request needs it. */
   token?: string;
+  /** Wrong tokens per client address (shared by the replicas through Redis). */
+  signIn: SignInThrottle;
   /** Ends every open live stream (shutdown). */
   liveStreams: Set<{ close(): void }>;
 }

@@ -17,6 +17,7 @@ import { createApp } from './app.ts';
 import type { UiContext } from './context.ts';
 import { UiMetrics } from './metrics.ts';
 import { checkBindPolicy } from './security/bind-policy.ts';
+import { SignInThrottle } from './security/sign-in-throttle.ts';
 import { StreamHub } from './stream-hub.ts';
 
 export interface UiOptions {
@@ -64,6 +65,10 @@ export async function startUi(cfg: Config, opts: UiOptions): Promise<RunningUi> 
     log,
     metrics,
     token: opts.token,
+    signIn: new SignInThrottle(client.redis, cfg.prefix, {
+      maxFailures: cfg.uiSignInMaxFailures,
+      windowSeconds: cfg.uiSignInWindowSeconds,
+    }),
     liveStreams: new Set(),
   };
   const server = await listen(ctx, opts);

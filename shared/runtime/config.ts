@@ -125,6 +125,9 @@ export const ConfigSchema = z
     sweepIntervalSeconds: z.number().int().positive().default(60),
     /** Completed jobs each queue keeps at most (they also go after an hour); the sweep enforces it. */
     completedJobsKept: z.number().int().positive().default(50_000),
+    /** The inspector's sign-in lockout: this many wrong tokens from one address within the window. */
+    uiSignInMaxFailures: z.number().int().positive().default(20),
+    uiSignInWindowSeconds: z.number().int().positive().default(600),
     /** How often the reconciler looks for goals whose next job is missing, and how long it waits. */
     reconcileIntervalSeconds: z.number().int().positive().default(30),
     reconcileGraceSeconds: z.number().int().positive().default(60),
@@ -255,6 +258,8 @@ const ENV_MAP: Record<string, { path: string[]; kind: 'string' | 'int' | 'number
   DEEPQ_RETENTION_SECONDS: { path: ['retentionSeconds'], kind: 'int' },
   DEEPQ_SWEEP_INTERVAL_SECONDS: { path: ['sweepIntervalSeconds'], kind: 'int' },
   DEEPQ_COMPLETED_JOBS_KEPT: { path: ['completedJobsKept'], kind: 'int' },
+  DEEPQ_UI_SIGNIN_MAX_FAILURES: { path: ['uiSignInMaxFailures'], kind: 'int' },
+  DEEPQ_UI_SIGNIN_WINDOW_SECONDS: { path: ['uiSignInWindowSeconds'], kind: 'int' },
   DEEPQ_RECONCILE_INTERVAL_SECONDS: { path: ['reconcileIntervalSeconds'], kind: 'int' },
   DEEPQ_RECONCILE_GRACE_SECONDS: { path: ['reconcileGraceSeconds'], kind: 'int' },
   DEEPQ_AWAITING_RETENTION_SECONDS: { path: ['awaitingRetentionSeconds'], kind: 'int' },

@@ -17,7 +17,7 @@ useVfsRuntime(redis, (x) => {
   t = x;
 });
 
-const live = () => redis.client.zrange(t.rt.goals.keys.liveGoals(), 0, -1);
+const live = () => redis.client.zrange(t.rt.goals.keys.liveGoals(), '0', '-1');
 const hmgetCalls = async () =>
   Number(/cmdstat_hmget:calls=(\d+)/.exec(await redis.client.info('commandstats'))?.[1] ?? 0);
 

@@ -7,6 +7,7 @@ import type { UiContext, UiEnv } from '../context.ts';
 import { newSession, SESSION_COOKIE, SESSION_TTL_SECONDS } from '../security/auth.ts';
 import { safeEqual } from '../security/safe-equal.ts';
 import { cookieOptions } from '../security/secure-cookie.ts';
+import { clientAddress } from '../security/sign-in-throttle.ts';
 import { loginPage } from '../views/login-page.ts';
 
 /** Where to go after signing in: a path of this app only (never `//host` or a scheme). */
@@ -30,8 +31,16 @@ export function registerLoginRoutes(app: Hono<UiEnv>, ctx: UiContext): void {
     const body = await c.req.parseBody();
     const next = safeNext(body.next);
     if (!ctx.token) return c.redirect(next, 303);
+    const address = clientAddress(c);
+    const wait = await ctx.signIn.lockedFor(address);
+    if (wait) {
+      c.header('retry-after', String(wait));
+      const error = `Too many wrong tokens from this address: try again in ${wait} s.`;
+      return c.html(loginPage(chromeOf(c, ctx), next, error), 429);
+    }
     if (typeof body.token !== 'string' || !safeEqual(body.token, ctx.token)) {
-      ctx.log.warn({ path: '/login' }, 'sign-in refused: wrong token');
+      await ctx.signIn.failed(address);
+      ctx.log.warn({ path: '/login', address }, 'sign-in refused: wrong token');
       return c.html(loginPage(chromeOf(c, ctx), next, 'That is not the token.'), 401);
     }
     setCookie(c, SESSION_COOKIE, newSession(ctx.token), cookieOptions(c, SESSION_TTL_SECONDS));

@@ -7,6 +7,7 @@ import type { Context, MiddlewareHandler } from 'hono';
 import { getCookie } from 'hono/cookie';
 import type { UiEnv } from '../context.ts';
 import { safeEqual } from './safe-equal.ts';
+import { clientAddress, type SignInThrottle, tooManyFailures } from './sign-in-throttle.ts';
 
 export const SESSION_COOKIE = 'deepq_ui_session';
 export const SESSION_TTL_SECONDS = 12 * 3600;
@@ -30,23 +31,37 @@ export function validSession(token: string, value: string | undefined, now = Dat
   return age >= -60 && age <= SESSION_TTL_SECONDS && safeEqual(m[2]!, sign(token, issuedAt));
 }
 
-export function presentsToken(c: Context, token: string): boolean {
+function bearerOf(c: Context): string | undefined {
   const auth = c.req.header('authorization');
-  const bearer = auth && /^Bearer\s+(.+)$/i.exec(auth)?.[1]?.trim();
+  return (auth && /^Bearer\s+(.+)$/i.exec(auth)?.[1]?.trim()) || undefined;
+}
+
+export function presentsToken(c: Context, token: string): boolean {
+  const bearer = bearerOf(c);
   if (bearer) return safeEqual(bearer, token);
   return validSession(token, getCookie(c, SESSION_COOKIE));
 }
 
 /**
  * 401 for a request without the token (a browser asking for a page gets the login form with
- * it); nothing to check when no token is set (the inspector is on loopback then).
+ * it); nothing to check when no token is set (the inspector is on loopback then). A Bearer
+ * token is a guess like a sign-in: wrong ones count against the address, which is refused
+ * any (429) once locked out.
  */
 export function requireToken(
   token: string | undefined,
+  throttle: SignInThrottle,
   loginPage: (c: Context<UiEnv>) => Response | Promise<Response>,
 ): MiddlewareHandler<UiEnv> {
   return async (c, next) => {
-    if (!token || OPEN_PATHS.has(c.req.path) || presentsToken(c, token)) return next();
+    if (!token || OPEN_PATHS.has(c.req.path)) return next();
+    if (bearerOf(c)) {
+      const address = clientAddress(c);
+      const wait = await throttle.lockedFor(address);
+      if (wait) return tooManyFailures(c, wait);
+      if (presentsToken(c, token)) return next();
+      await throttle.failed(address);
+    } else if (presentsToken(c, token)) return next();
     c.header('www-authenticate', 'Bearer realm="deepq"');
     const wantsPage = c.req.method === 'GET' && (c.req.header('accept') ?? '').includes('text/html');
     return wantsPage ? loginPage(c) : c.text('unauthorized: DEEPQ_UI_TOKEN required\n', 401);
