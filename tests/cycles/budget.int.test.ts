@@ -1,7 +1,8 @@
 // Budgets within a cycle, across real processes with the real SDK against the local
 // Messages-API server: a plan's per-subtask token cap stops a subagent partial (told to finish
-// first), a goal at its --max-tokens with --on-budget pause waits with its work kept and
-// carries on (its parked subagent from its saved messages) once resumed with more, and the
+// first), a goal at its --max-tokens (or --max-steps, --max-seconds) with --on-budget pause
+// waits with its work kept and carries on (its parked subagent from its saved messages) once
+// resumed with more, and the
 // reservation before each call bounds the overshoot to one call per running subagent.
 // Every call's max output is 512 tokens here (roles, planner and reflector), so a call's worth
 // is small next to the budgets.
@@ -30,6 +31,9 @@ const MAX_OUT = 512;
 const CAP = '[cap]';
 const PAUSE = '[pause]';
 const STEPS = '[steps]';
+const TIME = '[time]';
+const TIME_TURNS = 10;
+const TIME_TURN_MS = 300;
 const OVERSHOOT = '[overshoot';
 const RESEARCH_QUEUE = 'subagent-research-specialist';
 const SLOW_TURNS = 8;
@@ -71,6 +75,14 @@ const handler = scenarioHandler({
     if (role === 'reflector') return json({ decision: cycleOf(task) === 1 ? 'continue' : 'end', reason: 'next' });
     if (task.includes('write slow.md') && turnOf(body) < SLOW_TURNS) return toolUse('list_files', {});
     return text(`answer for ${/write (\S+)/.exec(task)?.[1]}`);
+  },
+  // One subtask whose 10 turns take 300 ms each: a 2-second budget runs out in the middle.
+  [TIME]: async (body, role) => {
+    if (role === 'planner') return json({ subtasks: [research(TIME, 'timed.md')] });
+    if (role === 'reflector') return json({ decision: 'end', reason: 'ok' });
+    await new Promise((r) => setTimeout(r, TIME_TURN_MS));
+    if (turnOf(body) < TIME_TURNS) return toolUse('list_files', {});
+    return text('answer for timed.md');
   },
   // Five subtasks in parallel, each looking at the files forever: only the budget stops them.
   // Two cycles of one quick subtask each.
@@ -215,6 +227,43 @@ test('--on-budget pause at --max-steps: the plan job waits; resumed with more st
   const events = (await fleet.client.goals.events(goalId)).map((e) => e.event);
   const steps = (type: string) => events.filter((e) => e.type === type).map((e) => ('step' in e ? e.step : -1));
   assert.deepEqual([steps('paused'), steps('resumed')], [[2], [2]]);
+});
+
+test('--on-budget pause at --max-seconds: the deadline pauses a goal mid-loop; resumed with more time, it goes on', {
+  timeout: 90_000,
+}, async () => {
+  const enq = await runCli(['enqueue', `${TIME} Timed`, '--max-seconds', '2', '--on-budget', 'pause'], fleet.env);
+  assert.equal(enq.code, 0, enq.stderr);
+  const goalId = enq.stdout.trim();
+  let g = await fleet.client.waitFor(goalId, { timeoutMs: 60_000 });
+  assert.equal(g.status, 'awaiting_human');
+  assert.deepEqual([g.pausedFor, g.pausedFrom], ['budget', 'running']);
+  assert.match(g.reason!, /^time budget exceeded: [\d.]+ s elapsed \(max 2 s\)$/);
+  assert.equal(await metricSum(fleet, 'deepq_budget_events_total', { kind: 'seconds', action: 'pause' }), 1);
+  // The running call finishes; the job parks at its next one.
+  const queue = fleet.client.queues.get(RESEARCH_QUEUE);
+  for (let i = 0; i < 50 && (await queue.getJobCounts('active')).active > 0; i++) await sleep(100);
+  const before = requestsOf(server, TIME, 'research').length;
+  assert.ok(before >= 2 && before < TIME_TURNS, `timed.md made ${before} calls before the pause`);
+  await sleep(2 * TIME_TURN_MS);
+  assert.equal(requestsOf(server, TIME, 'research').length, before, 'the subtask went on while paused');
+
+  const r = await runCli(['resume', goalId, '--max-seconds', '60'], fleet.env);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /raise budget \(status running\)/);
+  g = await fleet.client.waitFor(goalId, { timeoutMs: 60_000 });
+  assert.equal(g.status, 'done', g.reason ?? '');
+  assert.equal(await fleet.client.read(goalId, 'timed.md'), 'answer for timed.md');
+  // From its saved messages: every turn asked once, one start.
+  const turns = requestsOf(server, TIME, 'research').map((q) => turnOf(q.body));
+  assert.deepEqual(
+    turns,
+    Array.from({ length: TIME_TURNS }, (_, i) => i + 1),
+  );
+  const starts = (await fleet.client.goals.events(goalId))
+    .map((e) => e.event)
+    .filter((e) => e.type === 'subtask_started');
+  assert.equal(starts.length, 1);
 });
 
 /** Runs the five-subagent loop at a budget; returns its overshoot and how many subagents ran. */
