@@ -2,8 +2,8 @@
 // Messages-API server: a plan's per-subtask token cap stops a subagent partial (told to finish
 // first), a goal at its --max-tokens (or --max-steps, --max-seconds) with --on-budget pause
 // waits with its work kept and carries on (its parked subagent from its saved messages) once
-// resumed with more, and the
-// reservation before each call bounds the overshoot to one call per running subagent.
+// resumed with more, and the reservation before each call bounds the overshoot to one call
+// per running subagent.
 // Every call's max output is 512 tokens here (roles, planner and reflector), so a call's worth
 // is small next to the budgets.
 
