@@ -225,6 +225,9 @@ export class VirtualFs {
   }
 
   async evict(goalId: string, currentStep: number): Promise<EvictedEntry[]> {
+    // Until a step past both ages, no entry can be old enough (steps start at 0 and only grow),
+    // so no tombstone exists either: most goals end before the script has anything to do.
+    if (currentStep <= Math.min(this.opts.evictDoneAfterSteps, this.opts.evictAnyAfterSteps)) return [];
     const flat = (await runScript(
       this.redis,
       'vfsEvict',

@@ -88,6 +88,12 @@ test('usage for a goal that is gone writes nothing (no orphan hash without a TTL
   await redis.client.del(t.rt.goals.keys.goal(goalId));
   assert.equal(await t.rt.goals.addUsage(goalId, 'planner', 'm1', usage(1, 1)), false);
   assert.equal(await redis.client.exists(t.rt.goals.keys.goal(goalId)), 0);
+  assert.equal(await t.rt.goals.addUsage(goalId, 'planner', 'm1', usage(0, 0)), false, 'a call that used nothing');
+  assert.equal(await redis.client.exists(t.rt.goals.keys.goal(goalId)), 0);
+  // A goal's first usage (its total starts at this call's) is counted like any other.
+  const fresh = await t.newGoal();
+  assert.equal(await t.rt.goals.addUsage(fresh, 'planner', 'm1', usage(3, 4)), true);
+  assert.equal((await t.rt.goals.get(fresh))!.tokens.output, 4);
 });
 
 test('without a token budget a call reserves nothing in Redis; its time budget still stops it', async () => {
