@@ -86,7 +86,11 @@ export async function rawInProcessGoalsPerSecond(url: string, n: number): Promis
  * Split over 5 worker processes, one per queue like deepq's services; the last reflection
  * pushes the goal id to a list the loop pops. Returns goals/s and the workers' CPU per goal.
  */
-export async function rawSplitGoalsPerSecond(url: string, n: number): Promise<{ gps: number; cpuMsPerGoal: number }> {
+export async function rawSplitGoalsPerSecond(
+  url: string,
+  n: number,
+  warmUp: number,
+): Promise<{ gps: number; cpuMsPerGoal: number }> {
   const self = fileURLToPath(import.meta.url);
   const procs: ChildProcess[] = QUEUES.map((q) =>
     spawn(process.execPath, ['--import', 'tsx', self, 'worker', q, url], {
@@ -107,7 +111,7 @@ export async function rawSplitGoalsPerSecond(url: string, n: number): Promise<{ 
       }
     })();
     const finished = (goalId: string) => new Promise<void>((r) => waiting.set(goalId, r));
-    await closedLoop(conn, Math.min(40, n), finished); // warm-up
+    await closedLoop(conn, warmUp, finished);
     const pids = procs.map((c) => c.pid!);
     const cpu0 = processCpuMs(pids);
     const gps = await closedLoop(conn, n, finished);
