@@ -5,6 +5,7 @@
 import type { Redis } from 'ioredis';
 import type { Config } from '../shared/runtime/config.ts';
 import type { GoalClient } from './goal-client.ts';
+import type { GoalReader } from './goal-reader.ts';
 
 /** How long a CLI command waits for its first Redis connection before saying so. */
 const CONNECT_TIMEOUT_MS = 10_000;
@@ -51,6 +52,7 @@ export async function connected(redis: Redis, url: string, timeoutMs = CONNECT_T
 }
 
 let clientRef: GoalClient | undefined;
+let readerRef: GoalReader | undefined;
 let connectionRef: { cfg: Config; redis: Redis } | undefined;
 
 /** The process's config and Redis connection, without the goal client (no BullMQ loaded). */
@@ -75,6 +77,17 @@ export async function client(): Promise<GoalClient> {
   }
   await connected(clientRef.redis, clientRef.cfg.redisUrl);
   return clientRef;
+}
+
+/** A read-only view of goals (no BullMQ loaded): the client when one exists, else its own. */
+export async function reader(): Promise<GoalReader> {
+  if (clientRef) return client();
+  if (!readerRef) {
+    const [{ cfg, redis }, { GoalReader }] = await Promise.all([connection(), import('./goal-reader.ts')]);
+    readerRef ??= new GoalReader(cfg, redis);
+  }
+  await connected(readerRef.redis, readerRef.cfg.redisUrl);
+  return readerRef;
 }
 
 /** Closes the client (or the bare connection) if a command created one; a no-op otherwise. */

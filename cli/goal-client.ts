@@ -1,14 +1,8 @@
-// The producer side: enqueue goals, read their status, cancel and resume them.
+// The producer side: enqueue goals, cancel, resume and follow them (reading is GoalReader's).
 import type { Redis } from 'ioredis';
 import type { ApprovalDecisionStatus } from '../shared/agent/approval.ts';
 import { UnknownGoalError, ValidationError } from '../shared/errors.ts';
-import {
-  type ApprovalRecord,
-  type ApprovalStore,
-  isCallId,
-  promotePaused,
-  releaseApprovals,
-} from '../shared/goal/approvals.ts';
+import { type ApprovalRecord, isCallId, promotePaused, releaseApprovals } from '../shared/goal/approvals.ts';
 import { type Budgets, budgetProblem } from '../shared/goal/budgets.ts';
 import { type CostEstimate, estimateCost, formatCost, knownCostUsd } from '../shared/goal/cost.ts';
 import type { TimelineEvent } from '../shared/goal/events.ts';
@@ -16,7 +10,7 @@ import { GoalIdSchema, newGoalId } from '../shared/goal/ids.ts';
 import type { GoalLifecycle } from '../shared/goal/lifecycle.ts';
 import { promoteParked } from '../shared/goal/parking.ts';
 import { currentCycle, isTerminal } from '../shared/goal/status.ts';
-import { type GoalRecord, type GoalStore, totalTokens } from '../shared/goal/store.ts';
+import { type GoalRecord, totalTokens } from '../shared/goal/store.ts';
 import type { Config } from '../shared/runtime/config.ts';
 import {
   PLAN_QUEUE,
@@ -28,20 +22,12 @@ import {
   subtaskJobId,
 } from '../shared/runtime/queues.ts';
 import { openState, type State } from '../shared/runtime/state.ts';
-import type { FileEntry, VirtualFs } from '../shared/vfs/vfs.ts';
 import { parseOrThrow } from '../shared/zod.ts';
+import { GoalReader } from './goal-reader.ts';
 import { type GoalRequest, GoalRequestSchema } from './goal-request.ts';
 import { stopGoal } from './stop-goal.ts';
 
-/** The `--json` / `status --json` object. */
-export interface GoalSummary {
-  goalId: string;
-  status: string;
-  steps: number;
-  artifacts: string[];
-  createdAt: number;
-  finishedAt: number | null;
-}
+export type { GoalSummary } from './goal-reader.ts';
 
 export interface FollowOptions {
   timeoutMs?: number;
@@ -55,27 +41,16 @@ export interface FollowBatch {
   settled: boolean;
 }
 
-export class GoalClient {
+export class GoalClient extends GoalReader {
   private readonly state: State;
-  readonly redis: Redis;
-  readonly goals: GoalStore;
   readonly lifecycle: GoalLifecycle;
-  readonly approvals: ApprovalStore;
-  readonly vfs: VirtualFs;
   readonly queues: Queues;
-  constructor(
-    readonly cfg: Config,
-    redis?: Redis,
-  ) {
-    this.state = openState(cfg, 'cli', { redis });
-    ({
-      redis: this.redis,
-      goals: this.goals,
-      lifecycle: this.lifecycle,
-      approvals: this.approvals,
-      vfs: this.vfs,
-      queues: this.queues,
-    } = this.state);
+  constructor(cfg: Config, redis?: Redis) {
+    const state = openState(cfg, 'cli', { redis });
+    super(cfg, state.redis, state);
+    this.state = state;
+    this.lifecycle = state.lifecycle;
+    this.queues = state.queues;
   }
 
   async enqueue(input: { goal: string; budgets?: GoalRequest['budgets']; review?: boolean }): Promise<string> {
@@ -88,33 +63,6 @@ export class GoalClient {
     await this.queues.addPlan({ goalId, step: 1 });
     if (budgets.maxSeconds !== undefined) await this.queues.addDeadline(goalId, budgets.maxSeconds * 1000 + 50);
     return goalId;
-  }
-
-  async get(goalId: string): Promise<GoalRecord> {
-    if (!GoalIdSchema.safeParse(goalId).success) throw new UnknownGoalError(goalId);
-    return this.goals.mustGet(goalId);
-  }
-
-  async summary(goalId: string): Promise<GoalSummary> {
-    const g = await this.get(goalId);
-    const files = await this.vfs.index(goalId);
-    return {
-      goalId,
-      status: g.status,
-      steps: g.step,
-      artifacts: files.filter((f) => f.status !== 'evicted').map((f) => f.name),
-      createdAt: g.createdAt,
-      finishedAt: g.finishedAt,
-    };
-  }
-
-  async artifacts(goalId: string): Promise<FileEntry[]> {
-    await this.get(goalId);
-    return (await this.vfs.index(goalId)).filter((f) => f.status !== 'evicted');
-  }
-
-  async read(goalId: string, name: string): Promise<string | null> {
-    return this.vfs.read(goalId, name);
   }
 
   /**
@@ -276,20 +224,6 @@ export class GoalClient {
   }
 
   /** Calls waiting for a human: one goal's (oldest first), or every goal's (soonest timeout first). */
-  async pendingApprovals(goalId?: string): Promise<(ApprovalRecord & { goalId: string })[]> {
-    if (goalId) {
-      await this.get(goalId);
-      const records = await this.approvals.records(goalId);
-      return records.filter((r) => r.status === 'pending').map((r) => ({ ...r, goalId }));
-    }
-    const out: (ApprovalRecord & { goalId: string })[] = [];
-    for (const p of await this.approvals.pendingAll()) {
-      const r = await this.approvals.record(p.goalId, p.callId);
-      if (r?.status === 'pending') out.push({ ...r, goalId: p.goalId });
-    }
-    return out;
-  }
-
   async list(status?: string) {
     const goals = await this.goals.list({ status });
     return goals.map((g) => ({

@@ -7,8 +7,9 @@
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { int, num, onBudget } from '../args.ts';
-import { client, connection } from '../connect.ts';
+import { client, connection, reader } from '../connect.ts';
 import type { GoalClient } from '../goal-client.ts';
+import type { GoalReader } from '../goal-reader.ts';
 import { safeLine } from '../terminal.ts';
 import { approvalLines } from './approvals.ts';
 import { follow, print, printJson } from './output.ts';
@@ -87,7 +88,7 @@ function registerStatus(program: Command): void {
     .argument('<goalId>')
     .option('--json', 'print the status object')
     .action(async (goalId: string, o) => {
-      const c = await client();
+      const c = await reader();
       const s = await c.summary(goalId);
       if (o.json) {
         printJson(s);
@@ -97,7 +98,7 @@ function registerStatus(program: Command): void {
     });
 }
 
-async function printStatus(c: GoalClient, goalId: string, artifacts: string[]): Promise<void> {
+async function printStatus(c: GoalReader, goalId: string, artifacts: string[]): Promise<void> {
   const [{ estimateCost, formatCost }, { totalTokens }] = await Promise.all([
     import('../../shared/goal/cost.ts'),
     import('../../shared/goal/store.ts'),

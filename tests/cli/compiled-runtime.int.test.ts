@@ -11,6 +11,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { GoalClient } from '../../cli/goal-client.ts';
+import { loadConfig } from '../../shared/runtime/config.ts';
+import { createRedis } from '../../shared/runtime/redis.ts';
 import { type Checkout, imageLayout, sourceCheckout } from '../../testing/compiled-checkout.ts';
 import { testEnv } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
@@ -130,6 +133,25 @@ describe('bin/deepq.mjs and the build stamp', () => {
     renameSync(`${stamp}.moved`, stamp);
     // Back to exactly the sources it was built from: used again.
     assert.match((await deepq(checkout.bin, ['--help'])).stderr, FROM_DIST);
+  });
+
+  test('deepq status reads a goal without loading BullMQ, a model SDK, the logger or the web stack', async () => {
+    const env = testEnv(redis.url);
+    const producer = new GoalClient(loadConfig(env), createRedis(redis.url, 'deepq:test'));
+    try {
+      const goalId = await producer.enqueue({ goal: 'A goal for a lean status' });
+      const r = await deepq(checkout.bin, ['status', goalId], env);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, new RegExp(`^goal {6}${goalId}: A goal for a lean status$`, 'm'));
+      assert.match(r.stdout, /^status {4}queued$/m);
+      assert.ok(r.packages.has('ioredis'), `the trace saw the Redis client: ${[...r.packages]}`);
+      // Redis, and the config's parser and schema, it needs.
+      const needed = new Set(['ioredis', 'zod', 'yaml']);
+      const heavy = HEAVY.filter((p) => !needed.has(p) && r.packages.has(p));
+      assert.deepEqual(heavy, [], `deepq status loaded ${heavy.join(', ')}`);
+    } finally {
+      await producer.close();
+    }
   });
 
   test('the trace catches what a command imports on demand (control)', async () => {

@@ -1,0 +1,77 @@
+// A goal's read side for the CLI: its record, summary, artifacts and pending approvals, from
+// Redis alone. GoalClient (goal-client.ts) adds what changes goals and needs BullMQ; `deepq
+// status` reads through this class alone, so it loads no BullMQ.
+import type { Redis } from 'ioredis';
+import { UnknownGoalError } from '../shared/errors.ts';
+import type { ApprovalRecord, ApprovalStore } from '../shared/goal/approvals.ts';
+import { GoalIdSchema } from '../shared/goal/ids.ts';
+import type { GoalRecord, GoalStore } from '../shared/goal/store.ts';
+import type { Config } from '../shared/runtime/config.ts';
+import { openStores, type Stores } from '../shared/runtime/stores.ts';
+import type { FileEntry, VirtualFs } from '../shared/vfs/vfs.ts';
+
+/** The `--json` / `status --json` object. */
+export interface GoalSummary {
+  goalId: string;
+  status: string;
+  steps: number;
+  artifacts: string[];
+  createdAt: number;
+  finishedAt: number | null;
+}
+
+export class GoalReader {
+  readonly redis: Redis;
+  readonly goals: GoalStore;
+  readonly approvals: ApprovalStore;
+  readonly vfs: VirtualFs;
+  /** Reads through `stores` when given (a GoalClient's), else through stores of its own on `redis`. */
+  constructor(
+    readonly cfg: Config,
+    redis: Redis,
+    stores: Stores = openStores(cfg, redis),
+  ) {
+    ({ redis: this.redis, goals: this.goals, approvals: this.approvals, vfs: this.vfs } = stores);
+  }
+
+  async get(goalId: string): Promise<GoalRecord> {
+    if (!GoalIdSchema.safeParse(goalId).success) throw new UnknownGoalError(goalId);
+    return this.goals.mustGet(goalId);
+  }
+
+  async summary(goalId: string): Promise<GoalSummary> {
+    const g = await this.get(goalId);
+    const files = await this.vfs.index(goalId);
+    return {
+      goalId,
+      status: g.status,
+      steps: g.step,
+      artifacts: files.filter((f) => f.status !== 'evicted').map((f) => f.name),
+      createdAt: g.createdAt,
+      finishedAt: g.finishedAt,
+    };
+  }
+
+  async artifacts(goalId: string): Promise<FileEntry[]> {
+    await this.get(goalId);
+    return (await this.vfs.index(goalId)).filter((f) => f.status !== 'evicted');
+  }
+
+  async read(goalId: string, name: string): Promise<string | null> {
+    return this.vfs.read(goalId, name);
+  }
+
+  async pendingApprovals(goalId?: string): Promise<(ApprovalRecord & { goalId: string })[]> {
+    if (goalId) {
+      await this.get(goalId);
+      const records = await this.approvals.records(goalId);
+      return records.filter((r) => r.status === 'pending').map((r) => ({ ...r, goalId }));
+    }
+    const out: (ApprovalRecord & { goalId: string })[] = [];
+    for (const p of await this.approvals.pendingAll()) {
+      const r = await this.approvals.record(p.goalId, p.callId);
+      if (r?.status === 'pending') out.push({ ...r, goalId: p.goalId });
+    }
+    return out;
+  }
+}
