@@ -4,7 +4,7 @@
 // report a broken contract as data.
 import type { Logger } from 'pino';
 import { BudgetExceededError } from '../errors.ts';
-import { GoalEndedError, goalCallBudget, goalUsageSink, onBudgetOf } from '../goal/budgets.ts';
+import { GoalEndedError, goalCallBudget, goalUsage, onBudgetOf } from '../goal/budgets.ts';
 import type { GoalRecord } from '../goal/store.ts';
 import type { Runtime } from '../runtime/runtime.ts';
 import type { AgentCheckpoint } from './approval.ts';
@@ -44,13 +44,16 @@ export type GoalRunOutcome<T> =
   | { kind: 'stopped'; reason: string; status: string };
 
 export async function runForGoal<T>(rt: Runtime, o: GoalRunOptions<T>): Promise<GoalRunOutcome<T>> {
+  const usage = goalUsage(rt, o.goal);
+  const budget = goalCallBudget(rt, o.goal);
   const agent = createAgent(o.spec, {
     provider: rt.provider,
     logger: o.log,
     models: rt.cfg.models,
     metrics: rt.metrics,
-    usageSink: goalUsageSink(rt, o.goal),
-    budget: goalCallBudget(rt, o.goal),
+    usageSink: usage.sink,
+    // The previous call's usage is booked before the next call goes out.
+    budget: { ...budget, reserve: (req, ctx) => usage.flush().then(() => budget.reserve(req, ctx)) },
     retry: { ...rt.cfg.modelRetry, rateLimitToQueue: o.rateLimitToQueue ?? false },
     toolResultMaxChars: rt.cfg.vfs.toolResultMaxChars,
   });
@@ -67,9 +70,11 @@ export async function runForGoal<T>(rt: Runtime, o: GoalRunOptions<T>): Promise<
       tokenCap: o.tokenCap,
     });
   } catch (err) {
+    await usage.flush(); // the calls made before it stopped are booked, however it stopped
     return atBudget(rt, o, err);
   }
-  await saveTranscript(rt, o.goal.goalId, o.ctx.threadId, o.ctx.role, run.messages);
+  // The run's last call is booked with its transcript, in one script.
+  await saveTranscript(rt, o.goal.goalId, o.ctx.threadId, o.ctx.role, run.messages, usage.takePending());
   if (!run.ok) return { kind: 'rejected', problem: run.problem ?? 'failed', run };
   return { kind: 'ok', value: run.value as T, run };
 }

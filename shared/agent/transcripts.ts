@@ -38,7 +38,8 @@ export function compactMessages(messages: Message[], maxChars: number): Message[
 
 /**
  * Stores a run's messages under its thread id with a TTL, and keeps at most
- * `transcriptsPerGoal` per goal (the oldest go first), so a long goal's keys stay small.
+ * `transcriptsPerGoal` per goal (the oldest go first), so a long goal's keys stay small. The
+ * run's last call's usage, when given, is booked in the same script.
  */
 export async function saveTranscript(
   rt: Pick<Runtime, 'redis' | 'goals' | 'cfg'>,
@@ -46,6 +47,8 @@ export async function saveTranscript(
   threadId: string,
   role: string,
   messages: Message[],
+  /** A model call's usage to book in the same script (usageArgs), if any. */
+  usage: (string | number)[] = [],
 ): Promise<void> {
   const keys = rt.goals.keys;
   const now = Date.now();
@@ -59,8 +62,8 @@ export async function saveTranscript(
   await runScript(
     rt.redis,
     'transcriptSave',
-    [keys.transcript(goalId, threadId), keys.threads(goalId)],
-    [body, rt.cfg.transcriptTtlSeconds, now, threadId, rt.cfg.transcriptsPerGoal, prefix],
+    [keys.transcript(goalId, threadId), keys.threads(goalId), keys.goal(goalId), keys.reservations(goalId)],
+    [body, rt.cfg.transcriptTtlSeconds, now, threadId, rt.cfg.transcriptsPerGoal, prefix, ...usage],
   );
 }
 

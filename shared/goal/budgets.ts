@@ -18,7 +18,7 @@ import type { Runtime } from '../runtime/runtime.ts';
 import { runScript } from '../runtime/scripts.ts';
 import { newOperationId } from './ids.ts';
 import type { GoalRecord } from './store.ts';
-import { TOKEN_KINDS, totalTokens } from './store.ts';
+import { TOKEN_KINDS, totalTokens, usageArgs } from './store.ts';
 
 export const ON_BUDGET = ['end', 'pause'] as const;
 export type OnBudget = (typeof ON_BUDGET)[number];
@@ -138,14 +138,41 @@ export class GoalEndedError extends Error {
   }
 }
 
-/** Token accounting's sink: goal totals per role and model and metrics; the call's reservation ends. */
-export function goalUsageSink(rt: Runtime, goal: Pick<GoalRecord, 'goalId'>): UsageSink {
-  return async (ctx, model, usage, reservation, origin) => {
+/**
+ * Where a run's model usage goes: metrics at once, and the goal's totals in Redis. With a token
+ * budget each call's record is written at once (the next reservation must see it). Without
+ * one, a call's record waits a little: `flush` writes it before the next call goes out (and
+ * when a run stops without a transcript), and the run's last call is written with its
+ * transcript (`takePending`): one script per run fewer.
+ */
+export interface GoalUsage {
+  sink: UsageSink;
+  takePending(): (string | number)[] | undefined;
+  flush(): Promise<void>;
+}
+
+export function goalUsage(rt: Runtime, goal: Pick<GoalRecord, 'goalId' | 'budgets'>): GoalUsage {
+  const deferred = goal.budgets.maxTokens === undefined;
+  let pending: (string | number)[] | undefined;
+  const takePending = () => {
+    const args = pending;
+    pending = undefined;
+    return args;
+  };
+  const flush = async () => {
+    const args = takePending();
+    if (args) await rt.goals.recordUsage(goal.goalId, args);
+  };
+  const sink: UsageSink = async (ctx, model, usage, reservation, origin) => {
     // The label is a configured model or `other`, never whatever id an endpoint returned.
     const label = metricLabelsOf(rt.provider, origin?.requested ?? model, model).model;
     for (const kind of TOKEN_KINDS)
       if (usage[kind]) rt.metrics.llmTokens.inc({ model: label, role: ctx.role, kind }, usage[kind]);
     const requested = origin?.requested === undefined ? undefined : canonicalModel(origin.requested);
-    await rt.goals.addUsage(goal.goalId, ctx.role, model, usage, reservation, { ...origin, requested });
+    const args = usageArgs(ctx.role, model, usage, reservation, { ...origin, requested });
+    await flush();
+    if (deferred) pending = args;
+    else await rt.goals.recordUsage(goal.goalId, args);
   };
+  return { sink, takePending, flush };
 }

@@ -54,6 +54,19 @@ export interface GoalRecord {
   estimatedUsage: string[];
 }
 
+/** One call's usage as lua/includes/addUsage.lua reads it (usageAdd.lua, transcriptSave.lua). */
+export function usageArgs(
+  role: string,
+  model: string,
+  usage: Usage,
+  reservation?: string,
+  origin: UsageOrigin = {},
+): (string | number)[] {
+  const requested = origin.requested && origin.requested !== model ? origin.requested : '';
+  const kinds = TOKEN_KINDS.map((k) => usage[k] ?? 0);
+  return [reservation ?? '', `${role}|${model}`, ...kinds, requested, origin.estimated ? '1' : ''];
+}
+
 export interface GoalStoreOptions {
   keyTtlSeconds: number;
   eventsMaxLen: number;
@@ -126,10 +139,13 @@ export class GoalStore {
     reservation?: string,
     origin: UsageOrigin = {},
   ): Promise<boolean> {
+    return this.recordUsage(goalId, usageArgs(role, model, usage, reservation, origin));
+  }
+
+  /** addUsage with its arguments already built (usageArgs). */
+  async recordUsage(goalId: string, args: (string | number)[]): Promise<boolean> {
     const keys = [this.keys.goal(goalId), this.keys.reservations(goalId)];
-    const requested = origin.requested && origin.requested !== model ? origin.requested : '';
-    const args = [reservation ?? '', `${role}|${model}`, ...TOKEN_KINDS.map((k) => usage[k] ?? 0)];
-    return (await runScript(this.redis, 'usageAdd', keys, [...args, requested, origin.estimated ? '1' : ''])) === 1;
+    return (await runScript(this.redis, 'usageAdd', keys, args)) === 1;
   }
 
   async list(opts: { status?: string; limit?: number } = {}): Promise<GoalRecord[]> {

@@ -15,17 +15,21 @@ const SCRIPTS = {
   usageAdd: { keys: 2, dir: GOAL_LUA },
   vfsWrite: { keys: 4, dir: VFS_LUA },
   vfsEvict: { keys: 3, dir: VFS_LUA },
-  transcriptSave: { keys: 2, dir: AGENT_LUA },
+  transcriptSave: { keys: 4, dir: AGENT_LUA },
 } as const;
 export type ScriptName = keyof typeof SCRIPTS;
 
 const loaded = new WeakSet<Redis>();
 const sources = new Map<ScriptName, string>();
 
+/** A `--- @include "<path>"` line (relative to the script) stands for that file's text, as in BullMQ. */
+const INCLUDE = /^--- @include "([^"]+)"$/gm;
+
 function source(name: ScriptName): string {
   let s = sources.get(name);
   if (!s) {
-    s = readFileSync(new URL(`${name}.lua`, SCRIPTS[name].dir), 'utf8');
+    const file = new URL(`${name}.lua`, SCRIPTS[name].dir);
+    s = readFileSync(file, 'utf8').replace(INCLUDE, (_line, rel: string) => readFileSync(new URL(rel, file), 'utf8'));
     sources.set(name, s);
   }
   return s;

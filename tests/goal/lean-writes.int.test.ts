@@ -4,7 +4,13 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { goalCallBudget } from '../../shared/goal/budgets.ts';
+import pino from 'pino';
+import { contractFor } from '../../shared/agent/output-contracts.ts';
+import { runForGoal } from '../../shared/agent/run-for-goal.ts';
+import { loadTranscript } from '../../shared/agent/transcripts.ts';
+import { goalCallBudget, goalUsage } from '../../shared/goal/budgets.ts';
+import { totalTokens } from '../../shared/goal/store.ts';
+import { ctxFor } from '../../testing/agent-harness.ts';
 import { useRedis } from '../../testing/redis.ts';
 import { useVfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
 
@@ -104,4 +110,65 @@ test('without a token budget a call reserves nothing in Redis; its time budget s
   assert.equal(await redis.client.exists(t.rt.goals.keys.reservations(goalId)), 0);
   const late = goalCallBudget(t.rt, { goalId, budgets: { maxSeconds: 1 }, createdAt: Date.now() - 5000 });
   await assert.rejects(late.reserve(req, {} as never), /time budget exceeded/);
+});
+
+/** A research subtask through runForGoal on the scripted model: one call, one transcript. */
+async function researchRun(goalId: string) {
+  const spec = t.rt.cfg.roles.find((r) => r.name === 'research-specialist')!;
+  const goal = (await t.rt.goals.get(goalId))!;
+  const threadId = `goal-${goalId}--research-specialist-0000abcd`;
+  return runForGoal(t.rt, {
+    spec,
+    goal,
+    task: `Goal: ${goal.goal}\nInstruction: research the topic`,
+    contract: contractFor(spec.contract),
+    ctx: { ...ctxFor(spec.name, { goalId }), threadId, step: 1 },
+    log: pino({ level: 'silent' }),
+  });
+}
+
+/** Scripts run so far (EVALSHA, or EVAL the first time a script meets a connection). */
+async function scriptCalls(): Promise<number> {
+  const info = await redis.client.info('commandstats');
+  return [...info.matchAll(/cmdstat_eval(?:sha)?:calls=(\d+)/g)].reduce((n, m) => n + Number(m[1]), 0);
+}
+
+test("without a token budget a run's last call is booked with its transcript, in one script", async () => {
+  const goalId = await t.newGoal('a goal researched once');
+  const before = await scriptCalls();
+  const out = await researchRun(goalId);
+  assert.equal(out.kind, 'ok', JSON.stringify(out));
+  assert.equal((await scriptCalls()) - before, 1, 'the usage and the transcript took more than one script');
+  const g = (await t.rt.goals.get(goalId))!;
+  assert.ok(g.tokens.input > 0 && g.tokens.output > 0, JSON.stringify(g.tokens));
+  assert.deepEqual(Object.keys(g.usage), ['research-specialist|scripted-low']);
+  assert.ok(await loadTranscript(t.rt, `goal-${goalId}--research-specialist-0000abcd`));
+});
+
+test('with a token budget each call is booked at once (its reservation ends with it)', async () => {
+  const goalId = await t.newGoal('a goal with a token budget');
+  await redis.client.hset(t.rt.goals.keys.goal(goalId), 'budgets', JSON.stringify({ maxTokens: 100_000 }));
+  const before = await scriptCalls();
+  const out = await researchRun(goalId);
+  assert.equal(out.kind, 'ok', JSON.stringify(out));
+  // Reserve, book, transcript.
+  assert.equal((await scriptCalls()) - before, 3);
+  assert.equal(await redis.client.zcard(t.rt.goals.keys.reservations(goalId)), 0, 'a reservation was left behind');
+  assert.ok(totalTokens((await t.rt.goals.get(goalId))!.tokens) > 0);
+});
+
+test("without a token budget a call's record waits for the next one; flush books the last", async () => {
+  const goalId = await t.newGoal('a goal whose run stops');
+  const usageOf = async () => (await t.rt.goals.get(goalId))!.usage['critic|m'];
+  const book = goalUsage(t.rt, { goalId, budgets: {} });
+  const ctx = { ...ctxFor('critic', { goalId }), tier: 'LOW', contract: 'critique' } as never;
+  await book.sink(ctx, 'm', usage(10, 1));
+  assert.equal(await usageOf(), undefined, 'booked before the next call');
+  await book.sink(ctx, 'm', usage(20, 2));
+  assert.deepEqual(await usageOf(), usage(10, 1), 'the first call is booked when the second is due');
+  await book.flush(); // as when the run stops without a transcript (a pause, a budget, an error)
+  assert.deepEqual(await usageOf(), usage(30, 3));
+  await book.flush();
+  assert.deepEqual(await usageOf(), usage(30, 3), 'booked twice');
+  assert.equal(book.takePending(), undefined);
 });
