@@ -143,7 +143,7 @@ test('a 10-turn tool loop: every request carries one history breakpoint, on its 
   assert.ok(!JSON.stringify(transcript).includes('cache_control'), 'no cache_control in the stored transcript');
   // Every call's usage is booked once: each before the next call, the last with the transcript.
   const sent = reqs.reduce((n, r) => {
-    const u = (r.response?.body as { usage: Record<string, number> }).usage;
+    const u = (r.response!.body as { usage: Record<string, number> }).usage;
     return n + u.input_tokens! + u.output_tokens! + u.cache_read_input_tokens! + u.cache_creation_input_tokens!;
   }, 0);
   const booked = (await rt.goals.get(goalId))!.tokens;
