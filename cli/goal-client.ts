@@ -223,7 +223,6 @@ export class GoalClient extends GoalReader {
     return { record: d.record, pendingLeft: d.pendingLeft };
   }
 
-  /** Calls waiting for a human: one goal's (oldest first), or every goal's (soonest timeout first). */
   async list(status?: string) {
     const goals = await this.goals.list({ status });
     return goals.map((g) => ({

@@ -61,6 +61,7 @@ export class GoalReader {
     return this.vfs.read(goalId, name);
   }
 
+  /** Calls waiting for a human: one goal's (oldest first), or every goal's (soonest timeout first). */
   async pendingApprovals(goalId?: string): Promise<(ApprovalRecord & { goalId: string })[]> {
     if (goalId) {
       await this.get(goalId);

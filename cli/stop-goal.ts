@@ -6,12 +6,12 @@ import { UnknownGoalError } from '../shared/errors.ts';
 import { isGoalId } from '../shared/goal/ids.ts';
 import { GoalLifecycle } from '../shared/goal/lifecycle.ts';
 import { GoalStore } from '../shared/goal/store.ts';
-import type { Config } from '../shared/runtime/config.ts';
+import { type Config, goalKeyLimits } from '../shared/runtime/config.ts';
 
 /** True when this call moved the goal; the cancel message goes out either way. */
 export async function stopGoal(redis: Redis, cfg: Config, goalId: string): Promise<boolean> {
   if (!isGoalId(goalId)) throw new UnknownGoalError(goalId);
-  const limits = { keyTtlSeconds: cfg.goalKeyTtlSeconds, eventsMaxLen: cfg.eventsMaxLen };
+  const limits = goalKeyLimits(cfg);
   const goals = new GoalStore(redis, cfg.prefix, limits);
   const g = await goals.mustGet(goalId);
   const moved = await new GoalLifecycle(redis, goals.keys, limits).cancel(goalId, g.step);

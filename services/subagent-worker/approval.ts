@@ -92,12 +92,9 @@ export async function takeDecisions(p: PausedJob, saved: JobCheckpoint): Promise
     else decisions.set(index, { status: rec.status, ...(rec.reason ? { reason: rec.reason } : {}) });
   }
   if (waitUntil) await waitForHuman(p, waitUntil);
-  await countOnce(
-    p,
-    saved,
-    [...decisions.values()].map((d) => d.status),
-  );
-  p.log.info({ decisions: [...decisions.values()].map((d) => d.status) }, 'resuming after approval');
+  const statuses = [...decisions.values()].map((d) => d.status);
+  await countOnce(p, saved, statuses);
+  p.log.info({ decisions: statuses }, 'resuming after approval');
   return { agent: saved.agent, decisions };
 }
 

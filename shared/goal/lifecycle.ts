@@ -25,7 +25,7 @@
 // to leave them. A refused transition returns false and changes nothing. Every call carries a
 // fresh operation id: when its reply is lost and ioredis sends it again, the replay returns
 // true instead of "refused". A goal awaiting a human keeps its keys; other moves renew the TTL
-// once it has run below half, and at the end.
+// once half of it has run (the goal's `ttlAt` says when it was set), and at the end.
 import type { Redis } from 'ioredis';
 import type { BudgetKind } from '../errors.ts';
 import { runScript } from '../runtime/scripts.ts';

@@ -405,3 +405,8 @@ export function redactUrl(url: string): string {
     return '<unparseable url>';
   }
 }
+
+/** The bounds every store of a goal's keys applies: the backstop TTL, the timeline's length. */
+export function goalKeyLimits(cfg: Config): { keyTtlSeconds: number; eventsMaxLen: number } {
+  return { keyTtlSeconds: cfg.goalKeyTtlSeconds, eventsMaxLen: cfg.eventsMaxLen };
+}

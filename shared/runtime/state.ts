@@ -4,7 +4,7 @@ import type { Redis } from 'ioredis';
 import { GoalLifecycle } from '../goal/lifecycle.ts';
 import { isTerminal } from '../goal/status.ts';
 import type { VfsObserver } from '../vfs/vfs.ts';
-import type { Config } from './config.ts';
+import { type Config, goalKeyLimits } from './config.ts';
 import type { Metrics } from './metrics.ts';
 import { Queues } from './queues.ts';
 import { createRedis } from './redis.ts';
@@ -32,9 +32,8 @@ export function openState(
   const stores = openStores(cfg, redis, hooks.vfs);
   const metrics = hooks.metrics;
   const onStatus = metrics ? countedStatus(metrics) : undefined;
-  const limits = { keyTtlSeconds: cfg.goalKeyTtlSeconds, eventsMaxLen: cfg.eventsMaxLen };
   const lifecycle = new GoalLifecycle(redis, stores.goals.keys, {
-    ...limits,
+    ...goalKeyLimits(cfg),
     onStatus,
     ...(metrics
       ? {

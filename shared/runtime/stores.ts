@@ -6,7 +6,7 @@ import { ApprovalStore } from '../goal/approvals.ts';
 import { GoalStore } from '../goal/store.ts';
 import { DirBlobStore } from '../vfs/blob-store.ts';
 import { type VfsObserver, VirtualFs } from '../vfs/vfs.ts';
-import type { Config } from './config.ts';
+import { type Config, goalKeyLimits } from './config.ts';
 
 export interface Stores {
   redis: Redis;
@@ -17,7 +17,7 @@ export interface Stores {
 }
 
 export function openStores(cfg: Config, redis: Redis, vfsObserver?: VfsObserver): Stores {
-  const limits = { keyTtlSeconds: cfg.goalKeyTtlSeconds, eventsMaxLen: cfg.eventsMaxLen };
+  const limits = goalKeyLimits(cfg);
   const goals = new GoalStore(redis, cfg.prefix, limits);
   const approvals = new ApprovalStore(redis, goals.keys, limits);
   const blobs = new DirBlobStore(cfg.vfs.blobDir, cfg.prefix);
