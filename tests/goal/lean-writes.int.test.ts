@@ -22,19 +22,18 @@ useVfsRuntime(redis, (x) => {
 
 const usage = (input: number, output: number) => ({ input, output, cache_read: 0, cache_write: 0 });
 
-async function ttlsOf(goalId: string): Promise<number[]> {
+/** The four keys a move renews (goal, events, files, content), each made to exist by a write. */
+async function renewedKeys(goalId: string): Promise<string[]> {
   const k = t.rt.goals.keys;
   await t.rt.vfs.write(goalId, 'a.md', 'x', { status: 'done', step: 1, writer: 'w' });
-  const keys = [k.goal(goalId), k.events(goalId), k.files(goalId), k.content(goalId)];
-  return Promise.all(keys.map((key) => redis.client.ttl(key)));
+  return [k.goal(goalId), k.events(goalId), k.files(goalId), k.content(goalId)];
 }
 
 test('a move renews the backstop TTL of every goal key once half of it has run, not before', async () => {
   const goalId = await t.newGoal();
   const full = t.rt.cfg.goalKeyTtlSeconds;
   const k = t.rt.goals.keys;
-  const keys = [k.goal(goalId), k.events(goalId), k.files(goalId), k.content(goalId)];
-  await ttlsOf(goalId);
+  const keys = await renewedKeys(goalId);
   // Less than half has run (ttlAt, set at creation, is recent): a move leaves the TTLs alone.
   for (const key of keys) await redis.client.expire(key, Math.ceil(full * 0.75));
   assert.ok(await t.rt.lifecycle.beginPlanning(goalId));
@@ -54,9 +53,7 @@ test('a move renews the backstop TTL of every goal key once half of it has run, 
 test('a goal awaiting a human keeps its keys; the move that takes it on sets the backstop again', async () => {
   const goalId = await t.newGoal();
   const full = t.rt.cfg.goalKeyTtlSeconds;
-  const k = t.rt.goals.keys;
-  const keys = [k.goal(goalId), k.events(goalId), k.files(goalId), k.content(goalId)];
-  await ttlsOf(goalId);
+  const keys = await renewedKeys(goalId);
   const hit = { kind: 'tokens' as const, reason: 'token budget exceeded' };
   assert.ok(await t.rt.lifecycle.pauseForBudget(goalId, hit, 1));
   for (const key of keys) assert.equal(await redis.client.ttl(key), -1, `${key} still expires while paused`);
@@ -69,7 +66,7 @@ test('the end of a goal always sets the full backstop, however much of it was le
   const goalId = await t.newGoal();
   const full = t.rt.cfg.goalKeyTtlSeconds;
   const k = t.rt.goals.keys;
-  await ttlsOf(goalId);
+  await renewedKeys(goalId);
   await redis.client.expire(k.goal(goalId), Math.ceil(full * 0.75));
   assert.ok(await t.rt.lifecycle.cancel(goalId, 0));
   assert.ok((await redis.client.ttl(k.goal(goalId))) > full - 60);
