@@ -186,12 +186,14 @@ async function longGoal(rt: Runtime, log: (s: string) => void, steps: number) {
     const live = index.filter((e) => e.status !== 'evicted').map((e) => e.name);
     const arts = cycleArtifacts(step, rand);
     const plan = planFor(goalText, step, arts, live);
-    await moved('recordPlan', rt.lifecycle.recordPlan(goalId, step, plan, `goal-${goalId}--planner-bench${step}`));
     await saveTranscript(rt, goalId, `goal-${goalId}--planner-b${step}`, 'planner', [
       { role: 'user', content: plannerMessage(await rt.goals.mustGet(goalId), step, index) },
       { role: 'assistant', content: [{ type: 'text', text: JSON.stringify(plan) }] },
     ]);
-    await moved('dispatch', rt.lifecycle.dispatch(goalId, step, plan));
+    await moved(
+      'dispatch',
+      rt.lifecycle.dispatch(goalId, step, plan, { threadId: `goal-${goalId}--planner-bench${step}` }),
+    );
 
     // Subagents: one artifact each, as processSubagentJob writes it.
     const outcomes: SubtaskOutcome[] = [];
@@ -431,8 +433,7 @@ async function soak(rt: Runtime, log: (s: string) => void, goalCount: number) {
           })),
         };
         await moved('beginPlanning', rt.lifecycle.beginPlanning(goalId));
-        await moved('recordPlan', rt.lifecycle.recordPlan(goalId, 1, plan, `goal-${goalId}--planner-s1`));
-        await moved('dispatch', rt.lifecycle.dispatch(goalId, 1, plan));
+        await moved('dispatch', rt.lifecycle.dispatch(goalId, 1, plan, { threadId: `goal-${goalId}--planner-s1` }));
         for (const [k, [name, bytes]] of arts.entries()) {
           const threadId = `goal-${goalId}--worker-s${k}`;
           await rt.vfs.write(goalId, name, text(rand, bytes, `# ${name}`), {

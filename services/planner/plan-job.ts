@@ -64,11 +64,12 @@ export async function processPlanJob(
   if (!(await rt.lifecycle.beginPlanning(goalId))) return ensureDispatched(rt, goalId, step, log);
   const over = budgetProblem(goal, { nextStep: step });
   if (over) return atBudget({ rt, goal, step, threadId, log, job, token }, over);
-  // A re-delivered plan job dispatches the plan already chosen, never asks twice.
+  // A plan stored for this cycle but not yet dispatched (by an earlier version, which stored
+  // it apart from the move) is dispatched as it is, never asked for twice.
   const reuse = goal.planStep === step && goal.plan;
   const chosen = reuse ? { plan: reuse } : await choosePlan({ rt, goal, step, threadId, log, signal, job, token });
   if (!('plan' in chosen)) return chosen;
-  return dispatchPlan(rt, goal, step, chosen.plan, log);
+  return dispatchPlan(rt, goal, step, chosen, log);
 }
 
 /** A budget ran out before planning: the goal ends, or pauses with this job parked. */
@@ -88,7 +89,7 @@ function isStale(goal: GoalRecord, step: number): boolean {
   return goal.step > step || goal.planStep > step || (goal.reflection?.step ?? 0) >= step;
 }
 
-async function choosePlan(c: PlanJobContext): Promise<{ plan: Plan } | PlanOutcome> {
+async function choosePlan(c: PlanJobContext): Promise<{ plan: Plan; threadId?: string } | PlanOutcome> {
   const { rt, goal, step } = c;
   const index = await rt.vfs.index(goal.goalId);
   const live = index.filter((e) => e.status !== 'evicted').map((e) => e.name);
@@ -116,12 +117,7 @@ async function choosePlan(c: PlanJobContext): Promise<{ plan: Plan } | PlanOutco
   if (res.kind === 'stopped') return { status: 'skipped', reason: res.reason };
   if (res.kind === 'paused') return parkForBudget(rt, c.job, c.token, goal.goalId);
   if (res.kind === 'rejected') return rejected(c, res.problem, contract.lastOverBudget());
-  // Stored only while still planning: once a (concurrent) delivery moved the goal on, the
-  // plan it dispatched is the one that stays.
-  if (!(await rt.lifecycle.recordPlan(goal.goalId, step, res.value, c.threadId))) {
-    return ensureDispatched(rt, goal.goalId, step, c.log);
-  }
-  return { plan: res.value };
+  return { plan: res.value, threadId: c.threadId };
 }
 
 /**
@@ -140,24 +136,22 @@ async function rejected(c: PlanJobContext, problem: string, overBudget: string |
 /**
  * Running first, flow second: the cycle's reflection can only start once its children
  * exist, so it always finds the goal `running`. A death between the two is repaired by the
- * re-delivery (ensureDispatched adds the missing flow).
+ * re-delivery (ensureDispatched adds the missing flow). The move stores the plan: a delivery
+ * it refuses (a concurrent one got there first) dispatches the stored plan instead.
  */
 async function dispatchPlan(
   rt: Runtime,
   goal: GoalRecord,
   step: number,
-  plan: Plan,
+  chosen: { plan: Plan; threadId?: string },
   log: Logger,
 ): Promise<PlanOutcome> {
   const { goalId } = goal;
-  if (!(await rt.lifecycle.dispatch(goalId, step, plan, goal.subtasksByRole))) {
+  const { plan, threadId } = chosen;
+  if (!(await rt.lifecycle.dispatch(goalId, step, plan, { threadId, before: goal.subtasksByRole }))) {
     return ensureDispatched(rt, goalId, step, log);
   }
-  // The plan stored for this cycle wins (a concurrent delivery may have recorded its own): two
-  // fields read, not the whole goal.
-  const [planStep, stored] = await rt.redis.hmget(rt.goals.keys.goal(goalId), 'planStep', 'plan');
-  const dispatched = Number(planStep) === step && stored ? (JSON.parse(stored) as Plan) : plan;
-  await dispatchCycle(rt.queues, rt.cfg, goalId, step, dispatched);
+  await dispatchCycle(rt.queues, rt.cfg, goalId, step, plan);
   log.info({ subtasks: plan.subtasks.length }, 'cycle dispatched');
   return { status: 'dispatched', subtasks: plan.subtasks.length };
 }

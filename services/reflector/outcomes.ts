@@ -13,11 +13,11 @@ export interface SubtaskOutcome extends CycleOutcome {
 const indexOf = (key: string) => Number(key.split(':').pop());
 
 export async function collectOutcomes(job: Job, goal: GoalRecord): Promise<SubtaskOutcome[]> {
-  // Both reads go out back to back on one connection: one round trip.
-  const [values, failures] = (await Promise.all([job.getChildrenValues(), job.getIgnoredChildrenFailures()])) as [
-    Record<string, SubagentJobResult>,
-    Record<string, string>,
-  ];
+  const values = (await job.getChildrenValues()) as Record<string, SubagentJobResult>;
+  // Failed children (ignoreDependencyOnFailure) are read only when some child left no value.
+  const plan = goal.planStep === job.data.step ? goal.plan : null;
+  const all = plan ? Object.keys(values).length >= plan.subtasks.length : false;
+  const failures = all ? {} : ((await job.getIgnoredChildrenFailures()) as Record<string, string>);
   const byIndex = new Map<number, SubtaskOutcome>();
   for (const [key, v] of Object.entries(values)) {
     // A subtask stopped at its token cap returns what it had, marked partial (status active).

@@ -12,6 +12,7 @@ import { createSandboxTools, createVfsTools, type Tool, type ToolScope } from '.
 import { shortId } from '../../shared/agent/transcripts.ts';
 import { ProviderRateLimitError } from '../../shared/errors.ts';
 import type { JobCheckpoint } from '../../shared/goal/approvals.ts';
+import type { TimelineEventBody } from '../../shared/goal/events.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
 import { isPausedForBudget, parkForBudget } from '../../shared/goal/parking.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
@@ -206,15 +207,10 @@ async function recordResult(
   const status = run.ok ? 'done' : run.partial ? 'active' : 'failed';
   const retried = run.contractRetries ? 'accepted after one contract retry' : null;
   const notes = run.ok ? retried : (run.problem ?? 'failed').slice(0, 200);
-  let bytes = 0;
-  if (run.text) {
-    // A revision (a new version of a done artifact) keeps the old version in the history.
-    const meta = { status, step, role: base.role, threadId: base.threadId, writer, keepHistory: true } as const;
-    bytes = (await rt.vfs.write(goalId, data.expected_artifact, run.text, meta)).bytes;
-  }
+  const bytes = run.text ? Buffer.byteLength(run.text, 'utf8') : 0;
   const partial = run.partial ? { partial: true } : {};
   const result: SubagentJobResult = { ...base, status, notes, bytes, finishedAt: Date.now(), ...partial };
-  await rt.goals.appendEvent(goalId, {
+  const event: TimelineEventBody = {
     type: run.ok || run.partial ? 'subtask_finished' : 'subtask_failed',
     step,
     index,
@@ -225,7 +221,15 @@ async function recordResult(
     ms: result.finishedAt - base.startedAt,
     ...(notes ? { reason: notes } : {}),
     ...partial,
-  });
+  };
+  if (run.text) {
+    // A revision (a new version of a done artifact) keeps the old version in the history; the
+    // event lands with the write.
+    const meta = { status, step, role: base.role, threadId: base.threadId, writer, keepHistory: true, event } as const;
+    await rt.vfs.write(goalId, data.expected_artifact, run.text, meta);
+  } else {
+    await rt.goals.appendEvent(goalId, event);
+  }
   log.info({ status, bytes, turns: run.turns }, 'subtask finished');
   return result;
 }

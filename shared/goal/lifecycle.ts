@@ -4,8 +4,7 @@
 //
 //   transition        from                       to               events
 //   beginPlanning     queued, planning           planning         -
-//   recordPlan        planning                   (stays)          planned
-//   dispatch          planning                   running          dispatched
+//   dispatch          planning                   running          (planned,) dispatched
 //   beginReflecting   running, reflecting        reflecting       -
 //   requeue           reflecting                 queued           reflected
 //   awaitHuman        reflecting                 awaiting_human   reflected, (stalled,) paused
@@ -110,25 +109,36 @@ export class GoalLifecycle {
     return this.move(goalId, { from: ['queued', 'planning'], to: 'planning' });
   }
 
-  /** Stores the chosen plan while still planning: a concurrent delivery's plan never replaces it. */
-  recordPlan(goalId: string, step: number, plan: Plan, threadId: string): Promise<boolean> {
-    const subtasks = plan.subtasks.map((t) => ({ role: t.role, artifact: t.expected_artifact }));
-    return this.move(goalId, {
-      from: ['planning'],
-      fields: { plan, planStep: step },
-      events: [{ type: 'planned', step, threadId, subtasks }],
-    });
-  }
-
-  /** `before`: subtasks dispatched per role until now; this plan's are added to them. */
-  dispatch(goalId: string, step: number, plan: Plan, before: Record<string, number> = {}): Promise<boolean> {
-    const subtasksByRole = { ...before };
+  /**
+   * Stores the chosen plan and moves the goal on to run it, in one move: the first delivery to
+   * get here wins, and a concurrent one (refused) dispatches the plan stored. `threadId`: the
+   * planner run that chose it (a `planned` event); `before`: subtasks dispatched per role until
+   * now, to which this plan's are added.
+   */
+  dispatch(
+    goalId: string,
+    step: number,
+    plan: Plan,
+    opts: { threadId?: string; before?: Record<string, number> } = {},
+  ): Promise<boolean> {
+    const subtasksByRole = { ...opts.before };
     for (const t of plan.subtasks) subtasksByRole[t.role] = (subtasksByRole[t.role] ?? 0) + 1;
+    const refs = subtaskRefs(plan);
+    const planned: TimelineEventBody[] = opts.threadId
+      ? [
+          {
+            type: 'planned',
+            step,
+            threadId: opts.threadId,
+            subtasks: refs.map(({ role, artifact }) => ({ role, artifact })),
+          },
+        ]
+      : [];
     return this.move(goalId, {
       from: ['planning'],
       to: 'running',
-      fields: { step, note: '', subtasksByRole },
-      events: [{ type: 'dispatched', step, subtasks: subtaskRefs(plan) }],
+      fields: { plan, planStep: step, step, note: '', subtasksByRole },
+      events: [...planned, { type: 'dispatched', step, subtasks: refs }],
     });
   }
 
@@ -289,7 +299,7 @@ export class GoalLifecycle {
     const events = (m.events ?? []).map((e) => JSON.stringify({ ...e, at: now })).join('\n');
     const k = this.keys;
     const keys = [k.goal(goalId), k.events(goalId), k.files(goalId), k.content(goalId), k.liveGoals()];
-    const prev = await runScript(this.redis, 'goalTransition', keys, [
+    const res = await runScript(this.redis, 'goalTransition', keys, [
       m.from?.join(',') || '*',
       m.to ?? '',
       now,
@@ -302,16 +312,15 @@ export class GoalLifecycle {
       m.recordFrom ?? '',
       ...Object.entries(encodeFields(m.fields ?? {})).flat(),
     ]);
-    const moved = prev !== null && prev !== false;
-    if (moved && m.to && m.to !== prev) await this.counted(goalId, m.to);
-    return moved;
+    if (!Array.isArray(res)) return false;
+    const [prev, step] = res as [string, string];
+    if (m.to && m.to !== prev) this.counted(m.to, Number(step));
+    return true;
   }
 
-  private async counted(goalId: string, status: GoalStatus): Promise<void> {
+  private counted(status: GoalStatus, step: number): void {
     this.opts.onStatus?.(status);
-    if (!isTerminal(status) || !this.opts.onTerminal) return;
-    const step = await this.redis.hget(this.keys.goal(goalId), 'step');
-    this.opts.onTerminal(status, Number(step ?? 0));
+    if (isTerminal(status)) this.opts.onTerminal?.(status, step);
   }
 }
 

@@ -13,7 +13,7 @@ const SCRIPTS = {
   approvalDecide: { keys: 4, dir: GOAL_LUA },
   budgetReserve: { keys: 2, dir: GOAL_LUA },
   usageAdd: { keys: 2, dir: GOAL_LUA },
-  vfsWrite: { keys: 4, dir: VFS_LUA },
+  vfsWrite: { keys: 5, dir: VFS_LUA },
   vfsEvict: { keys: 3, dir: VFS_LUA },
   transcriptSave: { keys: 4, dir: AGENT_LUA },
 } as const;

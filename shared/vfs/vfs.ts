@@ -2,6 +2,7 @@
 // large contents spilled to the blob store. Writes are atomic and idempotent (lua/vfsWrite.lua).
 import type { Redis } from 'ioredis';
 import { fromScriptError, VfsLimitError } from '../errors.ts';
+import type { TimelineEventBody } from '../goal/events.ts';
 import { Keys } from '../goal/keys.ts';
 import { runScript } from '../runtime/scripts.ts';
 import { artifactNameProblem } from './artifact-name.ts';
@@ -52,6 +53,8 @@ export interface WriteMeta {
   expectedVersion?: number;
   /** A subtask's artifact: a new version of a `done` one keeps the old in the history. */
   keepHistory?: boolean;
+  /** A timeline event that lands with the write, atomically (a subtask's `subtask_finished`). */
+  event?: TimelineEventBody;
 }
 
 export interface EvictedEntry {
@@ -140,7 +143,13 @@ export class VirtualFs {
       res = (await runScript(
         this.redis,
         'vfsWrite',
-        [this.keys.files(goalId), this.keys.content(goalId), this.keys.goal(goalId), this.keys.history(goalId)],
+        [
+          this.keys.files(goalId),
+          this.keys.content(goalId),
+          this.keys.goal(goalId),
+          this.keys.history(goalId),
+          this.keys.events(goalId),
+        ],
         [
           name,
           JSON.stringify(entry),
@@ -151,6 +160,8 @@ export class VirtualFs {
           this.opts.maxFilesPerGoal,
           this.opts.keyTtlSeconds,
           meta.keepHistory ? '1' : '0',
+          meta.event ? JSON.stringify({ ...meta.event, at: Date.now() }) : '',
+          this.opts.eventsMaxLen,
         ],
       )) as [number, string];
     } catch (err) {

@@ -60,8 +60,7 @@ async function plantCycle(rt: Runtime, goalId: string): Promise<void> {
     ],
   };
   assert.ok(await rt.lifecycle.beginPlanning(goalId));
-  assert.ok(await rt.lifecycle.recordPlan(goalId, 1, plan, threadIdFor(goalId, 'planner', 'abc123')));
-  assert.ok(await rt.lifecycle.dispatch(goalId, 1, plan));
+  assert.ok(await rt.lifecycle.dispatch(goalId, 1, plan, { threadId: threadIdFor(goalId, 'planner', 'abc123') }));
   await rt.goals.appendEvent(goalId, {
     type: 'subtask_failed',
     step: 1,

@@ -9,6 +9,7 @@ import { contractFor } from '../../shared/agent/output-contracts.ts';
 import { runForGoal } from '../../shared/agent/run-for-goal.ts';
 import { loadTranscript } from '../../shared/agent/transcripts.ts';
 import { goalCallBudget, goalUsage } from '../../shared/goal/budgets.ts';
+import { GoalLifecycle } from '../../shared/goal/lifecycle.ts';
 import { totalTokens } from '../../shared/goal/store.ts';
 import { ctxFor } from '../../testing/agent-harness.ts';
 import { useRedis } from '../../testing/redis.ts';
@@ -168,4 +169,27 @@ test("without a token budget a call's record waits for the next one; flush books
   await book.flush();
   assert.deepEqual(await usageOf(), usage(30, 3), 'booked twice');
   assert.equal(book.takePending(), undefined);
+});
+
+test('dispatch stores the plan with the move, once; a terminal move reports the cycles it ended at', async () => {
+  const goalId = await t.newGoal();
+  const ended: [string, number][] = [];
+  const lc = new GoalLifecycle(t.rt.redis, t.rt.goals.keys, {
+    keyTtlSeconds: 3600,
+    eventsMaxLen: 100,
+    onTerminal: (status, cycles) => ended.push([status, cycles]),
+  });
+  const plan = { subtasks: [{ role: 'critic', instruction: 'i', expected_artifact: 'a.md', read_files: [] }] };
+  assert.ok(await lc.beginPlanning(goalId));
+  assert.ok(await lc.dispatch(goalId, 2, plan, { threadId: 'goal-x--planner-p2' }));
+  // A concurrent delivery with its own plan is refused, and the stored plan stays.
+  const other = { subtasks: [{ ...plan.subtasks[0]!, expected_artifact: 'b.md' }] };
+  assert.equal(await lc.dispatch(goalId, 2, other, { threadId: 'goal-x--planner-q2' }), false);
+  const g = (await t.rt.goals.get(goalId))!;
+  assert.deepEqual([g.status, g.step, g.planStep, g.plan?.subtasks[0]?.expected_artifact], ['running', 2, 2, 'a.md']);
+  const types = (await t.rt.goals.events(goalId)).map((e) => e.event.type);
+  assert.deepEqual(types.slice(-2), ['planned', 'dispatched']);
+  assert.equal(types.filter((x) => x === 'planned').length, 1);
+  assert.ok(await lc.cancel(goalId, 2));
+  assert.deepEqual(ended, [['cancelled', 2]]);
 });

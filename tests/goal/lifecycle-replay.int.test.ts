@@ -28,7 +28,7 @@ async function sendTwice(goalId: string, from: string, to: string, op: string) {
 test('a re-sent transition (same operation id) reports success and appends nothing twice', async () => {
   const goalId = await t.newGoal();
   const [first, replay] = await sendTwice(goalId, 'queued', 'planning', 'op-1');
-  assert.equal(first, 'queued');
+  assert.deepEqual(first, ['queued', '0']);
   assert.ok(replay, 'the replay of a move that was made must not read as refused');
   assert.equal((await t.rt.goals.get(goalId))!.status, 'planning');
   const resumed = (await t.rt.goals.events(goalId)).filter((e) => e.event.type === 'resumed');
@@ -45,8 +45,8 @@ test('a different operation from the same state is still refused', async () => {
 test('the replay of a move into a terminal status still reports success', async () => {
   const goalId = await t.newGoal();
   const [first, replay] = await sendTwice(goalId, '*', 'cancelled', 'op-end');
-  assert.equal(first, 'queued');
-  assert.equal(replay, 'cancelled');
+  assert.deepEqual(first, ['queued', '0']);
+  assert.deepEqual(replay, ['cancelled', '0']);
 });
 
 test('the operation ids kept per goal stay bounded', async () => {

@@ -88,8 +88,7 @@ test("plannerMessage carries each file's name, status and bytes, never its conte
   };
   const lc = t.rt.lifecycle;
   assert.ok(await lc.beginPlanning(goalId));
-  assert.ok(await lc.recordPlan(goalId, 5, plan, threadIdFor(goalId, 'planner', 'p5')));
-  assert.ok(await lc.dispatch(goalId, 5, plan));
+  assert.ok(await lc.dispatch(goalId, 5, plan, { threadId: threadIdFor(goalId, 'planner', 'p5') }));
   assert.ok(await lc.beginReflecting(goalId));
   assert.ok(
     await lc.requeue(goalId, {

@@ -43,8 +43,7 @@ async function runningGoal(): Promise<string> {
   const plan = { subtasks: [task(0), task(1)] };
   await client.goals.create(id, 'Write two files, carefully', {}, false);
   await client.lifecycle.beginPlanning(id);
-  await client.lifecycle.recordPlan(id, 1, plan, threadIdFor(id, 'planner', 'aaaa1111'));
-  await client.lifecycle.dispatch(id, 1, plan);
+  await client.lifecycle.dispatch(id, 1, plan, { threadId: threadIdFor(id, 'planner', 'aaaa1111') });
   for (const index of [0, 1]) {
     const ref = { step: 1, index, role: ROLE, artifact: `p${index}.py`, threadId: threadIdFor(id, ROLE, `t${index}`) };
     await client.goals.appendEvent(id, { type: 'subtask_started', ...ref, attempt: 1 });

@@ -139,8 +139,7 @@ async function cycleThree(goal: string): Promise<string> {
   const plan = { subtasks: [task(ROLE, 'flaky.md', { token_cap: 2000 }), task(CODER, 'check.py')] };
   await fleet.client.goals.create(id, goal, {}, false);
   await fleet.client.lifecycle.beginPlanning(id);
-  await fleet.client.lifecycle.recordPlan(id, 3, plan, threadIdFor(id, 'planner', 'cccc3333'));
-  await fleet.client.lifecycle.dispatch(id, 3, plan);
+  await fleet.client.lifecycle.dispatch(id, 3, plan, { threadId: threadIdFor(id, 'planner', 'cccc3333') });
   return id;
 }
 

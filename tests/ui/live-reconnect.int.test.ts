@@ -40,8 +40,7 @@ async function runningGoal(): Promise<string> {
   const plan = { subtasks: [{ role: ROLE, instruction: 'Look it up', expected_artifact: 'notes.md', read_files: [] }] };
   await client.goals.create(id, 'Follow me through restarts', {}, false);
   await client.lifecycle.beginPlanning(id);
-  await client.lifecycle.recordPlan(id, 1, plan, threadIdFor(id, 'planner', 'aaaa1111'));
-  await client.lifecycle.dispatch(id, 1, plan);
+  await client.lifecycle.dispatch(id, 1, plan, { threadId: threadIdFor(id, 'planner', 'aaaa1111') });
   return id;
 }
 

@@ -67,8 +67,7 @@ async function plantHostileGoal(): Promise<{ goalId: string; workerThread: strin
   };
   await client.goals.create(id, `Goal ${HOSTILE}`, {}, false);
   await client.lifecycle.beginPlanning(id);
-  await client.lifecycle.recordPlan(id, 1, plan, planner);
-  await client.lifecycle.dispatch(id, 1, plan);
+  await client.lifecycle.dispatch(id, 1, plan, { threadId: planner });
   const ref = { step: 1, index: 0, role, artifact: 'notes.md', threadId: worker };
   await client.goals.appendEvent(id, { type: 'subtask_started', ...ref, attempt: 1 });
   await client.vfs.write(id, 'notes.md', `Notes ${HOSTILE}`, {

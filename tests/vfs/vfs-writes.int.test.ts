@@ -243,3 +243,24 @@ test('the default limits are 5 MB per artifact and a bounded number of files', (
   assert.ok(t.rt.cfg.vfs.maxFilesPerGoal > 0 && Number.isFinite(t.rt.cfg.vfs.maxFilesPerGoal));
   assert.throws(() => t.rt.vfs.check('a.md', 'x'.repeat(5 * 1024 * 1024 + 1)), VfsLimitError);
 });
+
+test('an event given with a write lands with it; a refused write appends nothing', async () => {
+  const goalId = await t.newGoal();
+  const ev = (artifact: string) =>
+    ({ type: 'subtask_finished', step: 1, index: 0, role: 'critic', artifact, bytes: 2, ms: 5 }) as const;
+  await t.rt.vfs.write(goalId, 'a.md', 'ok', meta('w1', { event: ev('a.md') }));
+  const events = (await t.rt.goals.events(goalId)).map((e) => e.event);
+  const last = events.at(-1)!;
+  assert.deepEqual([last.type, 'artifact' in last && last.artifact], ['subtask_finished', 'a.md']);
+  assert.ok(typeof last.at === 'number' && last.at > 0);
+  const before = events.length;
+  await assert.rejects(
+    t.rt.vfs.write(goalId, 'a.md', 'again', meta('w2', { expectedVersion: 7, event: ev('a.md') })),
+    VersionConflictError,
+  );
+  assert.equal((await t.rt.goals.events(goalId)).length, before, 'a refused write appended its event');
+  // A stream this write created (the goal's keys gone) gets the backstop TTL, never none.
+  await redis.client.del(t.rt.goals.keys.events(goalId), t.rt.goals.keys.files(goalId));
+  await t.rt.vfs.write(goalId, 'b.md', 'ok', meta('w3', { event: ev('b.md') }));
+  assert.ok((await redis.client.ttl(t.rt.goals.keys.events(goalId))) > 0);
+});

@@ -11,13 +11,14 @@
 -- ARGV[8] operation id (unique per call)
 -- ARGV[9] a field that records the status the move left (a budget pause's `pausedFrom`), or ''
 -- ARGV[10..] the fields to set: name, value, name, value, ... (flat: no JSON to decode here)
--- Returns the previous status (the current one on a replay), or false when the move was refused.
+-- Returns {previous status (the current one on a replay), the goal's step after the move}, or
+-- false when the move was refused.
 local OPS_KEPT = 16
-local h = redis.call('HMGET', KEYS[1], 'status', 'ops', 'ttlAt')
+local h = redis.call('HMGET', KEYS[1], 'status', 'ops', 'ttlAt', 'step')
 local cur = h[1]
 if not cur then return false end
 local ops = h[2] or ''
-if string.find(ops, '|' .. ARGV[8] .. '|', 1, true) then return cur end
+if string.find(ops, '|' .. ARGV[8] .. '|', 1, true) then return { cur, h[4] or '0' } end
 local terminal = { done = true, failed = true, cancelled = true, budget_exceeded = true }
 if terminal[cur] then return false end
 if ARGV[1] ~= '*' then
@@ -39,7 +40,11 @@ if ARGV[2] ~= '' then
     table.insert(set, ARGV[3])
   end
 end
+local step = h[4] or '0'
 for i = 10, #ARGV do table.insert(set, ARGV[i]) end
+for i = 10, #ARGV - 1, 2 do
+  if ARGV[i] == 'step' then step = ARGV[i + 1] end
+end
 if ARGV[9] and ARGV[9] ~= '' then
   table.insert(set, ARGV[9])
   table.insert(set, cur)
@@ -78,4 +83,4 @@ if keys == 'PERSIST' then
 elseif keys == 'EXPIRE' then
   for i = 1, 4 do redis.call('EXPIRE', KEYS[i], ttl) end
 end
-return cur
+return { cur, step }

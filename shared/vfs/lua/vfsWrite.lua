@@ -2,10 +2,12 @@
 -- new version of a `done` artifact (a revision) keeps the old one in the history hash, the last
 -- HISTORY_KEPT versions per name.
 -- KEYS[1] files (name -> meta JSON), KEYS[2] content (name -> inline content), KEYS[3] goal hash,
--- KEYS[4] history (`<name>@<version>` -> the old meta JSON, with its inline `content`)
+-- KEYS[4] history (`<name>@<version>` -> the old meta JSON, with its inline `content`),
+-- KEYS[5] the goal's events stream
 -- ARGV[1] name, ARGV[2] meta JSON (no version), ARGV[3] inline content ('' when spilled)
 -- ARGV[4] '1' if inline, ARGV[5] expected version ('' = any), ARGV[6] writer id
 -- ARGV[7] max live files, ARGV[8] key TTL seconds, ARGV[9] '1' to keep a revised version's history
+-- ARGV[10] a timeline event (JSON) that lands with the write ('' for none), ARGV[11] events max length
 -- Returns {version, blobRef no longer referenced or ''}, or an error reply naming the problem.
 local HISTORY_KEPT = 3
 local name = ARGV[1]
@@ -69,10 +71,14 @@ if ARGV[4] == '1' then
 else
   redis.call('HDEL', KEYS[2], name)
 end
--- The backstop TTL, set again only when it has run below half (or a key is new): three
--- EXPIREs on every write were most of a small write's work.
+-- The event lands with the write (a subtask's `subtask_finished`): one script, not two calls.
+local event = ARGV[10] and ARGV[10] ~= ''
+if event then redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[11], '*', 'e', ARGV[10]) end
+-- The backstop TTL, set again only when it has run below half or a key is new (the events
+-- stream too, when this write added to it): EXPIREs on every write were most of its work.
 if redis.call('TTL', KEYS[1]) < ttl / 2 then
   for i = 1, 3 do redis.call('EXPIRE', KEYS[i], ttl) end
+  if event then redis.call('EXPIRE', KEYS[5], ttl) end
 elseif newContent and redis.call('TTL', KEYS[2]) < 0 then
   redis.call('EXPIRE', KEYS[2], ttl)
 end
