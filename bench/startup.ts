@@ -10,6 +10,7 @@ import { loadConfig } from '../shared/runtime/config.ts';
 import { createRedis } from '../shared/runtime/redis.ts';
 import { type Checkout, sourceCheckout } from '../testing/compiled-checkout.ts';
 import { testEnv } from '../testing/fleet.ts';
+import { nextFreePort } from '../testing/ports.ts';
 
 const RUNS = 5;
 const MODES = ['compiled', 'sources'] as const;
@@ -80,7 +81,6 @@ async function measure(co: Checkout, env: NodeJS.ProcessEnv, goalId: string, dir
   const help: Record<Mode, Sample[]> = { compiled: [], sources: [] };
   const status: Record<Mode, Sample[]> = { compiled: [], sources: [] };
   const ready: Record<Mode, number[]> = { compiled: [], sources: [] };
-  let port = 21000 + Math.floor(Math.random() * 5000);
   // One unmeasured round first: tsx's transform cache and the OS file cache warm, as for a user's
   // second command.
   for (let round = -1; round < RUNS; round++) {
@@ -88,7 +88,7 @@ async function measure(co: Checkout, env: NodeJS.ProcessEnv, goalId: string, dir
       const e = { ...env, ...modeEnv(mode) };
       const h = await timed(co.bin, ['--help'], e, dir);
       const s = await timed(co.bin, ['status', goalId], e, dir);
-      const r = await readyMs(co.bin, e, port++);
+      const r = await readyMs(co.bin, e, nextFreePort());
       if (round < 0) continue;
       help[mode].push(h);
       status[mode].push(s);

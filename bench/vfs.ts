@@ -134,7 +134,7 @@ async function usedMemory(rt: Runtime): Promise<number> {
 }
 
 /** A refused transition would leave the goal where the figures no longer mean anything. */
-async function moved(transition: string, ok: Promise<boolean>): Promise<void> {
+async function moved(transition: string, ok: Promise<unknown>): Promise<void> {
   if (!(await ok)) throw new Error(`vfs bench: the ${transition} transition was refused`);
 }
 

@@ -7,6 +7,7 @@ import { GoalClient } from '../cli/goal-client.ts';
 import { BIN } from '../cli/supervisor.ts';
 import { type Config, loadConfig } from '../shared/runtime/config.ts';
 import { createRedis } from '../shared/runtime/redis.ts';
+import { nextFreePort } from './ports.ts';
 
 export interface ServiceProc {
   name: string;
@@ -33,7 +34,6 @@ export function testEnv(redisUrl: string, extra: NodeJS.ProcessEnv = {}): NodeJS
   };
 }
 
-// Below the ephemeral range (32768+), so outgoing connections never hold our ports.
 /** Every process a test file started and has not stopped: stopped before its Redis goes. */
 const running = new Set<ServiceProc>();
 const openClients = new Set<GoalClient>();
@@ -46,11 +46,9 @@ export async function stopEverything(): Promise<void> {
   await Promise.all([...running].map((p) => stopProcess(p)));
 }
 
-let nextPort = 10000 + Math.floor(Math.random() * 20000);
-
 /** Starts `deepq <args>` as a child process on its own metrics port (a fixed one, so a
  *  restarted process keeps it). */
-export function startProcess(name: string, args: string[], env: NodeJS.ProcessEnv, port = nextPort++): ServiceProc {
+export function startProcess(name: string, args: string[], env: NodeJS.ProcessEnv, port = nextFreePort()): ServiceProc {
   const proc = spawn(process.execPath, [BIN, ...args], {
     env: { ...env, METRICS_PORT: String(port) },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -4,7 +4,7 @@
 import type { Job } from 'bullmq';
 import type { Logger } from 'pino';
 import { runForGoal } from '../../shared/agent/run-for-goal.ts';
-import { shortId } from '../../shared/agent/transcripts.ts';
+import { shortId, storeTranscript, type TranscriptWrite } from '../../shared/agent/transcripts.ts';
 import { type BudgetHit, budgetProblem, onBudgetOf } from '../../shared/goal/budgets.ts';
 import { subtaskRefs } from '../../shared/goal/events.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
@@ -26,6 +26,13 @@ export interface PlanOutcome {
   reason?: string;
 }
 
+/** A plan to dispatch, with the planner run that chose it (none for a stored plan). */
+interface ChosenPlan {
+  plan: Plan;
+  threadId?: string;
+  transcript?: TranscriptWrite;
+}
+
 interface PlanJobContext {
   rt: Runtime;
   goal: GoalRecord;
@@ -35,6 +42,8 @@ interface PlanJobContext {
   signal?: AbortSignal;
   job: Job;
   token?: string;
+  /** The files index as the move into planning read it (flat pairs), if it did. */
+  files?: string[];
 }
 
 export async function processPlanJob(
@@ -61,13 +70,17 @@ export async function processPlanJob(
   // The goal waits for a human to raise a budget: this job waits with it.
   if (isPausedForBudget(goal)) return parkForBudget(rt, job, token, goalId);
   if (goal.planStep === step && goal.step === step) return ensureDispatched(rt, goalId, step, log);
-  if (!(await rt.lifecycle.beginPlanning(goalId))) return ensureDispatched(rt, goalId, step, log);
+  const begun = await rt.lifecycle.beginPlanning(goalId);
+  if (!begun) return ensureDispatched(rt, goalId, step, log);
   const over = budgetProblem(goal, { nextStep: step });
   if (over) return atBudget({ rt, goal, step, threadId, log, job, token }, over);
   // A plan stored for this cycle but not yet dispatched (by an earlier version, which stored
   // it apart from the move) is dispatched as it is, never asked for twice.
   const reuse = goal.planStep === step && goal.plan;
-  const chosen = reuse ? { plan: reuse } : await choosePlan({ rt, goal, step, threadId, log, signal, job, token });
+  const files = begun.files;
+  const chosen = reuse
+    ? { plan: reuse }
+    : await choosePlan({ rt, goal, step, threadId, log, signal, job, token, files });
   if (!('plan' in chosen)) return chosen;
   return dispatchPlan(rt, goal, step, chosen, log);
 }
@@ -89,9 +102,9 @@ function isStale(goal: GoalRecord, step: number): boolean {
   return goal.step > step || goal.planStep > step || (goal.reflection?.step ?? 0) >= step;
 }
 
-async function choosePlan(c: PlanJobContext): Promise<{ plan: Plan; threadId?: string } | PlanOutcome> {
+async function choosePlan(c: PlanJobContext): Promise<ChosenPlan | PlanOutcome> {
   const { rt, goal, step } = c;
-  const index = await rt.vfs.index(goal.goalId);
+  const index = await rt.vfs.index(goal.goalId, c.files);
   const live = index.filter((e) => e.status !== 'evicted').map((e) => e.name);
   const done = index.filter((e) => e.status === 'done').map((e) => e.name);
   const revise = goal.reflection?.revise ?? [];
@@ -112,12 +125,17 @@ async function choosePlan(c: PlanJobContext): Promise<{ plan: Plan; threadId?: s
       subject: { goal: goal.goal, plan: goal.plan, files: live, done, revise, tokensLeft: budget?.tokensLeft },
     },
     log: c.log,
+    transcriptWithResult: true,
   });
   if (res.kind === 'over_budget') return { status: 'budget_exceeded', reason: res.reason };
   if (res.kind === 'stopped') return { status: 'skipped', reason: res.reason };
   if (res.kind === 'paused') return parkForBudget(rt, c.job, c.token, goal.goalId);
-  if (res.kind === 'rejected') return rejected(c, res.problem, contract.lastOverBudget());
-  return { plan: res.value, threadId: c.threadId };
+  if (res.kind === 'rejected') {
+    if (res.transcript) await storeTranscript(rt, res.transcript);
+    return rejected(c, res.problem, contract.lastOverBudget());
+  }
+  // The transcript lands with the move that dispatches the plan.
+  return { plan: res.value, threadId: c.threadId, transcript: res.transcript };
 }
 
 /**
@@ -143,12 +161,12 @@ async function dispatchPlan(
   rt: Runtime,
   goal: GoalRecord,
   step: number,
-  chosen: { plan: Plan; threadId?: string },
+  chosen: ChosenPlan,
   log: Logger,
 ): Promise<PlanOutcome> {
   const { goalId } = goal;
-  const { plan, threadId } = chosen;
-  if (!(await rt.lifecycle.dispatch(goalId, step, plan, { threadId, before: goal.subtasksByRole }))) {
+  const { plan, threadId, transcript } = chosen;
+  if (!(await rt.lifecycle.dispatch(goalId, step, plan, { threadId, before: goal.subtasksByRole, transcript }))) {
     return ensureDispatched(rt, goalId, step, log);
   }
   await dispatchCycle(rt.queues, rt.cfg, goalId, step, plan);

@@ -5,7 +5,7 @@
 import type { Job } from 'bullmq';
 import type { Logger } from 'pino';
 import { runForGoal } from '../../shared/agent/run-for-goal.ts';
-import { shortId } from '../../shared/agent/transcripts.ts';
+import { shortId, storeTranscript } from '../../shared/agent/transcripts.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
 import type { Decided } from '../../shared/goal/lifecycle.ts';
 import { isPausedForBudget, parkForBudget } from '../../shared/goal/parking.ts';
@@ -47,13 +47,16 @@ export async function processReflectJob(
   }
   const threadId = threadIdFor(goalId, 'reflector', shortId());
   const log = rt.logger.child({ goalId, step, role: 'reflector', threadId, jobId: job.id });
-  if (!(await rt.lifecycle.beginReflecting(goalId))) return { skipped: goal.status };
+  const begun = await rt.lifecycle.beginReflecting(goalId);
+  if (!begun) return { skipped: goal.status };
 
   const outcomes = await collectOutcomes(job, goal);
   const evicted = await rt.vfs.evict(goalId, step);
   if (evicted.length) log.info({ evicted: evicted.length }, 'evicted stale artifacts');
+  // The index the move read is the one to reflect on, unless eviction may have changed it.
+  const files = rt.vfs.evictionIsIdle(step) ? begun.files : undefined;
 
-  const decided = await decide(rt, { goal, step, outcomes, threadId, log, signal, job, token });
+  const decided = await decide(rt, { goal, step, outcomes, threadId, log, signal, job, token, files });
   if (!('reflection' in decided)) return decided;
   rt.metrics.decisions.inc({ decision: decided.reflection.decision });
   await applyDecision(rt, goal, decided);
@@ -79,6 +82,8 @@ interface DecideInput {
   signal?: AbortSignal;
   job: Job;
   token?: string;
+  /** The files index (flat pairs) read with the move into reflecting, if still current. */
+  files?: string[];
 }
 
 /**
@@ -116,7 +121,7 @@ async function askModel(
   base: Omit<Decided, 'reflection'>,
 ): Promise<Decided | ReflectResult> {
   const { goal, step } = d;
-  const index = await rt.vfs.index(goal.goalId);
+  const index = await rt.vfs.index(goal.goalId, d.files);
   const files = index.filter((e) => e.status !== 'evicted').map((e) => e.name);
   const res = await runForGoal<Reflection>(rt, {
     spec: reflectorSpec(rt.cfg),
@@ -133,15 +138,18 @@ async function askModel(
       subject: { goal: goal.goal, plan: goal.plan, files },
     },
     log: d.log,
+    transcriptWithResult: true,
   });
   if (res.kind === 'over_budget') return { skipped: 'budget_exceeded' };
   if (res.kind === 'stopped') return { skipped: res.reason };
   if (res.kind === 'paused') return parkForBudget(rt, d.job, d.token, goal.goalId);
   if (res.kind === 'rejected') {
+    if (res.transcript) await storeTranscript(rt, res.transcript);
     await rt.lifecycle.fail(goal.goalId, `reflector output rejected: ${res.problem}`, step);
     return { decision: 'failed' };
   }
-  return { ...base, reflection: res.value, threadId: d.threadId };
+  // The transcript lands with the move the decision makes.
+  return { ...base, reflection: res.value, threadId: d.threadId, transcript: res.transcript };
 }
 
 async function applyDecision(rt: Runtime, goal: GoalRecord, d: Decided): Promise<void> {

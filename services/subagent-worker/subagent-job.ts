@@ -9,7 +9,7 @@ import { ModelCallError } from '../../shared/agent/providers/types.ts';
 import type { RoleSpec } from '../../shared/agent/roles.ts';
 import { type GoalRunOutcome, runForGoal } from '../../shared/agent/run-for-goal.ts';
 import { createSandboxTools, createVfsTools, type Tool, type ToolScope } from '../../shared/agent/tools.ts';
-import { shortId } from '../../shared/agent/transcripts.ts';
+import { shortId, storeTranscript, type TranscriptWrite } from '../../shared/agent/transcripts.ts';
 import { ProviderRateLimitError } from '../../shared/errors.ts';
 import type { JobCheckpoint } from '../../shared/goal/approvals.ts';
 import type { TimelineEventBody } from '../../shared/goal/events.ts';
@@ -25,6 +25,7 @@ import {
   SubagentJobSchema,
 } from '../../shared/runtime/jobs.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
+import type { WriteMeta } from '../../shared/vfs/vfs.ts';
 import { endPaused, type PausedJob, pauseForApproval, type Resumed, takeDecisions } from './approval.ts';
 import { buildSubagentTask } from './task.ts';
 
@@ -139,6 +140,7 @@ async function runSubtask(
       approval: approvalGate(role.approval, resume?.decisions),
       resume: resume?.agent,
       tokenCap: data.token_cap,
+      transcriptWithResult: true,
     });
   } catch (err) {
     if (!(err instanceof ApprovalPause)) return handleRunError(deps, job, base, err, log);
@@ -163,7 +165,7 @@ async function afterRun(
     await rt.approvals.saveCheckpoint(data.goalId, String(job.id), saved);
     return parkForBudget(rt, job, token, data.goalId);
   }
-  return recordResult(rt, data, String(job.id), res.run, base, p.log);
+  return recordResult(rt, data, String(job.id), { ...res, base }, p.log);
 }
 
 /**
@@ -193,15 +195,18 @@ function jobTools(deps: SubagentDeps, scope: ToolScope, signal: AbortSignal | un
   return tools;
 }
 
-/** Writes the artifact (failed runs keep what they wrote, marked failed) and the event. */
+/**
+ * Writes the artifact (failed runs keep what they wrote, marked failed) with the event and the
+ * run's transcript, in one script; a run that wrote nothing stores them on their own.
+ */
 async function recordResult(
   rt: Runtime,
   data: SubagentJob,
   writer: string,
-  run: AgentRun,
-  base: ResultBase,
+  r: { run: AgentRun; transcript?: TranscriptWrite; base: ResultBase },
   log: Logger,
 ): Promise<SubagentJobResult> {
+  const { run, transcript, base } = r;
   const { goalId, step, index } = data;
   // A run stopped at its token cap keeps what it had: unfinished (`active`), marked partial.
   const status = run.ok ? 'done' : run.partial ? 'active' : 'failed';
@@ -223,11 +228,14 @@ async function recordResult(
     ...partial,
   };
   if (run.text) {
-    // A revision (a new version of a done artifact) keeps the old version in the history; the
-    // event lands with the write.
-    const meta = { status, step, role: base.role, threadId: base.threadId, writer, keepHistory: true, event } as const;
-    await rt.vfs.write(goalId, data.expected_artifact, run.text, meta);
+    // A revision (a new version of a done artifact) keeps the old version in the history.
+    const meta: WriteMeta = { status, step, role: base.role, threadId: base.threadId, writer, keepHistory: true };
+    await rt.vfs.write(goalId, data.expected_artifact, run.text, { ...meta, event, transcript }).catch(async (err) => {
+      if (transcript) await storeTranscript(rt, transcript); // the run happened: its record stays
+      throw err;
+    });
   } else {
+    if (transcript) await storeTranscript(rt, transcript);
     await rt.goals.appendEvent(goalId, event);
   }
   log.info({ status, bytes, turns: run.turns }, 'subtask finished');

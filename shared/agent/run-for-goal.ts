@@ -12,7 +12,7 @@ import { type AgentRun, BudgetRefused, createAgent, type RunOptions } from './cr
 import type { OutputContract } from './output-contracts.ts';
 import type { AgentSpec } from './roles.ts';
 import type { Tool } from './tools.ts';
-import { saveTranscript } from './transcripts.ts';
+import { storeTranscript, type TranscriptWrite, transcriptWrite } from './transcripts.ts';
 
 export interface GoalRunOptions<T> {
   spec: AgentSpec;
@@ -31,11 +31,16 @@ export interface GoalRunOptions<T> {
   resume?: RunOptions['resume'];
   /** The most tokens this run may use (a plan's per-subtask cap); past it the run stops, partial. */
   tokenCap?: number;
+  /**
+   * The caller stores the transcript with its own write (`transcript` in the outcome), one
+   * script fewer; it must store it on its own (storeTranscript) when that write does not happen.
+   */
+  transcriptWithResult?: boolean;
 }
 
 export type GoalRunOutcome<T> =
-  | { kind: 'ok'; value: T; run: AgentRun<T> }
-  | { kind: 'rejected'; problem: string; run: AgentRun<T> }
+  | { kind: 'ok'; value: T; run: AgentRun<T>; transcript?: TranscriptWrite }
+  | { kind: 'rejected'; problem: string; run: AgentRun<T>; transcript?: TranscriptWrite }
   /** A budget ran out and the goal ended `budget_exceeded`. */
   | { kind: 'over_budget'; reason: string }
   /** A budget ran out and the goal waits for a human to raise it; the run goes on from `checkpoint`. */
@@ -74,9 +79,11 @@ export async function runForGoal<T>(rt: Runtime, o: GoalRunOptions<T>): Promise<
     return atBudget(rt, o, err);
   }
   // The run's last call is booked with its transcript, in one script.
-  await saveTranscript(rt, o.goal.goalId, o.ctx.threadId, o.ctx.role, run.messages, usage.takePending());
-  if (!run.ok) return { kind: 'rejected', problem: run.problem ?? 'failed', run };
-  return { kind: 'ok', value: run.value as T, run };
+  const w = transcriptWrite(rt, o.goal.goalId, o.ctx.threadId, o.ctx.role, run.messages, usage.takePending());
+  const transcript = o.transcriptWithResult ? w : undefined;
+  if (!transcript) await storeTranscript(rt, w);
+  if (!run.ok) return { kind: 'rejected', problem: run.problem ?? 'failed', run, transcript };
+  return { kind: 'ok', value: run.value as T, run, transcript };
 }
 
 /** A run stopped by its goal's budget (or the goal's end): pause or end the goal, as it asks. */

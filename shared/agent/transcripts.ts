@@ -36,20 +36,27 @@ export function compactMessages(messages: Message[], maxChars: number): Message[
   }));
 }
 
+/** A transcript ready to store: lua/transcriptSave.lua's keys and arguments. */
+export interface TranscriptWrite {
+  /** The transcript's key, the goal's threads, the goal hash, the goal's token reservations. */
+  keys: [string, string, string, string];
+  args: (string | number)[];
+}
+
 /**
- * Stores a run's messages under its thread id with a TTL, and keeps at most
- * `transcriptsPerGoal` per goal (the oldest go first), so a long goal's keys stay small. The
- * run's last call's usage, when given, is booked in the same script.
+ * A run's messages as stored under its thread id with a TTL; at most `transcriptsPerGoal` are
+ * kept per goal (the oldest go first), so a long goal's keys stay small. The run's last call's
+ * usage, when given, is booked with it.
  */
-export async function saveTranscript(
-  rt: Pick<Runtime, 'redis' | 'goals' | 'cfg'>,
+export function transcriptWrite(
+  rt: Pick<Runtime, 'goals' | 'cfg'>,
   goalId: string,
   threadId: string,
   role: string,
   messages: Message[],
   /** A model call's usage to book in the same script (usageArgs), if any. */
   usage: (string | number)[] = [],
-): Promise<void> {
+): TranscriptWrite {
   const keys = rt.goals.keys;
   const now = Date.now();
   const body = JSON.stringify({
@@ -58,13 +65,33 @@ export async function saveTranscript(
     savedAt: now,
     messages: compactMessages(messages, rt.cfg.transcriptMaxBlockChars),
   });
-  const prefix = keys.transcript(goalId, '');
-  await runScript(
-    rt.redis,
-    'transcriptSave',
-    [keys.transcript(goalId, threadId), keys.threads(goalId), keys.goal(goalId), keys.reservations(goalId)],
-    [body, rt.cfg.transcriptTtlSeconds, now, threadId, rt.cfg.transcriptsPerGoal, prefix, ...usage],
-  );
+  return {
+    keys: [keys.transcript(goalId, threadId), keys.threads(goalId), keys.goal(goalId), keys.reservations(goalId)],
+    args: [
+      body,
+      rt.cfg.transcriptTtlSeconds,
+      now,
+      threadId,
+      rt.cfg.transcriptsPerGoal,
+      keys.transcript(goalId, ''),
+    ].concat(usage),
+  };
+}
+
+/** Stores a transcript on its own (lua/transcriptSave.lua). */
+export async function storeTranscript(rt: Pick<Runtime, 'redis'>, w: TranscriptWrite): Promise<void> {
+  await runScript(rt.redis, 'transcriptSave', w.keys, w.args);
+}
+
+export function saveTranscript(
+  rt: Pick<Runtime, 'redis' | 'goals' | 'cfg'>,
+  goalId: string,
+  threadId: string,
+  role: string,
+  messages: Message[],
+  usage: (string | number)[] = [],
+): Promise<void> {
+  return storeTranscript(rt, transcriptWrite(rt, goalId, threadId, role, messages, usage));
 }
 
 export async function loadTranscript(

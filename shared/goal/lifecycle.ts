@@ -24,8 +24,11 @@
 // to leave them. A refused transition returns false and changes nothing. Every call carries a
 // fresh operation id: when its reply is lost and ioredis sends it again, the replay returns
 // true instead of "refused". A goal awaiting a human keeps its keys; other moves renew the TTL
-// once half of it has run (the goal's `ttlAt` says when it was set), and at the end.
+// once half of it has run (the goal's `ttlAt` says when it was set), and at the end. A move a
+// model run decided (a plan dispatched, a reflection applied) stores that run's transcript in
+// the same script; a refused move stores it on its own.
 import type { Redis } from 'ioredis';
+import type { TranscriptWrite } from '../agent/transcripts.ts';
 import type { BudgetKind } from '../errors.ts';
 import { runScript } from '../runtime/scripts.ts';
 import type { BudgetHit, Budgets } from './budgets.ts';
@@ -68,6 +71,15 @@ interface Move {
   events?: TimelineEventBody[];
   /** A field that records the status the move left. */
   recordFrom?: 'pausedFrom';
+  /** The run that decided the move: its transcript lands with it (on its own if the move is refused). */
+  transcript?: TranscriptWrite;
+  /** Return the goal's files index (flat name, entry JSON pairs) with the move. */
+  withFiles?: boolean;
+}
+
+/** A move that was made; `files` when it was asked for (not on a replay of a lost reply). */
+export interface Moved {
+  files?: string[];
 }
 
 export interface LifecycleOptions {
@@ -93,6 +105,8 @@ export interface Decided {
   progress?: ProgressEntry[];
   /** Set when the decision is the stall detector's, not the model's. */
   stalled?: { reason: string; cycles: number; action: StallAction };
+  /** The reflector run's transcript, stored with the move. */
+  transcript?: TranscriptWrite;
 }
 
 /** Statuses a goal is working in: a budget can run out in any of them. */
@@ -105,8 +119,9 @@ export class GoalLifecycle {
     private readonly opts: LifecycleOptions,
   ) {}
 
-  beginPlanning(goalId: string): Promise<boolean> {
-    return this.move(goalId, { from: ['queued', 'planning'], to: 'planning' });
+  /** Null when refused; else the goal's files index, which the planner reads next (one round trip). */
+  beginPlanning(goalId: string): Promise<Moved | null> {
+    return this.moved(goalId, { from: ['queued', 'planning'], to: 'planning', withFiles: true });
   }
 
   /**
@@ -119,7 +134,7 @@ export class GoalLifecycle {
     goalId: string,
     step: number,
     plan: Plan,
-    opts: { threadId?: string; before?: Record<string, number> } = {},
+    opts: { threadId?: string; before?: Record<string, number>; transcript?: TranscriptWrite } = {},
   ): Promise<boolean> {
     const subtasksByRole = { ...opts.before };
     for (const t of plan.subtasks) subtasksByRole[t.role] = (subtasksByRole[t.role] ?? 0) + 1;
@@ -139,16 +154,25 @@ export class GoalLifecycle {
       to: 'running',
       fields: { plan, planStep: step, step, note: '', subtasksByRole },
       events: [...planned, { type: 'dispatched', step, subtasks: refs }],
+      transcript: opts.transcript,
     });
   }
 
-  beginReflecting(goalId: string): Promise<boolean> {
-    return this.move(goalId, { from: ['running', 'reflecting'], to: 'reflecting' });
+  /** Null when refused; else the goal's files index, which the reflector reads next. */
+  beginReflecting(goalId: string): Promise<Moved | null> {
+    return this.moved(goalId, { from: ['running', 'reflecting'], to: 'reflecting', withFiles: true });
   }
 
   /** The reflection chose another cycle: the goal waits for its next plan job. */
   requeue(goalId: string, d: Decided): Promise<boolean> {
-    return this.move(goalId, { from: ['reflecting'], to: 'queued', fields: decisionFields(d), events: [reflected(d)] });
+    const fields = decisionFields(d);
+    return this.move(goalId, {
+      from: ['reflecting'],
+      to: 'queued',
+      fields,
+      events: [reflected(d)],
+      transcript: d.transcript,
+    });
   }
 
   /** A human must decide: after an escalation, or to confirm the decision under review. */
@@ -167,6 +191,7 @@ export class GoalLifecycle {
       to: 'awaiting_human',
       fields: { ...decisionFields(d), pausedFor, reason },
       events: [reflected(d), ...stalledEvents(d), paused],
+      transcript: d.transcript,
     });
   }
 
@@ -179,6 +204,7 @@ export class GoalLifecycle {
       to: 'failed',
       fields: { ...decisionFields(d), reason },
       events: [reflected(d), ...stalledEvents(d), finished],
+      transcript: d.transcript,
     });
   }
 
@@ -222,6 +248,7 @@ export class GoalLifecycle {
       to: 'done',
       fields: { ...decisionFields(d), reason: d.reflection.reason },
       events: [reflected(d), { type: 'finished', status: 'done', step: d.step }],
+      transcript: d.transcript,
     });
   }
 
@@ -295,27 +322,51 @@ export class GoalLifecycle {
     return this.move(goalId, { from, to: status, fields: { reason }, events: [finished] });
   }
 
-  private async move(goalId: string, m: Move, now = Date.now()): Promise<boolean> {
+  private async move(goalId: string, m: Move): Promise<boolean> {
+    return (await this.moved(goalId, m)) !== null;
+  }
+
+  private async moved(goalId: string, m: Move, now = Date.now()): Promise<Moved | null> {
     const events = (m.events ?? []).map((e) => JSON.stringify({ ...e, at: now })).join('\n');
     const k = this.keys;
+    const t = m.transcript;
     const keys = [k.goal(goalId), k.events(goalId), k.files(goalId), k.content(goalId), k.liveGoals()];
-    const res = await runScript(this.redis, 'goalTransition', keys, [
-      m.from?.join(',') || '*',
-      m.to ?? '',
-      now,
-      goalId,
-      events,
-      this.opts.eventsMaxLen,
-      this.opts.keyTtlSeconds,
-      // Unique per call: a re-send of this very call (lost reply) is recognised as a replay.
-      newOperationId(),
-      m.recordFrom ?? '',
-      ...Object.entries(encodeFields(m.fields ?? {})).flat(),
-    ]);
-    if (!Array.isArray(res)) return false;
-    const [prev, step] = res as [string, string];
+    // Untouched without a transcript: a script's key count is fixed.
+    keys.push(t?.keys[0] ?? k.transcript(goalId, ''), k.threads(goalId), k.reservations(goalId));
+    let res: unknown;
+    try {
+      res = await runScript(this.redis, 'goalTransition', keys, [
+        m.from?.join(',') || '*',
+        m.to ?? '',
+        now,
+        goalId,
+        events,
+        this.opts.eventsMaxLen,
+        this.opts.keyTtlSeconds,
+        // Unique per call: a re-send of this very call (lost reply) is recognised as a replay.
+        newOperationId(),
+        m.recordFrom ?? '',
+        m.withFiles ? '1' : '',
+        t?.args.length ?? 0,
+        ...(t?.args ?? []),
+        ...Object.entries(encodeFields(m.fields ?? {})).flat(),
+      ]);
+    } catch (err) {
+      if (t) await this.storeTranscript(t); // the run happened: its record stays
+      throw err;
+    }
+    if (!Array.isArray(res)) {
+      if (t) await this.storeTranscript(t);
+      return null;
+    }
+    const [prev, step, files] = res as [string, string, string[] | undefined];
     if (m.to && m.to !== prev) this.counted(m.to, Number(step));
-    return true;
+    return files ? { files } : {};
+  }
+
+  /** A transcript whose move did not happen, on its own (lua/transcriptSave.lua). */
+  private async storeTranscript(t: TranscriptWrite): Promise<void> {
+    await runScript(this.redis, 'transcriptSave', t.keys, t.args);
   }
 
   private counted(status: GoalStatus, step: number): void {

@@ -8,12 +8,12 @@ const VFS_LUA = new URL('../vfs/lua/', import.meta.url);
 const AGENT_LUA = new URL('../agent/lua/', import.meta.url);
 const SCRIPTS = {
   goalCreate: { keys: 4, dir: GOAL_LUA },
-  goalTransition: { keys: 5, dir: GOAL_LUA },
+  goalTransition: { keys: 8, dir: GOAL_LUA },
   approvalRequest: { keys: 8, dir: GOAL_LUA },
   approvalDecide: { keys: 4, dir: GOAL_LUA },
   budgetReserve: { keys: 2, dir: GOAL_LUA },
   usageAdd: { keys: 2, dir: GOAL_LUA },
-  vfsWrite: { keys: 5, dir: VFS_LUA },
+  vfsWrite: { keys: 8, dir: VFS_LUA },
   vfsEvict: { keys: 3, dir: VFS_LUA },
   transcriptSave: { keys: 4, dir: AGENT_LUA },
 } as const;

@@ -1,8 +1,10 @@
 // The virtual filesystem: a goal's artifacts in two Redis hashes (metadata, inline content),
 // large contents spilled to the blob store. Writes are atomic and idempotent (lua/vfsWrite.lua).
 import type { Redis } from 'ioredis';
+import type { TranscriptWrite } from '../agent/transcripts.ts';
 import { fromScriptError, VfsLimitError } from '../errors.ts';
 import type { TimelineEventBody } from '../goal/events.ts';
+import { newOperationId } from '../goal/ids.ts';
 import { Keys } from '../goal/keys.ts';
 import { runScript } from '../runtime/scripts.ts';
 import { artifactNameProblem } from './artifact-name.ts';
@@ -23,6 +25,8 @@ export interface FileEntry {
   blobRef?: string;
   evictedStep?: number;
   reason?: string;
+  /** The last write's operation id: the same write sent again (a lost reply) changes nothing. */
+  op?: string;
 }
 
 export interface VfsOptions {
@@ -55,6 +59,8 @@ export interface WriteMeta {
   keepHistory?: boolean;
   /** A timeline event that lands with the write, atomically (a subtask's `subtask_finished`). */
   event?: TimelineEventBody;
+  /** The writing run's transcript (and its last call's usage), stored in the same script. */
+  transcript?: TranscriptWrite;
 }
 
 export interface EvictedEntry {
@@ -149,10 +155,14 @@ export class VirtualFs {
           this.keys.goal(goalId),
           this.keys.history(goalId),
           this.keys.events(goalId),
+          // Untouched without a transcript: a script's key count is fixed.
+          meta.transcript?.keys[0] ?? this.keys.transcript(goalId, ''),
+          this.keys.threads(goalId),
+          this.keys.reservations(goalId),
         ],
         [
           name,
-          JSON.stringify(entry),
+          JSON.stringify({ ...entry, op: newOperationId() }),
           inline ?? '',
           inline === null ? '0' : '1',
           meta.expectedVersion === undefined ? '' : meta.expectedVersion,
@@ -162,6 +172,7 @@ export class VirtualFs {
           meta.keepHistory ? '1' : '0',
           meta.event ? JSON.stringify({ ...meta.event, at: Date.now() }) : '',
           this.opts.eventsMaxLen,
+          ...(meta.transcript?.args ?? ['']),
         ],
       )) as [number, string];
     } catch (err) {
@@ -228,17 +239,26 @@ export class VirtualFs {
   }
 
   /** The index: every entry's metadata (tombstones included), never contents. */
-  async index(goalId: string): Promise<FileEntry[]> {
-    const all = await this.redis.hgetall(this.keys.files(goalId));
-    return Object.entries(all)
+  /** The goal's entries, oldest step first; from `flat` (name, entry pairs) when read already. */
+  async index(goalId: string, flat?: string[]): Promise<FileEntry[]> {
+    const pairs: [string, string][] = [];
+    if (flat) for (let i = 0; i + 1 < flat.length; i += 2) pairs.push([flat[i]!, flat[i + 1]!]);
+    const all = flat ? pairs : Object.entries(await this.redis.hgetall(this.keys.files(goalId)));
+    return all
       .map(([name, raw]) => ({ name, ...(JSON.parse(raw) as Omit<FileEntry, 'name'>) }))
       .sort((a, b) => a.step - b.step || a.name.localeCompare(b.name));
   }
 
+  /**
+   * Until a step past both ages, no entry can be old enough (steps start at 0 and only grow),
+   * so no tombstone exists either: most goals end before eviction has anything to do.
+   */
+  evictionIsIdle(currentStep: number): boolean {
+    return currentStep <= Math.min(this.opts.evictDoneAfterSteps, this.opts.evictAnyAfterSteps);
+  }
+
   async evict(goalId: string, currentStep: number): Promise<EvictedEntry[]> {
-    // Until a step past both ages, no entry can be old enough (steps start at 0 and only grow),
-    // so no tombstone exists either: most goals end before the script has anything to do.
-    if (currentStep <= Math.min(this.opts.evictDoneAfterSteps, this.opts.evictAnyAfterSteps)) return [];
+    if (this.evictionIsIdle(currentStep)) return [];
     const flat = (await runScript(
       this.redis,
       'vfsEvict',

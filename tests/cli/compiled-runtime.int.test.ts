@@ -16,6 +16,7 @@ import { loadConfig } from '../../shared/runtime/config.ts';
 import { createRedis } from '../../shared/runtime/redis.ts';
 import { type Checkout, imageLayout, sourceCheckout } from '../../testing/compiled-checkout.ts';
 import { testEnv } from '../../testing/fleet.ts';
+import { nextFreePort } from '../../testing/ports.ts';
 import { useRedis } from '../../testing/redis.ts';
 
 const redis = useRedis();
@@ -203,8 +204,6 @@ describe("the image's layout: dist/ without the sources", () => {
   });
 });
 
-let nextPort = 20000 + Math.floor(Math.random() * 10000);
-
 /** Runs a long-lived command, hands `fn` a wait for its output and its metrics port, then stops it. */
 async function withServer(
   bin: string,
@@ -212,7 +211,7 @@ async function withServer(
   env: NodeJS.ProcessEnv,
   fn: (out: (re: RegExp) => Promise<string>, port: number) => Promise<void>,
 ): Promise<void> {
-  const port = nextPort++;
+  const port = nextFreePort();
   const proc = spawn(process.execPath, [bin, ...args], {
     env: { ...env, METRICS_PORT: String(port) },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -7,10 +7,10 @@ import { test } from 'node:test';
 import pino from 'pino';
 import { contractFor } from '../../shared/agent/output-contracts.ts';
 import { runForGoal } from '../../shared/agent/run-for-goal.ts';
-import { loadTranscript } from '../../shared/agent/transcripts.ts';
+import { loadTranscript, transcriptWrite } from '../../shared/agent/transcripts.ts';
 import { goalCallBudget, goalUsage } from '../../shared/goal/budgets.ts';
 import { GoalLifecycle } from '../../shared/goal/lifecycle.ts';
-import { totalTokens } from '../../shared/goal/store.ts';
+import { totalTokens, usageArgs } from '../../shared/goal/store.ts';
 import { ctxFor } from '../../testing/agent-harness.ts';
 import { useRedis } from '../../testing/redis.ts';
 import { useVfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
@@ -192,4 +192,44 @@ test('dispatch stores the plan with the move, once; a terminal move reports the 
   assert.equal(types.filter((x) => x === 'planned').length, 1);
   assert.ok(await lc.cancel(goalId, 2));
   assert.deepEqual(ended, [['cancelled', 2]]);
+});
+
+test("a run's transcript lands with the move it decided, or on its own when the move is refused", async () => {
+  const goalId = await t.newGoal();
+  const plan = { subtasks: [{ role: 'critic', instruction: 'i', expected_artifact: 'a.md', read_files: [] }] };
+  const messages = [{ role: 'user' as const, content: 'plan it' }];
+  const run = (id: string) =>
+    transcriptWrite(
+      t.rt,
+      goalId,
+      `goal-${goalId}--planner-${id}`,
+      'planner',
+      messages,
+      usageArgs('planner', 'm', usage(7, 3)),
+    );
+  assert.ok(await t.rt.lifecycle.beginPlanning(goalId));
+  assert.ok(
+    await t.rt.lifecycle.dispatch(goalId, 1, plan, { threadId: `goal-${goalId}--planner-aa`, transcript: run('aa') }),
+  );
+  // A concurrent delivery's move is refused: its transcript (and usage) is kept all the same.
+  assert.equal(await t.rt.lifecycle.dispatch(goalId, 1, plan, { transcript: run('bb') }), false);
+  for (const id of ['aa', 'bb']) {
+    assert.deepEqual((await loadTranscript(t.rt, `goal-${goalId}--planner-${id}`))?.messages, messages, id);
+  }
+  assert.equal(totalTokens((await t.rt.goals.get(goalId))!.tokens), 20);
+});
+
+test('the moves into planning and reflecting bring the files index with them (one round trip)', async () => {
+  const goalId = await t.newGoal();
+  await t.rt.vfs.write(goalId, 'notes.md', 'n', { status: 'done', step: 1, writer: 'w' });
+  const begun = await t.rt.lifecycle.beginPlanning(goalId);
+  assert.ok(begun?.files, 'no files with the move');
+  const fromMove = await t.rt.vfs.index(goalId, begun.files);
+  assert.deepEqual(fromMove, await t.rt.vfs.index(goalId));
+  assert.deepEqual(
+    fromMove.map((e) => [e.name, e.status]),
+    [['notes.md', 'done']],
+  );
+  // A refused move brings nothing.
+  assert.equal(await t.rt.lifecycle.beginReflecting(goalId), null);
 });

@@ -25,9 +25,16 @@ after(async () => {
 });
 
 const isScript = (c: ProxiedCommand) => c.name === 'EVALSHA' || c.name === 'EVAL';
-/** goalTransition's arguments: script, 5, five keys, then from and to. */
+/** goalTransition's arguments: script, 8, eight keys (the goal hash first), then from and to. */
 const transition = (from: string, to: string) => (c: ProxiedCommand) =>
-  isScript(c) && c.args[1] === '5' && c.args[7] === from && c.args[8] === to;
+  isScript(c) &&
+  c.args[1] === '8' &&
+  /:goal:[a-z0-9]+$/.test(c.args[2] ?? '') &&
+  c.args[10] === from &&
+  c.args[11] === to;
+/** vfsWrite's: script, 8, the files hash first; a subtask's artifact carries its event and transcript. */
+const artifactWrite = (c: ProxiedCommand) =>
+  isScript(c) && c.args[1] === '8' && (c.args[2] ?? '').endsWith(':files') && (c.args[21] ?? '') !== '';
 /** goalCreate's: script, 4, the goal hash, its events, the goals index, the live goals. */
 const creation = (c: ProxiedCommand) => isScript(c) && c.args[1] === '4' && (c.args[4] ?? '').endsWith(':goals');
 
@@ -56,6 +63,7 @@ for (const [what, match] of [
   ['plan → running', transition('planning', 'running')],
   ['reflect → next cycle', transition('reflecting', 'queued')],
   ['reflect → done', transition('reflecting', 'done')],
+  ["a subtask's artifact write (its event and transcript in the same script)", artifactWrite],
 ] as const) {
   test(`a lost reply on ${what} still ends the goal done, nothing twice`, async () => {
     const { goalId, dropped } = await runWithDrop(match, `Lost reply on ${what}`);

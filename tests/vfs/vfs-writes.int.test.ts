@@ -3,7 +3,9 @@
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
 import { test } from 'node:test';
+import { loadTranscript, transcriptWrite } from '../../shared/agent/transcripts.ts';
 import { VersionConflictError, VfsLimitError } from '../../shared/errors.ts';
+import { totalTokens, usageArgs } from '../../shared/goal/store.ts';
 import { useRedis } from '../../testing/redis.ts';
 import { useVfsRuntime, type VfsTestRuntime, vfsRuntime } from '../../testing/vfs-runtime.ts';
 
@@ -263,4 +265,25 @@ test('an event given with a write lands with it; a refused write appends nothing
   await redis.client.del(t.rt.goals.keys.events(goalId), t.rt.goals.keys.files(goalId));
   await t.rt.vfs.write(goalId, 'b.md', 'ok', meta('w3', { event: ev('b.md') }));
   assert.ok((await redis.client.ttl(t.rt.goals.keys.events(goalId))) > 0);
+});
+
+test("a transcript given with a write is stored with it, with its run's last call's usage booked", async () => {
+  const goalId = await t.newGoal();
+  const threadId = `goal-${goalId}--critic-77aa88bb`;
+  const usage = usageArgs('critic', 'm-1', { input: 30, output: 12, cache_read: 0, cache_write: 0 });
+  const messages = [{ role: 'user' as const, content: 'review it' }];
+  const transcript = transcriptWrite(t.rt, goalId, threadId, 'critic', messages, usage);
+  await t.rt.vfs.write(goalId, 'review.md', 'fine', meta('w1', { threadId, transcript }));
+  assert.deepEqual((await loadTranscript(t.rt, threadId))?.messages, messages);
+  assert.deepEqual(await redis.client.zrange(t.rt.goals.keys.threads(goalId), '0', '-1'), [threadId]);
+  const g = (await t.rt.goals.get(goalId))!;
+  assert.deepEqual([totalTokens(g.tokens), g.tokens.input, g.tokens.output], [42, 30, 12]);
+  // A refused write stores nothing of it (the caller stores the transcript on its own).
+  const other = transcriptWrite(t.rt, goalId, `goal-${goalId}--critic-99cc00dd`, 'critic', messages, usage);
+  await assert.rejects(
+    t.rt.vfs.write(goalId, 'review.md', 'x', meta('w2', { expectedVersion: 9, transcript: other })),
+    VersionConflictError,
+  );
+  assert.equal(await loadTranscript(t.rt, `goal-${goalId}--critic-99cc00dd`), null);
+  assert.equal(totalTokens((await t.rt.goals.get(goalId))!.tokens), 42);
 });

@@ -2,7 +2,8 @@
 -- a reply lost on the way back makes ioredis send the same call again after it reconnects,
 -- and a call whose operation id is already recorded returns success without acting again.
 -- KEYS[1] goal hash, KEYS[2] events stream, KEYS[3] files hash, KEYS[4] content hash,
--- KEYS[5] live goals (a goal that ends leaves it)
+-- KEYS[5] live goals (a goal that ends leaves it), KEYS[6] a transcript's key, KEYS[7] the goal's
+-- threads, KEYS[8] the goal's token reservations
 -- ARGV[1] allowed current statuses, comma-separated, or '*' for any non-terminal
 -- ARGV[2] new status ('' keeps the status and only sets fields)
 -- ARGV[3] now (ms), ARGV[4] goal id
@@ -10,9 +11,15 @@
 -- ARGV[6] events max length, ARGV[7] key TTL seconds
 -- ARGV[8] operation id (unique per call)
 -- ARGV[9] a field that records the status the move left (a budget pause's `pausedFrom`), or ''
--- ARGV[10..] the fields to set: name, value, name, value, ... (flat: no JSON to decode here)
--- Returns {previous status (the current one on a replay), the goal's step after the move}, or
--- false when the move was refused.
+-- ARGV[10] '1' to return the goal's files index (the hash at KEYS[3]) with a move that is made
+-- ARGV[11] how many arguments of a transcript follow (0, 6 or 14): the run that decided the move,
+-- stored with it (transcriptSave.lua's ARGV[1..6], then its last call's usage, ARGV[7..14])
+-- ARGV[12 + that ..] the fields to set: name, value, name, value, ... (flat: no JSON to decode here)
+-- Returns {previous status (the current one on a replay), the goal's step after the move, and
+-- with ARGV[10] '1' the files index as flat name, entry pairs (not on a replay)}, or false when
+-- the move was refused.
+--- @include "includes/addUsage.lua"
+--- @include "../../agent/lua/includes/saveTranscript.lua"
 local OPS_KEPT = 16
 local h = redis.call('HMGET', KEYS[1], 'status', 'ops', 'ttlAt', 'step')
 local cur = h[1]
@@ -40,9 +47,11 @@ if ARGV[2] ~= '' then
     table.insert(set, ARGV[3])
   end
 end
+local transcriptArgs = tonumber(ARGV[11]) or 0
+local firstField = 12 + transcriptArgs
 local step = h[4] or '0'
-for i = 10, #ARGV do table.insert(set, ARGV[i]) end
-for i = 10, #ARGV - 1, 2 do
+for i = firstField, #ARGV do table.insert(set, ARGV[i]) end
+for i = firstField, #ARGV - 1, 2 do
   if ARGV[i] == 'step' then step = ARGV[i + 1] end
 end
 if ARGV[9] and ARGV[9] ~= '' then
@@ -78,9 +87,15 @@ for event in string.gmatch(ARGV[5], '[^\n]+') do
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'e', event)
 end
 if terminal[status] then redis.call('ZREM', KEYS[5], ARGV[4]) end
+if transcriptArgs > 0 then
+  if transcriptArgs > 6 and ARGV[19] ~= '' then addUsage(KEYS[1], KEYS[8], ARGV, 18) end
+  saveTranscript(KEYS[6], KEYS[7], ARGV, 12)
+end
 if keys == 'PERSIST' then
   for i = 1, 4 do redis.call('PERSIST', KEYS[i]) end
 elseif keys == 'EXPIRE' then
   for i = 1, 4 do redis.call('EXPIRE', KEYS[i], ttl) end
 end
+-- A job that starts work on the goal reads its files next: they come with the move.
+if ARGV[10] == '1' then return { cur, step, redis.call('HGETALL', KEYS[3]) } end
 return { cur, step }

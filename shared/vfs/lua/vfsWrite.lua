@@ -3,18 +3,26 @@
 -- HISTORY_KEPT versions per name.
 -- KEYS[1] files (name -> meta JSON), KEYS[2] content (name -> inline content), KEYS[3] goal hash,
 -- KEYS[4] history (`<name>@<version>` -> the old meta JSON, with its inline `content`),
--- KEYS[5] the goal's events stream
--- ARGV[1] name, ARGV[2] meta JSON (no version), ARGV[3] inline content ('' when spilled)
+-- KEYS[5] the goal's events stream, KEYS[6] a transcript's key, KEYS[7] the goal's threads,
+-- KEYS[8] the goal's token reservations
+-- ARGV[1] name, ARGV[2] meta JSON (no version; `op` unique per call), ARGV[3] inline content ('' when spilled)
 -- ARGV[4] '1' if inline, ARGV[5] expected version ('' = any), ARGV[6] writer id
 -- ARGV[7] max live files, ARGV[8] key TTL seconds, ARGV[9] '1' to keep a revised version's history
 -- ARGV[10] a timeline event (JSON) that lands with the write ('' for none), ARGV[11] events max length
+-- ARGV[12..17] the writing run's transcript, stored with the write (transcriptSave.lua's ARGV[1..6];
+-- '' in ARGV[12] for none), ARGV[18..25] its last call's usage (its ARGV[7..14]), if any
 -- Returns {version, blobRef no longer referenced or ''}, or an error reply naming the problem.
+--- @include "../../goal/lua/includes/addUsage.lua"
+--- @include "../../agent/lua/includes/saveTranscript.lua"
 local HISTORY_KEPT = 3
 local name = ARGV[1]
 local meta = cjson.decode(ARGV[2])
 local curRaw = redis.call('HGET', KEYS[1], name)
 local cur = nil
 if curRaw then cur = cjson.decode(curRaw) end
+-- The same call again (its reply was lost and ioredis sent it once more): it did everything
+-- already, its event and transcript included.
+if cur and meta.op and cur.op == meta.op then return { cur.version, '' } end
 local version
 if cur and cur.status ~= 'evicted' then
   if cur.writer == ARGV[6] then
@@ -81,5 +89,10 @@ if redis.call('TTL', KEYS[1]) < ttl / 2 then
   if event then redis.call('EXPIRE', KEYS[5], ttl) end
 elseif newContent and redis.call('TTL', KEYS[2]) < 0 then
   redis.call('EXPIRE', KEYS[2], ttl)
+end
+-- The run that wrote it: its transcript and last call's usage, in the same script.
+if ARGV[12] and ARGV[12] ~= '' then
+  if ARGV[19] and ARGV[19] ~= '' then addUsage(KEYS[3], KEYS[8], ARGV, 18) end
+  saveTranscript(KEYS[6], KEYS[7], ARGV, 12)
 end
 return { version, oldBlob }
