@@ -77,8 +77,9 @@ export function plannerMessage(goal: GoalRecord, step: number, index: FileEntry[
 /** Finished work to keep, the last cycle's failures (with reasons) and partial results, revisions asked for. */
 function keptWork(goal: GoalRecord, index: FileEntry[]): string[] {
   const lines: string[] = [];
-  const done = index.filter((e) => e.status === 'done').map((e) => `${e.name} (v${e.version})`);
-  if (done.length) lines.push(`Done (finished work: keep it, do not plan it again): ${done.join(', ')}`);
+  // Named once, in the index: a second list of every done name grew each prompt with the goal (P51).
+  if (index.some((e) => e.status === 'done'))
+    lines.push('Finished work (marked done above): keep it, do not plan it again.');
   const failed = goal.outcomes.filter((o) => o.status === 'failed');
   if (failed.length) {
     lines.push('Failed in the last cycle (plan what they were for again, or what they need):');

@@ -90,7 +90,9 @@ function goal(over: Partial<GoalRecord> = {}): GoalRecord {
 test("the planner's message names finished work, failures with reasons, revisions, budgets left and costs", () => {
   const index: FileEntry[] = [{ name: 'a.md', status: 'done', step: 1, bytes: 10, version: 1, updatedAt: 0 }];
   const msg = plannerMessage(goal(), 2, index, 1_000_000 + 100_000);
-  assert.match(msg, /^Done \(finished work: keep it, do not plan it again\): a\.md \(v1\)$/m);
+  assert.match(msg, /^- a\.md \[done, 10 bytes\]$/m);
+  assert.match(msg, /^Finished work \(marked done above\): keep it, do not plan it again\.$/m);
+  assert.doesNotMatch(msg, /a\.md \(v1\)/, 'done names are listed once, in the index');
   assert.match(msg, /^- b\.md \(research-specialist\): the summary is empty$/m);
   assert.match(msg, /^To revise \(the reflection asked; each becomes a new version\): a\.md$/m);
   assert.match(msg, /^Budget left: tokens 16000 of 20000; cycles: this is cycle 2 of at most 4; seconds 500 of 600$/m);
