@@ -16,9 +16,9 @@ import type { TimelineEventBody } from '../../shared/goal/events.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
 import { isPausedForBudget, parkForBudget } from '../../shared/goal/parking.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
-import type { GoalRecord } from '../../shared/goal/store.ts';
+import type { GoalBrief } from '../../shared/goal/store.ts';
 import {
-  goalOfJob,
+  goalBriefOfJob,
   parseJobData,
   type SubagentJob,
   type SubagentJobResult,
@@ -62,7 +62,7 @@ export async function processSubagentJob(
   const firstStart = job.attemptsStarted === 1;
   const [saved, goal] = await Promise.all([
     firstStart ? undefined : rt.approvals.checkpoint(goalId, String(job.id)),
-    goalOfJob(rt.goals, goalId),
+    goalBriefOfJob(rt.goals, goalId),
   ]);
   const threadId = saved?.threadId ?? threadIdFor(goalId, role.name, shortId());
   const base: ResultBase = {
@@ -101,7 +101,7 @@ function resumeFrom(paused: PausedJob, saved: JobCheckpoint): Promise<Resumed> |
 async function runSubtask(
   deps: SubagentDeps,
   p: PausedJob,
-  goal: GoalRecord,
+  goal: GoalBrief,
   base: ResultBase,
   resume: Resumed | undefined,
   signal?: AbortSignal,

@@ -54,6 +54,9 @@ export interface GoalRecord {
   estimatedUsage: string[];
 }
 
+/** What a subtask reads of its goal (GoalStore.getBrief). */
+export type GoalBrief = Pick<GoalRecord, 'goalId' | 'goal' | 'status' | 'budgets' | 'createdAt' | 'pausedFor'>;
+
 /** One call's usage as lua/includes/addUsage.lua reads it (usageAdd.lua, transcriptSave.lua). */
 export function usageArgs(
   role: string,
@@ -100,6 +103,30 @@ export class GoalStore {
     const h = await this.redis.hgetall(this.keys.goal(goalId));
     if (!h.status) return null;
     return parseGoal(goalId, h);
+  }
+
+  /**
+   * The few fields a subtask reads (its status, text, budgets and age), not the whole hash: the
+   * plan, outcomes, progress and per-model usage grow with the goal and a subtask uses none.
+   */
+  async getBrief(goalId: string): Promise<GoalBrief | null> {
+    const [status, goal, budgets, createdAt, pausedFor] = await this.redis.hmget(
+      this.keys.goal(goalId),
+      'status',
+      'goal',
+      'budgets',
+      'createdAt',
+      'pausedFor',
+    );
+    if (!status) return null;
+    return {
+      goalId,
+      status: status as GoalStatus,
+      goal: goal ?? '',
+      budgets: json<Budgets>(budgets ?? undefined) ?? {},
+      createdAt: Number(createdAt ?? 0),
+      pausedFor: (pausedFor as GoalRecord['pausedFor']) || null,
+    };
   }
 
   async mustGet(goalId: string): Promise<GoalRecord> {

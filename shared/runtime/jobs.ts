@@ -4,7 +4,7 @@ import { UnrecoverableError } from 'bullmq';
 import { z } from 'zod';
 import { GoalIdSchema } from '../goal/ids.ts';
 import { MAX_SUBTASKS } from '../goal/plan.ts';
-import type { GoalRecord, GoalStore } from '../goal/store.ts';
+import type { GoalBrief, GoalRecord, GoalStore } from '../goal/store.ts';
 import { ArtifactNameSchema } from '../vfs/artifact-name.ts';
 import { parseOrThrow } from '../zod.ts';
 
@@ -69,6 +69,13 @@ export function parseJobData<T>(schema: z.ZodType<T>, data: unknown, what: strin
 /** The goal a job names, which must exist: a job of an unknown goal fails for good. */
 export async function goalOfJob(goals: GoalStore, goalId: string): Promise<GoalRecord> {
   const goal = await goals.get(goalId);
+  if (!goal) throw new UnrecoverableError(`unknown goal id: ${goalId}`);
+  return goal;
+}
+
+/** What a subtask job reads of its goal (GoalStore.getBrief); unknown goals fail for good. */
+export async function goalBriefOfJob(goals: GoalStore, goalId: string): Promise<GoalBrief> {
+  const goal = await goals.getBrief(goalId);
   if (!goal) throw new UnrecoverableError(`unknown goal id: ${goalId}`);
   return goal;
 }

@@ -9,6 +9,7 @@ import { contractFor } from '../../shared/agent/output-contracts.ts';
 import { runForGoal } from '../../shared/agent/run-for-goal.ts';
 import { loadTranscript, transcriptWrite } from '../../shared/agent/transcripts.ts';
 import { goalCallBudget, goalUsage } from '../../shared/goal/budgets.ts';
+import { newGoalId } from '../../shared/goal/ids.ts';
 import { GoalLifecycle } from '../../shared/goal/lifecycle.ts';
 import { totalTokens, usageArgs } from '../../shared/goal/store.ts';
 import { ctxFor } from '../../testing/agent-harness.ts';
@@ -232,4 +233,16 @@ test('the moves into planning and reflecting bring the files index with them (on
   );
   // A refused move brings nothing.
   assert.equal(await t.rt.lifecycle.beginReflecting(goalId), null);
+});
+
+test("a subtask's read of its goal: status, text, budgets, age and pause, the same as the whole record's", async () => {
+  const goalId = newGoalId();
+  await t.rt.goals.create(goalId, 'brief goal', { maxTokens: 900, onBudget: 'pause' }, false);
+  await t.rt.lifecycle.pauseForBudget(goalId, { kind: 'tokens', reason: 'r' }, 1);
+  const full = (await t.rt.goals.get(goalId))!;
+  const brief = (await t.rt.goals.getBrief(goalId))!;
+  const { goal, status, budgets, createdAt, pausedFor } = full;
+  assert.deepEqual(brief, { goalId, goal, status, budgets, createdAt, pausedFor });
+  assert.deepEqual([brief.status, brief.pausedFor, brief.budgets.maxTokens], ['awaiting_human', 'budget', 900]);
+  assert.equal(await t.rt.goals.getBrief(newGoalId()), null);
 });
