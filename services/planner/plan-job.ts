@@ -4,7 +4,7 @@
 import type { Job } from 'bullmq';
 import type { Logger } from 'pino';
 import { runForGoal } from '../../shared/agent/run-for-goal.ts';
-import { shortId, storeTranscript, type TranscriptWrite } from '../../shared/agent/transcripts.ts';
+import { shortId, type TranscriptWrite } from '../../shared/agent/transcripts.ts';
 import { type BudgetHit, budgetProblem, onBudgetOf } from '../../shared/goal/budgets.ts';
 import { subtaskRefs } from '../../shared/goal/events.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
@@ -130,10 +130,7 @@ async function choosePlan(c: PlanJobContext): Promise<ChosenPlan | PlanOutcome> 
   if (res.kind === 'over_budget') return { status: 'budget_exceeded', reason: res.reason };
   if (res.kind === 'stopped') return { status: 'skipped', reason: res.reason };
   if (res.kind === 'paused') return parkForBudget(rt, c.job, c.token, goal.goalId);
-  if (res.kind === 'rejected') {
-    if (res.transcript) await storeTranscript(rt, res.transcript);
-    return rejected(c, res.problem, contract.lastOverBudget());
-  }
+  if (res.kind === 'rejected') return rejected(c, res.problem, contract.lastOverBudget());
   // The transcript lands with the move that dispatches the plan.
   return { plan: res.value, threadId: c.threadId, transcript: res.transcript };
 }

@@ -5,7 +5,7 @@
 import type { Job } from 'bullmq';
 import type { Logger } from 'pino';
 import { runForGoal } from '../../shared/agent/run-for-goal.ts';
-import { shortId, storeTranscript } from '../../shared/agent/transcripts.ts';
+import { shortId } from '../../shared/agent/transcripts.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
 import type { Decided } from '../../shared/goal/lifecycle.ts';
 import { isPausedForBudget, parkForBudget } from '../../shared/goal/parking.ts';
@@ -144,7 +144,6 @@ async function askModel(
   if (res.kind === 'stopped') return { skipped: res.reason };
   if (res.kind === 'paused') return parkForBudget(rt, d.job, d.token, goal.goalId);
   if (res.kind === 'rejected') {
-    if (res.transcript) await storeTranscript(rt, res.transcript);
     await rt.lifecycle.fail(goal.goalId, `reflector output rejected: ${res.problem}`, step);
     return { decision: 'failed' };
   }

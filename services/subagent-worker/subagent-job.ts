@@ -165,7 +165,8 @@ async function afterRun(
     await rt.approvals.saveCheckpoint(data.goalId, String(job.id), saved);
     return parkForBudget(rt, job, token, data.goalId);
   }
-  return recordResult(rt, data, String(job.id), { ...res, base }, p.log);
+  const transcript = res.kind === 'ok' ? res.transcript : undefined;
+  return recordResult(rt, data, String(job.id), { run: res.run, transcript, base }, p.log);
 }
 
 /**
@@ -196,8 +197,8 @@ function jobTools(deps: SubagentDeps, scope: ToolScope, signal: AbortSignal | un
 }
 
 /**
- * Writes the artifact (failed runs keep what they wrote, marked failed) with the event and the
- * run's transcript, in one script; a run that wrote nothing stores them on their own.
+ * Writes the artifact (failed runs keep what they wrote, marked failed) with the event and an
+ * accepted run's transcript, in one script; a run that wrote nothing stores them on their own.
  */
 async function recordResult(
   rt: Runtime,

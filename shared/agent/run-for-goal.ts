@@ -32,15 +32,16 @@ export interface GoalRunOptions<T> {
   /** The most tokens this run may use (a plan's per-subtask cap); past it the run stops, partial. */
   tokenCap?: number;
   /**
-   * The caller stores the transcript with its own write (`transcript` in the outcome), one
-   * script fewer; it must store it on its own (storeTranscript) when that write does not happen.
+   * An accepted run's transcript is the caller's to store with its own write (`transcript` in
+   * the `ok` outcome), one script fewer; it must store it on its own (storeTranscript) when that
+   * write does not happen. A rejected run's is stored here either way.
    */
   transcriptWithResult?: boolean;
 }
 
 export type GoalRunOutcome<T> =
   | { kind: 'ok'; value: T; run: AgentRun<T>; transcript?: TranscriptWrite }
-  | { kind: 'rejected'; problem: string; run: AgentRun<T>; transcript?: TranscriptWrite }
+  | { kind: 'rejected'; problem: string; run: AgentRun<T> }
   /** A budget ran out and the goal ended `budget_exceeded`. */
   | { kind: 'over_budget'; reason: string }
   /** A budget ran out and the goal waits for a human to raise it; the run goes on from `checkpoint`. */
@@ -80,9 +81,9 @@ export async function runForGoal<T>(rt: Runtime, o: GoalRunOptions<T>): Promise<
   }
   // The run's last call is booked with its transcript, in one script.
   const w = transcriptWrite(rt, o.goal.goalId, o.ctx.threadId, o.ctx.role, run.messages, usage.takePending());
-  const transcript = o.transcriptWithResult ? w : undefined;
+  const transcript = o.transcriptWithResult && run.ok ? w : undefined;
   if (!transcript) await storeTranscript(rt, w);
-  if (!run.ok) return { kind: 'rejected', problem: run.problem ?? 'failed', run, transcript };
+  if (!run.ok) return { kind: 'rejected', problem: run.problem ?? 'failed', run };
   return { kind: 'ok', value: run.value as T, run, transcript };
 }
 

@@ -28,7 +28,7 @@
 // model run decided (a plan dispatched, a reflection applied) stores that run's transcript in
 // the same script; a refused move stores it on its own.
 import type { Redis } from 'ioredis';
-import type { TranscriptWrite } from '../agent/transcripts.ts';
+import { storeTranscript, type TranscriptWrite } from '../agent/transcripts.ts';
 import type { BudgetKind } from '../errors.ts';
 import { runScript } from '../runtime/scripts.ts';
 import type { BudgetHit, Budgets } from './budgets.ts';
@@ -352,21 +352,16 @@ export class GoalLifecycle {
         ...Object.entries(encodeFields(m.fields ?? {})).flat(),
       ]);
     } catch (err) {
-      if (t) await this.storeTranscript(t); // the run happened: its record stays
+      if (t) await storeTranscript({ redis: this.redis }, t); // the run happened: its record stays
       throw err;
     }
     if (!Array.isArray(res)) {
-      if (t) await this.storeTranscript(t);
+      if (t) await storeTranscript({ redis: this.redis }, t);
       return null;
     }
     const [prev, step, files] = res as [string, string, string[] | undefined];
     if (m.to && m.to !== prev) this.counted(m.to, Number(step));
     return files ? { files } : {};
-  }
-
-  /** A transcript whose move did not happen, on its own (lua/transcriptSave.lua). */
-  private async storeTranscript(t: TranscriptWrite): Promise<void> {
-    await runScript(this.redis, 'transcriptSave', t.keys, t.args);
   }
 
   private counted(status: GoalStatus, step: number): void {
