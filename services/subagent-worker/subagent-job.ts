@@ -231,10 +231,8 @@ async function recordResult(
   if (run.text) {
     // A revision (a new version of a done artifact) keeps the old version in the history.
     const meta: WriteMeta = { status, step, role: base.role, threadId: base.threadId, writer, keepHistory: true };
-    await rt.vfs.write(goalId, data.expected_artifact, run.text, { ...meta, event, transcript }).catch(async (err) => {
-      if (transcript) await storeTranscript(rt, transcript); // the run happened: its record stays
-      throw err;
-    });
+    // A refused write still stores the transcript (VirtualFs.write): the run happened.
+    await rt.vfs.write(goalId, data.expected_artifact, run.text, { ...meta, event, transcript });
   } else {
     if (transcript) await storeTranscript(rt, transcript);
     await rt.goals.appendEvent(goalId, event);

@@ -1,7 +1,7 @@
 // The virtual filesystem: a goal's artifacts in two Redis hashes (metadata, inline content),
 // large contents spilled to the blob store. Writes are atomic and idempotent (lua/vfsWrite.lua).
 import type { Redis } from 'ioredis';
-import type { TranscriptWrite } from '../agent/transcripts.ts';
+import { storeTranscript, type TranscriptWrite } from '../agent/transcripts.ts';
 import { fromScriptError, VfsLimitError } from '../errors.ts';
 import type { TimelineEventBody } from '../goal/events.ts';
 import { newOperationId } from '../goal/ids.ts';
@@ -96,7 +96,20 @@ export class VirtualFs {
     return bytes;
   }
 
+  /**
+   * Writes an artifact. A write that fails (a limit, a version conflict, Redis) still stores the
+   * transcript it carried: the run happened and spent tokens, so its record stays.
+   */
   async write(goalId: string, name: string, content: string, meta: WriteMeta): Promise<FileEntry> {
+    try {
+      return await this.writeOnce(goalId, name, content, meta);
+    } catch (err) {
+      if (meta.transcript) await storeTranscript({ redis: this.redis }, meta.transcript);
+      throw err;
+    }
+  }
+
+  private async writeOnce(goalId: string, name: string, content: string, meta: WriteMeta): Promise<FileEntry> {
     const bytes = this.check(name, content);
     const spill = bytes > this.opts.spillBytes;
     const blobRef = spill ? await this.blobs.put(goalId, content) : undefined;

@@ -278,12 +278,18 @@ test("a transcript given with a write is stored with it, with its run's last cal
   assert.deepEqual(await redis.client.zrange(t.rt.goals.keys.threads(goalId), '0', '-1'), [threadId]);
   const g = (await t.rt.goals.get(goalId))!;
   assert.deepEqual([totalTokens(g.tokens), g.tokens.input, g.tokens.output], [42, 30, 12]);
-  // A refused write stores nothing of it (the caller stores the transcript on its own).
+  // A refused write changes no artifact, and still stores the run's transcript and usage: the
+  // run happened (a version conflict here; a size limit, refused before Redis, the same).
   const other = transcriptWrite(t.rt, goalId, `goal-${goalId}--critic-99cc00dd`, 'critic', messages, usage);
   await assert.rejects(
     t.rt.vfs.write(goalId, 'review.md', 'x', meta('w2', { expectedVersion: 9, transcript: other })),
     VersionConflictError,
   );
-  assert.equal(await loadTranscript(t.rt, `goal-${goalId}--critic-99cc00dd`), null);
-  assert.equal(totalTokens((await t.rt.goals.get(goalId))!.tokens), 42);
+  assert.equal(await t.rt.vfs.read(goalId, 'review.md'), 'fine');
+  assert.deepEqual((await loadTranscript(t.rt, `goal-${goalId}--critic-99cc00dd`))?.messages, messages);
+  assert.equal(totalTokens((await t.rt.goals.get(goalId))!.tokens), 84);
+  const third = transcriptWrite(t.rt, goalId, `goal-${goalId}--critic-99cc00ee`, 'critic', messages);
+  const huge = 'x'.repeat(t.rt.vfs.opts.maxArtifactBytes + 1);
+  await assert.rejects(t.rt.vfs.write(goalId, 'big.md', huge, meta('w3', { transcript: third })), VfsLimitError);
+  assert.ok(await loadTranscript(t.rt, `goal-${goalId}--critic-99cc00ee`));
 });
