@@ -16,6 +16,7 @@
 
 import { isGoalId } from '../../shared/goal/ids.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
+import { releaseIdleRateLimits } from '../../shared/runtime/queue-rate-limit.ts';
 import { MAINTENANCE_QUEUE, SWEEP_SCHEDULER_ID } from '../../shared/runtime/queues.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 import { trimCompletedJobs } from './trim-jobs.ts';
@@ -28,12 +29,21 @@ export interface SweepReport {
   orphanBlobs: number;
   /** Completed BullMQ jobs removed beyond each queue's cap (trim-jobs.ts). */
   jobsTrimmed: number;
+  /** Role queues whose rate limit was switched off (no 429 within the hold time). */
+  rateLimitsReleased: number;
 }
 
 const BATCH = 500;
 
 export async function sweep(rt: Runtime, now = Date.now()): Promise<SweepReport> {
-  const report: SweepReport = { expired: 0, orphans: 0, keysDeleted: 0, orphanBlobs: 0, jobsTrimmed: 0 };
+  const report: SweepReport = {
+    expired: 0,
+    orphans: 0,
+    keysDeleted: 0,
+    orphanBlobs: 0,
+    jobsTrimmed: 0,
+    rateLimitsReleased: 0,
+  };
   const { ids, blobGoals } = await collectGoalIds(rt);
   const doomed = await judge(rt, ids, now, report);
   const live = ids.filter((id) => !doomed.has(id));
@@ -41,6 +51,7 @@ export async function sweep(rt: Runtime, now = Date.now()): Promise<SweepReport>
   report.orphanBlobs = await pruneOrphanBlobs(rt, referenced, now - rt.cfg.vfs.orphanBlobGraceSeconds * 1000);
   if (doomed.size > 0) await removeGoals(rt, doomed, report);
   report.jobsTrimmed = await trimCompletedJobs(rt);
+  report.rateLimitsReleased = await releaseIdleRateLimits(rt);
 
   for (const [reason, n] of [
     ['retention', report.expired],

@@ -54,7 +54,6 @@ export async function main(cfg: Config, opts: { role: string; concurrency: numbe
       return processSubagentJob({ rt, role, queue, extraTools }, job, signal, token);
     },
     onFinalFailure: recordSubtaskFailure(rt),
-    manualRateLimit: true,
     readyChecks: mcp ? () => mcp.checks() : undefined,
   }).catch(async (err) => {
     await mcp?.close();

@@ -24,6 +24,7 @@ import {
   type SubagentJobResult,
   SubagentJobSchema,
 } from '../../shared/runtime/jobs.ts';
+import { pauseQueueForRateLimit } from '../../shared/runtime/queue-rate-limit.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 import type { WriteMeta } from '../../shared/vfs/vfs.ts';
 import { endPaused, type PausedJob, pauseForApproval, type Resumed, takeDecisions } from './approval.ts';
@@ -261,7 +262,7 @@ async function handleRunError(
     }
     await job.updateData({ ...job.data, rateLimitRequeues: requeues });
     log.warn({ retryAfterMs: err.retryAfterMs, requeues }, 'provider rate limit: pausing the queue');
-    await deps.queue.rateLimit(Math.max(1, err.retryAfterMs));
+    await pauseQueueForRateLimit(rt, deps.queue, err.retryAfterMs);
     throw Worker.RateLimitError();
   }
   if (err instanceof ModelCallError && err.kind === 'aborted') {

@@ -165,6 +165,8 @@ export const ConfigSchema = z
         maxDelayMs: z.number().int().positive().default(30_000),
         /** A worker job re-queued by this many provider 429s in a row fails its attempt instead. */
         maxRateLimitRequeues: z.number().int().min(1).default(50),
+        /** How long a role queue keeps its rate limit switched on after its last 429 (queue-rate-limit.ts). */
+        rateLimitHoldSeconds: z.number().int().positive().default(60),
       })
       .prefault({}),
     metricsPort: z.number().int().min(0).max(65535).default(0),
@@ -275,6 +277,7 @@ const ENV_MAP: Record<string, { path: string[]; kind: 'string' | 'int' | 'number
   DEEPQ_MODEL_MAX_RETRIES: { path: ['modelRetry', 'maxRetries'], kind: 'int' },
   DEEPQ_MODEL_RETRY_BASE_MS: { path: ['modelRetry', 'baseDelayMs'], kind: 'int' },
   DEEPQ_MAX_RATE_LIMIT_REQUEUES: { path: ['modelRetry', 'maxRateLimitRequeues'], kind: 'int' },
+  DEEPQ_RATE_LIMIT_HOLD_SECONDS: { path: ['modelRetry', 'rateLimitHoldSeconds'], kind: 'int' },
   DEEPQ_MAX_TOKENS: { path: ['budgets', 'maxTokens'], kind: 'int' },
   DEEPQ_MAX_STEPS: { path: ['budgets', 'maxSteps'], kind: 'int' },
   DEEPQ_MAX_SECONDS: { path: ['budgets', 'maxSeconds'], kind: 'number' },

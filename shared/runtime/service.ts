@@ -21,11 +21,6 @@ export interface ServiceOptions {
   handler: JobHandler;
   /** Queues whose depth this process reports (default: its own). */
   reportQueues?: string[];
-  /**
-   * Lets a 429 pause the queue (queue.rateLimit). BullMQ applies a manual rate limit only
-   * to workers with a limiter, so this sets one high enough never to bind by itself.
-   */
-  manualRateLimit?: boolean;
   /** Other queues this process also consumes (the reflector hosts the sweep). */
   sideQueues?: { queueName: string; role: string; concurrency: number; handler: JobHandler }[];
   /** Extra work after the worker starts (e.g. the sweep schedule). */
@@ -104,11 +99,9 @@ function createWorkers(opts: ServiceOptions, active: ActiveJobs): Worker[] {
     maxStalledCount: rt.cfg.maxStalledCount,
     autorun: false,
   };
-  const limiter = opts.manualRateLimit ? { limiter: { max: 1_000_000, duration: 1000 } } : {};
   const main = new Worker(opts.queueName, instrumented(rt, opts.queueName, opts.role, opts.handler, active), {
     ...base,
     concurrency: opts.concurrency,
-    ...limiter,
   });
   main.on('failed', (job, err) => onJobFailed(opts, job, err));
   const side = (opts.sideQueues ?? []).map(

@@ -3,6 +3,7 @@
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import type { Queue } from 'bullmq';
 import { subagentQueueName } from '../../shared/runtime/queues.ts';
 import {
   type Fleet,
@@ -20,6 +21,7 @@ import {
   startMessagesApiServer,
 } from '../../testing/messages-api-server.ts';
 import { useRedis } from '../../testing/redis.ts';
+import { until } from '../../testing/until.ts';
 
 const redis = useRedis();
 let api: MessagesApiServer;
@@ -39,7 +41,10 @@ before(async () => {
       return defaultHandler(body, i, req);
     },
   });
-  fleet = await startFleet(redis.url, api.env(), { roles: ['code-writer', 'critic'] });
+  // The rate limit stays on for 1 s after the last 429, and the sweep (which switches it off)
+  // runs every second.
+  const env = api.env({ DEEPQ_RATE_LIMIT_HOLD_SECONDS: '1', DEEPQ_SWEEP_INTERVAL_SECONDS: '1' });
+  fleet = await startFleet(redis.url, env, { roles: ['code-writer', 'critic'] });
   // Two research processes, one job at a time each: a local sleep in one process would
   // leave the other free to call the provider; a queue-wide pause stops both.
   for (const n of [1, 2])
@@ -55,8 +60,17 @@ after(async () => {
 });
 
 test('a 429 pauses the research queue in every process for retry-after, then all goals finish', async () => {
+  const queue = fleet.client.queues.get(subagentQueueName('research-specialist'));
+  // No 429 yet: no rate limit on the queue, so taking a job costs no limiter bookkeeping.
+  assert.equal(await queue.getGlobalRateLimit(), null);
+  const limit = watchRateLimit(queue);
   const ids = await Promise.all([1, 2, 3].map((i) => fleet.client.enqueue({ goal: `Rate limited goal ${i}` })));
   for (const id of ids) assert.equal((await fleet.client.waitFor(id, { timeoutMs: 60_000 })).status, 'done');
+  // The 429 switched the queue's rate limit on; the sweep switched it off once retry-after (2 s)
+  // and the hold (1 s) had passed without another 429.
+  const { onAt, offAt } = await limit.untilOff(15_000);
+  assert.ok(onAt >= limitedAt && onAt < limitedAt + 1000, `switched on ${onAt - limitedAt} ms after the 429`);
+  assert.ok(offAt >= limitedAt + 3000, `switched off ${offAt - limitedAt} ms after the 429, before its hold ended`);
   assert.ok(limitedAt > 0, 'the 429 was never served');
   // A job already taken elsewhere may finish its calls; no process may take another
   // research job until retry-after has passed. (The pause is set a moment after the 429 is
@@ -77,6 +91,24 @@ test('a 429 pauses the research queue in every process for retry-after, then all
   );
   assert.match(research.map((p) => p.output()).join(''), /provider rate limit: pausing the queue/);
 });
+
+/** Polls the queue's global rate limit: when it went on, and when off again after that. */
+function watchRateLimit(queue: Queue) {
+  let onAt = 0;
+  let offAt = 0;
+  const timer = setInterval(async () => {
+    const on = (await queue.getGlobalRateLimit().catch(() => null)) !== null;
+    if (on && !onAt) onAt = Date.now();
+    if (!on && onAt && !offAt) offAt = Date.now();
+  }, 50);
+  return {
+    async untilOff(timeoutMs: number): Promise<{ onAt: number; offAt: number }> {
+      await until(() => offAt > 0, timeoutMs, 'the rate limit was never switched on and off again');
+      clearInterval(timer);
+      return { onAt, offAt };
+    },
+  };
+}
 
 test('a provider that never stops answering 429 fails the subtask with the reason instead of looping', async () => {
   const always = await startMessagesApiServer({
