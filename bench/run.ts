@@ -18,7 +18,7 @@ import type { Plan, Reflection } from '../shared/goal/plan.ts';
 import { loadConfig, roleNames } from '../shared/runtime/config.ts';
 import { PLAN_QUEUE, subagentQueueName } from '../shared/runtime/queues.ts';
 import { createRuntime } from '../shared/runtime/runtime.ts';
-import { startFleet } from '../testing/fleet.ts';
+import { type Fleet, startFleet } from '../testing/fleet.ts';
 import {
   defaultAnswer,
   type MessageReply,
@@ -174,70 +174,116 @@ async function redisCost<T>(
   return { result, calls, usec, processMs };
 }
 
+/** deepq's and the raw flow's throughput, measured in alternating rounds (pairs minutes apart
+ *  drifted with the shared machine's load; pairs seconds apart do not). */
+const THROUGHPUT_ROUNDS = quick ? 1 : 3;
+
+interface Measured {
+  gps: number;
+  calls: number;
+  usec: number;
+  processMs: number;
+  cpuMs: number;
+}
+
+/** One closed loop of `n` goals on the running fleet: rate, Redis cost (polling left out), services' CPU. */
+async function measureDeepq(url: string, fleet: Fleet, n: number): Promise<Measured> {
+  const pids = fleet.procs.map((p) => p.proc.pid!);
+  const cpu0 = processCpuMs(pids);
+  const m = await redisCost(url, () => runGoals(fleet, n));
+  // The bench polls each goal's status (raw BullMQ learns completions in-process): not deepq's cost.
+  return { ...m, gps: m.result.rate, calls: m.calls - m.result.pollCommands, cpuMs: processCpuMs(pids) - cpu0 };
+}
+
+async function measureRaw(url: string, n: number): Promise<Measured> {
+  const cpu0 = process.cpuUsage();
+  const m = await redisCost(url, () => rawInProcessGoalsPerSecond(url, n));
+  const cpu = process.cpuUsage(cpu0);
+  return { ...m, gps: m.result, cpuMs: (cpu.user + cpu.system) / 1000 };
+}
+
+const sumOf = (ms: Measured[], k: keyof Measured) => ms.reduce((s, m) => s + m[k], 0);
+
+/** Enqueue to processor start, on an idle fleet, one goal at a time. */
+async function dispatchLatencies(fleet: Fleet): Promise<Record<'plan' | 'subagent', number[]>> {
+  const latencies = { plan: [] as number[], subagent: [] as number[] };
+  const ids = (await runGoals(fleet, quick ? 15 : 40, 'latency', 1)).ids;
+  for (const goalId of ids) {
+    for (const step of [1, 2]) {
+      const pj = await fleet.client.queues.get(PLAN_QUEUE).getJob(`${goalId}:${step}:plan`);
+      if (pj?.processedOn) latencies.plan.push(pj.processedOn - pj.timestamp);
+    }
+    for (const [role, step, i] of [
+      ['research-specialist', 1, 0],
+      ['code-writer', 1, 1],
+      ['critic', 2, 0],
+    ] as const) {
+      const j = await fleet.client.queues.get(subagentQueueName(role)).getJob(`${goalId}:${step}:${i}`);
+      if (j?.processedOn) latencies.subagent.push(j.processedOn - j.timestamp);
+    }
+  }
+  return latencies;
+}
+
 async function throughputAndDispatch(url: string) {
   const n = quick ? 150 : 1000;
   const fleet = await startFleet(url, { LOG_LEVEL: 'warn' });
-  let deepqGps: number;
-  let deepqCost = { calls: 0, usec: 0, processMs: 0 };
-  const latencies: Record<string, number[]> = { plan: [], subagent: [] };
-  let deepqCpuMs = 0;
+  const deepq: Measured[] = [];
+  const raw: Measured[] = [];
+  let latencies: Record<'plan' | 'subagent', number[]>;
   try {
     // Steady state: V8 optimizes the hot path only after many jobs (40 goals left the services
-    // at twice the CPU per goal of 1,000). The raw flows are warmed up the same way.
+    // at twice the CPU per goal of 1,000). The raw flow is warmed up the same way.
     await runGoals(fleet, WARM_UP_GOALS, 'warm-up');
-    const pids = fleet.procs.map((p) => p.proc.pid!);
-    const cpu0 = processCpuMs(pids);
-    const measured = await redisCost(url, () => runGoals(fleet, n));
-    deepqCpuMs = processCpuMs(pids) - cpu0;
-    deepqGps = measured.result.rate;
-    // The bench polls each goal's status (raw BullMQ learns completions in-process): not deepq's cost.
-    deepqCost = { ...measured, calls: measured.calls - measured.result.pollCommands };
-    // Dispatch latency on an idle fleet: one goal at a time.
-    const ids = (await runGoals(fleet, quick ? 15 : 40, 'latency', 1)).ids;
-    for (const goalId of ids) {
-      for (const step of [1, 2]) {
-        const pj = await fleet.client.queues.get(PLAN_QUEUE).getJob(`${goalId}:${step}:plan`);
-        if (pj?.processedOn) latencies.plan!.push(pj.processedOn - pj.timestamp);
-      }
-      for (const [role, step, i] of [
-        ['research-specialist', 1, 0],
-        ['code-writer', 1, 1],
-        ['critic', 2, 0],
-      ] as const) {
-        const j = await fleet.client.queues.get(subagentQueueName(role)).getJob(`${goalId}:${step}:${i}`);
-        if (j?.processedOn) latencies.subagent!.push(j.processedOn - j.timestamp);
-      }
+    await rawInProcessGoalsPerSecond(url, WARM_UP_GOALS);
+    for (let r = 0; r < THROUGHPUT_ROUNDS; r++) {
+      deepq.push(await measureDeepq(url, fleet, n));
+      raw.push(await measureRaw(url, n));
     }
+    latencies = await dispatchLatencies(fleet);
   } finally {
     await fleet.stop();
   }
-  const rawCpu0 = process.cpuUsage();
-  await rawInProcessGoalsPerSecond(url, WARM_UP_GOALS);
-  const raw = await redisCost(url, () => rawInProcessGoalsPerSecond(url, n));
-  const rawCpu = process.cpuUsage(rawCpu0);
-  const rawGps = raw.result;
   // The same raw flow in deepq's process layout: what bounds any system laid out like deepq.
   const split = await rawSplitGoalsPerSecond(url, n, WARM_UP_GOALS);
-  const all = [...latencies.plan!, ...latencies.subagent!];
+  return throughputReport({ deepq, raw, split, latencies, n });
+}
+
+function throughputReport(r: {
+  deepq: Measured[];
+  raw: Measured[];
+  split: { gps: number; cpuMsPerGoal: number };
+  latencies: Record<'plan' | 'subagent', number[]>;
+  n: number;
+}) {
+  const { deepq, raw, split, latencies } = r;
+  const goals = r.n * deepq.length;
+  const deepqGps = median(deepq.map((m) => m.gps));
+  const rawGps = median(raw.map((m) => m.gps));
+  const perGoal = (ms: Measured[], k: keyof Measured, scale = 1) => Math.round((sumOf(ms, k) * scale) / goals);
+  const ratio = (k: keyof Measured) => round(sumOf(deepq, k) / sumOf(raw, k));
+  const all = [...latencies.plan, ...latencies.subagent];
   return {
-    throughput_ratio_vs_raw_bullmq: round(deepqGps / rawGps),
-    goals_per_second: { deepq: round(deepqGps, 1), raw_bullmq: round(rawGps, 1), goals: n },
-    ratios_vs_raw: {
-      redis_commands: round(deepqCost.calls / raw.calls),
-      redis_cpu: round(deepqCost.usec / raw.usec),
-      redis_process_cpu: round(deepqCost.processMs / raw.processMs),
-    },
-    redis_commands_per_goal: { deepq: Math.round(deepqCost.calls / n), raw_bullmq: Math.round(raw.calls / n) },
-    redis_cpu_us_per_goal: { deepq: Math.round(deepqCost.usec / n), raw_bullmq: Math.round(raw.usec / n) },
+    throughput_ratio_vs_raw_bullmq: round(median(deepq.map((m, i) => m.gps / raw[i]!.gps))),
+    goals_per_second: { deepq: round(deepqGps, 1), raw_bullmq: round(rawGps, 1), goals: r.n },
+    // Each round: deepq's closed loop of `goals`, then the raw flow's, back to back.
+    rounds: deepq.map((m, i) => ({
+      deepq: round(m.gps, 1),
+      raw_bullmq: round(raw[i]!.gps, 1),
+      ratio: round(m.gps / raw[i]!.gps),
+    })),
+    ratios_vs_raw: { redis_commands: ratio('calls'), redis_cpu: ratio('usec'), redis_process_cpu: ratio('processMs') },
+    redis_commands_per_goal: { deepq: perGoal(deepq, 'calls'), raw_bullmq: perGoal(raw, 'calls') },
+    redis_cpu_us_per_goal: { deepq: perGoal(deepq, 'usec'), raw_bullmq: perGoal(raw, 'usec') },
     // The redis-server process's own CPU (INFO cpu): command execution plus its network work.
     redis_process_cpu_us_per_goal: {
-      deepq: Math.round((deepqCost.processMs * 1000) / n),
-      raw_bullmq: Math.round((raw.processMs * 1000) / n),
+      deepq: perGoal(deepq, 'processMs', 1000),
+      raw_bullmq: perGoal(raw, 'processMs', 1000),
     },
     // What bounds the throughput on this machine: every process's CPU per goal (2 cores).
     process_cpu_ms_per_goal: {
-      deepq_services: round(deepqCpuMs / n, 1),
-      raw_bullmq: round((rawCpu.user + rawCpu.system) / 1000 / n, 1),
+      deepq_services: round(sumOf(deepq, 'cpuMs') / goals, 1),
+      raw_bullmq: round(sumOf(raw, 'cpuMs') / goals, 1),
     },
     // The raw flow split over 5 worker processes, one per queue, as deepq's services are.
     raw_bullmq_split: {
@@ -247,15 +293,15 @@ async function throughputAndDispatch(url: string) {
       vs_in_process: round(split.gps / rawGps),
     },
     note:
-      'zero model latency, 64 goals in flight; deepq runs 5 service processes, ' +
-      'raw BullMQ one in-process set of no-op workers with the same 7-job graph per goal ' +
-      '(raw_bullmq_split: the same flow over 5 processes, one per queue, like deepq)',
+      `zero model latency, 64 goals in flight, ${deepq.length} alternating rounds (the ratio is their median); ` +
+      'deepq runs 5 service processes, raw BullMQ one in-process set of no-op workers with the same ' +
+      '7-job graph per goal (raw_bullmq_split: the same flow over 5 processes, one per queue, like deepq)',
     dispatch_latency_ms: {
       p50: pct(all, 50),
       p99: pct(all, 99),
       samples: all.length,
-      plan_p50: pct(latencies.plan!, 50),
-      subagent_p50: pct(latencies.subagent!, 50),
+      plan_p50: pct(latencies.plan, 50),
+      subagent_p50: pct(latencies.subagent, 50),
     },
   };
 }
@@ -599,7 +645,8 @@ async function main() {
   out.push(
     '',
     `cycle ms: deepq ${cycle.deepq}, sequential ${cycle.sequential}; ` +
-      `goals/s: deepq ${gps.deepq}, raw BullMQ ${gps.raw_bullmq}; ` +
+      `goals/s: deepq ${gps.deepq}, raw BullMQ ${gps.raw_bullmq} ` +
+      `(rounds: ${t.rounds.map((x) => `${x.deepq}/${x.raw_bullmq} = ${x.ratio}`).join(', ')}); ` +
       `scaling goals/s ${scaled.one_process_per_service} → ${scaled.four_processes_per_service}`,
   );
   out.push(
