@@ -102,14 +102,14 @@ export class VirtualFs {
    */
   async write(goalId: string, name: string, content: string, meta: WriteMeta): Promise<FileEntry> {
     try {
-      return await this.writeOnce(goalId, name, content, meta);
+      return await this.writeEntry(goalId, name, content, meta);
     } catch (err) {
       if (meta.transcript) await storeTranscript({ redis: this.redis }, meta.transcript);
       throw err;
     }
   }
 
-  private async writeOnce(goalId: string, name: string, content: string, meta: WriteMeta): Promise<FileEntry> {
+  private async writeEntry(goalId: string, name: string, content: string, meta: WriteMeta): Promise<FileEntry> {
     const bytes = this.check(name, content);
     const spill = bytes > this.opts.spillBytes;
     const blobRef = spill ? await this.blobs.put(goalId, content) : undefined;
