@@ -1,7 +1,7 @@
 // A private redis-server on a free port, for tests, the demo and the benchmark: the shared
 // Redis on 6379 is never touched or flushed.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -66,10 +66,81 @@ export interface PrivateRedis {
   restart(downMs?: number): Promise<void>;
 }
 
+/** TCP sockets in LISTEN state on this machine, port → socket inodes (Linux /proc/net/tcp and
+ *  tcp6); undefined where /proc cannot say. */
+export function tcpListeners(): Map<number, string[]> | undefined {
+  const listeners = new Map<number, string[]>();
+  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch {
+      return undefined;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const cols = line.trim().split(/\s+/);
+      if (cols[3] !== '0A' || !cols[1] || !cols[9]) continue;
+      const port = Number.parseInt(cols[1].split(':').pop()!, 16);
+      listeners.set(port, [...(listeners.get(port) ?? []), cols[9]]);
+    }
+  }
+  return listeners;
+}
+
+/**
+ * Whether the process `pid` holds the listening socket on `port` (its inode among the
+ * process's fds); undefined where /proc cannot say. Something answering on a port says
+ * nothing about whose it is: another test's server may have taken the port first.
+ */
+export function ownsListener(pid: number, port: number): boolean | undefined {
+  const listeners = tcpListeners();
+  if (!listeners) return undefined;
+  const inodes = listeners.get(port) ?? [];
+  if (!inodes.length) return false;
+  try {
+    return readdirSync(`/proc/${pid}/fd`).some((fd) => {
+      const target = readlinkSafe(`/proc/${pid}/fd/${fd}`);
+      return target.startsWith('socket:[') && inodes.includes(target.slice(8, -1));
+    });
+  } catch {
+    return undefined;
+  }
+}
+
+function readlinkSafe(path: string): string {
+  try {
+    return readlinkSync(path);
+  } catch {
+    return '';
+  }
+}
+
+/** Waits until `proc` listens on `port`: 'exited' if it died first (a port taken meanwhile),
+ *  'taken' if something else answers there. */
+export async function awaitOwnListener(
+  proc: ChildProcess,
+  port: number,
+  timeoutMs = 10_000,
+): Promise<'ready' | 'exited' | 'taken'> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (proc.exitCode !== null || proc.signalCode !== null) return 'exited';
+    if (await portAnswers(port)) {
+      const owned = ownsListener(proc.pid!, port);
+      if (owned !== false) return 'ready';
+      // The listener may be ours a moment later (bound, fds not yet listed): look again.
+      if (Date.now() > deadline) return 'taken';
+    }
+    if (Date.now() > deadline) throw new Error(`redis-server did not start within ${timeoutMs / 1000} s`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+const PORT_ATTEMPTS = 5;
+
 export async function startPrivateRedis(opts: { appendonly?: boolean; password?: string } = {}): Promise<PrivateRedis> {
-  const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'deepq-redis-'));
-  const args = [
+  const args = (port: number) => [
     '--port',
     String(port),
     '--bind',
@@ -84,29 +155,30 @@ export async function startPrivateRedis(opts: { appendonly?: boolean; password?:
     'noeviction',
     ...(opts.password ? ['--requirepass', opts.password] : []),
   ];
-  const launch = async () => {
-    const proc = spawn('redis-server', args, { stdio: 'ignore' });
-    const deadline = Date.now() + 10_000;
-    while (!(await portAnswers(port))) {
-      if (proc.exitCode !== null) throw new Error(`redis-server exited with code ${proc.exitCode}`);
-      if (Date.now() > deadline) throw new Error('redis-server did not start within 10 s');
-      await new Promise((r) => setTimeout(r, 25));
-    }
-    return proc;
+  const launch = async (port: number) => {
+    const proc = spawn('redis-server', args(port), { stdio: 'ignore' });
+    const state = await awaitOwnListener(proc, port);
+    if (state === 'ready') return proc;
+    await kill(proc);
+    throw new Error(`redis-server could not listen on port ${port} (${state === 'taken' ? 'taken' : 'exited'})`);
   };
-  const kill = async (proc: ChildProcess) => {
-    if (proc.exitCode !== null || proc.signalCode !== null) return;
-    await new Promise<void>((resolve) => {
-      proc.once('exit', () => resolve());
-      proc.kill('SIGTERM');
+  // A free port can be taken between the check and redis-server's bind (another test file
+  // starting its own): then another port, never someone else's server.
+  let port = 0;
+  let proc: ChildProcess | undefined;
+  for (let attempt = 1; !proc; attempt++) {
+    port = await freePort();
+    proc = await launch(port).catch((err) => {
+      if (attempt >= PORT_ATTEMPTS) throw err;
+      return undefined;
     });
-  };
+  }
   const auth = opts.password ? `:${encodeURIComponent(opts.password)}@` : '';
   const handle: PrivateRedis = {
     url: `redis://${auth}127.0.0.1:${port}`,
     port,
     dir,
-    proc: await launch(),
+    proc,
     async stop() {
       await kill(handle.proc);
       rmSync(dir, { recursive: true, force: true });
@@ -114,8 +186,16 @@ export async function startPrivateRedis(opts: { appendonly?: boolean; password?:
     async restart(downMs = 500) {
       await kill(handle.proc);
       await new Promise((r) => setTimeout(r, downMs));
-      handle.proc = await launch();
+      handle.proc = await launch(port);
     },
   };
   return handle;
+}
+
+async function kill(proc: ChildProcess): Promise<void> {
+  if (proc.exitCode !== null || proc.signalCode !== null) return;
+  await new Promise<void>((resolve) => {
+    proc.once('exit', () => resolve());
+    proc.kill('SIGTERM');
+  });
 }

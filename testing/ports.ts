@@ -1,26 +1,11 @@
 // Ports for the test processes' metrics servers: below the ephemeral range (32768+), so
 // outgoing connections never hold them, and never one something on the machine already listens
 // on (RabbitMQ's 25672 and 15672, PostgreSQL, another test file's services).
-import { readFileSync } from 'node:fs';
+import { tcpListeners } from '../cli/private-redis.ts';
 
-const LISTEN = '0A';
-
-/** Ports in LISTEN state on this machine (Linux /proc/net/tcp and tcp6; empty elsewhere). */
+/** Ports in LISTEN state on this machine (empty where /proc cannot say). */
 export function listeningPorts(): Set<number> {
-  const ports = new Set<number>();
-  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
-    let text = '';
-    try {
-      text = readFileSync(file, 'utf8');
-    } catch {
-      continue;
-    }
-    for (const line of text.split('\n').slice(1)) {
-      const [, local, , state] = line.trim().split(/\s+/);
-      if (state === LISTEN && local) ports.add(Number.parseInt(local.split(':').pop()!, 16));
-    }
-  }
-  return ports;
+  return new Set(tcpListeners()?.keys() ?? []);
 }
 
 let next = 10000 + Math.floor(Math.random() * 20000);

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { Redis } from 'ioredis';
-import { freePort, portAnswers } from '../../cli/private-redis.ts';
+import { awaitOwnListener, freePort } from '../../cli/private-redis.ts';
 import { buildSubagentTask } from '../../services/subagent-worker/task.ts';
 import { createVfsTools, type Tool } from '../../shared/agent/tools.ts';
 import { loadConfig } from '../../shared/runtime/config.ts';
@@ -252,20 +252,18 @@ test('rediss:// URLs turn TLS on (config and ioredis options)', async () => {
   );
 });
 
-test('rediss:// with an escaped password: a whole fleet and the CLI run a goal over TLS; ' +
-  'an untrusted certificate fails clearly', { timeout: 180_000 }, async (tt) => {
-  const hasTls =
-    spawnSync('redis-server', ['--version'], { encoding: 'utf8' }).status === 0 &&
-    spawnSync('openssl', ['version']).status === 0;
-  if (!hasTls) return tt.skip('redis-server or openssl missing');
-  const dir = mkdtempSync(join(tmpdir(), 'deepq-tls-'));
-  let server: ChildProcess | undefined;
-  let fleet: Fleet | undefined;
-  try {
-    const { ca, cert, key } = makeCerts(dir);
+/**
+ * A TLS-only redis-server on a free port; another port when the first was taken meanwhile
+ * (never another test's server), or null when it exits on every try (no TLS support).
+ */
+async function startTlsRedis(
+  certs: { ca: string; cert: string; key: string },
+  dir: string,
+  pw: string,
+): Promise<{ server: ChildProcess; port: number } | null> {
+  for (let attempt = 0; attempt < 5; attempt++) {
     const port = await freePort();
-    const pw = PASSWORD;
-    server = spawn(
+    const server = spawn(
       'redis-server',
       [
         '--port',
@@ -275,11 +273,11 @@ test('rediss:// with an escaped password: a whole fleet and the CLI run a goal o
         '--bind',
         '127.0.0.1',
         '--tls-cert-file',
-        cert,
+        certs.cert,
         '--tls-key-file',
-        key,
+        certs.key,
         '--tls-ca-cert-file',
-        ca,
+        certs.ca,
         '--tls-auth-clients',
         'no',
         '--requirepass',
@@ -293,12 +291,29 @@ test('rediss:// with an escaped password: a whole fleet and the CLI run a goal o
       ],
       { stdio: 'ignore' },
     );
-    const deadline = Date.now() + 10_000;
-    while (!(await portAnswers(port))) {
-      if (server.exitCode !== null) return tt.skip(`redis-server without TLS support (exit ${server.exitCode})`);
-      if (Date.now() > deadline) throw new Error('TLS redis-server did not start');
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    const state = await awaitOwnListener(server, port);
+    if (state === 'ready') return { server, port };
+    server.kill('SIGKILL');
+  }
+  return null;
+}
+
+test('rediss:// with an escaped password: a whole fleet and the CLI run a goal over TLS; ' +
+  'an untrusted certificate fails clearly', { timeout: 180_000 }, async (tt) => {
+  const hasTls =
+    spawnSync('redis-server', ['--version'], { encoding: 'utf8' }).status === 0 &&
+    spawnSync('openssl', ['version']).status === 0;
+  if (!hasTls) return tt.skip('redis-server or openssl missing');
+  const dir = mkdtempSync(join(tmpdir(), 'deepq-tls-'));
+  let server: ChildProcess | undefined;
+  let fleet: Fleet | undefined;
+  try {
+    const { ca, cert, key } = makeCerts(dir);
+    const pw = PASSWORD;
+    const started = await startTlsRedis({ ca, cert, key }, dir, pw);
+    if (!started) return tt.skip('redis-server without TLS support (it exits at start)');
+    server = started.server;
+    const port = started.port;
     const url = `rediss://:${encodeURIComponent(pw)}@127.0.0.1:${port}`;
     // The services trust the test CA the standard Node way.
     fleet = await startFleet(url, { NODE_EXTRA_CA_CERTS: ca, DEEPQ_SCRIPTED_LATENCY_MS: '50' });
