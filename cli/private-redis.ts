@@ -115,8 +115,8 @@ function readlinkSafe(path: string): string {
   }
 }
 
-/** Waits until `proc` listens on `port`: 'exited' if it died first (a port taken meanwhile),
- *  'taken' if something else answers there. */
+/** Waits until `proc` listens on `port`: 'exited' if it died first (the port was taken
+ *  meanwhile, so its bind failed), 'taken' if until the timeout only something else answered. */
 export async function awaitOwnListener(
   proc: ChildProcess,
   port: number,
@@ -128,7 +128,7 @@ export async function awaitOwnListener(
     if (await portAnswers(port)) {
       const owned = ownsListener(proc.pid!, port);
       if (owned !== false) return 'ready';
-      // The listener may be ours a moment later (bound, fds not yet listed): look again.
+      // Someone else's listener: ours will fail its bind and exit, which the next look sees.
       if (Date.now() > deadline) return 'taken';
     }
     if (Date.now() > deadline) throw new Error(`redis-server did not start within ${timeoutMs / 1000} s`);
