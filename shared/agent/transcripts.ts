@@ -83,6 +83,28 @@ export async function storeTranscript(rt: Pick<Runtime, 'redis'>, w: TranscriptW
   await runScript(rt.redis, 'transcriptSave', w.keys, w.args);
 }
 
+/**
+ * Runs a write that carries a run's transcript (a status move, an artifact write). When it
+ * throws, or `refused` says it changed nothing, the transcript is stored on its own: the run
+ * happened and spent tokens, so its record stays.
+ */
+export async function withTranscript<T>(
+  rt: Pick<Runtime, 'redis'>,
+  w: TranscriptWrite | undefined,
+  write: () => Promise<T>,
+  refused: (result: T) => boolean = () => false,
+): Promise<T> {
+  let result: T;
+  try {
+    result = await write();
+  } catch (err) {
+    if (w) await storeTranscript(rt, w);
+    throw err;
+  }
+  if (w && refused(result)) await storeTranscript(rt, w);
+  return result;
+}
+
 export function saveTranscript(
   rt: Pick<Runtime, 'redis' | 'goals' | 'cfg'>,
   goalId: string,

@@ -28,7 +28,7 @@
 // model run decided (a plan dispatched, a reflection applied) stores that run's transcript in
 // the same script; a refused move stores it on its own.
 import type { Redis } from 'ioredis';
-import { storeTranscript, type TranscriptWrite } from '../agent/transcripts.ts';
+import { type TranscriptWrite, withTranscript } from '../agent/transcripts.ts';
 import type { BudgetKind } from '../errors.ts';
 import { runScript } from '../runtime/scripts.ts';
 import type { BudgetHit, Budgets } from './budgets.ts';
@@ -333,32 +333,29 @@ export class GoalLifecycle {
     const keys = [k.goal(goalId), k.events(goalId), k.files(goalId), k.content(goalId), k.liveGoals()];
     // Untouched without a transcript: a script's key count is fixed.
     keys.push(t?.keys[0] ?? k.transcript(goalId, ''), k.threads(goalId), k.reservations(goalId));
-    let res: unknown;
-    try {
-      res = await runScript(this.redis, 'goalTransition', keys, [
-        m.from?.join(',') || '*',
-        m.to ?? '',
-        now,
-        goalId,
-        events,
-        this.opts.eventsMaxLen,
-        this.opts.keyTtlSeconds,
-        // Unique per call: a re-send of this very call (lost reply) is recognised as a replay.
-        newOperationId(),
-        m.recordFrom ?? '',
-        m.withFiles ? '1' : '',
-        t?.args.length ?? 0,
-        ...(t?.args ?? []),
-        ...Object.entries(encodeFields(m.fields ?? {})).flat(),
-      ]);
-    } catch (err) {
-      if (t) await storeTranscript({ redis: this.redis }, t); // the run happened: its record stays
-      throw err;
-    }
-    if (!Array.isArray(res)) {
-      if (t) await storeTranscript({ redis: this.redis }, t);
-      return null;
-    }
+    const res = await withTranscript(
+      { redis: this.redis },
+      t,
+      () =>
+        runScript(this.redis, 'goalTransition', keys, [
+          m.from?.join(',') || '*',
+          m.to ?? '',
+          now,
+          goalId,
+          events,
+          this.opts.eventsMaxLen,
+          this.opts.keyTtlSeconds,
+          // Unique per call: a re-send of this very call (lost reply) is recognised as a replay.
+          newOperationId(),
+          m.recordFrom ?? '',
+          m.withFiles ? '1' : '',
+          t?.args.length ?? 0,
+          ...(t?.args ?? []),
+          ...Object.entries(encodeFields(m.fields ?? {})).flat(),
+        ]),
+      (r) => !Array.isArray(r),
+    );
+    if (!Array.isArray(res)) return null;
     const [prev, step, files] = res as [string, string, string[] | undefined];
     if (m.to && m.to !== prev) this.counted(m.to, Number(step));
     return files ? { files } : {};

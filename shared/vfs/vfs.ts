@@ -1,7 +1,7 @@
 // The virtual filesystem: a goal's artifacts in two Redis hashes (metadata, inline content),
 // large contents spilled to the blob store. Writes are atomic and idempotent (lua/vfsWrite.lua).
 import type { Redis } from 'ioredis';
-import { storeTranscript, type TranscriptWrite } from '../agent/transcripts.ts';
+import { type TranscriptWrite, withTranscript } from '../agent/transcripts.ts';
 import { fromScriptError, VfsLimitError } from '../errors.ts';
 import type { TimelineEventBody } from '../goal/events.ts';
 import { newOperationId } from '../goal/ids.ts';
@@ -100,13 +100,8 @@ export class VirtualFs {
    * Writes an artifact. A write that fails (a limit, a version conflict, Redis) still stores the
    * transcript it carried: the run happened and spent tokens, so its record stays.
    */
-  async write(goalId: string, name: string, content: string, meta: WriteMeta): Promise<FileEntry> {
-    try {
-      return await this.writeEntry(goalId, name, content, meta);
-    } catch (err) {
-      if (meta.transcript) await storeTranscript({ redis: this.redis }, meta.transcript);
-      throw err;
-    }
+  write(goalId: string, name: string, content: string, meta: WriteMeta): Promise<FileEntry> {
+    return withTranscript({ redis: this.redis }, meta.transcript, () => this.writeEntry(goalId, name, content, meta));
   }
 
   private async writeEntry(goalId: string, name: string, content: string, meta: WriteMeta): Promise<FileEntry> {
@@ -251,8 +246,10 @@ export class VirtualFs {
     return out.sort((a, b) => b.version - a.version);
   }
 
-  /** The index: every entry's metadata (tombstones included), never contents. */
-  /** The goal's entries, oldest step first; from `flat` (name, entry pairs) when read already. */
+  /**
+   * The index: every entry's metadata (tombstones included), never contents, oldest step first;
+   * from `flat` (name, entry pairs) when a script read it already.
+   */
   async index(goalId: string, flat?: string[]): Promise<FileEntry[]> {
     const pairs: [string, string][] = [];
     if (flat) for (let i = 0; i + 1 < flat.length; i += 2) pairs.push([flat[i]!, flat[i + 1]!]);
