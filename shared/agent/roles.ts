@@ -101,3 +101,35 @@ export function coordinatorSpec(
 ): AgentSpec {
   return AgentSpecSchema.parse({ ...base, tools: [], maxTurns: 1, middleware: [...MIDDLEWARE_NAMES], ...overrides });
 }
+
+type RawEntry = Record<string, unknown>;
+const isEntry = (v: unknown): v is RawEntry => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isOverride = (v: unknown): v is RawEntry => isEntry(v) && v.systemPrompt === undefined;
+
+/**
+ * A config's `roles` list as the role set, before validation. An entry without `systemPrompt`
+ * overrides the default role it names (the default's other fields stay). A list of overrides
+ * only keeps the defaults it does not name, after the listed ones (so a field's path in an error
+ * is its place in the file); a list with any full entry is the whole role set, as before.
+ */
+export function resolveRoleOverrides(value: unknown, addIssue: (index: number, message: string) => void): unknown {
+  if (value === undefined) return DEFAULT_ROLES;
+  if (!Array.isArray(value)) return value;
+  const byName = new Map(DEFAULT_ROLES.map((r) => [r.name, r]));
+  const merged = value.map((entry, i) => {
+    if (!isOverride(entry)) return entry;
+    const base = typeof entry.name === 'string' ? byName.get(entry.name) : undefined;
+    if (base) return { ...base, ...entry };
+    const known = [...byName.keys()].join(', ');
+    addIssue(
+      i,
+      `role ${JSON.stringify(entry.name)} has no systemPrompt and is not a default role (${known}): ` +
+        'an entry without systemPrompt overrides the default role of its name',
+    );
+    return entry;
+  });
+  // An empty list stays one (refused: deepq needs roles), not the defaults.
+  if (!value.length || !value.every(isOverride)) return merged;
+  const named = new Set(value.map((e) => e.name));
+  return [...merged, ...DEFAULT_ROLES.filter((r) => !named.has(r.name))];
+}

@@ -7,7 +7,7 @@ import YAML from 'yaml';
 import { z } from 'zod';
 import { approvalMatchesRoleTool } from '../agent/approval.ts';
 import { ProvidersSchema, providerEnvValues, providerIssues, usedProviders } from '../agent/providers/settings.ts';
-import { AgentSpecSchema, DEFAULT_ROLES, MCP_TOOL_RE, RoleSpecSchema } from '../agent/roles.ts';
+import { AgentSpecSchema, MCP_TOOL_RE, RoleSpecSchema, resolveRoleOverrides } from '../agent/roles.ts';
 import { ConfigError } from '../errors.ts';
 import { BudgetsSchema } from '../goal/budgets.ts';
 import { formatZodIssues } from '../zod.ts';
@@ -70,12 +70,16 @@ export const ConfigSchema = z
     scriptedLatencyMs: z.number().int().nonnegative().default(0),
     /** Scripted model only: the first plan has this many research subtasks (benchmarks). */
     scriptedFanout: z.number().int().min(0).max(5).default(0),
-    roles: z
-      .array(RoleSpecSchema)
-      .min(3, 'deepq needs 3 to 8 roles')
-      .max(8, 'deepq needs 3 to 8 roles')
-      .prefault(DEFAULT_ROLES as never)
-      .refine((roles) => new Set(roles.map((r) => r.name)).size === roles.length, 'role names must be unique'),
+    /** The role set; entries without systemPrompt override default roles (resolveRoleOverrides). */
+    roles: z.preprocess(
+      (value, ctx) =>
+        resolveRoleOverrides(value, (i, message) => ctx.addIssue({ code: 'custom', path: [i, 'name'], message })),
+      z
+        .array(RoleSpecSchema)
+        .min(3, 'deepq needs 3 to 8 roles')
+        .max(8, 'deepq needs 3 to 8 roles')
+        .refine((roles) => new Set(roles.map((r) => r.name)).size === roles.length, 'role names must be unique'),
+    ),
     /** MCP servers roles may take tools from (`mcp:<server>/<tool>`); see shared/agent/mcp/. */
     mcpServers: z
       .record(z.string().regex(/^[a-z0-9][a-z0-9_-]{0,40}$/, 'server names: a-z, 0-9, _ and -'), McpServerSchema)

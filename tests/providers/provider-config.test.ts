@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { createProvider } from '../../shared/agent/providers/index.ts';
 import { parseModelRef } from '../../shared/agent/providers/model-ref.ts';
-import { DEFAULT_ROLES } from '../../shared/agent/roles.ts';
+import { DEFAULT_ROLES, RoleSpecSchema } from '../../shared/agent/roles.ts';
 import { ConfigError } from '../../shared/errors.ts';
 import { loadConfig } from '../../shared/runtime/config.ts';
 import { secretsOf } from '../../shared/runtime/runtime.ts';
@@ -45,6 +45,64 @@ test('the issue’s config loads: LOW on a local server, HIGH on anthropic, the 
   assert.deepEqual(cfg.providerEnv, { LOCAL_API_KEY: 'sk-local-secret' });
   assert.ok(secretsOf(cfg).includes('sk-local-secret'), 'the key is scrubbed from logs like the Anthropic one');
   assert.equal(createProvider(cfg).name, 'anthropic,local');
+});
+
+/** The issue's config as written: a `roles` entry without systemPrompt overrides that default role. */
+const ISSUE_YAML = `providers:
+  local: { type: openai, baseURL: "http://localhost:11434/v1", apiKeyEnv: LOCAL_API_KEY }
+models: { HIGH: "anthropic:claude-sonnet-5-5", LOW: "local:qwen3:8b" }
+roles:
+  - name: critic
+    model: "local:qwen3:8b"      # a role-level override of its tier
+`;
+
+function yamlFile(text: string): string {
+  const file = join(mkdtempSync(join(tmpdir(), 'deepq-providers-')), 'deepq.yaml');
+  writeFileSync(file, text);
+  return file;
+}
+
+const defaultRole = (name: string) => RoleSpecSchema.parse(DEFAULT_ROLES.find((r) => r.name === name));
+
+test('the issue’s YAML loads as written: the critic overridden, the other default roles intact', () => {
+  const env = { DEEPQ_CONFIG: yamlFile(ISSUE_YAML), ANTHROPIC_API_KEY: 'k', LOCAL_API_KEY: 'sk-local' };
+  const cfg = loadConfig(env);
+  assert.deepEqual(cfg.roles.map((r) => r.name).sort(), ['code-writer', 'critic', 'research-specialist']);
+  const critic = cfg.roles.find((r) => r.name === 'critic')!;
+  assert.deepEqual(critic, { ...defaultRole('critic'), model: 'local:qwen3:8b' }, 'its other fields are the default’s');
+  for (const name of ['research-specialist', 'code-writer'])
+    assert.deepEqual(
+      cfg.roles.find((r) => r.name === name),
+      defaultRole(name),
+    );
+  assert.equal(createProvider(cfg).name, 'anthropic,local');
+});
+
+test('overrides in a full role list; an override naming no default role is an error naming it', () => {
+  const tester = { name: 'tester', systemPrompt: 'You test.', tools: ['read_file'] };
+  const full = { roles: [tester, { name: 'code-writer', tier: 'LOW' }, DEFAULT_ROLES[2]] };
+  const cfg = loadConfig({ DEEPQ_CONFIG: configFile(full), ANTHROPIC_API_KEY: 'k' });
+  // A list with a full entry is the whole set, as before: research-specialist is not in it.
+  assert.deepEqual(
+    cfg.roles.map((r) => r.name),
+    ['tester', 'code-writer', 'critic'],
+  );
+  assert.deepEqual(cfg.roles[1], { ...defaultRole('code-writer'), tier: 'LOW' });
+  const cases: [string, RegExp][] = [
+    [
+      'roles:\n  - name: critc\n    model: x\n',
+      /roles\.0\.name: role "critc" has no systemPrompt and is not a default/,
+    ],
+    ['roles:\n  - { name: tester, systemPrompt: t }\n  - { name: helper, tier: LOW }\n', /roles\.1\.name: .*"helper"/],
+    ['roles:\n  - { name: critic, tools: [nope] }\n', /roles\.0\.tools\.0: unknown tool "nope"/],
+    ['roles:\n  - { name: critic }\n  - { name: critic, tier: HIGH }\n', /roles: role names must be unique/],
+  ];
+  for (const [text, message] of cases)
+    assert.throws(
+      () => loadConfig({ DEEPQ_CONFIG: yamlFile(text), ANTHROPIC_API_KEY: 'k' }),
+      (err: Error) => err instanceof ConfigError && message.test(err.message),
+      String(message),
+    );
 });
 
 test('configs and variables from before providers keep working, defaults unchanged', () => {
