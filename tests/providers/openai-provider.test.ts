@@ -8,10 +8,17 @@ import { after, before, test } from 'node:test';
 import { createAgent } from '../../shared/agent/create-agent.ts';
 import { tokenAccounting } from '../../shared/agent/middleware/tokens.ts';
 import { codeContract, textContract } from '../../shared/agent/output-contracts.ts';
+import { createProvider } from '../../shared/agent/providers/index.ts';
 import { OpenAIProvider } from '../../shared/agent/providers/openai.ts';
-import { type CallContext, ModelCallError, type ModelRequest } from '../../shared/agent/providers/types.ts';
+import {
+  type CallContext,
+  ModelCallError,
+  type ModelProvider,
+  type ModelRequest,
+} from '../../shared/agent/providers/types.ts';
 import { RoleSpecSchema } from '../../shared/agent/roles.ts';
 import type { UsageOrigin } from '../../shared/goal/store.ts';
+import { loadConfig } from '../../shared/runtime/config.ts';
 import { captureLogger, ctxFor } from '../../testing/agent-harness.ts';
 import {
   type ChatCompletionsServer,
@@ -22,6 +29,7 @@ import {
   say,
   startChatCompletionsServer,
 } from '../../testing/chat-completions-server.ts';
+import { writeConfig } from './harness.ts';
 
 let server: ChatCompletionsServer;
 before(async () => {
@@ -381,4 +389,66 @@ test("deepq's retry middleware retries 5xx and waits out a 429's retry-after on 
   );
   assert.ok(reqs[2]!.receivedAt - reqs[1]!.receivedAt >= 990, 'retry-after was honoured');
   assert.deepEqual(booked, [9], 'failed attempts book nothing; the answer once');
+});
+
+/**
+ * A config's openai provider options on the wire, built the way services build it: the file
+ * through loadConfig, then createProvider (its router picks the provider by the model ref).
+ */
+function fromConfig(options: Record<string, unknown>) {
+  const file = writeConfig({
+    providers: { local: server.providerConfig(options) },
+    models: { HIGH: 'local:big', LOW: 'local:small' },
+  });
+  // A default timeout far above the provider's own: only its own can cut a call in time.
+  const env = server.env({ DEEPQ_CONFIG: file, DEEPQ_MODEL_TIMEOUT_MS: '60000', TEAM_TOKEN: 'team-secret-7' });
+  return createProvider(loadConfig(env));
+}
+
+async function callFromConfig(p: ModelProvider) {
+  const from = server.requests.length;
+  const started = Date.now();
+  try {
+    const res = await p.createMessage({ ...REQ, model: 'local:qwen3:8b' }, CTX);
+    return { res, err: undefined, ms: Date.now() - started, reqs: server.requests.slice(from) };
+  } catch (err) {
+    return { res: undefined, err: err as ModelCallError, ms: Date.now() - started, reqs: server.requests.slice(from) };
+  }
+}
+
+test('a config’s timeoutMs, maxRetries and headers (from env too) reach the wire', { timeout: 30_000 }, async () => {
+  const headers = { 'X-Team': { env: 'TEAM_TOKEN' }, 'X-Plain': 'plain-value' };
+  const p = fromConfig({ timeoutMs: 1500, maxRetries: 1, headers });
+  server.setHandler(() => say('hello'));
+  const ok = await callFromConfig(p);
+  assert.equal(ok.res?.model, 'local:qwen3:8b', ok.err?.message);
+  const [r] = ok.reqs;
+  assert.equal(r!.headers['x-team'], 'team-secret-7', 'the header’s value from its variable');
+  assert.equal(r!.headers['x-plain'], 'plain-value');
+  assert.equal(r!.apiKey, FAKE_OPENAI_KEY);
+  // maxRetries 1: a 500 is retried once by the SDK, the same request; two 500s fail after two requests.
+  let faults: ChatHandlerResult[] = [chatError(500, 'once')];
+  server.setHandler(() => faults.shift() ?? say('after a retry'));
+  const retried = await callFromConfig(p);
+  assert.equal(retried.err, undefined);
+  assert.deepEqual(
+    retried.reqs.map((q) => q.response?.status),
+    [500, 200],
+  );
+  assert.equal(retried.reqs[1]!.rawBody, retried.reqs[0]!.rawBody);
+  assert.equal(retried.reqs[1]!.headers['x-team'], 'team-secret-7', 'the retry carries the header too');
+  faults = [chatError(500, 'one'), chatError(500, 'two'), chatError(500, 'three')];
+  const failed = await callFromConfig(p);
+  assert.equal(failed.err?.kind, 'server');
+  assert.equal(failed.reqs.length, 2, 'one try and maxRetries (1) retries, no more');
+  // timeoutMs 1500 (not the 60 s default): a server that never answers, or stalls mid-body, is cut.
+  for (const stuck of ['hang', 'stall'] as const) {
+    server.setHandler(() => stuck);
+    const cut = await callFromConfig(p);
+    assert.equal(cut.err?.kind, 'timeout', `${stuck}: ${cut.err?.message}`);
+    assert.ok(cut.ms >= 1400 && cut.ms < 5000, `${stuck}: cut after ${cut.ms} ms`);
+  }
+  // The default: no SDK retries (deepq's retry middleware owns them).
+  server.setHandler(() => chatError(500, 'no retry'));
+  assert.equal((await callFromConfig(fromConfig({}))).reqs.length, 1);
 });
