@@ -88,7 +88,9 @@ export function hasCode(err: unknown, code: ErrorCode): err is DeepqError {
  * Returns the typed error for a known code, or null for any other error (e.g. a lost connection).
  */
 export function fromScriptError(err: unknown): DeepqError | null {
-  const m = /(?:^|\s)(VERSION_CONFLICT|TOO_MANY_FILES) (.*)$/s.exec(err instanceof Error ? err.message : '');
+  const m = /(?:^|\s)(VERSION_CONFLICT|TOO_MANY_FILES|DONE_ARTIFACT) (.*)$/s.exec(
+    err instanceof Error ? err.message : '',
+  );
   if (!m) return null;
   if (m[1] === 'VERSION_CONFLICT') return new VersionConflictError(`version conflict: ${m[2]}`);
   return new VfsLimitError(m[2]!);

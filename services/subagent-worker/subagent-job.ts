@@ -118,7 +118,12 @@ async function runSubtask(
       goal,
       // A resumed run's task is in its saved messages already.
       task: resume ? '' : await buildSubagentTask(rt, data),
-      tools: jobTools(deps, { goalId, step, role: role.name, threadId, writer }, signal, log),
+      tools: jobTools(
+        deps,
+        { goalId, step, role: role.name, threadId, writer, artifact: data.expected_artifact },
+        signal,
+        log,
+      ),
       onToolCall: async (call) => {
         log.debug(call, 'tool call');
         // Not awaited: the event is sent in order on the goal's connection; the turn need not wait.

@@ -57,6 +57,8 @@ export interface WriteMeta {
   expectedVersion?: number;
   /** A subtask's artifact: a new version of a `done` one keeps the old in the history. */
   keepHistory?: boolean;
+  /** A tool's write to another subtask's artifact: a `done` one is refused (DONE_ARTIFACT), not replaced. */
+  refuseDone?: boolean;
   /** A timeline event that lands with the write, atomically (a subtask's `subtask_finished`). */
   event?: TimelineEventBody;
   /** The writing run's transcript (and its last call's usage), stored in the same script. */
@@ -177,7 +179,7 @@ export class VirtualFs {
           meta.writer,
           this.opts.maxFilesPerGoal,
           this.opts.keyTtlSeconds,
-          meta.keepHistory ? '1' : '0',
+          meta.keepHistory ? '1' : meta.refuseDone ? '2' : '0',
           meta.event ? JSON.stringify({ ...meta.event, at: Date.now() }) : '',
           this.opts.eventsMaxLen,
           ...(meta.transcript?.args ?? ['']),

@@ -85,7 +85,8 @@ test('a subagent greps and edits through the real loop; tool_called events, metr
 }, async () => {
   const goalId = newGoalId();
   await rt.goals.create(goalId, 'Fix the add function', {}, false);
-  const seed = { status: 'done' as const, step: 1, role: 'research-specialist', writer: 'seed' };
+  // Not finished work (a done artifact is changed only by a planned revision: vfs-tools.int.test.ts).
+  const seed = { status: 'active' as const, step: 1, role: 'research-specialist', writer: 'seed' };
   await rt.vfs.write(goalId, 'src/app.py', APP, seed);
   await rt.vfs.write(goalId, 'src/lib/util.py', '# todo: nothing\n', seed);
   await rt.vfs.write(goalId, 'README.md', 'TODO in docs\n', seed);
@@ -129,7 +130,8 @@ test('a subagent greps and edits through the real loop; tool_called events, metr
     reqs[0]!.body.tools!.map((t) => [t.name, t.description === 'impostor']),
     [...role.tools.map((n) => [n, false]), ['kb__lookup', false]],
   );
-  assert.deepEqual(scopes, [{ goalId, step: 2, role: 'code-writer', threadId: res.threadId, writer: `${goalId}:2:1` }]);
+  const scope = { goalId, step: 2, role: 'code-writer', threadId: res.threadId, writer: `${goalId}:2:1` };
+  assert.deepEqual(scopes, [{ ...scope, artifact: 'fix.py' }]);
 
   // What the model got back, call by call.
   const r1 = resultsOf(reqs[1]!.body.messages[2]);
@@ -138,7 +140,7 @@ test('a subagent greps and edits through the real loop; tool_called events, metr
     '[2 matches in 2 file(s) matching "src/**/*.py"]\nsrc/app.py:2:     return a - b  # TODO fix the sign\n' +
       'src/lib/util.py:1: # todo: nothing',
   );
-  assert.equal(r1.get('toolu_list')!.content, '- README.md [done, 13 bytes]');
+  assert.equal(r1.get('toolu_list')!.content, '- README.md [active, 13 bytes]');
   const r2 = resultsOf(reqs[2]!.body.messages[4]);
   assert.match(
     String(r2.get('toolu_edit')!.content),

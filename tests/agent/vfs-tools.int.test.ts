@@ -18,7 +18,8 @@ const redis = useRedis();
 let t: VfsTestRuntime;
 useVfsRuntime(redis, (x) => (t = x));
 
-const seed = { status: 'done' as const, step: 1, role: 'research-specialist', writer: 'seed' };
+// Files another job of this cycle wrote (active): tools may change them; a done one is tested apart.
+const seed = { status: 'active' as const, step: 1, role: 'research-specialist', writer: 'seed' };
 const STEP = 3;
 
 function toolsOf(goalId: string, opts: VfsToolOptions = {}): Record<string, Tool> {
@@ -215,9 +216,9 @@ test('list_files lists the index; a glob keeps the names it matches', async () =
   assert.equal(await list_files!.run({}), formatIndex(await t.rt.vfs.index(goalId)));
   assert.equal(
     await list_files!.run({ glob: 'src/**/*.py' }),
-    '- src/a.py [done, 1 bytes]\n- src/x/b.py [done, 2 bytes]',
+    '- src/a.py [active, 1 bytes]\n- src/x/b.py [active, 2 bytes]',
   );
-  assert.equal(await list_files!.run({ glob: '*.py' }), '- top.py [done, 4 bytes]');
+  assert.equal(await list_files!.run({ glob: '*.py' }), '- top.py [active, 4 bytes]');
   assert.equal(await list_files!.run({ glob: '**/*.{md,py}' }), formatIndex(await t.rt.vfs.index(goalId)));
   assert.equal(await list_files!.run({ glob: '*.rs' }), '(no files match "*.rs")');
   await delete_file!.run({ name: 'top.py' });
@@ -225,6 +226,33 @@ test('list_files lists the index; a glob keeps the names it matches', async () =
   await assert.rejects(list_files!.run({ glob: '[ab' }), /glob has a "\[" at 1 without its "\]"/);
   await assert.rejects(list_files!.run({ glob: '' }), /bad arguments for list_files: glob: glob must not be empty/);
   await assert.rejects(list_files!.run({ pattern: '*' }), /Unrecognized key: "pattern"/);
+});
+
+// ---- finished work -----------------------------------------------------------------------
+
+test("a done artifact is changed by its own subtask's revision only: old version kept; others refused", async () => {
+  const goalId = await t.newGoal();
+  const done = { ...seed, status: 'done' as const };
+  for (const name of ['facts.md', 'solution.py']) await t.rt.vfs.write(goalId, name, `${name} v1`, done);
+  const scope = { goalId, step: STEP, role: 'code-writer', threadId: 'goal-x--code-writer-1', writer: 'job-1' };
+  const tools = createVfsTools(t.rt.vfs, { ...scope, artifact: 'solution.py' }, [...TOOL_NAMES]);
+  const { write_file, edit_file, delete_file } = Object.fromEntries(tools.map((x) => [x.def.name, x]));
+  const refused = /facts\.md is done \(finished at step 1\); only a subtask planned to revise it may change it/;
+  await assert.rejects(write_file!.run({ name: 'facts.md', content: 'overwritten' }), refused);
+  await assert.rejects(edit_file!.run({ name: 'facts.md', old_string: 'v1', new_string: 'v2' }), refused);
+  await assert.rejects(delete_file!.run({ name: 'facts.md' }), refused);
+  assert.equal(await t.rt.vfs.read(goalId, 'facts.md'), 'facts.md v1');
+  assert.deepEqual(
+    [(await t.rt.vfs.stat(goalId, 'facts.md'))!.version, (await t.rt.vfs.history(goalId, 'facts.md')).length],
+    [1, 0],
+  );
+  // Its own artifact: a new version, and v1 stays in the history (a later final write is the same version).
+  assert.match(await write_file!.run({ name: 'solution.py', content: 'solution.py v2' }), /version 2\)$/);
+  const history = await t.rt.vfs.history(goalId, 'solution.py');
+  assert.deepEqual(
+    history.map((h) => [h.version, h.status, h.content]),
+    [[1, 'done', 'solution.py v1']],
+  );
 });
 
 // ---- delete_file -------------------------------------------------------------------------

@@ -54,7 +54,7 @@ const EDIT_AND_WRITE: MessageReply = {
 
 async function setup() {
   const goalId = `pausegoal${(++seq).toString().padStart(3, '0')}`;
-  await rt.vfs.write(goalId, 'a.py', 'x = 1\n', { status: 'done', step: 1, writer: 'seed' });
+  await rt.vfs.write(goalId, 'a.py', 'x = 1\n', { status: 'active', step: 1, writer: 'seed' });
   const spec = { ...rt.cfg.roles.find((r) => r.name === 'code-writer')!, approval: ['write_file'] };
   const agent = createAgent(spec, { provider: rt.provider, logger: rt.logger, models: rt.cfg.models });
   const threadId = `goal-${goalId}--code-writer-0000abcd`;

@@ -363,7 +363,8 @@ test('edit_file, grep, list_files with a glob and delete_file stay inside their 
   await t.rt.vfs.write(b, 'secret.md', `inline ${SECRET}`, meta);
   await t.rt.vfs.write(b, 'big.md', `${SECRET} `.repeat(200), meta); // spilled to B's blob dir
   await t.rt.vfs.write(b, 'shared-name.md', `B's ${SECRET}`, meta);
-  await t.rt.vfs.write(a, 'shared-name.md', 'A version', { ...meta, writer: 'a-writer' });
+  // Active: A's tools may change it (a done artifact changes only by a planned revision).
+  await t.rt.vfs.write(a, 'shared-name.md', 'A version', { ...meta, status: 'active', writer: 'a-writer' });
   const bBefore = await snapshot(b);
   const tools = createVfsTools(
     t.rt.vfs,

@@ -193,7 +193,8 @@ test('printing 50 MB is cut at the output limit, early, and the result stays sma
 
 test('files: copies in (spilled ones too), created and changed files listed, only regular files saved', async () => {
   const goalId = await t.newGoal();
-  const seed = { status: 'done' as const, step: 1, role: 'seed', writer: 'seed' };
+  // Active: run_code may save over them (a done artifact changes only by a planned revision).
+  const seed = { status: 'active' as const, step: 1, role: 'seed', writer: 'seed' };
   const big = 'z'.repeat(300_000);
   await t.rt.vfs.write(goalId, 'data/big.txt', big, seed);
   await t.rt.vfs.write(goalId, 'app.py', 'X = 1\n', seed);

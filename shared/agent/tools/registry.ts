@@ -30,6 +30,11 @@ export interface ToolScope {
   threadId: string;
   /** The writer id of every virtual-FS write (the job id: a retried job overwrites its own writes). */
   writer: string;
+  /**
+   * The subtask's expected artifact: the one `done` artifact its tools may write (the plan
+   * contract let the plan name it, so it is a revision, and the old version is kept).
+   */
+  artifact?: string;
 }
 
 /** What a tool's `run` gets besides its input: the job's scope, its abort signal and its logger. */

@@ -21,6 +21,7 @@ import {
   toolContext,
 } from './registry.ts';
 import { formatRun, type RunReport } from './run-report.ts';
+import { toolWriteMeta } from './vfs-tools.ts';
 
 export interface SandboxToolDeps {
   vfs: VirtualFs;
@@ -201,8 +202,7 @@ async function saveOne(deps: SandboxToolDeps, ctx: ToolContext, dir: string, nam
     } catch {
       throw new Error(`${name} is not UTF-8 text: artifacts are text`);
     }
-    const { step, role, threadId, writer } = ctx;
-    const e = await deps.vfs.write(ctx.goalId, name, text, { status: 'active', step, role, threadId, writer });
+    const e = await deps.vfs.write(ctx.goalId, name, text, toolWriteMeta(ctx, name));
     return { name, ok: true as const, bytes: e.bytes, version: e.version };
   } catch (err) {
     return { name, ok: false as const, reason: (err as Error).message };

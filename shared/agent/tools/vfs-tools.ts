@@ -72,10 +72,23 @@ const DeleteInput = z.object({ name: Name }).strict();
 const SANDBOX_TOOLS: ReadonlySet<string> = new Set(SANDBOX_TOOL_NAMES);
 const live = (e: FileEntry | null): e is FileEntry => e !== null && e.status !== 'evicted';
 
-/** A write by this job: status active, this step, role, thread and writer. */
-function writeMeta(ctx: ToolContext, expectedVersion?: number): WriteMeta {
+/**
+ * A write by this job: status active, this step, role, thread and writer. Only its subtask's own
+ * artifact may replace finished work (a planned revision, old version kept); any other `done`
+ * artifact is refused.
+ */
+export function toolWriteMeta(ctx: ToolScope, name: string, expectedVersion?: number): WriteMeta {
   const { step, role, threadId, writer } = ctx;
-  return { status: 'active', step, role, threadId, writer, ...(expectedVersion ? { expectedVersion } : {}) };
+  const own = name === ctx.artifact;
+  return {
+    status: 'active',
+    step,
+    role,
+    threadId,
+    writer,
+    ...(own ? { keepHistory: true } : { refuseDone: true }),
+    ...(expectedVersion ? { expectedVersion } : {}),
+  };
 }
 
 async function noSuchFile(vfs: VirtualFs, goalId: string, name: string): Promise<never> {
@@ -121,7 +134,7 @@ function writeFile(vfs: VirtualFs) {
     description: 'Write (create or replace) an artifact of this goal with the whole content given.',
     input: WriteInput,
     async run({ name, content }, ctx) {
-      const e = await vfs.write(ctx.goalId, name, content, writeMeta(ctx));
+      const e = await vfs.write(ctx.goalId, name, content, toolWriteMeta(ctx, name));
       return `wrote ${name} (${e.bytes} bytes, version ${e.version})`;
     },
   });
@@ -170,7 +183,7 @@ function editFile(vfs: VirtualFs) {
         ? content.split(old_string).join(new_string)
         : content.slice(0, at[0]) + new_string + content.slice(at[0]! + old_string.length);
       const e = await vfs
-        .write(ctx.goalId, name, next, writeMeta(ctx, before.version))
+        .write(ctx.goalId, name, next, toolWriteMeta(ctx, name, before.version))
         .catch((err) => conflict(err, name, 'edited'));
       const n = replace_all ? at.length : 1;
       return `edited ${name}: replaced ${n} occurrence${n === 1 ? '' : 's'} (${e.bytes} bytes, version ${e.version})`;
@@ -283,7 +296,9 @@ function deleteFile(vfs: VirtualFs) {
       vfs.check(name, '');
       const e = await vfs.stat(ctx.goalId, name);
       if (!live(e)) return noSuchFile(vfs, ctx.goalId, name);
-      await vfs.delete(ctx.goalId, name, writeMeta(ctx, e.version)).catch((err) => conflict(err, name, 'deleted'));
+      await vfs
+        .delete(ctx.goalId, name, toolWriteMeta(ctx, name, e.version))
+        .catch((err) => conflict(err, name, 'deleted'));
       return `deleted ${name}`;
     },
   });

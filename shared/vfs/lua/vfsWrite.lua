@@ -1,13 +1,15 @@
 -- Writes one artifact atomically and idempotently. With ARGV[9] '1' (a subtask's artifact), a
 -- new version of a `done` artifact (a revision) keeps the old one in the history hash, the last
--- HISTORY_KEPT versions per name.
+-- HISTORY_KEPT versions per name; with '2' (a tool's write to an artifact that is not its
+-- subtask's) a `done` artifact is refused: finished work changes only through a planned revision.
 -- KEYS[1] files (name -> meta JSON), KEYS[2] content (name -> inline content), KEYS[3] goal hash,
 -- KEYS[4] history (`<name>@<version>` -> the old meta JSON, with its inline `content`),
 -- KEYS[5] the goal's events stream, KEYS[6] a transcript's key, KEYS[7] the goal's threads,
 -- KEYS[8] the goal's token reservations
 -- ARGV[1] name, ARGV[2] meta JSON (no version; `op` unique per call), ARGV[3] inline content ('' when spilled)
 -- ARGV[4] '1' if inline, ARGV[5] expected version ('' = any), ARGV[6] writer id
--- ARGV[7] max live files, ARGV[8] key TTL seconds, ARGV[9] '1' to keep a revised version's history
+-- ARGV[7] max live files, ARGV[8] key TTL seconds, ARGV[9] '1' to keep a revised version's history,
+-- '2' to refuse a new version of a `done` artifact, '0' neither
 -- ARGV[10] a timeline event (JSON) that lands with the write ('' for none), ARGV[11] events max length
 -- ARGV[12..17] the writing run's transcript, stored with the write (transcriptSave.lua's ARGV[1..6];
 -- '' in ARGV[12] for none), ARGV[18..25] its last call's usage (its ARGV[7..14]), if any
@@ -24,6 +26,10 @@ if curRaw then cur = cjson.decode(curRaw) end
 -- already, its event and transcript included.
 if cur and meta.op and cur.op == meta.op then return { cur.version, '' } end
 local version
+if ARGV[9] == '2' and cur and cur.status == 'done' and cur.writer ~= ARGV[6] then
+  return redis.error_reply('DONE_ARTIFACT ' .. name .. ' is done (finished at step ' .. tostring(cur.step) ..
+    '); only a subtask planned to revise it may change it: write another artifact instead')
+end
 if cur and cur.status ~= 'evicted' then
   if cur.writer == ARGV[6] then
     -- The same writer again (a retried job): overwrite in place, same version.
