@@ -2,7 +2,13 @@
 import type { Redis } from 'ioredis';
 import type { ApprovalDecisionStatus } from '../shared/agent/approval.ts';
 import { UnknownGoalError, ValidationError } from '../shared/errors.ts';
-import { type ApprovalRecord, isCallId, promotePaused, releaseApprovals } from '../shared/goal/approvals.ts';
+import {
+  type ApprovalRecord,
+  isCallId,
+  promotePaused,
+  releaseApprovals,
+  timeoutReason,
+} from '../shared/goal/approvals.ts';
 import { type Budgets, budgetProblem } from '../shared/goal/budgets.ts';
 import { type CostEstimate, estimateCost, formatCost, knownCostUsd } from '../shared/goal/cost.ts';
 import type { TimelineEvent } from '../shared/goal/events.ts';
@@ -214,6 +220,13 @@ export class GoalClient extends GoalReader {
     const d = await this.approvals.decide(goalId, callId, decision, reason);
     if (d.kind === 'no_goal') throw new UnknownGoalError(goalId);
     if (d.kind === 'no_call') throw new ValidationError(`goal ${goalId} has no approval request ${callId}`);
+    if (d.kind === 'expired') {
+      const r = d.record;
+      throw new ValidationError(
+        `${callId} timed out at ${new Date(r.expiresAt).toISOString()} (${timeoutReason(r)}): ` +
+          'too late to decide, the call is refused by itself',
+      );
+    }
     if (d.kind === 'decided') {
       const r = d.record;
       const when = r.decidedAt ? ` at ${new Date(r.decidedAt).toISOString()}` : '';

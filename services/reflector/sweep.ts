@@ -2,7 +2,8 @@
 // keys and blobs of goals that no longer exist go too; and a live goal's blobs that no entry
 // points to (a write whose script failed after its blob was stored, the leftover of a write
 // that died) go once they are older than `vfs.orphanBlobGraceSeconds`. Runs as a BullMQ job
-// scheduler, which also caps the completed jobs each queue keeps (trim-jobs.ts).
+// scheduler, which also caps the completed jobs each queue keeps (trim-jobs.ts) and times out
+// approvals nobody decided in time (approval-timeouts.ts).
 //
 // Cost is linear in the keyspace: one SCAN pass finds every goal id, the statuses and the
 // live goals' file indexes are read in pipelined batches, and a second SCAN pass unlinks the
@@ -19,6 +20,7 @@ import { isTerminal } from '../../shared/goal/status.ts';
 import { releaseIdleRateLimits } from '../../shared/runtime/queue-rate-limit.ts';
 import { MAINTENANCE_QUEUE, SWEEP_SCHEDULER_ID } from '../../shared/runtime/queues.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
+import { expireApprovals } from './approval-timeouts.ts';
 import { trimCompletedJobs } from './trim-jobs.ts';
 
 export interface SweepReport {
@@ -31,6 +33,8 @@ export interface SweepReport {
   jobsTrimmed: number;
   /** Role queues whose rate limit was switched off (no 429 within the hold time). */
   rateLimitsReleased: number;
+  /** Tool calls that waited for a human past their timeout, refused now (approval-timeouts.ts). */
+  approvalsTimedOut: number;
 }
 
 const BATCH = 500;
@@ -43,7 +47,10 @@ export async function sweep(rt: Runtime, now = Date.now()): Promise<SweepReport>
     orphanBlobs: 0,
     jobsTrimmed: 0,
     rateLimitsReleased: 0,
+    approvalsTimedOut: 0,
   };
+  // First: a goal swept below never has a pending call (only terminal goals go).
+  report.approvalsTimedOut = await expireApprovals(rt, now);
   const { ids, blobGoals } = await collectGoalIds(rt);
   const doomed = await judge(rt, ids, now, report);
   const live = ids.filter((id) => !doomed.has(id));

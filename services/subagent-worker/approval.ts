@@ -12,6 +12,7 @@ import {
   inputPreview,
   type JobCheckpoint,
   newCallId,
+  timeoutReason,
 } from '../../shared/goal/approvals.ts';
 import type { SubagentJob } from '../../shared/runtime/jobs.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
@@ -31,6 +32,8 @@ export interface PausedJob {
   threadId: string;
   startedAt: number;
   log: Logger;
+  /** Input plus output tokens its run has used so far, kept across its pauses (in the checkpoint). */
+  tokens?: number;
 }
 
 /**
@@ -59,7 +62,7 @@ export async function pauseForApproval(p: PausedJob, pause: ApprovalPause): Prom
     expiresAt,
     status: 'pending',
   }));
-  const saved: JobCheckpoint = { threadId: p.threadId, startedAt: p.startedAt, calls, agent: cp };
+  const saved: JobCheckpoint = { threadId: p.threadId, startedAt: p.startedAt, calls, agent: cp, tokens: p.tokens };
   const r = await rt.approvals.request(data.goalId, jobId, saved, records);
   if (r.kind === 'terminal') return r.status;
   if (r.kind === 'gone') return 'gone';
@@ -83,8 +86,9 @@ export async function takeDecisions(p: PausedJob, saved: JobCheckpoint): Promise
   for (const { index, callId } of saved.calls) {
     let rec = await rt.approvals.record(data.goalId, callId);
     if (rec?.status === 'pending' && rec.expiresAt <= now) {
-      const reason = `no decision within ${rt.cfg.approvalTimeoutSeconds} s (approvalTimeoutSeconds)`;
-      const d = await rt.approvals.decide(data.goalId, callId, 'timeout', reason, now);
+      const d = await rt.approvals.decide(data.goalId, callId, 'timeout', timeoutReason(rec), now);
+      // A timeout is counted by whoever decides it (here, or the reflector's sweep).
+      if (d.kind === 'ok') rt.metrics.approvals.inc({ decision: 'timeout' });
       if (d.kind === 'ok' || d.kind === 'decided') rec = d.record;
     }
     if (!rec) decisions.set(index, { status: 'cancelled', reason: 'its approval request is gone' });
@@ -101,12 +105,13 @@ export async function takeDecisions(p: PausedJob, saved: JobCheckpoint): Promise
 /**
  * Counts a pause's decisions in deepq_approvals_total once: a resumed attempt that fails keeps
  * the checkpoint, and its retry resumes from it again. The mark is stored before the count.
+ * Timeouts are left out: counted where they are decided (takeDecisions, the reflector's sweep).
  */
 async function countOnce(p: PausedJob, saved: JobCheckpoint, decisions: string[]): Promise<void> {
   if (saved.counted) return;
   saved.counted = true;
   await p.rt.approvals.saveCheckpoint(p.data.goalId, String(p.job.id), saved);
-  for (const decision of decisions) p.rt.metrics.approvals.inc({ decision });
+  for (const decision of decisions) if (decision !== 'timeout') p.rt.metrics.approvals.inc({ decision });
 }
 
 /** The goal ended while the job waited: its calls are cancelled (if still pending), the pause cleared. */
@@ -114,8 +119,9 @@ export async function endPaused(p: PausedJob, saved: JobCheckpoint, status: stri
   const { rt, data } = p;
   for (const { callId } of saved.calls) {
     const d = await rt.approvals.decide(data.goalId, callId, 'cancelled', `the goal is ${status}`);
-    // A cancellation made here counts; an earlier decision counts unless a resume counted it.
-    const counts = d.kind === 'ok' || (d.kind === 'decided' && !saved.counted);
+    // A cancellation made here counts; an earlier decision counts unless a resume counted it
+    // (a timeout was counted when it was decided).
+    const counts = d.kind === 'ok' || (d.kind === 'decided' && !saved.counted && d.record.status !== 'timeout');
     if (counts) rt.metrics.approvals.inc({ decision: d.record.status });
   }
   await rt.approvals.clearCheckpoint(data.goalId, String(p.job.id));

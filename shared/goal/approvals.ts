@@ -42,6 +42,8 @@ export interface JobCheckpoint {
   startedAt: number;
   calls: { index: number; callId: string }[];
   agent: AgentCheckpoint;
+  /** Input plus output tokens the job's run had used when it paused (its subtask's total goes on from it). */
+  tokens?: number;
   /** The decisions were counted in deepq_approvals_total (a retried resume does not count them again). */
   counted?: boolean;
 }
@@ -56,6 +58,8 @@ export type RequestOutcome =
 export type DecideOutcome =
   | { kind: 'ok'; record: ApprovalRecord; pendingLeft: number }
   | { kind: 'decided'; record: ApprovalRecord }
+  /** A human's decision at or after the call's expiresAt: refused, the call left to time out. */
+  | { kind: 'expired'; record: ApprovalRecord }
   | { kind: 'no_goal' }
   | { kind: 'no_call' };
 
@@ -138,7 +142,7 @@ export class ApprovalStore {
     const [kind, raw, left] = reply;
     if (kind === 'no_goal' || kind === 'no_call') return { kind };
     const record = JSON.parse(raw ?? '{}') as ApprovalRecord;
-    if (kind === 'decided') return { kind, record };
+    if (kind === 'decided' || kind === 'expired') return { kind, record };
     if (kind === 'ok') return { kind, record, pendingLeft: Number(left ?? 0) };
     throw new Error(`approvalDecide: unexpected reply ${JSON.stringify(reply)}`);
   }
@@ -173,6 +177,20 @@ export class ApprovalStore {
     return this.redis.zcard(this.keys.approvalsPending());
   }
 
+  /** Pending calls whose time ran out by `now`, across all goals, the oldest first. */
+  async expiredPending(now: number, limit = 1000): Promise<{ goalId: string; callId: string }[]> {
+    const members = await this.redis.zrangebyscore(this.keys.approvalsPending(), '-inf', now, 'LIMIT', 0, limit);
+    return members.map((m) => {
+      const [goalId = '', callId = ''] = m.split('/');
+      return { goalId, callId };
+    });
+  }
+
+  /** Drops a pending-set member whose goal or record is gone (it would never be decided). */
+  async dropPending(goalId: string, callId: string): Promise<void> {
+    await this.redis.zrem(this.keys.approvalsPending(), `${goalId}/${callId}`);
+  }
+
   /** Pending calls across all goals, the soonest to time out first. */
   async pendingAll(limit = 1000): Promise<{ goalId: string; callId: string; expiresAt: number }[]> {
     const flat = await this.redis.zrange(this.keys.approvalsPending(), '0', String(limit - 1), 'WITHSCORES');
@@ -183,6 +201,11 @@ export class ApprovalStore {
     }
     return out;
   }
+}
+
+/** Why a call was refused by itself: its own timeout, read from the record (workers may differ). */
+export function timeoutReason(r: Pick<ApprovalRecord, 'requestedAt' | 'expiresAt'>): string {
+  return `no decision within ${Math.round((r.expiresAt - r.requestedAt) / 1000)} s (approvalTimeoutSeconds)`;
 }
 
 function requestedEvent(r: ApprovalRecord): TimelineEventBody {

@@ -126,7 +126,9 @@ export class Metrics {
   });
   readonly approvals = new Counter({
     name: 'deepq_approvals_total',
-    help: 'Decisions on tool calls that waited for a human, counted when the paused job takes them up',
+    help:
+      'Decisions on tool calls that waited for a human: counted when the paused job takes them up, a timeout ' +
+      'when it is decided (by the resume or the reflector sweep)',
     labelNames: ['decision'],
     registers: [this.registry],
   });
@@ -139,7 +141,7 @@ export class Metrics {
     name: 'deepq_sandbox_runs_total',
     help:
       'run_code / run_tests runs, by role and outcome (ok, nonzero_exit, timeout, memory, output_limit, ' +
-      'cancelled, error)',
+      'error: a cancel, the process limit, or a failure before the program started)',
     labelNames: ['role', 'outcome'],
     registers: [this.registry],
   });

@@ -6,6 +6,7 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { expireApprovals } from '../../services/reflector/approval-timeouts.ts';
 import { reconcile } from '../../services/reflector/reconcile.ts';
 import { sweep } from '../../services/reflector/sweep.ts';
 import {
@@ -204,4 +205,38 @@ test('the reconciler releases pending calls of goals that ended or are gone', as
   assert.ok(left.includes(live) && !left.includes(ended) && !left.includes(gone), left.join(','));
   const rec = (await t.rt.approvals.record(ended, byGoal.get(ended)![0]!.callId))!;
   assert.deepEqual([rec.status, rec.reason], ['cancelled', 'the goal is failed']);
+});
+
+test('past expiresAt a human decision is refused; the sweep times the call out, once, and counts it', async () => {
+  const goalId = await t.newGoal();
+  const jobId = `${goalId}:1:0`;
+  const recs = records(goalId, jobId, 2);
+  await t.rt.approvals.request(goalId, jobId, checkpoint(recs), recs);
+  const [a, b] = recs.map((r) => r.callId) as [string, string];
+  const expiresAt = recs[0]!.expiresAt;
+  // Just before the timeout a decision lands; at it, it is refused and changes nothing.
+  assert.equal((await t.rt.approvals.decide(goalId, a, 'approved', undefined, expiresAt - 1)).kind, 'ok');
+  const late = await t.rt.approvals.decide(goalId, b, 'rejected', 'too late', expiresAt);
+  assert.equal(late.kind, 'expired');
+  assert.equal((await t.rt.approvals.record(goalId, b))?.status, 'pending');
+
+  const timeouts = async () =>
+    (await t.rt.metrics.approvals.get()).values.find((v) => v.labels.decision === 'timeout')?.value ?? 0;
+  // Calls of this file's earlier goals time out before these: out of the way first.
+  await expireApprovals(t.rt, expiresAt - 1);
+  assert.equal((await t.rt.approvals.record(goalId, b))?.status, 'pending', 'timed out early');
+  const before = await timeouts();
+  // A pending-set member whose goal is gone is dropped, never decided.
+  await t.rt.redis.zadd(t.rt.goals.keys.approvalsPending(), expiresAt - 10, 'nosuchgoal9/ap-0000000000');
+  assert.equal(await expireApprovals(t.rt, expiresAt), 1);
+  assert.equal(await expireApprovals(t.rt, expiresAt + 1000), 0, 'decided twice');
+  const rec = (await t.rt.approvals.record(goalId, b))!;
+  assert.deepEqual(
+    [rec.status, rec.reason, rec.decidedAt],
+    ['timeout', 'no decision within 60 s (approvalTimeoutSeconds)', expiresAt],
+  );
+  assert.equal((await t.rt.approvals.record(goalId, a))?.status, 'approved');
+  assert.equal(await timeouts(), before + 1);
+  const pending = await t.rt.redis.zrange(t.rt.goals.keys.approvalsPending(), '0', '-1');
+  assert.ok(!pending.some((m) => m.startsWith(`${goalId}/`) || m.startsWith('nosuchgoal9/')), pending.join(','));
 });

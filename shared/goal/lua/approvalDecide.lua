@@ -1,11 +1,14 @@
 -- Decides one pending approval: approved, rejected, timeout or cancelled. Only a pending record
 -- changes; the decision, its timeline event and the removal from the global pending set land
--- together. Reports what happened, and how many calls of the same job still wait.
+-- together. A human's decision (approved, rejected) at or after the call's expiresAt is refused
+-- and changes nothing: the call is timed out (by the reflector's sweep, or the job's resume).
+-- Reports what happened, and how many calls of the same job still wait.
 -- KEYS[1] goal hash, KEYS[2] approvals hash, KEYS[3] events stream, KEYS[4] global pending zset
 -- ARGV[1] call id, ARGV[2] decision, ARGV[3] reason ('' for none), ARGV[4] now (ms)
 -- ARGV[5] events max length, ARGV[6] goal id
 -- Returns {'no_goal'}, {'no_call'}, {'decided', record} (already decided: the record as it
--- is) or {'ok', record, pending calls of its job left}.
+-- is), {'expired', record} (a human's decision after expiresAt) or {'ok', record, pending calls
+-- of its job left}.
 if redis.call('EXISTS', KEYS[1]) == 0 then return { 'no_goal' } end
 local raw = redis.call('HGET', KEYS[2], ARGV[1])
 if not raw then return { 'no_call' } end
@@ -13,6 +16,8 @@ local rec = cjson.decode(raw)
 if rec.status ~= 'pending' then return { 'decided', raw } end
 
 local now = tonumber(ARGV[4])
+local human = ARGV[2] == 'approved' or ARGV[2] == 'rejected'
+if human and now >= tonumber(rec.expiresAt) then return { 'expired', raw } end
 rec.status = ARGV[2]
 rec.decidedAt = now
 if ARGV[3] ~= '' then rec.reason = ARGV[3] end
