@@ -9,6 +9,7 @@ import type { GoalRecord, GoalStore } from '../shared/goal/store.ts';
 import type { Config } from '../shared/runtime/config.ts';
 import { openStores, type Stores } from '../shared/runtime/stores.ts';
 import type { FileEntry, VirtualFs } from '../shared/vfs/vfs.ts';
+import { type UsageSummary, usageSummary } from './cost-status.ts';
 
 /** The `--json` / `status --json` object. */
 export interface GoalSummary {
@@ -18,6 +19,8 @@ export interface GoalSummary {
   artifacts: string[];
   createdAt: number;
   finishedAt: number | null;
+  /** Tokens and estimated cost per model, and the total (costUsd null when a model has no price). */
+  usage: UsageSummary;
 }
 
 export class GoalReader {
@@ -49,6 +52,7 @@ export class GoalReader {
       artifacts: files.filter((f) => f.status !== 'evicted').map((f) => f.name),
       createdAt: g.createdAt,
       finishedAt: g.finishedAt,
+      usage: usageSummary(g, this.cfg.prices),
     };
   }
 

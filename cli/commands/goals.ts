@@ -121,6 +121,7 @@ async function printStatus(c: GoalReader, goalId: string, artifacts: string[]): 
     );
   }
   print(`cost      ${safeLine(formatCost(estimateCost(g, c.cfg.prices), { approx: true, models: true }))}`);
+  for (const line of (await import('../cost-status.ts')).modelCostLines(g, c.cfg.prices)) print(line);
   print(`artifacts ${artifacts.join(', ') || '(none)'}`);
   const finished = g.finishedAt ? `  finished ${new Date(g.finishedAt).toISOString()}` : '';
   print(`created   ${new Date(g.createdAt).toISOString()}${finished}`);

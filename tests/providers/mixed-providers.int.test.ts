@@ -195,7 +195,51 @@ test('the critic runs on the OpenAI provider, the rest on Anthropic; usage and c
   await checkMetrics();
 });
 
-/** `deepq status` shows each model's tokens and a cost with every model priced (by its alias). */
+/** What `deepq status` prints per role and model, read back: `<role>|<model>` → tokens. */
+function roleLines(stdout: string): Record<string, Usage> {
+  const out: Record<string, Usage> = {};
+  const re = /^ {2}(\S+) @ (\S+)\s+in (\d+) out (\d+) cache r\/w (\d+)\/(\d+)(?: \(estimated\))?$/gm;
+  for (const [, role, model, i, o, r, w] of stdout.matchAll(re))
+    add(out, `${role}|${model}`, { input: +i!, output: +o!, cache_read: +r!, cache_write: +w! });
+  return out;
+}
+
+/** Its per-model cost lines: model → what follows its padded id. */
+function modelCostLines(stdout: string): Record<string, string> {
+  const re = /^ {2}([^\s@]+)\s+(~\$\d+\.\d{4}|price unknown)( \(estimated\))?$/gm;
+  return Object.fromEntries(
+    [...stdout.matchAll(re)].map(([line, model, cost, est]) => {
+      assert.ok(line.startsWith(`  ${model!.padEnd(44)} `), `aligned: ${JSON.stringify(line)}`);
+      return [model!, `${cost}${est ?? ''}`];
+    }),
+  );
+}
+
+interface ModelRow {
+  model: string;
+  tokens: Usage;
+  costUsd: number | null;
+  estimated: boolean;
+}
+
+/** The `status --json` rows the booked usage must give: tokens summed over roles, priced by `prices`. */
+function modelRows(usage: Record<string, Usage>, prices: Record<string, Price>, estimated: string[] = []): ModelRow[] {
+  const byModel: Record<string, Usage> = {};
+  for (const [key, u] of Object.entries(usage)) add(byModel, key.split('|')[1]!, u);
+  return Object.entries(byModel)
+    .sort(([a], [b]) => (a < b ? -1 : 1))
+    .map(([model, tokens]) => {
+      const alias = model.endsWith('-20250929') ? model.slice(0, -9) : 'local:critic-model';
+      const price = prices[alias];
+      const est = estimated.some((k) => k.endsWith(`|${model}`));
+      return { model, tokens, costUsd: price ? priceUsage(price, tokens) : null, estimated: est };
+    });
+}
+
+const shown = (r: ModelRow) =>
+  `${r.costUsd === null ? 'price unknown' : `~$${r.costUsd.toFixed(4)}`}${r.estimated ? ' (estimated)' : ''}`;
+
+/** `deepq status` (and --json) shows each model's tokens and cost with every model priced (by its alias). */
 async function checkStatus(goalId: string, expected: Record<string, Usage>): Promise<void> {
   let usd = 0;
   for (const [key, u] of Object.entries(expected)) {
@@ -206,28 +250,62 @@ async function checkStatus(goalId: string, expected: Record<string, Usage>): Pro
     assert.equal(findPrice(PRICES, model, alias)?.by, 'alias');
     usd += part;
   }
-  const out = await runCli(['status', goalId], fleet.env);
+  const [out, json] = await Promise.all([
+    runCli(['status', goalId], fleet.env),
+    runCli(['status', goalId, '--json'], fleet.env),
+  ]);
   assert.equal(out.code, 0, out.stderr);
   const c = expected[`critic|local:${SERVED_AS}`]!;
   const line = `  critic @ local:${SERVED_AS}`.padEnd(46);
   assert.ok(out.stdout.includes(`${line} in ${c.input} out ${c.output} cache r/w ${c.cache_read}/0\n`), out.stdout);
   assert.match(out.stdout, new RegExp(`^cost\\s+~\\$${usd.toFixed(4).replace('.', '\\.')}$`, 'm'));
-  // The same goal under a price table without the critic's model: never $0 for it.
+  // Every role's line (the Anthropic ones too) is what the endpoints reported; then one cost
+  // line per model, its tokens over its roles priced by the alias it was asked as.
+  assert.deepEqual(roleLines(out.stdout), expected);
+  const rows = modelRows(roleLines(out.stdout), PRICES);
+  assert.equal(rows.length, 3);
+  assert.deepEqual(modelCostLines(out.stdout), Object.fromEntries(rows.map((r) => [r.model, shown(r)])));
+  // --json: the same rows, and the total.
+  const usage = JSON.parse(json.stdout).usage as { models: ModelRow[]; total: Record<string, unknown> };
+  assert.deepEqual(usage.models, rows);
+  const all: Record<string, Usage> = {};
+  for (const u of Object.values(expected)) add(all, 'total', u);
+  const { costUsd, ...total } = usage.total as { costUsd: number };
+  assert.deepEqual(total, { tokens: all.total, unpricedModels: [] });
+  assert.ok(Math.abs(costUsd - usd) < 1e-9, `total ${costUsd} vs ${usd}`);
+  await checkUnpriced(goalId, rows);
+}
+
+/** The same goal under a price table without the critic's model: "price unknown" for it, never $0. */
+async function checkUnpriced(goalId: string, priced: ModelRow[]): Promise<void> {
   const noCriticPrice = writeConfig({
     providers: { local: local.providerConfig() },
     prices: { 'test-model-high': PRICES['test-model-high'], 'test-model-low': PRICES['test-model-low'] },
   });
   const env = { ...fleet.env, DEEPQ_CONFIG: noCriticPrice };
-  const unknown = await runCli(['status', goalId], env);
+  const [unknown, json, goalsJson, goals] = await Promise.all([
+    runCli(['status', goalId], env),
+    runCli(['status', goalId, '--json'], env),
+    runCli(['goals', '--json'], env),
+    runCli(['goals'], env),
+  ]);
   assert.match(
     unknown.stdout,
     new RegExp(`^cost\\s+~\\$\\d+\\.\\d{4} \\+ price unknown \\(local:${SERVED_AS}\\)$`, 'm'),
   );
-  const rows = JSON.parse((await runCli(['goals', '--json'], env)).stdout) as Record<string, unknown>[];
-  const row = rows.find((r) => r.goalId === goalId)!;
+  const critic = `local:${SERVED_AS}`;
+  const rows = priced.map((r) => (r.model === critic ? { ...r, costUsd: null } : r));
+  assert.deepEqual(modelCostLines(unknown.stdout), Object.fromEntries(rows.map((r) => [r.model, shown(r)])));
+  assert.equal(modelCostLines(unknown.stdout)[critic], 'price unknown');
+  const usage = JSON.parse(json.stdout).usage as { models: ModelRow[]; total: Record<string, unknown> };
+  assert.deepEqual(usage.models, rows);
+  assert.equal(usage.total.costUsd, null);
+  assert.deepEqual(usage.total.unpricedModels, [critic]);
+  const list = JSON.parse(goalsJson.stdout) as Record<string, unknown>[];
+  const row = list.find((r) => r.goalId === goalId)!;
   assert.equal(row.costUsd, null);
-  assert.deepEqual(row.unpricedModels, [`local:${SERVED_AS}`]);
-  assert.match((await runCli(['goals'], env)).stdout, /\$\d+\.\d{4} \+ price unknown/);
+  assert.deepEqual(row.unpricedModels, [critic]);
+  assert.match(goals.stdout, /\$\d+\.\d{4} \+ price unknown/);
 }
 
 /** Labels: configured models only; the local server's own id (configured nowhere) is `other`. */
@@ -282,10 +360,22 @@ test('an endpoint that reports no usage: the critic’s tokens are estimated, bo
     const key = `critic|local:${SERVED_AS}`;
     assert.deepEqual(g.estimatedUsage, [key], 'only the endpoint without usage is flagged');
     assert.ok(g.usage[key]!.input > 100 && g.usage[key]!.output > 0, JSON.stringify(g.usage[key]));
-    const out = await runCli(['status', goalId], fleet.env);
+    const [out, json] = await Promise.all([
+      runCli(['status', goalId], fleet.env),
+      runCli(['status', goalId, '--json'], fleet.env),
+    ]);
     const line = `  critic @ local:${SERVED_AS}`.padEnd(46);
     assert.match(out.stdout, new RegExp(`^${line} in \\d+ out \\d+ cache r/w 0/0 \\(estimated\\)$`, 'm'));
     assert.match(out.stdout, /^ {2}planner @ test-model-high-20250929\s+in \d+ out \d+ cache r\/w \d+\/\d+$/m);
+    // Its model's cost is flagged as estimated too, in the text and in --json; no other model's.
+    const rows = modelRows(g.usage, PRICES, g.estimatedUsage);
+    assert.deepEqual(
+      rows.map((r) => r.estimated),
+      [true, false, false],
+    );
+    assert.deepEqual(modelCostLines(out.stdout), Object.fromEntries(rows.map((r) => [r.model, shown(r)])));
+    assert.match(modelCostLines(out.stdout)[`local:${SERVED_AS}`]!, /^~\$\d+\.\d{4} \(estimated\)$/);
+    assert.deepEqual((JSON.parse(json.stdout).usage as { models: ModelRow[] }).models, rows);
     const worker = fleet.procs.find((p) => p.name === 'worker-critic')!;
     const warnings = worker.output().match(/reports no token usage/g) ?? [];
     assert.equal(warnings.length, 1, 'said once per provider, not per call');

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { configuredModels, modelLabel, OTHER_MODEL } from '../../shared/agent/providers/model-labels.ts';
 import { findPrice, type Price } from '../../shared/agent/providers/prices.ts';
-import { estimateCost, formatCost, knownCostUsd } from '../../shared/goal/cost.ts';
+import { costPerModel, estimateCost, formatCost, formatModelCost, knownCostUsd } from '../../shared/goal/cost.ts';
 import type { GoalRecord, Usage } from '../../shared/goal/store.ts';
 
 const SONNET: Price = { inputPerMTok: 3, outputPerMTok: 15, cacheReadPerMTok: 0.3, cacheWritePerMTok: 3.75 };
@@ -67,6 +67,33 @@ test('a goal with an unpriced model says "price unknown", never $0; priced ones 
   const scripted = estimateCost({ usage: { 'critic|scripted-low': usage(5, 5) }, requestedAs: {} }, {});
   assert.equal(formatCost(scripted, { approx: true }), '~$0.0000');
   assert.equal(knownCostUsd(estimateCost({ usage: {}, requestedAs: {} }, {})), 0);
+});
+
+test('cost per model: tokens summed over roles, priced by alias, unknown as null, estimated flagged', () => {
+  const goal = {
+    usage: {
+      'planner|claude-sonnet-5-5-20250929': usage(1_000_000, 100_000),
+      'code-writer|claude-sonnet-5-5-20250929': usage(0, 100_000, 2_000_000, 1_000_000),
+      'critic|local:mystery-7b': usage(500, 50),
+    },
+    requestedAs: { 'claude-sonnet-5-5-20250929': 'claude-sonnet-5-5' },
+    estimatedUsage: ['critic|local:mystery-7b'],
+  };
+  const rows = costPerModel(goal, PRICES);
+  assert.deepEqual(rows, [
+    // 3 + 3 (output 200k) + 0.6 + 3.75
+    {
+      model: 'claude-sonnet-5-5-20250929',
+      tokens: usage(1_000_000, 200_000, 2_000_000, 1_000_000),
+      costUsd: 10.35,
+      estimated: false,
+    },
+    { model: 'local:mystery-7b', tokens: usage(500, 50), costUsd: null, estimated: true },
+  ]);
+  assert.deepEqual(rows.map(formatModelCost), ['~$10.3500', 'price unknown (estimated)']);
+  // The total is the same rows' sum, the unpriced model listed, never $0.
+  const c = estimateCost(goal, PRICES);
+  assert.deepEqual([c.usd, c.priced, c.unpriced], [10.35, 1, ['local:mystery-7b']]);
 });
 
 test('the model label is a configured model, its dated form as it, and anything else `other`', () => {
