@@ -104,7 +104,8 @@ async function decide(rt: Runtime, d: DecideInput): Promise<Decided | ReflectRes
     d.log.warn({ reason: stalled, action }, 'stalled: no progress; not asking the model again');
     return {
       ...base,
-      reflection: { decision: 'escalate', reason: stalled },
+      // Failing ends the loop; escalating hands it to a human: the record says which.
+      reflection: { decision: action === 'fail' ? 'end' : 'escalate', reason: stalled },
       stalled: { reason: stalled, cycles, action },
     };
   }

@@ -164,3 +164,29 @@ test('three cycles without progress escalate as stalled, without a third call to
   assert.deepEqual((await fleet.client.get(goalId)).progress, []);
   await fleet.client.cancel(goalId);
 });
+
+test('with stall.action fail and stall.cycles 2, two cycles without progress end the goal failed', async () => {
+  const env = { ...anthropicEnv(server), DEEPQ_STALL_CYCLES: '2', DEEPQ_STALL_ACTION: 'fail' };
+  const strict = await startFleet(redis.url, env, { roles: ['research-specialist'] });
+  try {
+    const goalId = await strict.client.enqueue({ goal: `${STALL} Fail when stuck` });
+    const g = await strict.client.waitFor(goalId, { timeoutMs: 60_000 });
+    assert.equal(g.status, 'failed');
+    assert.match(g.reason ?? '', /^stalled: 2 cycles without progress \(cycles 1-2\): no subtask finished; /);
+    assert.equal(requestsOf(server, 'Fail when stuck', 'reflector').length, 1, 'asked after cycle 1 only');
+    assert.equal(requestsOf(server, 'Fail when stuck', 'planner').length, 2, 'no third cycle');
+    const events = (await strict.client.goals.events(goalId)).map((e) => e.event);
+    const stalled = events.filter((e) => e.type === 'stalled');
+    assert.deepEqual(
+      stalled.map((e) => [e.step, e.action, e.cycles]),
+      [[2, 'fail', 2]],
+    );
+    // The loop ended: the record says end, not escalate (nobody is asked).
+    const reflected = events.filter((e) => e.type === 'reflected').at(-1);
+    assert.equal(reflected?.type === 'reflected' && reflected.decision, 'end');
+    assert.equal(await metricSum(strict, 'deepq_stalls_total', { action: 'fail' }), 1);
+    assert.equal(await metricSum(strict, 'deepq_stalls_total', { action: 'escalate' }), 0);
+  } finally {
+    await strict.stop();
+  }
+});
