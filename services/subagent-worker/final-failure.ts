@@ -5,6 +5,7 @@ import { SubagentJobSchema } from '../../shared/runtime/jobs.ts';
 import { scrubSecrets } from '../../shared/runtime/logger.ts';
 import { subagentQueueName } from '../../shared/runtime/queues.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
+import { runTokensOf } from './run-tokens.ts';
 
 export function recordSubtaskFailure(rt: Runtime) {
   return async (job: Job, err: Error): Promise<void> => {
@@ -17,6 +18,7 @@ export function recordSubtaskFailure(rt: Runtime) {
     // A resumed run that failed for good leaves no pause behind.
     await rt.approvals.clearCheckpoint(goalId, String(job.id));
     const reason = scrubSecrets(err.message, rt.secrets).slice(0, 300);
+    const tokens = runTokensOf(err);
     await rt.goals.appendEvent(goalId, {
       type: 'subtask_failed',
       step,
@@ -24,6 +26,7 @@ export function recordSubtaskFailure(rt: Runtime) {
       role,
       artifact: expected_artifact,
       reason,
+      ...(tokens === undefined ? {} : { tokens }),
     });
   };
 }

@@ -28,6 +28,7 @@ import { pauseQueueForRateLimit } from '../../shared/runtime/queue-rate-limit.ts
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 import type { WriteMeta } from '../../shared/vfs/vfs.ts';
 import { endPaused, type PausedJob, pauseForApproval, type Resumed, takeDecisions } from './approval.ts';
+import { noteRunTokens } from './run-tokens.ts';
 import { buildSubagentTask } from './task.ts';
 
 export interface SubagentDeps {
@@ -74,7 +75,8 @@ export async function processSubagentJob(
     startedAt: saved?.startedAt ?? Date.now(),
   };
   const log = rt.logger.child({ goalId, step, role: role.name, threadId, jobId: job.id });
-  const paused: PausedJob = { rt, job, token, data, threadId, startedAt: base.startedAt, log };
+  const startedAt = base.startedAt;
+  const paused: PausedJob = { rt, job, token, data, threadId, startedAt, log, tokens: saved?.tokens ?? 0 };
   if (isTerminal(goal.status)) {
     if (saved) await endPaused(paused, saved, goal.status);
     return skippedResult(base, `skipped: goal is ${goal.status}`, goal.status);
@@ -147,8 +149,13 @@ async function runSubtask(
       resume: resume?.agent,
       tokenCap: data.token_cap,
       transcriptWithResult: true,
+      onTokens: (n) => {
+        p.tokens = (p.tokens ?? 0) + n;
+      },
     });
   } catch (err) {
+    // A failed attempt's tokens go with its error to the final-failure hook.
+    noteRunTokens(err, p.tokens ?? 0);
     if (!(err instanceof ApprovalPause)) return handleRunError(deps, job, base, err, log);
     const status = await pauseForApproval(p, err); // throws DelayedError unless the goal ended
     return skippedResult(base, `skipped: goal is ${status}`, status);
@@ -167,12 +174,12 @@ async function afterRun(
   if (res.kind === 'over_budget') return skippedResult(base, res.reason, 'budget_exceeded');
   if (res.kind === 'stopped') return skippedResult(base, `skipped: ${res.reason}`, res.status);
   if (res.kind === 'paused') {
-    const saved = { threadId: p.threadId, startedAt: p.startedAt, calls: [], agent: res.checkpoint };
+    const saved = { threadId: p.threadId, startedAt: p.startedAt, calls: [], agent: res.checkpoint, tokens: p.tokens };
     await rt.approvals.saveCheckpoint(data.goalId, String(job.id), saved);
     return parkForBudget(rt, job, token, data.goalId);
   }
   const transcript = res.kind === 'ok' ? res.transcript : undefined;
-  return recordResult(rt, data, String(job.id), { run: res.run, transcript, base }, p.log);
+  return recordResult(rt, data, String(job.id), { run: res.run, transcript, base, tokens: p.tokens }, p.log);
 }
 
 /**
@@ -210,7 +217,7 @@ async function recordResult(
   rt: Runtime,
   data: SubagentJob,
   writer: string,
-  r: { run: AgentRun; transcript?: TranscriptWrite; base: ResultBase },
+  r: { run: AgentRun; transcript?: TranscriptWrite; base: ResultBase; tokens?: number },
   log: Logger,
 ): Promise<SubagentJobResult> {
   const { run, transcript, base } = r;
@@ -231,6 +238,7 @@ async function recordResult(
     threadId: base.threadId,
     bytes,
     ms: result.finishedAt - base.startedAt,
+    ...(r.tokens === undefined ? {} : { tokens: r.tokens }),
     ...(notes ? { reason: notes } : {}),
     ...partial,
   };

@@ -37,6 +37,8 @@ export interface GoalRunOptions<T> {
    * write does not happen. A rejected run's is stored here either way.
    */
   transcriptWithResult?: boolean;
+  /** Told each model call's input plus output tokens as they are booked (a subtask sums its own). */
+  onTokens?: (tokens: number) => void;
 }
 
 export type GoalRunOutcome<T> =
@@ -57,7 +59,10 @@ export async function runForGoal<T>(rt: Runtime, o: GoalRunOptions<T>): Promise<
     logger: o.log,
     models: rt.cfg.models,
     metrics: rt.metrics,
-    usageSink: usage.sink,
+    usageSink: (ctx, model, u, reservation, origin) => {
+      o.onTokens?.(u.input + u.output);
+      return usage.sink(ctx, model, u, reservation, origin);
+    },
     // The previous call's usage is booked before the next call goes out.
     budget: { ...budget, reserve: (req, ctx) => usage.flush().then(() => budget.reserve(req, ctx)) },
     retry: { ...rt.cfg.modelRetry, rateLimitToQueue: o.rateLimitToQueue ?? false },

@@ -43,6 +43,11 @@ interface SubtaskEnd {
   reason?: string;
   /** The subtask stopped at its token cap: its artifact holds what it had, status `active`. */
   partial?: boolean;
+  /**
+   * Input plus output tokens of the job's model calls (across its approval pauses; a failed
+   * attempt's own). Absent in events written before deepq recorded it, or when unknown.
+   */
+  tokens?: number;
 }
 
 export type TimelineEventBody =
