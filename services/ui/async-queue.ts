@@ -11,6 +11,11 @@ export class AsyncQueue<T> implements AsyncIterable<T> {
     this.wake?.();
   }
 
+  /** Closed: nothing more will be pulled (the client left, or the process stops). */
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
   close(): void {
     this.closed = true;
     this.wake?.();

@@ -43,6 +43,8 @@ export interface UsageLine {
   output: string;
   cacheRead: string;
   cacheWrite: string;
+  /** The endpoint reported no usage at least once: these counts are partly deepq's estimate. */
+  estimated: boolean;
 }
 
 export interface GoalSnapshot {
@@ -101,7 +103,8 @@ function usageLines(goal: GoalRecord): UsageLine[] {
     .map(([key, u]) => {
       const [role = '', model = ''] = key.split('|');
       const [input, output, cacheRead, cacheWrite] = [u.input, u.output, u.cache_read, u.cache_write].map(count);
-      return { role, model, input: input!, output: output!, cacheRead: cacheRead!, cacheWrite: cacheWrite! };
+      const estimated = goal.estimatedUsage.includes(key);
+      return { role, model, input: input!, output: output!, cacheRead: cacheRead!, cacheWrite: cacheWrite!, estimated };
     })
     .sort((a, b) => a.role.localeCompare(b.role) || a.model.localeCompare(b.model));
 }

@@ -1,5 +1,5 @@
 // A goal's cycles as the inspector shows them, folded from its timeline events: each cycle's
-// subtasks (state, attempt, duration, bytes, tool calls, failure reason), its reflection, a
+// subtasks (state, attempt, duration, tokens, bytes, tool calls, failure reason), its reflection, a
 // stall, and any pause or resume. The plan's instructions and token caps are not in the
 // events; cycle-plans.ts adds them. Wording shared by the page and the live script is made
 // here, so the two render the same strings.
@@ -29,6 +29,8 @@ export interface SubtaskView {
   readFiles?: string[];
   /** The plan's `token_cap` for it, when it set one. */
   tokenCap?: number;
+  /** Input plus output tokens its run used, from its end event (older events have none). */
+  tokens?: number;
   state: SubtaskState;
   attempt?: number;
   ms?: number;
@@ -225,6 +227,7 @@ export class GoalTimeline {
       // A new attempt runs a new agent: its tool calls are its own.
       s.toolCalls = 0;
       s.toolErrors = 0;
+      delete s.tokens;
       // Started as the goal paused: it parks at its first model call.
       if (this.openPause === e.step && this.cycle(e.step).paused?.pausedFor === 'budget') this.park(s);
       return;
@@ -232,6 +235,7 @@ export class GoalTimeline {
     s.state = e.type === 'subtask_failed' ? 'failed' : e.partial ? 'partial' : 'done';
     if (e.ms !== undefined) s.ms = e.ms;
     if (e.bytes !== undefined) s.bytes = e.bytes;
+    if (e.tokens !== undefined) s.tokens = e.tokens;
     if (e.reason) s.reason = e.reason;
   }
 

@@ -3,7 +3,8 @@
 // as a `timeline` event with its stream id, carrying the whole changed cycle; after each batch
 // a `goal` event carries a fresh snapshot. A reconnecting EventSource sends Last-Event-ID and
 // gets exactly what it missed: the feed replays the stream to rebuild the cycles and sends
-// only the entries after that id.
+// only the entries after that id. With Redis down the stream still opens (a `waiting` event)
+// and follows once Redis is back: a browser reconnecting during an outage never gives up.
 import type { Hono } from 'hono';
 import { type SSEStreamingApi, streamSSE } from 'hono/streaming';
 import { formatEventLine } from '../../../cli/timeline.ts';
@@ -19,6 +20,8 @@ import { compareStreamIds, normalizeStreamId, type StreamEntry } from '../stream
 const KEEPALIVE_MS = 15_000;
 /** How long a browser waits before reconnecting after the stream drops. */
 const RETRY_MS = 1000;
+/** How long the route waits for Redis before it opens the stream anyway. */
+const PROBE_MS = 1000;
 
 interface Feed {
   ctx: UiContext;
@@ -31,15 +34,36 @@ interface Feed {
 export function registerGoalEventsRoute(app: Hono<UiEnv>, ctx: UiContext): void {
   app.get('/goals/:id/events', async (c) => {
     const goalId = c.req.param('id');
-    if (!isGoalId(goalId) || !(await ctx.client.goals.get(goalId))) return c.text('unknown goal\n', 404);
+    if (!isGoalId(goalId)) return c.text('unknown goal\n', 404);
+    // Redis down or restarting: the stream opens anyway and waits for it. Any other answer than
+    // 200 text/event-stream makes the browser's EventSource give up for good.
+    const known = await goalKnown(ctx, goalId);
+    if (known === false) return c.text('unknown goal\n', 404);
     const after = normalizeStreamId(c.req.header('last-event-id') ?? c.req.query('after'));
     // Proxies (nginx) must not buffer the stream.
     c.header('x-accel-buffering', 'no');
-    return streamSSE(c, (stream) => follow({ ctx, goalId, after, stream }));
+    return streamSSE(c, (stream) => follow({ ctx, goalId, after, stream }, known === undefined));
   });
 }
 
-async function follow(f: Feed): Promise<void> {
+/** Whether the goal exists; undefined when Redis does not answer in time (or fails). */
+async function goalKnown(ctx: UiContext, goalId: string): Promise<boolean | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((r) => {
+    timer = setTimeout(() => r(undefined), PROBE_MS);
+  });
+  const found = ctx.client.goals.get(goalId).then(
+    (g) => g !== null,
+    () => undefined,
+  );
+  try {
+    return await Promise.race([found, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function follow(f: Feed, waitingForRedis: boolean): Promise<void> {
   const { ctx, stream } = f;
   const batches = new AsyncQueue<StreamEntry[]>();
   const live = { close: () => batches.close() };
@@ -47,19 +71,16 @@ async function follow(f: Feed): Promise<void> {
   ctx.metrics.liveStreams.inc();
   stream.onAbort(() => batches.close());
   const keepalive = setInterval(() => void stream.write(': keep-alive\n\n'), KEEPALIVE_MS);
-  // From the start: the cycles are rebuilt from every entry, the browser gets only new ones.
-  const unsubscribe = await ctx.hub
-    .subscribe(ctx.client.goals.keys.events(f.goalId), undefined, (entries) => batches.push(entries))
-    .catch((err: Error) => {
-      batches.close();
-      ctx.log.warn({ err: { message: err.message }, goalId: f.goalId }, 'cannot follow the goal timeline');
-      return () => {};
-    });
-  ctx.metrics.streamReaders.set(ctx.hub.openFeeds);
+  let unsubscribe = () => {};
   try {
     // The first message sets how soon the browser reconnects after a drop.
     await stream.writeSSE({ event: 'hello', data: '{}', retry: RETRY_MS });
-    await sendGoal(f);
+    // The page says what it waits for: Redis, not the inspector.
+    if (waitingForRedis) await stream.writeSSE({ event: 'waiting', data: JSON.stringify({ for: 'redis' }) });
+    unsubscribe = await subscribe(f, batches);
+    ctx.metrics.streamReaders.set(ctx.hub.openFeeds);
+    // A goal swept meanwhile: the stream ends, and the browser's reconnect gets a 404.
+    if (batches.isClosed || !(await sendGoal(f))) return;
     await relay(f, batches);
   } finally {
     clearInterval(keepalive);
@@ -68,6 +89,23 @@ async function follow(f: Feed): Promise<void> {
     ctx.metrics.liveStreams.dec();
     ctx.metrics.streamReaders.set(ctx.hub.openFeeds);
   }
+}
+
+/**
+ * Follows the goal's stream (from the start: the cycles are rebuilt from every entry, the
+ * browser gets only new ones), trying again while Redis fails, until the client leaves.
+ */
+async function subscribe(f: Feed, batches: AsyncQueue<StreamEntry[]>): Promise<() => void> {
+  const key = f.ctx.client.goals.keys.events(f.goalId);
+  while (!batches.isClosed) {
+    try {
+      return await f.ctx.hub.subscribe(key, undefined, (entries) => batches.push(entries));
+    } catch (err) {
+      f.ctx.log.warn({ err: { message: (err as Error).message }, goalId: f.goalId }, 'cannot follow yet; retrying');
+      await new Promise((r) => setTimeout(r, RETRY_MS).unref());
+    }
+  }
+  return () => {};
 }
 
 /** Sends each new entry with the cycle it changed, then the goal's state after the batch. */
@@ -98,8 +136,10 @@ async function relay(f: Feed, batches: AsyncQueue<StreamEntry[]>): Promise<void>
   }
 }
 
-async function sendGoal(f: Feed): Promise<void> {
+/** Sends the goal's state; false when the goal is gone. */
+async function sendGoal(f: Feed): Promise<boolean> {
   const goal = await f.ctx.client.goals.get(f.goalId);
-  if (!goal) return;
+  if (!goal) return false;
   await f.stream.writeSSE({ event: 'goal', data: JSON.stringify(await goalSnapshot(f.ctx, goal)) });
+  return true;
 }

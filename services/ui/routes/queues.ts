@@ -10,6 +10,7 @@ import { chromeOf } from '../chrome.ts';
 import type { UiContext, UiEnv } from '../context.ts';
 import { queueOverview } from '../model/queue-overview.ts';
 import { queuesPage } from '../views/queues-page.ts';
+import { offlineBoardPage } from './bull-board-offline.ts';
 
 export const BULL_BOARD_PATH = '/queues';
 
@@ -29,5 +30,7 @@ export function registerQueueRoutes(app: Hono<UiEnv>, ctx: UiContext): void {
   });
   board.setBasePath(BULL_BOARD_PATH);
   app.get(`${BULL_BOARD_PATH}/`, (c) => c.redirect(BULL_BOARD_PATH, 301));
+  app.use(BULL_BOARD_PATH, offlineBoardPage());
+  app.use(`${BULL_BOARD_PATH}/*`, offlineBoardPage());
   app.route(BULL_BOARD_PATH, board.registerPlugin() as unknown as Hono<UiEnv>);
 }

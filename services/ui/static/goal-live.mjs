@@ -48,6 +48,7 @@ function subtaskRow(s) {
     el('td', { class: 'artifact' }, el('a', { href: artifactHref(s.artifact) }, s.artifact)),
     el('td', { class: 'read-files' }, (s.readFiles ?? []).join(', ')),
     el('td', { class: 'state' }, el('span', { class: `badge state-${s.state}` }, s.state)),
+    el('td', { class: 'tokens' }, s.tokens === undefined ? '' : count(s.tokens)),
     el('td', { class: 'token-cap' }, s.tokenCap === undefined ? '' : count(s.tokenCap)),
     el('td', { class: 'attempt' }, s.attempt === undefined ? '' : String(s.attempt)),
     el('td', { class: 'duration' }, duration(s.ms)),
@@ -100,11 +101,11 @@ function cycleBlock(c) {
   const planner = c.plannerThreadId
     ? [' · ', el('a', { class: 'planner-thread', href: transcriptHref(c.plannerThreadId) }, 'planner transcript')]
     : '';
-  const heads = ['#', 'role', 'instruction', 'expected artifact', 'read_files', 'state', 'token cap', 'attempt'];
+  const heads = ['#', 'role', 'instruction', 'expected artifact', 'read_files', 'state', 'tokens', 'token cap'];
   const head = el(
     'tr',
     {},
-    [...heads, 'duration', 'tool calls', 'failure reason', ''].map((h) => el('th', {}, h)),
+    [...heads, 'attempt', 'duration', 'tool calls', 'failure reason', ''].map((h) => el('th', {}, h)),
   );
   return el(
     'section',
@@ -164,8 +165,17 @@ function artifactRow(a) {
 }
 
 function usageRow(u) {
-  const cells = [u.role, u.model, u.input, u.output, u.cacheRead, u.cacheWrite].map((v) => el('td', {}, v));
-  return el('tr', { class: 'usage-row' }, cells);
+  const estimated = u.estimated ? [' ', el('span', { class: 'estimated' }, '(estimated)')] : '';
+  return el(
+    'tr',
+    { class: 'usage-row', 'data-estimated': String(u.estimated) },
+    el('td', { class: 'role' }, u.role),
+    el('td', { class: 'model' }, u.model, estimated),
+    el('td', { class: 'input' }, u.input),
+    el('td', { class: 'output' }, u.output),
+    el('td', { class: 'cache-read' }, u.cacheRead),
+    el('td', { class: 'cache-write' }, u.cacheWrite),
+  );
 }
 
 function field(f) {
@@ -256,15 +266,29 @@ function appendActivity(line) {
   while (log.children.length > ACTIVITY_MAX) log.firstElementChild.remove();
 }
 
+/**
+ * The stream's state, as text and as `data-state` (what tests wait on): `live` once the server
+ * follows the goal in Redis and has sent its state, not merely once the request is open.
+ */
+function live(state, label) {
+  const node = document.getElementById('live-state');
+  if (node) node.dataset.state = state;
+  text('live-state', label);
+}
+
 function follow() {
   const url = new URL(root.dataset.eventsUrl, location.href);
   // The first connection starts after what the page shows; a reconnect sends Last-Event-ID.
   url.searchParams.set('after', root.dataset.lastEventId ?? '');
   const source = new EventSource(url);
-  const live = (state) => text('live-state', state);
-  source.addEventListener('open', () => live('live'));
+  live('connecting', 'connecting…');
+  source.addEventListener('open', () => live('connected', 'connected'));
+  // The inspector is up, Redis is not (yet): the stream follows once it is back.
+  source.addEventListener('waiting', () => live('waiting', 'waiting for Redis…'));
   source.addEventListener('error', () =>
-    live(source.readyState === EventSource.CLOSED ? 'disconnected' : 'reconnecting…'),
+    source.readyState === EventSource.CLOSED
+      ? live('disconnected', 'disconnected')
+      : live('reconnecting', 'reconnecting…'),
   );
   source.addEventListener('timeline', (m) => {
     const data = JSON.parse(m.data);
@@ -278,8 +302,8 @@ function follow() {
     // A finished goal has nothing more to say: stop, rather than reconnect forever.
     if (g.terminal) {
       source.close();
-      live('finished');
-    }
+      live('finished', 'finished');
+    } else live('live', 'live');
   });
 }
 

@@ -1,4 +1,4 @@
-// One cycle's block on the Goal page: the plan's subtasks with their state and token cap, the
+// One cycle's block on the Goal page: the plan's subtasks with their state, tokens and cap, the
 // reflection, a stall, any pause or resume. static/goal-live.mjs builds the same markup from
 // the same JSON when an event changes the cycle: keep the two in step (class names, data
 // attributes, columns).
@@ -27,6 +27,7 @@ function subtaskRow(goalId: string, s: SubtaskView): Html {
     <td class="artifact"><a href="${artifactHref(goalId, s.artifact)}">${s.artifact}</a></td>
     <td class="read-files">${(s.readFiles ?? []).join(', ')}</td>
     <td class="state"><span class="badge state-${s.state}">${s.state}</span></td>
+    <td class="tokens">${s.tokens === undefined ? '' : count(s.tokens)}</td>
     <td class="token-cap">${s.tokenCap === undefined ? '' : count(s.tokenCap)}</td>
     <td class="attempt">${s.attempt ?? ''}</td>
     <td class="duration">${duration(s.ms)}</td>
@@ -85,7 +86,8 @@ export function cycleBlock(goalId: string, c: CycleView): Html {
       <thead>
         <tr>
           <th>#</th><th>role</th><th>instruction</th><th>expected artifact</th><th>read_files</th><th>state</th>
-          <th>token cap</th><th>attempt</th><th>duration</th><th>tool calls</th><th>failure reason</th><th></th>
+          <th>tokens</th><th>token cap</th><th>attempt</th><th>duration</th><th>tool calls</th><th>failure reason</th>
+          <th></th>
         </tr>
       </thead>
       <tbody>${c.subtasks.map((s) => subtaskRow(goalId, s))}</tbody>

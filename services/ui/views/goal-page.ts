@@ -22,6 +22,8 @@ export interface GoalPageData {
 
 function header(d: GoalPageData): Html {
   const s = d.snapshot;
+  // static/goal-live.mjs takes it from here (data-state `live` once it follows the goal).
+  const [state, label] = s.terminal ? ['finished', 'finished'] : ['static', 'live updates need JavaScript'];
   return html`<header class="goal-head">
     <h1>Goal <code>${s.goalId}</code></h1>
     <p class="goal-text">${d.goal.goal}</p>
@@ -34,7 +36,7 @@ function header(d: GoalPageData): Html {
       <dt>review</dt><dd>${d.goal.review ? 'after every reflection' : 'no'}</dd>
     </dl>
     <p class="reason" id="goal-reason">${s.reason}</p>
-    <p id="live-state" class="live">${s.terminal ? 'finished' : 'live updates need JavaScript'}</p>
+    <p id="live-state" class="live" data-state="${state}">${label}</p>
   </header>`;
 }
 
@@ -50,7 +52,7 @@ function tables(d: GoalPageData): Html {
     </section>
     <section>
       <h2>Tokens by role and model</h2>
-      <p class="hint">deepq books tokens per role and model, not per subtask.</p>
+      <p class="hint">The goal's tokens by role and model; each subtask's own are in its cycle's table.</p>
       <table class="usage">
         <thead>
           <tr><th>role</th><th>model</th><th>input</th><th>output</th><th>cache read</th><th>cache write</th></tr>

@@ -24,9 +24,12 @@ export function artifactRow(a: ArtifactLine): Html {
 }
 
 export function usageRow(u: UsageLine): Html {
-  return html`<tr class="usage-row">
-    <td>${u.role}</td><td>${u.model}</td><td>${u.input}</td><td>${u.output}</td>
-    <td>${u.cacheRead}</td><td>${u.cacheWrite}</td>
+  // Like `deepq status`: counts an endpoint did not report are deepq's estimate, and say so.
+  const estimated = u.estimated ? html` <span class="estimated">(estimated)</span>` : '';
+  return html`<tr class="usage-row" data-estimated="${u.estimated ? 'true' : 'false'}">
+    <td class="role">${u.role}</td><td class="model">${u.model}${estimated}</td>
+    <td class="input">${u.input}</td><td class="output">${u.output}</td>
+    <td class="cache-read">${u.cacheRead}</td><td class="cache-write">${u.cacheWrite}</td>
   </tr>`;
 }
 

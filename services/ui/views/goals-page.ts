@@ -18,12 +18,12 @@ export interface EnqueueForm {
 
 function goalRow(r: GoalRow, now: number): Html {
   return html`<tr class="goal-row" data-goal-id="${r.goalId}">
-    <td><a href="${path`/goals/${r.goalId}`}"><code>${r.goalId}</code></a></td>
-    <td><span class="badge status-${r.status}">${r.status}</span></td>
-    <td class="num">${r.cycles}</td>
-    <td class="num">${count(r.tokens)}</td>
-    <td class="num">${r.cost}</td>
-    <td class="num">${age(r.createdAt, now)}</td>
+    <td class="id"><a href="${path`/goals/${r.goalId}`}"><code>${r.goalId}</code></a></td>
+    <td class="status"><span class="badge status-${r.status}">${r.status}</span></td>
+    <td class="num cycles">${r.cycles}</td>
+    <td class="num tokens">${count(r.tokens)}</td>
+    <td class="num cost">${r.cost}</td>
+    <td class="num age">${age(r.createdAt, now)}</td>
     <td class="text">${r.text}</td>
   </tr>`;
 }
