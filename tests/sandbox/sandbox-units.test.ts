@@ -9,7 +9,7 @@ import { test } from 'node:test';
 import { findExecutable } from '../../shared/agent/sandbox/binaries.ts';
 import { SANDBOX_UID, sandboxCommand } from '../../shared/agent/sandbox/command.ts';
 import { SandboxSchema } from '../../shared/agent/sandbox/config.ts';
-import { type Exit, limitOf, outcomeOf } from '../../shared/agent/sandbox/outcome.ts';
+import { type Exit, limitOf, outcomeOf, SANDBOX_OUTCOMES } from '../../shared/agent/sandbox/outcome.ts';
 import { Tail } from '../../shared/agent/sandbox/output.ts';
 import { explainBwrapFailure } from '../../shared/agent/sandbox/probe.ts';
 import type { SandboxResult } from '../../shared/agent/sandbox/run.ts';
@@ -70,15 +70,17 @@ test('a finished run is judged by who killed it, its signal, then its stderr', (
     'file_size',
     'limit hit: file size (16 MiB); exit 1',
   ]);
-  // A fork bomb's shell may exit 0 with its forks refused: still reported.
+  // A fork bomb's shell may exit 0 with its forks refused: still reported, and counted `error`.
   assert.deepEqual(judged({ code: 0, stderrTail: 'bash: fork: retry: Resource temporarily unavailable' }), [
-    'ok',
+    'error',
     'processes',
     'limit hit: processes (64); exit 0',
   ]);
   // A passing test that prints "MemoryError" is not a memory limit.
   assert.deepEqual(judged({ code: 0, stderrTail: 'test_raises_MemoryError ... ok' }), ['ok', undefined, 'exit 0']);
-  assert.equal(judged({ code: null, signal: 'SIGKILL', killed: 'cancel' })[0], 'cancelled');
+  assert.equal(judged({ code: null, signal: 'SIGKILL', killed: 'cancel' })[0], 'error');
+  // Exactly the six outcomes the metric documents.
+  assert.deepEqual(SANDBOX_OUTCOMES, ['ok', 'nonzero_exit', 'timeout', 'memory', 'output_limit', 'error']);
 });
 
 test("bubblewrap's failures name what is missing", () => {

@@ -1,17 +1,10 @@
-// What a finished run amounts to: one outcome (the metric's label) and, when a limit stopped
-// it, which one, in words for the first line of the tool result.
+// What a finished run amounts to: one outcome (the metric's label, one of the six the metric
+// documents) and, when a limit stopped it, which one, in words for the first line of the tool
+// result. Causes without a label of their own (a cancel, the process limit) count as `error`.
 import type { SandboxConfig } from './config.ts';
 import { WALK_MAX_ENTRIES } from './workdir.ts';
 
-export const SANDBOX_OUTCOMES = [
-  'ok',
-  'nonzero_exit',
-  'timeout',
-  'memory',
-  'output_limit',
-  'cancelled',
-  'error',
-] as const;
+export const SANDBOX_OUTCOMES = ['ok', 'nonzero_exit', 'timeout', 'memory', 'output_limit', 'error'] as const;
 export type SandboxOutcome = (typeof SANDBOX_OUTCOMES)[number];
 
 export type LimitKind = 'wall' | 'cpu' | 'memory' | 'output' | 'files' | 'file_size' | 'processes';
@@ -76,9 +69,13 @@ export function limitOf(e: Exit, l: SandboxConfig): LimitHit | null {
   return null;
 }
 
-/** The metric's outcome for a run that ended (spawn errors are counted as `error` by the caller). */
+/**
+ * The metric's outcome for a run that ended (spawn errors are counted as `error` by the caller).
+ * A run killed by the job's abort, or stopped by the process limit, did not get to do its work:
+ * `error` (the result's first line, or the thrown message, names the real cause).
+ */
 export function outcomeOf(e: Exit, limit: LimitHit | null): SandboxOutcome {
-  if (e.killed === 'cancel') return 'cancelled';
+  if (e.killed === 'cancel') return 'error';
   switch (limit?.kind) {
     case 'wall':
     case 'cpu':
@@ -89,6 +86,8 @@ export function outcomeOf(e: Exit, limit: LimitHit | null): SandboxOutcome {
     case 'files':
     case 'file_size':
       return 'output_limit';
+    case 'processes':
+      return 'error';
     default:
       return e.code === 0 ? 'ok' : 'nonzero_exit';
   }

@@ -37,8 +37,10 @@ export interface SandboxResult {
   stdout: Tail;
   stderr: Tail;
   seconds: number;
-  /** Set when the run could not start (outcome `error`). */
+  /** Set when the run could not start or was killed by the job's abort (outcome `error`). */
   error?: string;
+  /** The job's abort stopped it (before or during the run). */
+  aborted?: boolean;
 }
 
 export async function runSandboxed(req: SandboxRequest): Promise<SandboxResult> {
@@ -55,7 +57,7 @@ export async function runSandboxed(req: SandboxRequest): Promise<SandboxResult> 
   }
   if (!bins.prlimit) return failed('prlimit is not installed (util-linux)');
   if (req.limits.mode === 'bwrap' && !bins.bwrap) return failed('bwrap is not installed (Debian package bubblewrap)');
-  if (req.signal?.aborted) return { ...failed('not run: the job was aborted'), outcome: 'cancelled' };
+  if (req.signal?.aborted) return { ...failed('not run: the job was aborted'), aborted: true };
   const cmd = sandboxCommand({
     mode: req.limits.mode,
     bwrap: bins.bwrap,
@@ -70,6 +72,7 @@ export async function runSandboxed(req: SandboxRequest): Promise<SandboxResult> 
   const seconds = (performance.now() - started) / 1000;
   if ('error' in ended) return failed(ended.error);
   const exit: Exit = { ...ended, stderrTail: stderr.text(), seconds };
+  if (exit.killed === 'cancel') return { ...failed('the job was aborted'), code: exit.code, aborted: true };
   const limit = limitOf(exit, req.limits);
   return { outcome: outcomeOf(exit, limit), limit, code: exit.code, signal: exit.signal, stdout, stderr, seconds };
 }

@@ -121,17 +121,22 @@ function limitsFor(deps: SandboxToolDeps): string {
 
 /** The run: work dir, inputs, sandbox, metrics, what changed, what is saved; the dir always goes. */
 async function runJob(deps: SandboxToolDeps, ctx: ToolContext, job: RunJob): Promise<string> {
-  const inputs = await readInputs(deps.vfs, ctx.goalId, job.files);
-  checkInputSize(inputs, deps.limits);
+  const inputs = await countedIfFails(deps, ctx, async () => {
+    const read = await readInputs(deps.vfs, ctx.goalId, job.files);
+    checkInputSize(read, deps.limits);
+    return read;
+  });
   const root = process.getuid?.() === 0;
-  const wd = await createWorkDir(root ? { uid: SANDBOX_UID, gid: SANDBOX_UID } : null);
+  const wd = await countedIfFails(deps, ctx, () => createWorkDir(root ? { uid: SANDBOX_UID, gid: SANDBOX_UID } : null));
   try {
-    for (const [name, content] of inputs) {
-      await putFile(wd, name, content).catch((err: NodeJS.ErrnoException) => {
-        throw new Error(`cannot place ${name} in the work dir: ${err.code ?? err.message}`);
-      });
-    }
-    await putFile(wd, job.program.file, job.program.content);
+    await countedIfFails(deps, ctx, async () => {
+      for (const [name, content] of inputs) {
+        await putFile(wd, name, content).catch((err: NodeJS.ErrnoException) => {
+          throw new Error(`cannot place ${name} in the work dir: ${err.code ?? err.message}`);
+        });
+      }
+      await putFile(wd, job.program.file, job.program.content);
+    });
     const res = await runSandboxed({
       argv: job.argv,
       workDir: wd.path,
@@ -142,12 +147,26 @@ async function runJob(deps: SandboxToolDeps, ctx: ToolContext, job: RunJob): Pro
       binaries: deps.binaries,
     });
     count(deps, ctx, res);
-    if (res.outcome === 'cancelled') throw new Error(`${job.tool} was killed: the job was aborted`);
-    if (res.outcome === 'error') throw new Error(`${job.tool} could not run: ${res.error}`);
+    if (res.aborted) throw new Error(`${job.tool} was killed: the job was aborted`);
+    if (res.error !== undefined) throw new Error(`${job.tool} could not run: ${res.error}`);
     const report = await reportOf(deps, ctx, wd.path, inputs, job, res);
     return formatRun(report);
   } finally {
     await removeWorkDir(wd.path).catch((err) => ctx.log.warn({ err, dir: wd.path }, 'work dir not removed'));
+  }
+}
+
+/**
+ * A step before the program starts (inputs missing or too large, the work dir not made): its
+ * failure is a run that could not happen, counted `error` like a spawn failure, then rethrown.
+ */
+async function countedIfFails<T>(deps: SandboxToolDeps, ctx: ToolContext, step: () => Promise<T>): Promise<T> {
+  try {
+    return await step();
+  } catch (err) {
+    deps.metrics?.sandboxRuns.inc({ role: ctx.role, outcome: 'error' });
+    ctx.log.info({ outcome: 'error', err: (err as Error).message }, 'sandbox run not started');
+    throw err;
   }
 }
 
