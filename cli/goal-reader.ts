@@ -21,7 +21,15 @@ export interface GoalSummary {
   finishedAt: number | null;
   /** Tokens and estimated cost per model, and the total (costUsd null when a model has no price). */
   usage: UsageSummary;
+  /** Tool calls waiting for a human, oldest first: the goal runs on once they are decided. */
+  approvals: PendingApproval[];
 }
+
+/** A call waiting for a human, as `status --json` lists it. */
+export type PendingApproval = Pick<
+  ApprovalRecord,
+  'callId' | 'tool' | 'role' | 'step' | 'index' | 'requestedAt' | 'expiresAt'
+>;
 
 export class GoalReader {
   readonly redis: Redis;
@@ -53,6 +61,7 @@ export class GoalReader {
       createdAt: g.createdAt,
       finishedAt: g.finishedAt,
       usage: usageSummary(g, this.cfg.prices),
+      approvals: (await this.pendingApprovals(goalId)).map(pendingApproval),
     };
   }
 
@@ -79,4 +88,9 @@ export class GoalReader {
     }
     return out;
   }
+}
+
+function pendingApproval(r: ApprovalRecord): PendingApproval {
+  const { callId, tool, role, step, index, requestedAt, expiresAt } = r;
+  return { callId, tool, role, step, index, requestedAt, expiresAt };
 }

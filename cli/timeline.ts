@@ -215,7 +215,7 @@ function describe(e: TimelineEvent): string {
     }
     case 'approval_requested': {
       const until = new Date(e.expiresAt).toISOString();
-      return `[${e.index}] ${e.role} awaits approval ${e.callId}: ${e.tool} ${e.input} (until ${until})`;
+      return `[${e.index}] ${e.role} approval requested ${e.callId}: ${e.tool} ${e.input} (until ${until})`;
     }
     case 'approval_decided':
       return `[${e.index}] ${e.role} ${e.callId} (${e.tool}) ${e.decision}${e.reason ? `: ${e.reason}` : ''}`;

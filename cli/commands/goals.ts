@@ -104,9 +104,12 @@ async function printStatus(c: GoalReader, goalId: string, artifacts: string[]): 
     import('../../shared/goal/store.ts'),
   ]);
   const g = await c.get(goalId);
+  const waiting = await c.pendingApprovals(goalId);
   const t = g.tokens;
   print(`goal      ${g.goalId}: ${g.goal.slice(0, 100)}`);
-  print(`status    ${g.status}${g.reason ? ` (${g.reason})` : ''}`);
+  // A running goal whose subtask waits for a human makes no progress until someone decides.
+  const paused = waiting.length ? ` (waiting for approval: ${waiting.length} tool call(s))` : '';
+  print(`status    ${g.status}${paused}${g.reason ? ` (${g.reason})` : ''}`);
   print(`step      ${g.step} (depth ${g.depth})`);
   print(
     `tokens    ${totalTokens(t)} (input ${t.input}, output ${t.output}, ` +
@@ -126,7 +129,6 @@ async function printStatus(c: GoalReader, goalId: string, artifacts: string[]): 
   const finished = g.finishedAt ? `  finished ${new Date(g.finishedAt).toISOString()}` : '';
   print(`created   ${new Date(g.createdAt).toISOString()}${finished}`);
   for (const line of (await import('../budget-status.ts')).budgetStatusLines(g)) print(line);
-  const waiting = await c.pendingApprovals(goalId);
   if (!waiting.length) return;
   print(`approvals ${waiting.length} tool call(s) wait for a human: deepq approve|reject ${goalId} <callId>`);
   for (const r of waiting) for (const line of approvalLines(r)) print(`  ${line}`);

@@ -219,7 +219,12 @@ test('hostile tool input shows escaped in status, approvals and watch', { timeou
   const status = await cli(['status', goalId]);
   assert.equal(status.code, 0, status.stderr);
   assert.doesNotMatch(status.stdout, RAW_CONTROL);
+  assert.match(status.stdout, /^status {4}running \(waiting for approval: 1 tool call\(s\)\)$/m);
   assert.match(status.stdout, /^approvals 1 tool call\(s\) wait for a human/m);
+  const summary = JSON.parse((await cli(['status', goalId, '--json'])).stdout);
+  const { callId, tool, role, step, index, requestedAt, expiresAt } = call;
+  assert.deepEqual(summary.approvals, [{ callId, tool, role, step, index, requestedAt, expiresAt }]);
+  assert.equal(summary.status, 'running');
   assert.ok(status.stdout.includes(`  ${call.callId}  write_file  (cycle 1 [0] writer)`), status.stdout);
   assert.ok(status.stdout.includes(SHOWN), `the input is not shown escaped: ${status.stdout}`);
   const all = await cli(['approvals']);
@@ -231,8 +236,12 @@ test('hostile tool input shows escaped in status, approvals and watch', { timeou
   const reject = await cli(['reject', goalId, call.callId, '--reason', `no ${HOSTILE}`]);
   assert.equal(reject.code, 0, reject.stderr);
   await fleet.client.waitFor(goalId, { timeoutMs: 30_000 });
+  const done = await cli(['status', goalId]);
+  assert.match(done.stdout, /^status {4}done\b/m);
+  assert.doesNotMatch(done.stdout, /waiting for approval/, 'a decided call still shows as waiting');
+  assert.deepEqual(JSON.parse((await cli(['status', goalId, '--json'])).stdout).approvals, []);
   const watch = await cli(['watch', goalId]);
   assert.doesNotMatch(watch.stdout, RAW_CONTROL);
-  assert.match(watch.stdout, new RegExp(`\\[0\\] writer awaits approval ${call.callId}: write_file \\{"name"`));
+  assert.match(watch.stdout, new RegExp(`\\[0\\] writer approval requested ${call.callId}: write_file \\{"name"`));
   assert.ok(watch.stdout.includes(`${call.callId} (write_file) rejected: no ${SHOWN}`), watch.stdout);
 });

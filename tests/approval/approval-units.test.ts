@@ -92,7 +92,7 @@ test('watch shows a subtask waiting for approval, with the call id and the input
   assert.ok(tree.includes('⏸ ap-0123456789 write_file {"cmd":"\\u001b[2J\\u009b31m"}'), tree);
   assert.doesNotMatch(tree, RAW);
   const line = formatEventLine(EVENTS[2]!, 0);
-  assert.match(line, /cycle 1 \[0\] writer awaits approval ap-0123456789: write_file \{"cmd":"\\u001b\[2J/);
+  assert.match(line, /cycle 1 \[0\] writer approval requested ap-0123456789: write_file \{"cmd":"\\u001b\[2J/);
   assert.doesNotMatch(line, RAW);
 
   view.apply({ type: 'approval_decided', at, ...ref, callId: 'ap-0123456789', decision: 'rejected', reason: 'no' });

@@ -197,7 +197,7 @@ async function assertCycleThree(page: Page): Promise<void> {
   assert.match(lines, /cycle 3 \[1\] code-writer called run_code \(ok, 1234 ms\)/);
   assert.match(lines, /cycle 3 \[1\] code-writer called run_tests \(FAILED, 2500 ms\)/);
   const input = `{"code":"print(1)","note":"${HOSTILE}"}`;
-  const asked = `cycle 3 [1] code-writer awaits approval ap-0123456789: run_code ${input}`;
+  const asked = `cycle 3 [1] code-writer approval requested ap-0123456789: run_code ${input}`;
   assert.ok(lines.includes(asked), lines);
   assert.match(lines, /cycle 3 \[1\] code-writer ap-0123456789 \(run_code\) approved/);
 }
