@@ -84,7 +84,7 @@ test('pending tool calls are decisions on the goal page: approve, reject with a 
   const page = await browser.newPage();
   const problems = recordMisbehaviour(page);
   await page.goto(`${ui.url}/goals/${goalId}`);
-  await page.locator('#live-state', { hasText: 'live' }).waitFor();
+  await page.locator('#live-state[data-state="live"]').waitFor();
   assert.match((await card(page, first).locator('.title').textContent())!, /write_file \(cycle 1, subtask 0/);
   assert.ok((await card(page, first).locator('.detail').textContent())!.includes(INPUT), 'the input, as text');
   assert.equal(

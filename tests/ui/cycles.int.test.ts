@@ -158,7 +158,7 @@ function cycleThreeEvents(id: string): TimelineEventBody[] {
   const reason = 'stopped at its token cap (1900 of 2000 tokens): partial';
   return [
     { type: 'subtask_started', ...research, attempt: 1 },
-    { type: 'subtask_finished', ...research, bytes: 12, ms: 880, reason, partial: true },
+    { type: 'subtask_finished', ...research, bytes: 12, ms: 880, reason, partial: true, tokens: 1900 },
     { type: 'subtask_started', ...code, attempt: 1 },
     { type: 'tool_called', ...call, ms: 1234, ok: true },
     { type: 'tool_called', ...call, tool: 'run_tests', ms: 2500, ok: false },
@@ -189,6 +189,7 @@ async function assertCycleThree(page: Page): Promise<void> {
   assert.equal(await page.locator(row(0)).getAttribute('data-state'), 'partial');
   assert.equal(await text(page, `${row(0)} td.state`), 'partial');
   assert.equal(await text(page, `${row(0)} td.token-cap`), '2,000');
+  assert.equal(await text(page, `${row(0)} td.tokens`), '1,900', "the subtask's own tokens");
   assert.equal(await text(page, `${row(0)} td.reason`), 'stopped at its token cap (1900 of 2000 tokens): partial');
   assert.equal(await text(page, `${row(1)} td.token-cap`), '');
   assert.equal(await text(page, `${row(1)} td.tools`), '2 (1 failed)');
@@ -228,9 +229,24 @@ test('a stall, partial subtasks with their caps, sandbox runs and approvals: liv
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
   const problems = recordMisbehaviour(page);
   await page.goto(`${ui.url}/goals/${goalId}`);
-  await page.locator('#live-state', { hasText: 'live' }).waitFor();
+  await page.locator('#live-state[data-state="live"]').waitFor();
   await assertCycleThree(page);
   await page.evaluate('window.mark = "first load"');
+  const code = `#cycle-3 tr.subtask[data-index="1"]`;
+  assert.equal(await text(page, `${code} td.tokens`), '', 'still running: no count yet');
+
+  // The code subtask fails while the page is open: its tokens arrive with its end event.
+  const failedCode = {
+    step: 3,
+    index: 1,
+    role: CODER,
+    artifact: 'check.py',
+    threadId: threadIdFor(goalId, CODER, 't1'),
+  };
+  const failure = { type: 'subtask_failed' as const, ...failedCode, ms: 4000, reason: 'tests failed', tokens: 12345 };
+  await fleet.client.goals.appendEvent(goalId, failure);
+  await page.locator(`${code}[data-state="failed"]`).waitFor();
+  assert.equal(await text(page, `${code} td.tokens`), '12,345');
 
   // The stall lands while the page is open.
   await fleet.client.lifecycle.beginReflecting(goalId);
@@ -251,6 +267,7 @@ test('a stall, partial subtasks with their caps, sandbox runs and approvals: liv
   // First render of the same.
   await page.reload();
   await assertCycleThree(page);
+  assert.equal(await text(page, `${code} td.tokens`), '12,345');
   await assertStalled(page, 'escalate');
 
   // With `stall.action: fail` the goal ends failed, saying the same.

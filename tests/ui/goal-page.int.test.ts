@@ -87,6 +87,22 @@ test('a goal enqueued from the form fills in cycle by cycle without a reload, th
   assert.equal(await text(page, '#budget-rows tr[data-budget="tokens"] td.limit'), '500,000');
   assert.equal(await text(page, '#budget-rows tr[data-budget="cycles"] td.used'), '2');
   assert.equal(await page.locator('#artifact-rows tr.artifact-row').count(), 3);
+  // Each subtask's tokens: its run's input plus output, the same as its role's booked usage
+  // (each role ran once so far).
+  const g = await fleet.client.get(goalId);
+  const booked = (role: string) =>
+    Object.entries(g.usage)
+      .filter(([key]) => key.startsWith(`${role}|`))
+      .reduce((n, [, u]) => n + u.input + u.output, 0);
+  const cells = [
+    ['#cycle-1 tr.subtask[data-index="0"]', 'research-specialist'],
+    ['#cycle-1 tr.subtask[data-index="1"]', 'code-writer'],
+    ['#cycle-2 tr.subtask[data-index="0"]', 'critic'],
+  ];
+  for (const [row, role] of cells) {
+    assert.ok(booked(role!) > 0, `${role} booked tokens`);
+    assert.equal(await text(page, `${row} td.tokens`), booked(role!).toLocaleString('en-US'), role);
+  }
 
   // All of it arrived by live patches of the page that was first loaded.
   assert.equal(navigations, 0, 'the page navigated');

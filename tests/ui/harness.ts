@@ -18,12 +18,26 @@ export interface UiProc {
   port: number;
 }
 
-/** `deepq ui` on a fixed port (so a restart keeps its address), ready when /readyz says so. */
-export async function startUi(env: NodeJS.ProcessEnv, opts: { port?: number; args?: string[] } = {}): Promise<UiProc> {
+/**
+ * `deepq ui` on a fixed port (so a restart keeps its address), ready when /readyz says so;
+ * with `alive`, as soon as /healthz answers (it serves while Redis is down; /readyz does not).
+ */
+export async function startUi(
+  env: NodeJS.ProcessEnv,
+  opts: { port?: number; args?: string[]; alive?: boolean } = {},
+): Promise<UiProc> {
   const port = opts.port ?? (await freePort());
   const svc = startProcess('ui', ['ui', '--port', String(port), ...(opts.args ?? [])], env);
-  await waitForStart(svc);
+  if (opts.alive) await until(() => answers(`http://127.0.0.1:${svc.port}/healthz`), 'the ui /healthz', 60_000);
+  else await waitForStart(svc);
   return { svc, url: `http://127.0.0.1:${port}`, port };
+}
+
+async function answers(url: string): Promise<boolean> {
+  return fetch(url).then(
+    (r) => r.ok,
+    () => false,
+  );
 }
 
 export function launchBrowser(): Promise<Browser> {

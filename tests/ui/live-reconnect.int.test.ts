@@ -1,6 +1,7 @@
 // The Goal page keeps following its goal when things restart under it: Redis restarts (the
-// inspector's blocking reader reconnects by itself), and the inspector itself restarts (the
-// browser's EventSource reconnects with Last-Event-ID and gets exactly what it missed, once).
+// inspector's blocking reader reconnects by itself), the inspector itself restarts (the
+// browser's EventSource reconnects with Last-Event-ID and gets exactly what it missed, once),
+// and the browser reconnects while Redis is down (the stream opens anyway and waits for it).
 // No services run here: the timeline is written with deepq's own stores and transitions.
 
 import assert from 'node:assert/strict';
@@ -13,7 +14,7 @@ import { loadConfig } from '../../shared/runtime/config.ts';
 import { createRedis } from '../../shared/runtime/redis.ts';
 import { stopProcess, testEnv } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
-import { launchBrowser, recordMisbehaviour, startUi, type UiProc } from './harness.ts';
+import { launchBrowser, recordMisbehaviour, startUi, type UiProc, until } from './harness.ts';
 
 const redis = useRedis({ appendonly: true });
 let env: NodeJS.ProcessEnv;
@@ -61,7 +62,7 @@ test('a goal page follows across Redis and inspector restarts, missing and repea
   });
   await page.goto(`${ui.url}/goals/${goalId}`);
   await page.evaluate(`window.mark = 'first load'`);
-  await page.locator('#live-state', { hasText: 'live' }).waitFor();
+  await page.locator('#live-state[data-state="live"]').waitFor();
   assert.equal(await stateOf(page), 'queued');
 
   await client.goals.appendEvent(goalId, { type: 'subtask_started', ...ref, attempt: 1 });
@@ -75,7 +76,7 @@ test('a goal page follows across Redis and inspector restarts, missing and repea
   // The inspector restarts; meanwhile the subtask finishes and the cycle is reflected on.
   const lastSeen = await page.locator('#goal').getAttribute('data-last-event-id');
   assert.equal(await stopProcess(ui.svc), 0, 'the inspector stops cleanly (exit 0) with a page following');
-  await page.locator('#live-state', { hasText: 'reconnecting' }).waitFor();
+  await page.locator('#live-state[data-state="reconnecting"]').waitFor();
   await client.goals.appendEvent(goalId, { type: 'subtask_finished', ...ref, bytes: 12, ms: 40 });
   await client.lifecycle.beginReflecting(goalId);
   const reflection = { decision: 'continue' as const, reason: 'one more cycle' };
@@ -94,6 +95,46 @@ test('a goal page follows across Redis and inspector restarts, missing and repea
     assert.equal(await lines(page, what), 1, `activity lines with "${what}"`);
   }
   // Chromium reports the dropped stream as a failed resource; nothing else may show up.
+  const others = problems.filter((p) => !/net::ERR_|Failed to load resource/.test(p));
+  assert.deepEqual(others, []);
+  await page.close();
+});
+
+test('a browser that reconnects while Redis is down is answered, waits, and follows once Redis is back', async () => {
+  const goalId = await runningGoal();
+  const ref = { step: 1, index: 0, role: ROLE, artifact: 'notes.md', threadId: threadIdFor(goalId, ROLE, 'cccc3333') };
+  const page = await browser.newPage();
+  const problems = recordMisbehaviour(page);
+  const answers: number[] = [];
+  page.on('response', (r) => {
+    if (r.url().includes('/events')) answers.push(r.status());
+  });
+  await page.goto(`${ui.url}/goals/${goalId}`);
+  await page.evaluate(`window.mark = 'first load'`);
+  await page.locator('#live-state[data-state="live"]').waitFor();
+
+  // Redis goes down for a while; the inspector restarts meanwhile, so the browser reconnects
+  // during the outage (before, that answer was an error or nothing until Redis came back).
+  assert.equal(await stopProcess(ui.svc), 0);
+  await page.locator('#live-state[data-state="reconnecting"]').waitFor();
+  let redisBack = false;
+  const outage = redis.server.restart(10_000).then(() => {
+    redisBack = true;
+  });
+  await until(() => redis.client.status !== 'ready', 'Redis down');
+  ui = await startUi(env, { port: ui.port, alive: true });
+  await page.locator('#live-state[data-state="waiting"]').waitFor({ timeout: 8000 });
+  assert.equal(redisBack, false, 'the stream opened while Redis was down');
+  assert.equal(await page.locator('#live-state').textContent(), 'waiting for Redis…');
+  assert.ok(answers.length >= 2 && answers.every((s) => s === 200), `answers: ${answers}`);
+
+  // Redis is back: the same page follows on, no reload.
+  await outage;
+  await page.locator('#live-state[data-state="live"]').waitFor({ timeout: 15_000 });
+  await client.goals.appendEvent(goalId, { type: 'subtask_started', ...ref, attempt: 1 });
+  await page.locator('#cycle-1 tr.subtask[data-state="running"]').waitFor({ timeout: 15_000 });
+  assert.equal(await page.evaluate('window.mark'), 'first load', 'the page was reloaded');
+  assert.equal(await lines(page, 'started notes.md'), 1);
   const others = problems.filter((p) => !/net::ERR_|Failed to load resource/.test(p));
   assert.deepEqual(others, []);
   await page.close();

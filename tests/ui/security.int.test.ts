@@ -152,7 +152,7 @@ test('hostile goal text, instructions, names, contents, reasons, transcripts sho
   await assertInert(page, 'goals');
 
   await page.goto(`${ui.url}/goals/${goalId}`);
-  await page.locator('#live-state', { hasText: 'live' }).waitFor();
+  await page.locator('#live-state[data-state="live"]').waitFor();
   assert.equal(await page.locator('.goal-text').textContent(), `Goal ${HOSTILE}`);
   assert.equal(await page.locator('#cycle-1 td.instruction').textContent(), `Research ${HOSTILE}`);
   assert.equal(await page.locator('#cycle-1 .reflection .reason').textContent(), `Reason ${HOSTILE}`);
