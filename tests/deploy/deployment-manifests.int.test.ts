@@ -996,6 +996,51 @@ describe('the web inspector (deepq ui)', () => {
   });
 });
 
+describe('the run_code sandbox (bubblewrap) in containers', () => {
+  // Docker's defaults (seccomp, AppArmor, masked /proc) forbid the user namespace and the
+  // /proc mount bubblewrap needs: a worker that runs code would fail its probe and exit 78.
+  const SANDBOX_OPTS = ['seccomp=unconfined', 'apparmor=unconfined', 'systempaths=unconfined'];
+
+  test('compose: the sandbox options are spelled out, and every worker whose role runs code has them', () => {
+    const raw = parseYamlFile(COMPOSE_PATH)[0]!;
+    const opts = (raw['x-sandbox-security-opt'] ?? []) as string[];
+    for (const o of [...SANDBOX_OPTS, 'no-new-privileges:true'])
+      assert.ok(opts.includes(o), `x-sandbox-security-opt lacks ${o}`);
+    const compose = loadCompose();
+    for (const [name, s] of deepqComposeServices(compose)) {
+      const role = workerRole(composeCommand(s));
+      if (!role) continue;
+      const env = envList(s.environment);
+      const cfgMount = composeMounts(s).find((m) => m.target === env.DEEPQ_CONFIG)!;
+      const parsed = ConfigSchema.parse(YAML.parse(readFileSync(join(ROOT, cfgMount.source), 'utf8')) ?? {});
+      const tools = parsed.roles.find((r) => r.name === role)?.tools ?? [];
+      if (!tools.some((t) => t === 'run_code' || t === 'run_tests')) continue;
+      for (const o of SANDBOX_OPTS) assert.ok((s.security_opt ?? []).includes(o), `${name} runs code: lacks ${o}`);
+      assert.deepEqual(s.cap_drop, ['ALL'], `${name}: still no capabilities`);
+    }
+  });
+
+  test('k8s/extras/sandbox-worker-patch.yaml parses and patches an existing worker Deployment and container', () => {
+    const docs = parseYamlFile(join(K8S, 'extras/sandbox-worker-patch.yaml'));
+    assert.equal(docs.length, 1);
+    const patch = docs[0]!;
+    assert.equal(patch.kind, 'Deployment');
+    const target = find(rawBase(), 'Deployment', patch.metadata?.name);
+    assert.ok(target, `no Deployment ${patch.metadata?.name} in k8s/base`);
+    assert.ok(String(patch.metadata.name).startsWith('worker-'), 'it patches a worker');
+    const names = (target.spec.template.spec.containers as Obj[]).map((c) => c.name);
+    const pod = patch.spec.template.spec as Obj;
+    for (const c of pod.containers as Obj[]) assert.ok(names.includes(c.name), `no container ${c.name} to patch`);
+    assert.equal(pod.securityContext.seccompProfile.type, 'Unconfined');
+    assert.equal(pod.securityContext.appArmorProfile.type, 'Unconfined');
+    assert.equal(pod.hostUsers, false, 'procMount Unmasked needs pod user namespaces');
+    const c = pod.containers[0] as Obj;
+    assert.equal(c.securityContext.procMount, 'Unmasked');
+    assert.equal(c.securityContext.allowPrivilegeEscalation, false);
+    assert.deepEqual(c.securityContext.capabilities.drop, ['ALL']);
+  });
+});
+
 describe('commands', () => {
   test('every container command is a real deepq command; worker roles exist in the config', async () => {
     const compose = loadCompose();
