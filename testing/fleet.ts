@@ -172,3 +172,16 @@ export function runCli(
     });
   });
 }
+
+/** A metric's value summed over every process of the fleet (series matching all `labels`). */
+export async function metricSum(fleet: Fleet, name: string, labels: Record<string, string> = {}): Promise<number> {
+  let sum = 0;
+  for (const port of fleet.ports.values()) {
+    const body = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    for (const line of body.split('\n')) {
+      if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
+      if (Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) sum += Number(line.split(' ').pop());
+    }
+  }
+  return sum;
+}

@@ -1,7 +1,6 @@
 // What the cycles tests share: a Messages-API model that routes each request by the scenario
 // tag in its goal or instruction, the requests a scenario sent, and metric values read from
 // every process of the fleet.
-import type { Fleet } from '../../testing/fleet.ts';
 import {
   type DeepqRole,
   firstUserText,
@@ -52,15 +51,4 @@ export const research = (tag: string, artifact: string, extra: Record<string, un
   ...extra,
 });
 
-/** A metric's value summed over every process of the fleet (series matching all `labels`). */
-export async function metricSum(fleet: Fleet, name: string, labels: Record<string, string> = {}): Promise<number> {
-  let sum = 0;
-  for (const port of fleet.ports.values()) {
-    const body = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-    for (const line of body.split('\n')) {
-      if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
-      if (Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) sum += Number(line.split(' ').pop());
-    }
-  }
-  return sum;
-}
+export { metricSum } from '../../testing/fleet.ts';

@@ -3,7 +3,7 @@
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { type Fleet, runCli, startFleet } from '../../testing/fleet.ts';
+import { type Fleet, metricSum, runCli, startFleet } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
 
 const redis = useRedis();
@@ -27,6 +27,7 @@ test('--max-steps 1: the second cycle is never dispatched; cycle 1 artifacts sta
   assert.match(goal.reason!, /step budget exceeded: step 2 would pass the limit of 1/);
   assert.equal(goal.step, 1);
   assert.deepEqual([...summary.artifacts].sort(), ['research.md', 'solution.py']);
+  assert.equal(await metricSum(fleet, 'deepq_budget_events_total', { kind: 'steps', action: 'end' }), 1);
 });
 
 test('--max-tokens: the goal stops at the first model call whose reservation does not fit', async () => {
@@ -36,6 +37,7 @@ test('--max-tokens: the goal stops at the first model call whose reservation doe
   const used = goal.tokens.input + goal.tokens.output;
   // Each call reserved its tokens first: the goal stopped below its budget, not past it.
   assert.ok(used > 0 && used <= 1500, `recorded ${used} tokens`);
+  assert.equal(await metricSum(fleet, 'deepq_budget_events_total', { kind: 'tokens', action: 'end' }), 1);
 });
 
 test('--max-seconds: a goal past its wall-clock budget ends at the next check', async () => {
