@@ -1,0 +1,95 @@
+// The issue's example shape, end to end: a role with `approval: [run_code]`. The model's
+// run_code call pauses the subtask; `deepq approve` lets it run in the real bubblewrap
+// sandbox, and its result reaches the model in the next request (the paused turn is not
+// asked again). One fleet: planner, reflector, one worker of the role.
+
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { anthropicEnv } from '../../testing/agent-harness.ts';
+import { type Fleet, runCli, startFleet } from '../../testing/fleet.ts';
+import {
+  type Handler,
+  type MessagesApiServer,
+  roleOf,
+  startMessagesApiServer,
+  systemText,
+  text,
+  toolUse,
+} from '../../testing/messages-api-server.ts';
+import { useRedis } from '../../testing/redis.ts';
+import { pendingCall, resultsOf } from './harness.ts';
+
+const PROMPT = 'You are the gated code runner.';
+const CODE = 'print(6 * 7)';
+
+const redis = useRedis();
+let server: MessagesApiServer;
+let fleet: Fleet;
+
+function writeConfig(): string {
+  const runner = {
+    name: 'runner',
+    systemPrompt: PROMPT,
+    tools: ['run_code'],
+    approval: ['run_code'],
+    middleware: ['logging', 'tokens', 'tier-routing', 'retry'],
+    tier: 'LOW',
+    maxTurns: 4,
+    contract: 'text',
+  };
+  const file = join(mkdtempSync(join(tmpdir(), 'deepq-approval-run-')), 'deepq.json');
+  // deepq needs 3 roles at least: two idle ones, whose workers this file never starts.
+  const idle = (name: string) => ({ ...runner, name, tools: [], approval: [] });
+  writeFileSync(file, JSON.stringify({ roles: [runner, idle('idle-a'), idle('idle-b')] }));
+  return file;
+}
+
+/** Plans one runner subtask; the runner calls run_code once, then answers with what it got. */
+const model: Handler = (body) => {
+  const kind = roleOf(body);
+  if (kind === 'planner') {
+    const subtasks = [{ role: 'runner', instruction: 'compute 6*7', expected_artifact: 'answer.md', read_files: [] }];
+    return text(JSON.stringify({ subtasks }));
+  }
+  if (kind === 'reflector') return text(JSON.stringify({ decision: 'end', reason: 'it ran' }));
+  if (body.messages.length === 1) return toolUse('run_code', { language: 'python', code: CODE }, { id: 'toolu_run' });
+  const [r] = resultsOf({ body } as Parameters<typeof resultsOf>[0]);
+  return text(`got: ${r?.is_error ? 'error' : 'ok'}: ${r?.content}`);
+};
+
+before(async () => {
+  await redis.ready;
+  server = await startMessagesApiServer({ handler: model });
+  fleet = await startFleet(redis.url, anthropicEnv(server, { DEEPQ_CONFIG: writeConfig() }), { roles: ['runner'] });
+});
+after(async () => {
+  await fleet?.stop();
+  await server?.close();
+});
+
+test('approval: [run_code] pauses the call; approved, it runs in bubblewrap and its result reaches the model', {
+  timeout: 90_000,
+}, async () => {
+  const goalId = await fleet.client.enqueue({ goal: 'run the gated code' });
+  const call = await pendingCall(fleet, goalId);
+  assert.equal(call.tool, 'run_code');
+  assert.equal(call.input, JSON.stringify({ language: 'python', code: CODE }));
+  const runnerRequests = () => server.messageRequests().filter((q) => systemText(q.body).startsWith(PROMPT));
+  assert.equal(runnerRequests().length, 1, 'the call ran before it was approved');
+
+  const r = await runCli(['approve', goalId, call.callId], { ...fleet.env, LOG_LEVEL: 'silent' });
+  assert.equal(r.code, 0, r.stderr);
+  const g = await fleet.client.waitFor(goalId, { timeoutMs: 45_000 });
+  assert.equal(g.status, 'done', g.reason ?? '');
+
+  const reqs = runnerRequests();
+  assert.equal(reqs.length, 2, 'the paused turn was asked again');
+  const [result] = resultsOf(reqs[1]);
+  assert.equal(result!.tool_use_id, 'toolu_run');
+  assert.notEqual(result!.is_error, true, String(result!.content));
+  assert.match(String(result!.content), /^exit 0\nrun_code: python, [\d.]+ s, sandbox bwrap\n--- stdout ---\n42\n/);
+  assert.match(String(await fleet.client.read(goalId, 'answer.md')), /^got: ok: exit 0\n/);
+});
