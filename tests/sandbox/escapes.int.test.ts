@@ -169,6 +169,21 @@ test('allocating past the memory limit fails: Python MemoryError, node heap out 
   assert.equal(await sample('memory'), before + 2);
 });
 
+test('the memory limit holds for the whole run: four processes under it each, over it together, killed', async () => {
+  const goalId = await t.newGoal();
+  const before = await sample('memory');
+  // 4 × 100 MiB, each under the 256 MiB per-process limit; the bytes are written, so resident.
+  const code =
+    'import os, time\nfor i in range(4):\n    if os.fork() == 0:\n        b = b"x" * (100 * 1024 * 1024)\n' +
+    '        time.sleep(30)\n        os._exit(0)\nos.wait()\nprint("survived")\n';
+  const started = Date.now();
+  const out = await runCode(goalId).run(py(code));
+  assert.match(out, /^limit hit: memory \(256 MiB\); killed by SIGKILL\n/);
+  assert.doesNotMatch(out, /survived/);
+  assert.ok(Date.now() - started < 12_000, 'killed at the limit, not at the 15 s wall limit');
+  assert.equal(await sample('memory'), before + 1);
+});
+
 test('a CPU loop is stopped at the CPU limit, a sleeper at the wall limit', async () => {
   const goalId = await t.newGoal();
   const cpu = await runCode(goalId).run(py('while True: pass'));

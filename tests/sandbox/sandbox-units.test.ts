@@ -131,7 +131,7 @@ test('the command: bwrap starts with an empty environment, the program gets a cl
     args,
     / -- \/usr\/bin\/prlimit --cpu=10:11 --nproc=64 --data=536870912 --fsize=16777216 .* -- python3 x\.py$/,
   );
-  assert.match(args, /--setenv NODE_OPTIONS --max-old-space-size=358/);
+  assert.match(args, /--setenv NODE_OPTIONS --max-old-space-size=256/);
   const none = sandboxCommand({ ...base, mode: 'none', uid: 1000 });
   assert.equal(none.file, '/usr/bin/prlimit');
   assert.equal(none.uid, undefined, 'a non-root worker keeps its uid');

@@ -23,10 +23,11 @@ export interface SandboxCommand {
 
 /**
  * The environment the program sees: nothing of the worker's (no API keys, no REDIS_URL).
- * Node's heap stays under RLIMIT_DATA so running out reads as V8's own "heap out of memory".
+ * Node's heap is half the memory limit: its resident size (heap, code, buffers) then stays under
+ * the run's limit, so running out reads as V8's own "heap out of memory", not a kill.
  */
 export function sandboxEnv(limits: SandboxConfig, home: string): Record<string, string> {
-  const heapMb = Math.max(16, Math.floor(limits.memoryMb * 0.7));
+  const heapMb = Math.max(16, Math.floor(limits.memoryMb * 0.5));
   return {
     PATH: SANDBOX_PATH,
     HOME: home,

@@ -10,7 +10,10 @@ export const SandboxSchema = z
     wallSeconds: z.number().positive().max(3600).default(30),
     /** CPU seconds per process (RLIMIT_CPU). */
     cpuSeconds: z.number().int().positive().max(3600).default(10),
-    /** Writable memory per process (RLIMIT_DATA), in MiB. */
+    /**
+     * Memory in MiB: writable memory per process (RLIMIT_DATA), and the resident memory of the
+     * whole run (every process of it, measured every 250 ms; the run is killed past it).
+     */
     memoryMb: z.number().int().min(16).max(65536).default(512),
     /** Processes and threads inside the sandbox (RLIMIT_NPROC in its own user namespace). */
     maxProcesses: z.number().int().min(1).max(4096).default(64),

@@ -15,7 +15,7 @@ export interface LimitHit {
 }
 
 /** Why the worker itself killed the run, if it did. */
-export type KillReason = 'wall' | 'output' | 'files' | 'cancel';
+export type KillReason = 'wall' | 'output' | 'files' | 'memory' | 'cancel';
 
 export interface Exit {
   /** The exit code; bubblewrap reports a program killed by signal N as 128+N. */
@@ -54,7 +54,7 @@ const hit = (kind: LimitKind, l: SandboxConfig): LimitHit => ({ kind, text: limi
 
 /** The limit a run hit, judged by who killed it, its signal, then its last stderr lines. */
 export function limitOf(e: Exit, l: SandboxConfig): LimitHit | null {
-  if (e.killed === 'wall' || e.killed === 'output' || e.killed === 'files') return hit(e.killed, l);
+  if (e.killed && e.killed !== 'cancel') return hit(e.killed, l);
   const sig = exitSignal(e);
   if (sig === 'SIGXCPU') return hit('cpu', l);
   if (sig === 'SIGXFSZ') return hit('file_size', l);

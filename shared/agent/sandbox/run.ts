@@ -9,11 +9,12 @@ import { sandboxCommand } from './command.ts';
 import type { SandboxConfig } from './config.ts';
 import { type Exit, type KillReason, type LimitHit, limitOf, outcomeOf, type SandboxOutcome } from './outcome.ts';
 import { Tail } from './output.ts';
+import { treeResidentBytes } from './tree-memory.ts';
 import { walkWorkDir } from './workdir.ts';
 
 /** Bytes of stdout and of stderr kept for the result. */
 export const TAIL_BYTES = 12 * 1024;
-/** How often the work dir's size is measured during a run. */
+/** How often the work dir's size and the run's resident memory are measured. */
 const WORKDIR_POLL_MS = 250;
 
 export interface SandboxRequest {
@@ -100,7 +101,7 @@ function supervise(
       killed ??= why;
       killGroup(child.pid);
     };
-    const stopWatching = watch(req, kill);
+    const stopWatching = watch(req, kill, child.pid);
     const onData = (tail: Tail) => (chunk: Buffer) => {
       tail.push(chunk);
       if (stdout.total + stderr.total > req.limits.outputBytes) kill('output');
@@ -172,19 +173,25 @@ async function groupGone(pgid: number | undefined): Promise<void> {
   }
 }
 
-/** Starts the wall timer, the abort listener and the work-dir size poll; returns their stop. */
-function watch(req: SandboxRequest, kill: (why: KillReason) => void): () => void {
+/**
+ * Starts the wall timer, the abort listener and the poll of the work dir's size and the whole
+ * tree's resident memory; returns their stop.
+ */
+function watch(req: SandboxRequest, kill: (why: KillReason) => void, pid: number | undefined): () => void {
   const wall = setTimeout(() => kill('wall'), req.limits.wallSeconds * 1000);
   const onAbort = () => kill('cancel');
   req.signal?.addEventListener('abort', onAbort, { once: true });
+  const maxResident = req.limits.memoryMb * 1024 * 1024;
   let polling = false;
   const poll = setInterval(() => {
     if (polling) return;
     polling = true;
-    walkWorkDir(req.workDir)
-      .then((w) => {
+    Promise.all([walkWorkDir(req.workDir), pid ? treeResidentBytes(pid) : 0])
+      .then(([w, resident]) => {
         if (w.bytes > req.limits.fileBytes || w.truncated) kill('files');
+        if (resident > maxResident) kill('memory');
       })
+      .catch(() => {})
       .finally(() => {
         polling = false;
       });
