@@ -22,12 +22,14 @@ test('enqueue --wait --json ends done with the expected artifacts in Redis', asy
   const last = JSON.parse(r.stdout.trim().split('\n').pop()!);
   assert.deepEqual(
     Object.keys(last).sort(),
-    ['artifacts', 'createdAt', 'finishedAt', 'goalId', 'status', 'steps'].sort(),
+    ['approvals', 'artifacts', 'createdAt', 'finishedAt', 'goalId', 'status', 'steps', 'usage'].sort(),
   );
   assert.equal(last.status, 'done');
   assert.equal(last.steps, 2);
   assert.deepEqual([...last.artifacts].sort(), ['critique.json', 'research.md', 'solution.py']);
   assert.ok(last.finishedAt >= last.createdAt);
+  assert.deepEqual(last.approvals, []);
+  assert.ok(last.usage.total.tokens.input > 0 && last.usage.total.tokens.output > 0, 'the calls booked tokens');
 
   // The artifacts are really in the goal's Redis hashes, under the prefix.
   const prefix = fleet.env.DEEPQ_PREFIX;
