@@ -27,6 +27,8 @@ const HOSTILE =
 /** A name deepq's VFS would refuse, planted straight into a goal's index. */
 const HOSTILE_NAME = `<img src=x onerror="window.pwned='name';alert('name')">.md`;
 const TOKEN = randomBytes(24).toString('hex');
+/** The model API key the inspector's process holds: no page may show it. */
+const API_KEY = `sk-ant-canary-${randomBytes(8).toString('hex')}`;
 
 const redis = useRedis();
 let env: NodeJS.ProcessEnv;
@@ -40,7 +42,7 @@ const servers: Server[] = [];
 
 before(async () => {
   await redis.ready;
-  env = testEnv(redis.url, { DEEPQ_UI_TOKEN: TOKEN });
+  env = testEnv(redis.url, { DEEPQ_UI_TOKEN: TOKEN, ANTHROPIC_API_KEY: API_KEY });
   client = new GoalClient(loadConfig(env), createRedis(redis.url, 'deepq:test'));
   [ui, browser] = await Promise.all([startUi(env), launchBrowser()]);
   ({ goalId, workerThread } = await plantHostileGoal());
@@ -227,6 +229,30 @@ test('without the token every route answers 401; with it as a bearer, 200', asyn
   assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/);
   assert.equal((await fetch(`${ui.url}/login`)).status, 200, 'the login form is open');
   assert.equal((await client.get(goalId)).status, 'awaiting_human');
+});
+
+test('no page or API answer carries a secret: neither the UI token nor the API key', async () => {
+  const routes = [
+    '/',
+    `/goals/${goalId}`,
+    `/goals/${goalId}/artifact?name=notes.md`,
+    `/goals/${goalId}/artifact/raw?name=notes.md`,
+    `/transcripts/${workerThread}`,
+    '/queues-overview',
+    '/queues',
+    '/queues/api/queues',
+    '/login',
+  ];
+  for (const r of routes) {
+    const res = await fetch(`${ui.url}${r}`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    assert.equal(res.status, 200, r);
+    const body = await res.text();
+    assert.ok(body.length > 0, `${r} answered something`);
+    for (const secret of [TOKEN, API_KEY]) assert.ok(!body.includes(secret), `${r} shows a secret`);
+    for (const [name, value] of res.headers) assert.ok(!value.includes(TOKEN), `${r}: header ${name}`);
+  }
+  const metrics = await (await fetch(`http://127.0.0.1:${ui.svc.port}/metrics`)).text();
+  for (const secret of [TOKEN, API_KEY]) assert.ok(!metrics.includes(secret), '/metrics shows a secret');
 });
 
 /** A page on another origin whose form posts to the inspector as soon as it loads. */
