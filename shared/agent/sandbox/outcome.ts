@@ -22,6 +22,8 @@ export interface Exit {
   code: number | null;
   signal: NodeJS.Signals | null;
   killed: KillReason | null;
+  /** The most tasks (processes and threads) the run was seen with, polled every 250 ms. */
+  peakTasks?: number;
   stderrTail: string;
   seconds: number;
 }
@@ -62,7 +64,8 @@ export function limitOf(e: Exit, l: SandboxConfig): LimitHit | null {
   if (sig === 'SIGKILL' && e.seconds >= l.cpuSeconds) return hit('cpu', l);
   // A shell whose forks were refused may still exit 0 (a fork bomb's parent returns at once);
   // other messages count only when the program failed (a test may print "MemoryError" and pass).
-  if (FORK_RE.test(e.stderrTail)) return hit('processes', l);
+  // Seen at the limit: forks were refused, whatever the program printed (or hid).
+  if (FORK_RE.test(e.stderrTail) || (e.peakTasks ?? 0) >= l.maxProcesses) return hit('processes', l);
   if (e.code === 0) return null;
   if (MEMORY_RE.test(e.stderrTail)) return hit('memory', l);
   if (FILE_SIZE_RE.test(e.stderrTail)) return hit('file_size', l);

@@ -9,7 +9,7 @@ import { sandboxCommand } from './command.ts';
 import type { SandboxConfig } from './config.ts';
 import { type Exit, type KillReason, type LimitHit, limitOf, outcomeOf, type SandboxOutcome } from './outcome.ts';
 import { Tail } from './output.ts';
-import { treeResidentBytes } from './tree-memory.ts';
+import { measureTree } from './process-tree.ts';
 import { walkWorkDir } from './workdir.ts';
 
 /** Bytes of stdout and of stderr kept for the result. */
@@ -78,7 +78,7 @@ export async function runSandboxed(req: SandboxRequest): Promise<SandboxResult> 
   return { outcome: outcomeOf(exit, limit), limit, code: exit.code, signal: exit.signal, stdout, stderr, seconds };
 }
 
-type Ended = Pick<Exit, 'code' | 'signal' | 'killed'> | { error: string };
+type Ended = Pick<Exit, 'code' | 'signal' | 'killed' | 'peakTasks'> | { error: string };
 
 /** Runs the command to its end, killing its process group at the first reason to. */
 function supervise(
@@ -101,7 +101,8 @@ function supervise(
       killed ??= why;
       killGroup(child.pid);
     };
-    const stopWatching = watch(req, kill, child.pid);
+    const peak = { tasks: 0 };
+    const stopWatching = watch(req, kill, child.pid, peak);
     const onData = (tail: Tail) => (chunk: Buffer) => {
       tail.push(chunk);
       if (stdout.total + stderr.total > req.limits.outputBytes) kill('output');
@@ -117,7 +118,7 @@ function supervise(
     });
     child.once('exit', (code, signal) => {
       stopWatching();
-      void afterExit(child).then(() => resolve({ code, signal, killed }));
+      void afterExit(child).then(() => resolve({ code, signal, killed, peakTasks: peak.tasks }));
     });
   });
 }
@@ -175,9 +176,14 @@ async function groupGone(pgid: number | undefined): Promise<void> {
 
 /**
  * Starts the wall timer, the abort listener and the poll of the work dir's size and the whole
- * tree's resident memory; returns their stop.
+ * tree's resident memory and tasks (the most seen go to `peak`); returns their stop.
  */
-function watch(req: SandboxRequest, kill: (why: KillReason) => void, pid: number | undefined): () => void {
+function watch(
+  req: SandboxRequest,
+  kill: (why: KillReason) => void,
+  pid: number | undefined,
+  peak: { tasks: number },
+): () => void {
   const wall = setTimeout(() => kill('wall'), req.limits.wallSeconds * 1000);
   const onAbort = () => kill('cancel');
   req.signal?.addEventListener('abort', onAbort, { once: true });
@@ -186,10 +192,12 @@ function watch(req: SandboxRequest, kill: (why: KillReason) => void, pid: number
   const poll = setInterval(() => {
     if (polling) return;
     polling = true;
-    Promise.all([walkWorkDir(req.workDir), pid ? treeResidentBytes(pid) : 0])
-      .then(([w, resident]) => {
+    Promise.all([walkWorkDir(req.workDir), pid ? measureTree(pid, req.limits.mode !== 'bwrap') : null])
+      .then(([w, tree]) => {
         if (w.bytes > req.limits.fileBytes || w.truncated) kill('files');
-        if (resident > maxResident) kill('memory');
+        if (!tree) return;
+        if (tree.residentBytes > maxResident) kill('memory');
+        peak.tasks = Math.max(peak.tasks, tree.tasks);
       })
       .catch(() => {})
       .finally(() => {
