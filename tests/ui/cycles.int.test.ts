@@ -88,8 +88,13 @@ test('a goal paused at its token budget says so, refuses bad numbers, and carrie
   assert.equal(await text(page, 'h1'), 'resume refused');
   assert.equal(await text(page, '.error'), 'max tokens (--max-tokens) must be a whole number ≥ 1, not "0"');
   await page.click('text=Back');
-  assert.equal(await raise(page, { maxTokens: String(used) }), 409);
-  assert.equal(await text(page, '.error'), `--max-tokens ${used} is not above the ${used} tokens the goal has used`);
+  // Read again: a call in flight at the pause books its usage as its job parks.
+  const usedNow = totalTokens((await fleet.client.get(goalId)).tokens);
+  assert.equal(await raise(page, { maxTokens: String(usedNow) }), 409);
+  assert.equal(
+    await text(page, '.error'),
+    `--max-tokens ${usedNow} is not above the ${usedNow} tokens the goal has used`,
+  );
   await page.click('text=Back');
   assert.equal(await raise(page, {}), 409);
   assert.match((await text(page, '.error'))!, /paused at its budget .*: resume it with a higher --max-tokens/);
