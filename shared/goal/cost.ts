@@ -54,7 +54,11 @@ export function costPerModel(goal: CostedGoal, prices: PriceTable): ModelCost[] 
 }
 
 export function estimateCost(goal: CostedGoal, prices: PriceTable): CostEstimate {
-  const rows = costPerModel(goal, prices);
+  return estimateOfRows(costPerModel(goal, prices));
+}
+
+/** The goal's estimate from its rows per model (costPerModel). */
+export function estimateOfRows(rows: ModelCost[]): CostEstimate {
   const priced = rows.filter((r) => r.costUsd !== null);
   return {
     usd: priced.reduce((sum, r) => sum + r.costUsd!, 0),

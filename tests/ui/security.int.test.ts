@@ -194,19 +194,20 @@ test('hostile goal text, instructions, names, contents, reasons, transcripts sho
   await page.close();
 });
 
+/** Every page and API of the inspector, for the planted goal. */
+const pageRoutes = () => [
+  '/',
+  `/goals/${goalId}`,
+  `/goals/${goalId}/artifact?name=notes.md`,
+  `/goals/${goalId}/artifact/raw?name=notes.md`,
+  `/transcripts/${workerThread}`,
+  '/queues-overview',
+  '/queues',
+  '/queues/api/queues',
+];
+
 test('without the token every route answers 401; with it as a bearer, 200', async () => {
-  const routes = [
-    '/',
-    `/goals/${goalId}`,
-    `/goals/${goalId}/events`,
-    `/goals/${goalId}/artifact?name=notes.md`,
-    `/goals/${goalId}/artifact/raw?name=notes.md`,
-    `/transcripts/${workerThread}`,
-    '/queues-overview',
-    '/queues',
-    '/queues/api/queues',
-    '/static/goal-live.mjs',
-  ];
+  const routes = [...pageRoutes(), `/goals/${goalId}/events`, '/static/goal-live.mjs'];
   for (const r of routes) {
     const none = await fetch(`${ui.url}${r}`);
     assert.equal(none.status, 401, `${r} without the token`);
@@ -232,18 +233,7 @@ test('without the token every route answers 401; with it as a bearer, 200', asyn
 });
 
 test('no page or API answer carries a secret: neither the UI token nor the API key', async () => {
-  const routes = [
-    '/',
-    `/goals/${goalId}`,
-    `/goals/${goalId}/artifact?name=notes.md`,
-    `/goals/${goalId}/artifact/raw?name=notes.md`,
-    `/transcripts/${workerThread}`,
-    '/queues-overview',
-    '/queues',
-    '/queues/api/queues',
-    '/login',
-  ];
-  for (const r of routes) {
+  for (const r of [...pageRoutes(), '/login']) {
     const res = await fetch(`${ui.url}${r}`, { headers: { authorization: `Bearer ${TOKEN}` } });
     assert.equal(res.status, 200, r);
     const body = await res.text();

@@ -121,22 +121,8 @@ function limitsFor(deps: SandboxToolDeps): string {
 
 /** The run: work dir, inputs, sandbox, metrics, what changed, what is saved; the dir always goes. */
 async function runJob(deps: SandboxToolDeps, ctx: ToolContext, job: RunJob): Promise<string> {
-  const inputs = await countedIfFails(deps, ctx, async () => {
-    const read = await readInputs(deps.vfs, ctx.goalId, job.files);
-    checkInputSize(read, deps.limits);
-    return read;
-  });
-  const root = process.getuid?.() === 0;
-  const wd = await countedIfFails(deps, ctx, () => createWorkDir(root ? { uid: SANDBOX_UID, gid: SANDBOX_UID } : null));
+  const { inputs, wd } = await countedIfFails(deps, ctx, () => prepare(deps, ctx, job));
   try {
-    await countedIfFails(deps, ctx, async () => {
-      for (const [name, content] of inputs) {
-        await putFile(wd, name, content).catch((err: NodeJS.ErrnoException) => {
-          throw new Error(`cannot place ${name} in the work dir: ${err.code ?? err.message}`);
-        });
-      }
-      await putFile(wd, job.program.file, job.program.content);
-    });
     const res = await runSandboxed({
       argv: job.argv,
       workDir: wd.path,
@@ -152,12 +138,36 @@ async function runJob(deps: SandboxToolDeps, ctx: ToolContext, job: RunJob): Pro
     const report = await reportOf(deps, ctx, wd.path, inputs, job, res);
     return formatRun(report);
   } finally {
-    await removeWorkDir(wd.path).catch((err) => ctx.log.warn({ err, dir: wd.path }, 'work dir not removed'));
+    await dropWorkDir(ctx, wd.path);
   }
 }
 
+/** Before the program starts: the inputs read and checked, a work dir holding them and the program. */
+async function prepare(deps: SandboxToolDeps, ctx: ToolContext, job: RunJob) {
+  const inputs = await readInputs(deps.vfs, ctx.goalId, job.files);
+  checkInputSize(inputs, deps.limits);
+  const root = process.getuid?.() === 0;
+  const wd = await createWorkDir(root ? { uid: SANDBOX_UID, gid: SANDBOX_UID } : null);
+  try {
+    for (const [name, content] of inputs) {
+      await putFile(wd, name, content).catch((err: NodeJS.ErrnoException) => {
+        throw new Error(`cannot place ${name} in the work dir: ${err.code ?? err.message}`);
+      });
+    }
+    await putFile(wd, job.program.file, job.program.content);
+  } catch (err) {
+    await dropWorkDir(ctx, wd.path);
+    throw err;
+  }
+  return { inputs, wd };
+}
+
+function dropWorkDir(ctx: ToolContext, dir: string): Promise<void> {
+  return removeWorkDir(dir).catch((err) => ctx.log.warn({ err, dir }, 'work dir not removed'));
+}
+
 /**
- * A step before the program starts (inputs missing or too large, the work dir not made): its
+ * The steps before the program starts (inputs missing or too large, the work dir not made): their
  * failure is a run that could not happen, counted `error` like a spawn failure, then rethrown.
  */
 async function countedIfFails<T>(deps: SandboxToolDeps, ctx: ToolContext, step: () => Promise<T>): Promise<T> {
