@@ -248,6 +248,14 @@ async function measureRaw(url: string, n: number): Promise<Measured> {
   return { ...m, gps: m.result, cpuMs: (cpu.user + cpu.system) / 1000 };
 }
 
+/** Calls per goal of each command, largest first, those under 1 per goal left out. */
+function callsByName(ms: Measured[], goals: number): Record<string, number> {
+  const calls: Record<string, number> = {};
+  for (const m of ms) for (const [cmd, s] of Object.entries(m.perCommand)) calls[cmd] = (calls[cmd] ?? 0) + s.calls;
+  const rows = Object.entries(calls).map(([cmd, c]) => [cmd, round(c / goals, 1)] as const);
+  return Object.fromEntries(rows.filter(([, c]) => c >= 1).sort((a, b) => b[1] - a[1]));
+}
+
 const sumOf = (ms: Measured[], k: Exclude<keyof Measured, 'perCommand'>) => ms.reduce((s, m) => s + m[k], 0);
 
 /** Enqueue to processor start, on an idle fleet, one goal at a time. */
@@ -327,6 +335,8 @@ function throughputReport(r: {
     ratios_vs_raw: { redis_commands: ratio('calls'), redis_cpu: ratio('usec'), redis_process_cpu: ratio('processMs') },
     redis_commands_per_goal: { deepq: perGoal(deepq, 'calls'), raw_bullmq: perGoal(raw, 'calls') },
     redis_cpu_us_per_goal: { deepq: perGoal(deepq, 'usec'), raw_bullmq: perGoal(raw, 'usec') },
+    // Where the commands go: calls per goal of each command (Lua-internal ones included).
+    redis_commands_per_goal_by_name: { deepq: callsByName(deepq, goals), raw_bullmq: callsByName(raw, goals) },
     // The same commands cost this much more per call in the deepq phase (perCallInflation);
     // the CPU ratio with that taken out is what deepq's own extra work accounts for.
     redis_per_call_cost_vs_raw_phase: round(inflation),

@@ -13,7 +13,7 @@ import type { Plan } from '../../shared/goal/plan.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';
 import { roleNames } from '../../shared/runtime/config.ts';
-import { goalOfJob, PlanJobSchema, parseJobData } from '../../shared/runtime/jobs.ts';
+import { PlanJobSchema, parseJobData, startedOf } from '../../shared/runtime/jobs.ts';
 import { REFLECT_QUEUE, reflectJobId } from '../../shared/runtime/queues.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 import { dispatchCycle } from './dispatch.ts';
@@ -53,25 +53,13 @@ export async function processPlanJob(
   token?: string,
 ): Promise<PlanOutcome> {
   const { goalId, step } = parseJobData(PlanJobSchema, job.data, 'plan job payload');
-  const goal = await goalOfJob(rt.goals, goalId);
+  // The goal is read by the move into planning, which a goal past this cycle refuses.
+  const begun = startedOf(await rt.lifecycle.planJobStart(goalId, step), goalId);
+  const { goal } = begun;
   // The thread id of this run's model conversation, on every log line about the job.
   const threadId = threadIdFor(goalId, 'planner', shortId());
   const log = rt.logger.child({ goalId, step, role: 'planner', threadId, jobId: job.id });
-
-  // Delivery is at-least-once: a process that died before acking leaves this job to the
-  // stalled check, which hands it out again seconds later. By then the goal may have moved
-  // on; a stale delivery must change nothing (moving the goal back to `planning` would make
-  // the running reflector's decision, or the next cycle's, fail its transition: a stuck goal).
-  if (isStale(goal, step)) {
-    const fields = { status: goal.status, goalStep: goal.step, planStep: goal.planStep };
-    log.info(fields, 'stale plan job: the goal has moved past this cycle');
-    return { status: 'skipped', reason: `stale: the goal is ${goal.status} at cycle ${goal.step}` };
-  }
-  // The goal waits for a human to raise a budget: this job waits with it.
-  if (isPausedForBudget(goal)) return parkForBudget(rt, job, token, goalId);
-  if (goal.planStep === step && goal.step === step) return ensureDispatched(rt, goalId, step, log);
-  const begun = await rt.lifecycle.beginPlanning(goalId);
-  if (!begun) return ensureDispatched(rt, goalId, step, log);
+  if (!begun.moved) return notStarted(rt, { goal, step, log, job, token });
   const over = budgetProblem(goal, { nextStep: step });
   if (over) return atBudget({ rt, goal, step, threadId, log, job, token }, over);
   // A plan stored for this cycle but not yet dispatched (by an earlier version, which stored
@@ -83,6 +71,28 @@ export async function processPlanJob(
     : await choosePlan({ rt, goal, step, threadId, log, signal, job, token, files });
   if (!('plan' in chosen)) return chosen;
   return dispatchPlan(rt, goal, step, chosen, log);
+}
+
+/**
+ * The goal did not move into planning. Delivery is at-least-once: a process that died before
+ * acking leaves this job to the stalled check, which hands it out again seconds later. By then
+ * the goal may have moved on; a stale delivery changes nothing (moving the goal back to
+ * `planning` would make the running reflector's decision, or the next cycle's, fail its
+ * transition: a stuck goal). A cycle already dispatched gets its flow if it has none.
+ */
+function notStarted(
+  rt: Runtime,
+  c: { goal: GoalRecord; step: number; log: Logger; job: Job; token?: string },
+): Promise<PlanOutcome> | PlanOutcome {
+  const { goal, step, log } = c;
+  if (isStale(goal, step)) {
+    const fields = { status: goal.status, goalStep: goal.step, planStep: goal.planStep };
+    log.info(fields, 'stale plan job: the goal has moved past this cycle');
+    return { status: 'skipped', reason: `stale: the goal is ${goal.status} at cycle ${goal.step}` };
+  }
+  // The goal waits for a human to raise a budget: this job waits with it.
+  if (isPausedForBudget(goal)) return parkForBudget(rt, c.job, c.token, goal.goalId);
+  return ensureDispatched(rt, goal.goalId, step, log);
 }
 
 /** A budget ran out before planning: the goal ends, or pauses with this job parked. */

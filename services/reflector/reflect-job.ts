@@ -13,7 +13,7 @@ import type { Reflection } from '../../shared/goal/plan.ts';
 import { progressEntry, recordProgress, stallReason } from '../../shared/goal/progress.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';
-import { goalOfJob, parseJobData, ReflectJobSchema } from '../../shared/runtime/jobs.ts';
+import { parseJobData, ReflectJobSchema, startedOf } from '../../shared/runtime/jobs.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 import { reflectionContract } from './decision-contract.ts';
 import { collectOutcomes, type SubtaskOutcome } from './outcomes.ts';
@@ -31,24 +31,12 @@ export async function processReflectJob(
   token?: string,
 ): Promise<ReflectResult> {
   const { goalId, step } = parseJobData(ReflectJobSchema, job.data, 'reflect job payload');
-  const goal = await goalOfJob(rt.goals, goalId);
-  if (isTerminal(goal.status)) return { skipped: goal.status };
-  // The goal waits for a human to raise a budget: the reflection waits with it.
-  if (isPausedForBudget(goal)) return parkForBudget(rt, job, token, goalId);
-  if (isStale(goal, step)) {
-    const fields = { goalId, step, jobId: job.id, status: goal.status, goalStep: goal.step };
-    rt.logger.info(fields, 'stale reflect job: the goal is not at this cycle');
-    return { skipped: `stale: the goal is ${goal.status} at cycle ${goal.step}` };
-  }
-  if (goal.status === 'queued' && goal.reflection?.step === step && !goal.review) {
-    // Re-delivered after the decision was stored: finish the hand-off (job ids dedupe it).
-    await rt.queues.addPlan({ goalId, step: step + 1 });
-    return { decision: goal.reflection.decision };
-  }
+  // The goal is read by the move into reflecting, which a goal not at this cycle refuses.
+  const begun = startedOf(await rt.lifecycle.reflectJobStart(goalId, step), goalId);
+  const { goal } = begun;
+  if (!begun.moved) return notStarted(rt, goal, step, job, token);
   const threadId = threadIdFor(goalId, 'reflector', shortId());
   const log = rt.logger.child({ goalId, step, role: 'reflector', threadId, jobId: job.id });
-  const begun = await rt.lifecycle.beginReflecting(goalId);
-  if (!begun) return { skipped: goal.status };
 
   const outcomes = await collectOutcomes(job, goal);
   const evicted = await rt.vfs.evict(goalId, step);
@@ -62,6 +50,31 @@ export async function processReflectJob(
   await applyDecision(rt, goal, decided);
   log.info({ decision: decided.reflection.decision }, 'reflected');
   return { decision: decided.reflection.decision };
+}
+
+/** The goal did not move into reflecting: it ended, waits, moved on, or was decided already. */
+async function notStarted(
+  rt: Runtime,
+  goal: GoalRecord,
+  step: number,
+  job: Job,
+  token?: string,
+): Promise<ReflectResult> {
+  const { goalId } = goal;
+  if (isTerminal(goal.status)) return { skipped: goal.status };
+  // The goal waits for a human to raise a budget: the reflection waits with it.
+  if (isPausedForBudget(goal)) return parkForBudget(rt, job, token, goalId);
+  if (isStale(goal, step)) {
+    const fields = { goalId, step, jobId: job.id, status: goal.status, goalStep: goal.step };
+    rt.logger.info(fields, 'stale reflect job: the goal is not at this cycle');
+    return { skipped: `stale: the goal is ${goal.status} at cycle ${goal.step}` };
+  }
+  if (goal.status === 'queued' && goal.reflection?.step === step && !goal.review) {
+    // Re-delivered after the decision was stored: finish the hand-off (job ids dedupe it).
+    await rt.queues.addPlan({ goalId, step: step + 1 });
+    return { decision: goal.reflection.decision };
+  }
+  return { skipped: goal.status };
 }
 
 /**

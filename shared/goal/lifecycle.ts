@@ -44,6 +44,7 @@ import type { Keys } from './keys.ts';
 import type { Plan, Reflection } from './plan.ts';
 import type { CycleOutcome, ProgressEntry } from './progress.ts';
 import { type GoalStatus, isTerminal, type TerminalStatus } from './status.ts';
+import { type GoalRecord, parseGoal } from './store.ts';
 
 /** The goal hash fields a transition may write, typed; encoded to strings for the script. */
 export interface GoalFields {
@@ -80,6 +81,16 @@ interface Move {
 /** A move that was made; `files` when it was asked for (not on a replay of a lost reply). */
 export interface Moved {
   files?: string[];
+}
+
+/**
+ * A job's start (planJobStart, reflectJobStart): the goal as it was before the move, read in
+ * the same script, and whether the move was made (refused: the goal is elsewhere, or the job is
+ * for a cycle outside the guard). One round trip where a read and a move were two.
+ */
+export interface JobStart extends Moved {
+  goal: GoalRecord;
+  moved: boolean;
 }
 
 export interface LifecycleOptions {
@@ -122,6 +133,21 @@ export class GoalLifecycle {
   /** Null when refused; else the goal's files index, which the planner reads next (one round trip). */
   beginPlanning(goalId: string): Promise<Moved | null> {
     return this.moved(goalId, { from: ['queued', 'planning'], to: 'planning', withFiles: true });
+  }
+
+  /**
+   * A plan job for cycle `step` starts: into planning unless the goal is past that cycle (its
+   * step at `step` or more, or a plan stored for a later one). Null when the goal is gone.
+   */
+  planJobStart(goalId: string, step: number): Promise<JobStart | null> {
+    const move: Move = { from: ['queued', 'planning'], to: 'planning', withFiles: true };
+    return this.started(goalId, move, { minStep: 0, maxStep: step - 1, maxPlanStep: step });
+  }
+
+  /** A reflect job for cycle `step` starts: into reflecting only while the goal is at that cycle. */
+  reflectJobStart(goalId: string, step: number): Promise<JobStart | null> {
+    const move: Move = { from: ['running', 'reflecting'], to: 'reflecting', withFiles: true };
+    return this.started(goalId, move, { minStep: step, maxStep: step, maxPlanStep: step });
   }
 
   /**
@@ -326,7 +352,25 @@ export class GoalLifecycle {
     return (await this.moved(goalId, m)) !== null;
   }
 
-  private async moved(goalId: string, m: Move, now = Date.now()): Promise<Moved | null> {
+  private async started(goalId: string, m: Move, guard: CycleGuard): Promise<JobStart | null> {
+    const reads = `g${m.withFiles ? 'f' : ''}:${guard.minStep}:${Math.max(0, guard.maxStep)}:${guard.maxPlanStep}`;
+    const res = await this.transition(goalId, m, reads);
+    if (!Array.isArray(res)) return null;
+    const [prev, , files, flat] = res as [string, string, string[], string[]];
+    const goal = parseGoal(goalId, pairsOf(flat));
+    if (prev === '') return { goal, moved: false };
+    return { goal, moved: true, ...(m.withFiles ? { files } : {}) };
+  }
+
+  private async moved(goalId: string, m: Move): Promise<Moved | null> {
+    const res = await this.transition(goalId, m, m.withFiles ? 'f' : '');
+    if (!Array.isArray(res)) return null;
+    const files = res[2] as string[] | undefined;
+    return files ? { files } : {};
+  }
+
+  /** Runs the move (lua/goalTransition.lua); `reads` is its ARGV[10]. Counts a status reached. */
+  private async transition(goalId: string, m: Move, reads: string, now = Date.now()): Promise<unknown> {
     const events = (m.events ?? []).map((e) => JSON.stringify({ ...e, at: now })).join('\n');
     const k = this.keys;
     const t = m.transcript;
@@ -348,23 +392,35 @@ export class GoalLifecycle {
           // Unique per call: a re-send of this very call (lost reply) is recognised as a replay.
           newOperationId(),
           m.recordFrom ?? '',
-          m.withFiles ? '1' : '',
+          reads,
           t?.args.length ?? 0,
           ...(t?.args ?? []),
           ...Object.entries(encodeFields(m.fields ?? {})).flat(),
         ]),
       (r) => !Array.isArray(r),
     );
-    if (!Array.isArray(res)) return null;
-    const [prev, step, files] = res as [string, string, string[] | undefined];
-    if (m.to && m.to !== prev) this.counted(m.to, Number(step));
-    return files ? { files } : {};
+    if (!Array.isArray(res)) return res;
+    const [prev, step] = res as [string, string];
+    if (prev !== '' && m.to && m.to !== prev) this.counted(m.to, Number(step));
+    return res;
   }
 
   private counted(status: GoalStatus, step: number): void {
     this.opts.onStatus?.(status);
     if (isTerminal(status)) this.opts.onTerminal?.(status, step);
   }
+}
+
+interface CycleGuard {
+  minStep: number;
+  maxStep: number;
+  maxPlanStep: number;
+}
+
+function pairsOf(flat: string[]): Record<string, string> {
+  const h: Record<string, string> = {};
+  for (let i = 0; i + 1 < flat.length; i += 2) h[flat[i]!] = flat[i + 1]!;
+  return h;
 }
 
 function reflected(d: Decided): TimelineEventBody {

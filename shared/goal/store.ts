@@ -199,7 +199,7 @@ function json<T>(s: string | undefined): T | null {
   }
 }
 
-function parseGoal(goalId: string, h: Record<string, string>): GoalRecord {
+export function parseGoal(goalId: string, h: Record<string, string>): GoalRecord {
   // The per-kind totals are the sums of the `<role>|<model>` counts (usageAdd.lua keeps only a
   // grand total beside them); a goal counted before that kept `tokens.<kind>` and the same counts.
   const tokens: Usage = { input: 0, output: 0, cache_read: 0, cache_write: 0 };

@@ -3,8 +3,9 @@
 import { UnrecoverableError } from 'bullmq';
 import { z } from 'zod';
 import { GoalIdSchema } from '../goal/ids.ts';
+import type { JobStart } from '../goal/lifecycle.ts';
 import { MAX_SUBTASKS } from '../goal/plan.ts';
-import type { GoalBrief, GoalRecord, GoalStore } from '../goal/store.ts';
+import type { GoalBrief, GoalStore } from '../goal/store.ts';
 import { ArtifactNameSchema } from '../vfs/artifact-name.ts';
 import { parseOrThrow } from '../zod.ts';
 
@@ -66,11 +67,10 @@ export function parseJobData<T>(schema: z.ZodType<T>, data: unknown, what: strin
   }
 }
 
-/** The goal a job names, which must exist: a job of an unknown goal fails for good. */
-export async function goalOfJob(goals: GoalStore, goalId: string): Promise<GoalRecord> {
-  const goal = await goals.get(goalId);
-  if (!goal) throw new UnrecoverableError(`unknown goal id: ${goalId}`);
-  return goal;
+/** A job's start on the goal it names, which must exist: a job of an unknown goal fails for good. */
+export function startedOf(start: JobStart | null, goalId: string): JobStart {
+  if (!start) throw new UnrecoverableError(`unknown goal id: ${goalId}`);
+  return start;
 }
 
 /** What a subtask job reads of its goal (GoalStore.getBrief); unknown goals fail for good. */

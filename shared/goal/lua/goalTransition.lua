@@ -11,29 +11,57 @@
 -- ARGV[6] events max length, ARGV[7] key TTL seconds
 -- ARGV[8] operation id (unique per call)
 -- ARGV[9] a field that records the status the move left (a budget pause's `pausedFrom`), or ''
--- ARGV[10] '1' to return the goal's files index (the hash at KEYS[3]) with a move that is made
+-- ARGV[10] what the call reads with the move, as letters: 'f' the goal's files index (the hash at
+-- KEYS[3]) with a move that is made; 'g' the whole goal hash as it was before the move, made or
+-- refused (a job's start reads nothing else). 'g' may carry a guard on the goal's cycle,
+-- 'g:<min step>:<max step>:<max planStep>': outside it the move is refused (a stale delivery).
+-- With 'g' a refused move returns {'', '', {}, goal}; a missing goal still returns false.
 -- ARGV[11] how many arguments of a transcript follow (0, 6 or 14): the run that decided the move,
 -- stored with it (transcriptSave.lua's ARGV[1..6], then its last call's usage, ARGV[7..14])
 -- ARGV[12 + that ..] the fields to set: name, value, name, value, ... (flat: no JSON to decode here)
--- Returns {previous status (the current one on a replay), the goal's step after the move, and
--- with ARGV[10] '1' the files index as flat name, entry pairs (not on a replay)}, or false when
--- the move was refused.
+-- Returns {previous status (the current one on a replay), the goal's step after the move, with
+-- 'f' the files index as flat name, entry pairs (not on a replay; else {}), with 'g' the goal as
+-- flat field, value pairs}, or false when the move was refused.
 --- @include "includes/addUsage.lua"
 --- @include "../../agent/lua/includes/saveTranscript.lua"
 local OPS_KEPT = 16
-local h = redis.call('HMGET', KEYS[1], 'status', 'ops', 'ttlAt', 'step')
+local wantsGoal = string.sub(ARGV[10], 1, 1) == 'g'
+local wantsFiles = string.find(ARGV[10], 'f', 1, true) ~= nil
+local h, snapshot
+if wantsGoal then
+  snapshot = redis.call('HGETALL', KEYS[1])
+  local m = {}
+  for i = 1, #snapshot, 2 do m[snapshot[i]] = snapshot[i + 1] end
+  h = { m.status, m.ops, m.ttlAt, m.step, m.planStep }
+else
+  h = redis.call('HMGET', KEYS[1], 'status', 'ops', 'ttlAt', 'step')
+end
 local cur = h[1]
 if not cur then return false end
+local refused = false
+if wantsGoal then refused = { '', '', {}, snapshot } end
 local ops = h[2] or ''
-if string.find(ops, '|' .. ARGV[8] .. '|', 1, true) then return { cur, h[4] or '0' } end
+if string.find(ops, '|' .. ARGV[8] .. '|', 1, true) then
+  if wantsGoal then
+    local files = {}
+    if wantsFiles then files = redis.call('HGETALL', KEYS[3]) end
+    return { cur, h[4] or '0', files, snapshot }
+  end
+  return { cur, h[4] or '0' }
+end
 local terminal = { done = true, failed = true, cancelled = true, budget_exceeded = true }
-if terminal[cur] then return false end
+if terminal[cur] then return refused end
 if ARGV[1] ~= '*' then
   local ok = false
   for s in string.gmatch(ARGV[1], '([^,]+)') do
     if s == cur then ok = true end
   end
-  if not ok then return false end
+  if not ok then return refused end
+end
+local minStep, maxStep, maxPlanStep = string.match(ARGV[10], '^g%w*:(%d+):(%d+):(%d+)$')
+if minStep then
+  local step, planStep = tonumber(h[4] or '0'), tonumber(h[5] or '0')
+  if step < tonumber(minStep) or step > tonumber(maxStep) or planStep > tonumber(maxPlanStep) then return refused end
 end
 -- Every field in one HSET: a move is a handful of commands, not one per field.
 local set = { 'updatedAt', ARGV[3] }
@@ -91,11 +119,18 @@ if transcriptArgs > 0 then
   if transcriptArgs > 6 and ARGV[19] ~= '' then addUsage(KEYS[1], KEYS[8], ARGV, 18) end
   saveTranscript(KEYS[6], KEYS[7], ARGV, 12)
 end
+-- The transcripts index (KEYS[7]) is renewed with the goal's keys, but never persisted: its
+-- transcripts expire on their own TTL, so it gets a full one when the goal starts to wait.
 if keys == 'PERSIST' then
   for i = 1, 4 do redis.call('PERSIST', KEYS[i]) end
+  redis.call('EXPIRE', KEYS[7], ttl)
 elseif keys == 'EXPIRE' then
   for i = 1, 4 do redis.call('EXPIRE', KEYS[i], ttl) end
+  redis.call('EXPIRE', KEYS[7], ttl)
 end
 -- A job that starts work on the goal reads its files next: they come with the move.
-if ARGV[10] == '1' then return { cur, step, redis.call('HGETALL', KEYS[3]) } end
+local files = {}
+if wantsFiles then files = redis.call('HGETALL', KEYS[3]) end
+if wantsGoal then return { cur, step, files, snapshot } end
+if wantsFiles then return { cur, step, files } end
 return { cur, step }

@@ -26,6 +26,7 @@ if curRaw then cur = cjson.decode(curRaw) end
 -- already, its event and transcript included.
 if cur and meta.op and cur.op == meta.op then return { cur.version, '' } end
 local version
+local filesNew = false
 if ARGV[9] == '2' and cur and cur.status == 'done' and cur.writer ~= ARGV[6] then
   return redis.error_reply('DONE_ARTIFACT ' .. name .. ' is done (finished at step ' .. tostring(cur.step) ..
     '); only a subtask planned to revise it may change it: write another artifact instead')
@@ -46,7 +47,9 @@ else
     return redis.error_reply('VERSION_CONFLICT ' .. name .. ' does not exist, expected version ' .. ARGV[5])
   end
   local maxFiles = tonumber(ARGV[7])
-  if redis.call('HLEN', KEYS[1]) >= maxFiles then
+  local count = redis.call('HLEN', KEYS[1])
+  filesNew = count == 0
+  if count >= maxFiles then
     local live = 0
     for _, v in ipairs(redis.call('HVALS', KEYS[1])) do
       if cjson.decode(v).status ~= 'evicted' then live = live + 1 end
@@ -88,13 +91,16 @@ end
 -- The event lands with the write (a subtask's `subtask_finished`): one script, not two calls.
 local event = ARGV[10] and ARGV[10] ~= ''
 if event then redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[11], '*', 'e', ARGV[10]) end
--- The backstop TTL, set again only when it has run below half or a key is new (the events
--- stream too, when this write added to it): EXPIREs on every write were most of its work.
-if redis.call('TTL', KEYS[1]) < ttl / 2 then
-  for i = 1, 3 do redis.call('EXPIRE', KEYS[i], ttl) end
-  if event then redis.call('EXPIRE', KEYS[5], ttl) end
-elseif newContent and redis.call('TTL', KEYS[2]) < 0 then
+-- The backstop TTL of a key this write made: goalTransition.lua renews the goal's keys (these
+-- two, the goal hash and its events) once half of it has run, so a write never reads a TTL.
+-- A content hash can be new beside an older files hash (its first files were spilled); a new
+-- files hash may be a goal's whose keys are gone, so an events stream this write made gets one.
+if filesNew then
+  redis.call('EXPIRE', KEYS[1], ttl)
   redis.call('EXPIRE', KEYS[2], ttl)
+  if event then redis.call('EXPIRE', KEYS[5], ttl, 'NX') end
+elseif newContent then
+  redis.call('EXPIRE', KEYS[2], ttl, 'NX')
 end
 -- The run that wrote it: its transcript and last call's usage, in the same script.
 if ARGV[12] and ARGV[12] ~= '' then
