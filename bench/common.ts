@@ -47,29 +47,39 @@ export async function runGoals(
   const live = new Set<string>();
   const finished: number[] = [];
   const keys = fleet.client.goals.keys;
-  while (finished.length < n) {
+  for (let poll = 0; finished.length < n; poll++) {
     while (live.size < inFlight && ids.length < n) {
       const id = await fleet.client.enqueue({ goal: `${goal} ${ids.length}` });
       ids.push(id);
       live.add(id);
     }
+    // One ZMSCORE over the live-goals set finds the goals that ended (they leave it); every
+    // 50th poll reads every goal, so one waiting for a human fails the run instead of hanging.
     const batch = [...live];
-    const p = fleet.client.redis.pipeline();
-    for (const id of batch) p.hmget(keys.goal(id), 'status', 'finishedAt', 'reason');
-    pollCommands += batch.length;
-    const res = (await p.exec()) ?? [];
-    batch.forEach((id, i) => {
-      const [status, finishedAt, reason] = res[i]![1] as (string | null)[];
-      if (status === 'done') {
-        live.delete(id);
-        finished.push(Number(finishedAt));
-      } else if (status && ['failed', 'cancelled', 'budget_exceeded', 'awaiting_human'].includes(status)) {
-        throw new Error(`goal ${id} ended ${status}: ${reason}`);
-      }
-    });
+    const scores = await fleet.client.redis.zmscore(keys.liveGoals(), ...batch);
+    pollCommands++;
+    const ended = poll % 50 === 49 ? batch : batch.filter((_, i) => scores[i] === null);
+    if (ended.length) pollCommands += await readEnded(fleet, ended, live, finished);
     await sleep(10);
   }
   return { seconds: (performance.now() - t0) / 1000, rate: steadyRate(finished), ids, pollCommands };
+}
+
+/** Reads the status of goals that may have ended; a done one leaves `live`, a stuck one throws. */
+async function readEnded(fleet: Fleet, ids: string[], live: Set<string>, finished: number[]): Promise<number> {
+  const p = fleet.client.redis.pipeline();
+  for (const id of ids) p.hmget(fleet.client.goals.keys.goal(id), 'status', 'finishedAt', 'reason');
+  const res = (await p.exec()) ?? [];
+  ids.forEach((id, i) => {
+    const [status, finishedAt, reason] = res[i]![1] as (string | null)[];
+    if (status === 'done') {
+      live.delete(id);
+      finished.push(Number(finishedAt));
+    } else if (status && ['failed', 'cancelled', 'budget_exceeded', 'awaiting_human'].includes(status)) {
+      throw new Error(`goal ${id} ended ${status}: ${reason}`);
+    }
+  });
+  return ids.length;
 }
 
 /** `n` goals enqueued as fast as `parallel` producers go; their ids in order. */
