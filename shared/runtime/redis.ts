@@ -3,7 +3,11 @@
 import { Redis } from 'ioredis';
 import { defineScripts } from './scripts.ts';
 
-export function createRedis(url: string, name?: string, opts: { autoPipelining?: boolean } = {}): Redis {
+export function createRedis(
+  url: string,
+  name?: string,
+  opts: { autoPipelining?: boolean; scripts?: boolean } = {},
+): Redis {
   const client = new Redis(url, {
     maxRetriesPerRequest: null,
     connectionName: name,
@@ -14,7 +18,9 @@ export function createRedis(url: string, name?: string, opts: { autoPipelining?:
   });
   // Errors surface through readiness and job failures; an unhandled 'error' event would crash.
   client.on('error', () => {});
-  defineScripts(client);
+  // Not on BullMQ's connection: each of its flows is a Pipeline, which copies every defined
+  // script onto itself (BullMQ's own seventy and these).
+  if (opts.scripts !== false) defineScripts(client);
   return client;
 }
 

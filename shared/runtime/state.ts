@@ -28,7 +28,7 @@ export function openState(
   // No auto-pipelining: each batch it makes is an ioredis Pipeline, which copies every defined
   // script onto itself; that cost 12-15 % of a service's CPU at zero model latency (bench).
   const redis = hooks.redis ?? createRedis(cfg.redisUrl, `deepq:${name}`);
-  const bull = createRedis(cfg.redisUrl, `deepq:${name}:bull`);
+  const bull = createRedis(cfg.redisUrl, `deepq:${name}:bull`, { scripts: false });
   const stores = openStores(cfg, redis, hooks.vfs);
   const metrics = hooks.metrics;
   const onStatus = metrics ? countedStatus(metrics) : undefined;
