@@ -207,15 +207,16 @@ export class VirtualFs {
   /** Returns the content, read transparently from the blob store when spilled; null if absent. */
   async read(goalId: string, name: string): Promise<string | null> {
     for (let attempt = 1; ; attempt++) {
-      const [raw, inline] = await this.redis
-        .multi()
-        .hget(this.keys.files(goalId), name)
-        .hget(this.keys.content(goalId), name)
-        .exec()
-        .then((r) => [r?.[0]?.[1] as string | null, r?.[1]?.[1] as string | null]);
+      // Back to back, not a MULTI (two commands fewer): a write landing between the two reads
+      // leaves an inline entry without its content, read again; newer content is the latest.
+      const [raw, inline] = await Promise.all([
+        this.redis.hget(this.keys.files(goalId), name),
+        this.redis.hget(this.keys.content(goalId), name),
+      ]);
       if (!raw) return null;
       const entry = JSON.parse(raw) as FileEntry;
       if (entry.status === 'evicted') return null;
+      if (!entry.blobRef && inline === null && attempt < 3) continue;
       if (!entry.blobRef) return inline ?? '';
       try {
         return await this.blobs.get(entry.blobRef);
