@@ -303,6 +303,8 @@ export function createSandboxTools(
   names: readonly string[],
   opts: { signal?: AbortSignal; log?: ToolContext['log'] } = {},
 ): Tool[] {
+  const specs = sandboxToolSpecs(deps, names);
+  if (!specs.length) return [];
   const ctx = toolContext(scope, opts);
-  return sandboxToolSpecs(deps, names).map((spec) => bindTool(spec, ctx));
+  return specs.map((spec) => bindTool(spec, ctx));
 }

@@ -317,8 +317,16 @@ export function vfsToolSpecs(vfs: VirtualFs, opts: VfsToolOptions = {}): ToolSpe
   return TOOL_NAMES.map((n) => specs[n]);
 }
 
+/** Registries built so far, per store and options: a job binds one, not builds its specs again. */
+const registries = new WeakMap<VirtualFs, Map<string, ToolRegistry>>();
+
 export function vfsToolRegistry(vfs: VirtualFs, opts: VfsToolOptions = {}): ToolRegistry {
-  return new ToolRegistry(vfsToolSpecs(vfs, opts));
+  const key = JSON.stringify([opts.pageMaxChars, opts.grep]);
+  let byOptions = registries.get(vfs);
+  if (!byOptions) registries.set(vfs, (byOptions = new Map()));
+  let registry = byOptions.get(key);
+  if (!registry) byOptions.set(key, (registry = new ToolRegistry(vfsToolSpecs(vfs, opts))));
+  return registry;
 }
 
 /**
