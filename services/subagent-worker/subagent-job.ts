@@ -57,16 +57,8 @@ export async function processSubagentJob(
   if (data.role !== role.name) {
     throw new UnrecoverableError(`job is for role ${data.role}, this worker serves ${role.name}`);
   }
-  const { goalId, step, index } = data;
-  // A job paused for approval goes on under its own thread id, from its saved messages. Only a
-  // run of this job saves a checkpoint, so a first start has none to read. Both reads go out
-  // back to back (one round trip).
-  const firstStart = job.attemptsStarted === 1;
-  const [saved, goal] = await Promise.all([
-    firstStart ? undefined : rt.approvals.checkpoint(goalId, String(job.id)),
-    goalBriefOfJob(rt.goals, goalId),
-  ]);
-  const threadId = saved?.threadId ?? threadIdFor(goalId, role.name, shortId());
+  const { goalId, step } = data;
+  const { saved, goal, threadId } = await openJob(rt, job, data, role.name);
   const base: ResultBase = {
     artifact_name: data.expected_artifact,
     role: role.name,
@@ -84,14 +76,42 @@ export async function processSubagentJob(
   // The goal waits for a human to raise a budget: this subtask waits with it, parked.
   if (isPausedForBudget(goal)) return parkForBudget(rt, job, token, goalId);
   const resume = saved ? await resumeFrom(paused, saved) : undefined;
-  if (!saved) {
-    const ref = { step, index, role: role.name, artifact: data.expected_artifact, threadId };
-    await rt.goals.appendEvent(goalId, { type: 'subtask_started', ...ref, attempt: job.attemptsMade + 1 });
-  }
   const result = await runSubtask(deps, paused, goal, base, resume, signal);
   // The job finished: its pause is over. (A failed attempt keeps it: the retry resumes from it.)
   if (saved) await rt.approvals.clearCheckpoint(goalId, String(job.id));
   return result;
+}
+
+/**
+ * The job's start: the goal's brief, a paused run's checkpoint, and (not for a resumed run) its
+ * subtask_started event for a goal that goes on. A job paused for approval goes on under its own
+ * thread id, from its saved messages; only a run of this job saves a checkpoint, so a first
+ * start reads none, and its event lands with the brief read (one script).
+ */
+async function openJob(
+  rt: Runtime,
+  job: Job,
+  data: SubagentJob,
+  role: string,
+): Promise<{ saved?: JobCheckpoint; goal: GoalBrief; threadId: string }> {
+  const { goalId, step, index } = data;
+  const started = (threadId: string): TimelineEventBody => {
+    const ref = { step, index, role, artifact: data.expected_artifact, threadId };
+    return { type: 'subtask_started', ...ref, attempt: job.attemptsMade + 1 };
+  };
+  if (job.attemptsStarted === 1) {
+    const threadId = threadIdFor(goalId, role, shortId());
+    return { goal: await goalBriefOfJob(rt.goals, goalId, started(threadId)), threadId };
+  }
+  // Both reads go out back to back (one round trip).
+  const [saved, goal] = await Promise.all([
+    rt.approvals.checkpoint(goalId, String(job.id)),
+    goalBriefOfJob(rt.goals, goalId),
+  ]);
+  const threadId = saved?.threadId ?? threadIdFor(goalId, role, shortId());
+  const goesOn = !isTerminal(goal.status) && !isPausedForBudget(goal);
+  if (!saved && goesOn) await rt.goals.appendEvent(goalId, started(threadId));
+  return { saved: saved ?? undefined, goal, threadId };
 }
 
 /** A paused run's way on: with the decisions on its calls, or (stopped at the budget, no calls) as it was. */

@@ -110,7 +110,7 @@ export class GoalStore {
    * plan, outcomes, progress and per-model usage grow with the goal and a subtask uses none.
    */
   async getBrief(goalId: string): Promise<GoalBrief | null> {
-    const [status, goal, budgets, createdAt, pausedFor] = await this.redis.hmget(
+    const fields = await this.redis.hmget(
       this.keys.goal(goalId),
       'status',
       'goal',
@@ -118,15 +118,18 @@ export class GoalStore {
       'createdAt',
       'pausedFor',
     );
-    if (!status) return null;
-    return {
-      goalId,
-      status: status as GoalStatus,
-      goal: goal ?? '',
-      budgets: json<Budgets>(budgets ?? undefined) ?? {},
-      createdAt: Number(createdAt ?? 0),
-      pausedFor: (pausedFor as GoalRecord['pausedFor']) || null,
-    };
+    return briefOf(goalId, fields);
+  }
+
+  /**
+   * getBrief for a subtask's first start, with its `subtask_started` event appended in the same
+   * script (lua/subtaskStart.lua) unless the goal ended or waits at a budget.
+   */
+  async startSubtask(goalId: string, started: TimelineEventBody): Promise<GoalBrief | null> {
+    const keys = [this.keys.goal(goalId), this.keys.events(goalId)];
+    const event = JSON.stringify({ ...started, at: Date.now() });
+    const fields = await runScript(this.redis, 'subtaskStart', keys, [event, this.opts.eventsMaxLen]);
+    return briefOf(goalId, fields as (string | null)[]);
   }
 
   async mustGet(goalId: string): Promise<GoalRecord> {
@@ -184,6 +187,20 @@ export class GoalStore {
     }
     return out;
   }
+}
+
+/** A brief from its fields in getBrief's order; null when the goal is gone. */
+function briefOf(goalId: string, fields: (string | null)[]): GoalBrief | null {
+  const [status, goal, budgets, createdAt, pausedFor] = fields;
+  if (!status) return null;
+  return {
+    goalId,
+    status: status as GoalStatus,
+    goal: goal ?? '',
+    budgets: json<Budgets>(budgets ?? undefined) ?? {},
+    createdAt: Number(createdAt ?? 0),
+    pausedFor: (pausedFor as GoalRecord['pausedFor']) || null,
+  };
 }
 
 export function totalTokens(u: Usage): number {

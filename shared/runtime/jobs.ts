@@ -2,6 +2,7 @@
 // malformed job (written by something other than deepq) fails alone, naming the bad field.
 import { UnrecoverableError } from 'bullmq';
 import { z } from 'zod';
+import type { TimelineEventBody } from '../goal/events.ts';
 import { GoalIdSchema } from '../goal/ids.ts';
 import type { JobStart } from '../goal/lifecycle.ts';
 import { MAX_SUBTASKS } from '../goal/plan.ts';
@@ -73,9 +74,17 @@ export function startedOf(start: JobStart | null, goalId: string): JobStart {
   return start;
 }
 
-/** What a subtask job reads of its goal (GoalStore.getBrief); unknown goals fail for good. */
-export async function goalBriefOfJob(goals: GoalStore, goalId: string): Promise<GoalBrief> {
-  const goal = await goals.getBrief(goalId);
+/**
+ * What a subtask job reads of its goal (GoalStore.getBrief); with `started`, its
+ * subtask_started event lands in the same script (GoalStore.startSubtask). Unknown goals fail
+ * for good.
+ */
+export async function goalBriefOfJob(
+  goals: GoalStore,
+  goalId: string,
+  started?: TimelineEventBody,
+): Promise<GoalBrief> {
+  const goal = started ? await goals.startSubtask(goalId, started) : await goals.getBrief(goalId);
   if (!goal) throw new UnrecoverableError(`unknown goal id: ${goalId}`);
   return goal;
 }

@@ -322,10 +322,10 @@ const registries = new WeakMap<VirtualFs, Map<string, ToolRegistry>>();
 
 export function vfsToolRegistry(vfs: VirtualFs, opts: VfsToolOptions = {}): ToolRegistry {
   const key = JSON.stringify([opts.pageMaxChars, opts.grep]);
-  let byOptions = registries.get(vfs);
-  if (!byOptions) registries.set(vfs, (byOptions = new Map()));
-  let registry = byOptions.get(key);
-  if (!registry) byOptions.set(key, (registry = new ToolRegistry(vfsToolSpecs(vfs, opts))));
+  const byOptions = registries.get(vfs) ?? new Map<string, ToolRegistry>();
+  registries.set(vfs, byOptions);
+  const registry = byOptions.get(key) ?? new ToolRegistry(vfsToolSpecs(vfs, opts));
+  byOptions.set(key, registry);
   return registry;
 }
 
