@@ -246,3 +246,16 @@ test("a subtask's read of its goal: status, text, budgets, age and pause, the sa
   assert.deepEqual([brief.status, brief.pausedFor, brief.budgets.maxTokens], ['awaiting_human', 'budget', 900]);
   assert.equal(await t.rt.goals.getBrief(newGoalId()), null);
 });
+
+test('an artifact write sets the backstop only on the keys it makes', async () => {
+  const goalId = await t.newGoal();
+  const full = t.rt.cfg.goalKeyTtlSeconds;
+  const k = t.rt.goals.keys;
+  await t.rt.vfs.write(goalId, 'a.md', 'x', { status: 'active', step: 1, writer: 'w1' });
+  for (const key of [k.files(goalId), k.content(goalId)]) assert.ok((await redis.client.ttl(key)) > full - 60, key);
+  await redis.client.expire(k.files(goalId), 100);
+  await redis.client.del(k.content(goalId));
+  await t.rt.vfs.write(goalId, 'b.md', 'y', { status: 'active', step: 1, writer: 'w2' });
+  assert.ok((await redis.client.ttl(k.files(goalId))) <= 100, 'a write renewed the files hash (the moves do)');
+  assert.ok((await redis.client.ttl(k.content(goalId))) > full - 60, 'a content hash made beside older files');
+});

@@ -119,14 +119,10 @@ if transcriptArgs > 0 then
   if transcriptArgs > 6 and ARGV[19] ~= '' then addUsage(KEYS[1], KEYS[8], ARGV, 18) end
   saveTranscript(KEYS[6], KEYS[7], ARGV, 12)
 end
--- The transcripts index (KEYS[7]) is renewed with the goal's keys, but never persisted: its
--- transcripts expire on their own TTL, so it gets a full one when the goal starts to wait.
 if keys == 'PERSIST' then
   for i = 1, 4 do redis.call('PERSIST', KEYS[i]) end
-  redis.call('EXPIRE', KEYS[7], ttl)
 elseif keys == 'EXPIRE' then
   for i = 1, 4 do redis.call('EXPIRE', KEYS[i], ttl) end
-  redis.call('EXPIRE', KEYS[7], ttl)
 end
 -- A job that starts work on the goal reads its files next: they come with the move.
 local files = {}

@@ -2,15 +2,13 @@
 -- id and indexes it in its goal's threads set (sorted by save time); past `keep` transcripts per
 -- goal, the oldest go (their keys with them). Arguments from a[at .. at + 5]: transcript JSON,
 -- TTL seconds, now (ms), thread id, transcripts kept per goal, transcript key prefix (prefix ..
--- threadId is a key). Returns how many old transcripts were dropped. The set gets its TTL when
--- it is new; goalTransition.lua renews it with the goal's other keys (not one EXPIRE per save).
+-- threadId is a key). Returns how many old transcripts were dropped.
 local function saveTranscript(transcriptKey, threadsKey, a, at)
   redis.call('SET', transcriptKey, a[at], 'EX', a[at + 1])
   redis.call('ZADD', threadsKey, a[at + 2], a[at + 3])
+  redis.call('EXPIRE', threadsKey, a[at + 1])
   local keep = tonumber(a[at + 4])
-  local count = redis.call('ZCARD', threadsKey)
-  if count == 1 then redis.call('EXPIRE', threadsKey, a[at + 1]) end
-  if count <= keep then return 0 end
+  if redis.call('ZCARD', threadsKey) <= keep then return 0 end
   local old = redis.call('ZRANGE', threadsKey, 0, -keep - 1)
   for _, t in ipairs(old) do redis.call('UNLINK', a[at + 5] .. t) end
   redis.call('ZREM', threadsKey, unpack(old))
