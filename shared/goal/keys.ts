@@ -44,6 +44,10 @@ export class Keys {
   history(goalId: string): string {
     return `${this.goal(goalId)}:history`;
   }
+  /** Set (with the goal's TTL) by the reflector that counted the goal's cancel from the CLI or the inspector. */
+  cancelCounted(goalId: string): string {
+    return `${this.goal(goalId)}:cancel-counted`;
+  }
   /** Every key a goal can own, transcripts aside (they are found by SCAN). */
   goalKeys(goalId: string): string[] {
     return [
@@ -57,6 +61,7 @@ export class Keys {
       this.reservations(goalId),
       this.parked(goalId),
       this.history(goalId),
+      this.cancelCounted(goalId),
     ];
   }
   goalPattern(goalId: string): string {

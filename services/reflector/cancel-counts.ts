@@ -1,0 +1,31 @@
+// A goal cancelled from the CLI or the inspector ends in a process without a metrics registry
+// (the CLI), or one that does not count goals (the inspector). The reflector counts it when the
+// cancel message arrives: deepq_goals_total and deepq_goal_cycles, as the service that ends a
+// goal does. Once per goal across reflector replicas (a claim key), only for a goal the message
+// finds cancelled: the time-budget deadline also publishes, for a goal the reflector counted.
+import type { Redis } from 'ioredis';
+import { isGoalId } from '../../shared/goal/ids.ts';
+import { createRedis } from '../../shared/runtime/redis.ts';
+import type { Runtime } from '../../shared/runtime/runtime.ts';
+
+/** Subscribes to the cancel channel; the returned connection is closed with the service. */
+export async function countCancels(rt: Runtime): Promise<Redis> {
+  const sub = createRedis(rt.cfg.redisUrl, 'deepq:reflector:cancel-counts', { scripts: false });
+  await sub.subscribe(rt.goals.keys.cancelChannel());
+  sub.on('message', (_channel, goalId: string) => {
+    countCancel(rt, goalId).catch((err) => rt.logger.warn({ err, goalId }, 'could not count a cancelled goal'));
+  });
+  return sub;
+}
+
+export async function countCancel(rt: Runtime, goalId: string): Promise<boolean> {
+  if (!isGoalId(goalId)) return false;
+  const keys = rt.goals.keys;
+  const [status, step] = await rt.redis.hmget(keys.goal(goalId), 'status', 'step');
+  if (status !== 'cancelled') return false;
+  const claim = await rt.redis.set(keys.cancelCounted(goalId), '1', 'EX', rt.cfg.goalKeyTtlSeconds, 'NX');
+  if (claim !== 'OK') return false;
+  rt.metrics.goals.inc({ status: 'cancelled' });
+  rt.metrics.goalCycles.observe({ status: 'cancelled' }, Number(step ?? 0));
+  return true;
+}

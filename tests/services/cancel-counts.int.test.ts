@@ -1,0 +1,45 @@
+// A goal cancelled from the CLI is counted once (deepq_goals_total, deepq_goal_cycles) by the
+// reflectors, however many run: the CLI has no metrics registry of its own.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { metricSum, runCli, startFleet } from '../../testing/fleet.ts';
+import { useRedis } from '../../testing/redis.ts';
+
+const redis = useRedis();
+
+async function eventually(read: () => Promise<number>, want: number): Promise<number> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const got = await read();
+    if (got === want || Date.now() > deadline) return got;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+test('a goal cancelled from the CLI is counted once across two reflectors, at its cycle', async () => {
+  await redis.ready;
+  // Slow model calls: the goal is still at its first cycle when the cancel comes.
+  const fleet = await startFleet(
+    redis.url,
+    { DEEPQ_SCRIPTED_LATENCY_MS: '3000' },
+    { roles: [], replicas: 2, replicateAll: true },
+  );
+  try {
+    const cancelled = { status: 'cancelled' };
+    const before = await metricSum(fleet, 'deepq_goals_total', cancelled);
+    const goalId = await fleet.client.enqueue({ goal: 'a goal cancelled while it plans' });
+    const cli = await runCli(['cancel', goalId], fleet.env);
+    assert.equal(cli.code, 0, cli.stderr);
+    const counted = await eventually(() => metricSum(fleet, 'deepq_goals_total', cancelled), before + 1);
+    assert.equal(counted, before + 1, 'counted once, by one of the two reflectors');
+    assert.equal(await metricSum(fleet, 'deepq_goal_cycles_count', cancelled), 1);
+    // Cancelled at its first cycle, before any plan was dispatched: step 0.
+    assert.equal(await metricSum(fleet, 'deepq_goal_cycles_sum', cancelled), 0);
+    // A second cancel of the ended goal publishes again; nothing is counted twice.
+    assert.equal((await runCli(['cancel', goalId], fleet.env)).code, 0);
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(await metricSum(fleet, 'deepq_goals_total', cancelled), before + 1);
+  } finally {
+    await fleet.stop();
+  }
+});
