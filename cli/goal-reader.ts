@@ -3,7 +3,7 @@
 // status` reads through this class alone, so it loads no BullMQ.
 import type { Redis } from 'ioredis';
 import { UnknownGoalError } from '../shared/errors.ts';
-import type { ApprovalRecord, ApprovalStore } from '../shared/goal/approvals.ts';
+import { type ApprovalRecord, type ApprovalStore, isAwaitingDecision } from '../shared/goal/approvals.ts';
 import { GoalIdSchema } from '../shared/goal/ids.ts';
 import type { GoalRecord, GoalStore } from '../shared/goal/store.ts';
 import type { Config } from '../shared/runtime/config.ts';
@@ -79,12 +79,12 @@ export class GoalReader {
     if (goalId) {
       await this.get(goalId);
       const records = await this.approvals.records(goalId);
-      return records.filter((r) => r.status === 'pending').map((r) => ({ ...r, goalId }));
+      return records.filter((r) => isAwaitingDecision(r)).map((r) => ({ ...r, goalId }));
     }
     const out: (ApprovalRecord & { goalId: string })[] = [];
     for (const p of await this.approvals.pendingAll()) {
       const r = await this.approvals.record(p.goalId, p.callId);
-      if (r?.status === 'pending') out.push({ ...r, goalId: p.goalId });
+      if (r && isAwaitingDecision(r)) out.push({ ...r, goalId: p.goalId });
     }
     return out;
   }

@@ -172,9 +172,12 @@ export class ApprovalStore {
     return raw ? (JSON.parse(raw) as ApprovalRecord) : null;
   }
 
-  /** How many calls wait for a human, across all goals (the pending gauge). */
-  pendingCount(): Promise<number> {
-    return this.redis.zcard(this.keys.approvalsPending());
+  /**
+   * How many calls wait for a human, across all goals (the pending gauge): not the ones whose
+   * time ran out, which the reflector's sweep decides `timeout` at its next pass.
+   */
+  pendingCount(now = Date.now()): Promise<number> {
+    return this.redis.zcount(this.keys.approvalsPending(), now, '+inf');
   }
 
   /** Pending calls whose time ran out by `now`, across all goals, the oldest first. */
@@ -191,9 +194,10 @@ export class ApprovalStore {
     await this.redis.zrem(this.keys.approvalsPending(), `${goalId}/${callId}`);
   }
 
-  /** Pending calls across all goals, the soonest to time out first. */
-  async pendingAll(limit = 1000): Promise<{ goalId: string; callId: string; expiresAt: number }[]> {
-    const flat = await this.redis.zrange(this.keys.approvalsPending(), '0', String(limit - 1), 'WITHSCORES');
+  /** Pending calls across all goals whose time has not run out, the soonest to time out first. */
+  async pendingAll(limit = 1000, now = Date.now()): Promise<{ goalId: string; callId: string; expiresAt: number }[]> {
+    const key = this.keys.approvalsPending();
+    const flat = await this.redis.zrangebyscore(key, now, '+inf', 'WITHSCORES', 'LIMIT', 0, limit);
     const out: { goalId: string; callId: string; expiresAt: number }[] = [];
     for (let i = 0; i < flat.length; i += 2) {
       const [goalId = '', callId = ''] = flat[i]!.split('/');
@@ -201,6 +205,11 @@ export class ApprovalStore {
     }
     return out;
   }
+}
+
+/** A call a human can still decide: pending, its time not run out (the sweep times it out later). */
+export function isAwaitingDecision(r: Pick<ApprovalRecord, 'status' | 'expiresAt'>, now = Date.now()): boolean {
+  return r.status === 'pending' && r.expiresAt > now;
 }
 
 /** Why a call was refused by itself: its own timeout, read from the record (workers may differ). */

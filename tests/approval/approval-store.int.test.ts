@@ -6,6 +6,7 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { GoalReader } from '../../cli/goal-reader.ts';
 import { expireApprovals } from '../../services/reflector/approval-timeouts.ts';
 import { reconcile } from '../../services/reflector/reconcile.ts';
 import { sweep } from '../../services/reflector/sweep.ts';
@@ -239,4 +240,23 @@ test('past expiresAt a human decision is refused; the sweep times the call out, 
   assert.equal(await timeouts(), before + 1);
   const pending = await t.rt.redis.zrange(t.rt.goals.keys.approvalsPending(), '0', '-1');
   assert.ok(!pending.some((m) => m.startsWith(`${goalId}/`) || m.startsWith('nosuchgoal9/')), pending.join(','));
+});
+
+test('a call whose time ran out is no longer waiting, before the sweep decides it', async () => {
+  const goalId = await t.newGoal();
+  const jobId = `${goalId}:1:0`;
+  const recs = records(goalId, jobId, 2);
+  recs[1]!.expiresAt = Date.now() - 1; // its time ran out; the sweep has not run
+  await t.rt.approvals.request(goalId, jobId, checkpoint(recs), recs);
+  const reader = new GoalReader(t.rt.cfg, t.rt.redis);
+  const waiting = (await reader.pendingApprovals(goalId)).map((r) => r.callId);
+  assert.deepEqual(waiting, [recs[0]!.callId]);
+  const all = (await reader.pendingApprovals()).filter((r) => r.goalId === goalId).map((r) => r.callId);
+  assert.deepEqual(all, [recs[0]!.callId]);
+  const members = await t.rt.redis.zrangebyscore(t.rt.goals.keys.approvalsPending(), '-inf', '+inf');
+  const live = members.filter((m) => m.startsWith(`${goalId}/`)).length;
+  assert.equal(live, 2, 'both are still in the pending set');
+  const counted = await t.rt.approvals.pendingCount();
+  assert.equal(counted, (await t.rt.approvals.pendingAll()).length, 'the gauge counts what is listed');
+  assert.ok(!(await t.rt.approvals.pendingAll()).some((p) => p.callId === recs[1]!.callId));
 });
