@@ -221,7 +221,7 @@ function perCallInflation(deepq: CommandStats[], raw: CommandStats[]): number {
 
 /** deepq's and the raw flow's throughput, measured in alternating rounds (pairs minutes apart
  *  drifted with the shared machine's load; pairs seconds apart do not). */
-const THROUGHPUT_ROUNDS = quick ? 1 : 3;
+const THROUGHPUT_ROUNDS = quick ? 1 : 5;
 
 interface Measured {
   gps: number;
