@@ -1,9 +1,9 @@
 // One config, validated by zod: defaults < config file (DEEPQ_CONFIG, JSON or YAML) < env.
 // A bad value stops the process at start with the field's path in the message.
 import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import YAML from 'yaml';
 import { z } from 'zod';
 import { approvalMatchesRoleTool } from '../agent/approval.ts';
 import { ProvidersSchema, providerEnvValues, providerIssues, usedProviders } from '../agent/providers/settings.ts';
@@ -315,6 +315,12 @@ function parseEnvValue(name: string, raw: string, kind: 'string' | 'int' | 'numb
   return n;
 }
 
+/** The YAML parser, loaded only when a YAML file is read: every command and service start pays for it otherwise. */
+function parseYaml(text: string): unknown {
+  const yaml = createRequire(import.meta.url)('yaml') as typeof import('yaml');
+  return yaml.parse(text);
+}
+
 function readConfigFile(path: string): Record<string, unknown> {
   let text: string;
   try {
@@ -324,7 +330,7 @@ function readConfigFile(path: string): Record<string, unknown> {
   }
   let data: unknown;
   try {
-    data = /\.ya?ml$/i.test(path) ? YAML.parse(text) : JSON.parse(text);
+    data = /\.ya?ml$/i.test(path) ? parseYaml(text) : JSON.parse(text);
   } catch (err) {
     throw new ConfigError(
       `config file ${path} is not valid ${/\.ya?ml$/i.test(path) ? 'YAML' : 'JSON'}: ${(err as Error).message}`,
