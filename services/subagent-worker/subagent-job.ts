@@ -93,7 +93,7 @@ async function openJob(
   job: Job,
   data: SubagentJob,
   role: string,
-): Promise<{ saved?: JobCheckpoint; goal: GoalBrief; threadId: string }> {
+): Promise<{ saved: JobCheckpoint | null; goal: GoalBrief; threadId: string }> {
   const { goalId, step, index } = data;
   const started = (threadId: string): TimelineEventBody => {
     const ref = { step, index, role, artifact: data.expected_artifact, threadId };
@@ -101,7 +101,7 @@ async function openJob(
   };
   if (job.attemptsStarted === 1) {
     const threadId = threadIdFor(goalId, role, shortId());
-    return { goal: await goalBriefOfJob(rt.goals, goalId, started(threadId)), threadId };
+    return { saved: null, goal: await goalBriefOfJob(rt.goals, goalId, started(threadId)), threadId };
   }
   // Both reads go out back to back (one round trip).
   const [saved, goal] = await Promise.all([
@@ -111,7 +111,7 @@ async function openJob(
   const threadId = saved?.threadId ?? threadIdFor(goalId, role, shortId());
   const goesOn = !isTerminal(goal.status) && !isPausedForBudget(goal);
   if (!saved && goesOn) await rt.goals.appendEvent(goalId, started(threadId));
-  return { saved: saved ?? undefined, goal, threadId };
+  return { saved, goal, threadId };
 }
 
 /** A paused run's way on: with the decisions on its calls, or (stopped at the budget, no calls) as it was. */

@@ -4,8 +4,10 @@
 //
 //   transition        from                       to               events
 //   beginPlanning     queued, planning           planning         -
+//     planJobStart    the same, for a plan job: the goal read with the move, a stale cycle refused
 //   dispatch          planning                   running          (planned,) dispatched
 //   beginReflecting   running, reflecting        reflecting       -
+//     reflectJobStart the same, for a reflect job: the goal read with the move, only at its cycle
 //   requeue           reflecting                 queued           reflected
 //   awaitHuman        reflecting                 awaiting_human   reflected, (stalled,) paused
 //   complete          reflecting                 done             reflected, finished
