@@ -10,11 +10,14 @@ export function listeningPorts(): Set<number> {
 
 let next = 10000 + Math.floor(Math.random() * 20000);
 
+/** The Fetch standard's "bad ports" in this range: Node's fetch refuses them without connecting. */
+const FETCH_BAD_PORTS = new Set([10080]);
+
 /** The next port in 10000–29999 (from a random start per process) that nothing listens on. */
 export function nextFreePort(): number {
   const busy = listeningPorts();
   for (;;) {
     next = next >= 30000 ? 10000 : next + 1;
-    if (!busy.has(next)) return next;
+    if (!busy.has(next) && !FETCH_BAD_PORTS.has(next)) return next;
   }
 }
