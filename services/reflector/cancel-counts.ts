@@ -3,19 +3,12 @@
 // cancel message arrives: deepq_goals_total and deepq_goal_cycles, as the service that ends a
 // goal does. Once per goal across reflector replicas (a claim key), only for a goal the message
 // finds cancelled: the time-budget deadline also publishes, for a goal the reflector counted.
-import type { Redis } from 'ioredis';
 import { isGoalId } from '../../shared/goal/ids.ts';
-import { createRedis } from '../../shared/runtime/redis.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 
-/** Subscribes to the cancel channel; the returned connection is closed with the service. */
-export async function countCancels(rt: Runtime): Promise<Redis> {
-  const sub = createRedis(rt.cfg.redisUrl, 'deepq:reflector:cancel-counts', { scripts: false });
-  await sub.subscribe(rt.goals.keys.cancelChannel());
-  sub.on('message', (_channel, goalId: string) => {
-    countCancel(rt, goalId).catch((err) => rt.logger.warn({ err, goalId }, 'could not count a cancelled goal'));
-  });
-  return sub;
+/** countCancel for the service's cancel listener (startService's onCancel): a failure is logged. */
+export function countCancelLogged(rt: Runtime, goalId: string): void {
+  countCancel(rt, goalId).catch((err) => rt.logger.warn({ err, goalId }, 'could not count a cancelled goal'));
 }
 
 export async function countCancel(rt: Runtime, goalId: string): Promise<boolean> {

@@ -6,7 +6,7 @@ import type { Config } from '../../shared/runtime/config.ts';
 import { MAINTENANCE_QUEUE, REFLECT_QUEUE } from '../../shared/runtime/queues.ts';
 import { createRuntime } from '../../shared/runtime/runtime.ts';
 import { startService, stopOnSignals } from '../../shared/runtime/service.ts';
-import { countCancels } from './cancel-counts.ts';
+import { countCancelLogged } from './cancel-counts.ts';
 import { maintenanceHandler, scheduleMaintenance } from './maintenance.ts';
 import { processReflectJob } from './reflect-job.ts';
 
@@ -26,9 +26,8 @@ export async function main(cfg: Config, opts: { concurrency: number }) {
     ],
     reportQueues: rt.queues.allNames(),
     onStart: () => scheduleMaintenance(rt),
+    onCancel: (goalId) => countCancelLogged(rt, goalId),
   });
-  const cancels = await countCancels(rt);
-  const running = { ...svc, stop: () => svc.stop().finally(() => cancels.quit().catch(() => cancels.disconnect())) };
-  stopOnSignals(running, rt.logger);
-  return running;
+  stopOnSignals(svc, rt.logger);
+  return svc;
 }

@@ -27,6 +27,8 @@ export interface ServiceOptions {
   onStart?: () => Promise<void>;
   /** Called when a job failed for good (attempts exhausted or unrecoverable). */
   onFinalFailure?: (job: Job, err: Error) => Promise<void>;
+  /** Called with each goal id the cancel channel carries, after this process aborted its jobs of it. */
+  onCancel?: (goalId: string) => void;
   /** More /readyz checks (e.g. `mcp:<server>` of a worker's MCP servers); each must be true. */
   readyChecks?: () => Record<string, boolean> | Promise<Record<string, boolean>>;
 }
@@ -65,7 +67,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
   });
   // The ops server is up before anything waits on Redis: /healthz answers while Redis is
   // away, and /readyz says so.
-  const sub = await listenForCancels(rt, opts.name, worker!, active);
+  const sub = await listenForCancels(rt, opts, worker!, active);
   for (const w of workers) {
     void w.run().catch((err) => rt.logger.error({ err }, 'worker stopped'));
     await w.waitUntilReady();
@@ -180,8 +182,13 @@ async function reportDepths(rt: Runtime, queueNames: string[]): Promise<void> {
  * Cancellation crosses processes: `deepq cancel` publishes the goal id; every process aborts
  * its running jobs of that goal (the AbortSignal reaches the SDK call).
  */
-async function listenForCancels(rt: Runtime, name: string, worker: Worker, active: ActiveJobs): Promise<Redis> {
-  const sub = createRedis(rt.cfg.redisUrl, `deepq:${name}:sub`);
+async function listenForCancels(
+  rt: Runtime,
+  opts: Pick<ServiceOptions, 'name' | 'onCancel'>,
+  worker: Worker,
+  active: ActiveJobs,
+): Promise<Redis> {
+  const sub = createRedis(rt.cfg.redisUrl, `deepq:${opts.name}:sub`);
   await sub.subscribe(rt.goals.keys.cancelChannel());
   sub.on('message', (_channel, goalId: string) => {
     for (const [jobId, a] of active) {
@@ -189,6 +196,7 @@ async function listenForCancels(rt: Runtime, name: string, worker: Worker, activ
       rt.logger.info({ goalId, jobId }, 'cancelling running job');
       worker.cancelJob(jobId, 'goal cancelled');
     }
+    opts.onCancel?.(goalId);
   });
   return sub;
 }
