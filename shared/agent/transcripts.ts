@@ -74,6 +74,8 @@ export function transcriptWrite(
       threadId,
       rt.cfg.transcriptsPerGoal,
       keys.transcript(goalId, ''),
+      // The index lives with the goal's keys (their moves renew it), not per save.
+      rt.cfg.goalKeyTtlSeconds,
     ].concat(usage),
   };
 }

@@ -98,6 +98,9 @@ export interface JobStart extends Moved {
 export interface LifecycleOptions {
   keyTtlSeconds: number;
   eventsMaxLen: number;
+  /** How long a finished goal's keys must last; the end renews the TTL only when less is left
+   *  (absent: the end always sets the whole TTL). */
+  keptAfterEndSeconds?: number;
   /** Counts goals reaching a status (deepq_goals_total); absent in the CLI. */
   onStatus?: (status: GoalStatus) => void;
   /** A goal ended, after this many cycles (deepq_goal_cycles); absent in the CLI. */
@@ -130,7 +133,13 @@ export class GoalLifecycle {
     private readonly redis: Redis,
     private readonly keys: Keys,
     private readonly opts: LifecycleOptions,
-  ) {}
+  ) {
+    const kept = opts.keptAfterEndSeconds;
+    this.ttlArg = kept === undefined ? String(opts.keyTtlSeconds) : `${opts.keyTtlSeconds}:${kept}`;
+  }
+
+  /** goalTransition.lua's ARGV[7]: the backstop TTL, and how long a finished goal must last. */
+  private readonly ttlArg: string;
 
   /** Null when refused; else the goal's files index, which the planner reads next (one round trip). */
   beginPlanning(goalId: string): Promise<Moved | null> {
@@ -390,7 +399,7 @@ export class GoalLifecycle {
           goalId,
           events,
           this.opts.eventsMaxLen,
-          this.opts.keyTtlSeconds,
+          this.ttlArg,
           // Unique per call: a re-send of this very call (lost reply) is recognised as a replay.
           newOperationId(),
           m.recordFrom ?? '',

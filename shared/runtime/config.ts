@@ -419,7 +419,18 @@ export function redactUrl(url: string): string {
   }
 }
 
-/** The bounds every store of a goal's keys applies: the backstop TTL, the timeline's length. */
-export function goalKeyLimits(cfg: Config): { keyTtlSeconds: number; eventsMaxLen: number } {
-  return { keyTtlSeconds: cfg.goalKeyTtlSeconds, eventsMaxLen: cfg.eventsMaxLen };
+/**
+ * The bounds every store of a goal's keys applies: the backstop TTL, the timeline's length, and
+ * how long a finished goal's keys must last (its retention and two sweeps, which remove it).
+ */
+export function goalKeyLimits(cfg: Config): {
+  keyTtlSeconds: number;
+  eventsMaxLen: number;
+  keptAfterEndSeconds: number;
+} {
+  return {
+    keyTtlSeconds: cfg.goalKeyTtlSeconds,
+    eventsMaxLen: cfg.eventsMaxLen,
+    keptAfterEndSeconds: cfg.retentionSeconds + 2 * cfg.sweepIntervalSeconds,
+  };
 }

@@ -49,6 +49,24 @@ test('a goal keeps only its newest transcripts, and each stored block is capped'
   assert.match(body, /answer 4/);
 });
 
+test("a goal's threads index gets its TTL when made, not per save; the goal's moves renew it", async () => {
+  const goalId = await t.newGoal();
+  const threads = t.rt.goals.keys.threads(goalId);
+  const save = (n: number) => saveTranscript(t.rt, goalId, threadIdFor(goalId, 'critic', `s${n}`), 'critic', []);
+  await save(0);
+  // The goal's backstop, not the transcripts' (the index must list a goal's runs as long as it lives).
+  assert.ok((await t.rt.redis.ttl(threads)) > t.rt.cfg.goalKeyTtlSeconds - 60);
+  await t.rt.redis.expire(threads, 100);
+  await save(1);
+  assert.ok((await t.rt.redis.ttl(threads)) <= 100, 'a second save set the TTL again');
+  // A move that renews the goal's keys renews the index with them; a pause keeps it.
+  await t.rt.redis.hset(t.rt.goals.keys.goal(goalId), 'ttlAt', 1);
+  assert.ok(await t.rt.lifecycle.beginPlanning(goalId));
+  assert.ok((await t.rt.redis.ttl(threads)) > t.rt.cfg.goalKeyTtlSeconds - 60, 'not renewed with the goal');
+  assert.ok(await t.rt.lifecycle.pauseForBudget(goalId, { kind: 'tokens', reason: 'r' }, 0));
+  assert.equal(await t.rt.redis.ttl(threads), -1, 'the index expires while a human decides');
+});
+
 test('the timeline stream stays near its cap however many events a goal has', async () => {
   const goalId = await t.newGoal();
   const p = t.rt.redis.pipeline();

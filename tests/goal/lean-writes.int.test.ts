@@ -1,5 +1,6 @@
 // The goal's hot-path writes stay bounded and correct while doing less: a move renews the keys'
-// backstop TTL only once half of it has run (and always at the end, and after a pause), usage is one script
+// backstop TTL only once half of it has run (at the end, only when less is left than the goal
+// is kept after it; and after a pause), usage is one script
 // whose per-kind totals are read back as sums, and nothing is written for a goal that is gone.
 
 import assert from 'node:assert/strict';
@@ -64,14 +65,23 @@ test('a goal awaiting a human keeps its keys; the move that takes it on sets the
     assert.ok((await redis.client.ttl(key)) > full - 60, `${key} without a backstop after resume`);
 });
 
-test('the end of a goal always sets the full backstop, however much of it was left', async () => {
-  const goalId = await t.newGoal();
+test('the end of a goal renews the backstop only when less is left than the goal is kept after it', async () => {
   const full = t.rt.cfg.goalKeyTtlSeconds;
   const k = t.rt.goals.keys;
-  await renewedKeys(goalId);
-  await redis.client.expire(k.goal(goalId), Math.ceil(full * 0.75));
-  assert.ok(await t.rt.lifecycle.cancel(goalId, 0));
-  assert.ok((await redis.client.ttl(k.goal(goalId))) > full - 60);
+  const ending = async (keptAfterEndSeconds: number) => {
+    const goalId = await t.newGoal();
+    await renewedKeys(goalId);
+    // A third of the TTL has run: no move before the end would renew it.
+    await redis.client.hset(k.goal(goalId), 'ttlAt', Date.now() - full * 333);
+    await redis.client.expire(k.goal(goalId), Math.ceil(full * 0.67));
+    const lc = new GoalLifecycle(t.rt.redis, k, { keyTtlSeconds: full, eventsMaxLen: 100, keptAfterEndSeconds });
+    assert.ok(await lc.cancel(goalId, 0));
+    return redis.client.ttl(k.goal(goalId));
+  };
+  // The default keeps a finished goal a day; two thirds of a week are left: nothing to renew.
+  assert.ok((await ending(t.rt.cfg.retentionSeconds)) <= Math.ceil(full * 0.67), 'renewed at the end for nothing');
+  // Kept longer after its end than is left: the end sets the whole TTL again.
+  assert.ok((await ending(Math.ceil(full * 0.8))) > full - 60, 'not renewed though the goal must outlive the TTL');
 });
 
 test('usage is counted per role and model; the per-kind totals and the budget read their sums', async () => {

@@ -1,9 +1,10 @@
 // The inspector's other pages in a real browser, against goals, jobs and usage written with
 // deepq's own stores (no services run): the Goals table (columns, status filter, newest first,
 // pagination, "price unknown"), the enqueue form's review option, a cycle's subtask attempt,
-// duration and tokens, usage rows marked "(estimated)", the Queues page (depth per queue and
-// state, a failed job listed), bull-board offline (nothing fetched off 127.0.0.1), and the ui
-// process's own /metrics and /healthz. One Redis, one UI process, one browser.
+// duration and tokens, usage rows marked "(estimated)", stored transcripts within their TTL,
+// the Queues page (depth per queue and state, a failed job listed), bull-board offline (nothing
+// fetched off 127.0.0.1), and the ui process's own /metrics and /healthz. One Redis, one UI
+// process, one browser.
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -148,10 +149,15 @@ test("a cycle's subtask attempt, duration and tokens; usage rows whose counts ar
   await client.goals.appendEvent(id, { type: 'subtask_finished', ...older, bytes: 10, ms: 20 });
   await book(id, role, 'claude-haiku-5-5', 1000, 200);
   await book(id, role, 'local-model-x', 300, 40, true);
+  // The threads index outlives its transcripts: one saved past their TTL is not listed.
+  const threads = client.goals.keys.threads(id);
+  const expiredAt = Date.now() - (client.cfg.transcriptTtlSeconds + 60) * 1000;
+  await client.redis.zadd(threads, expiredAt, threadIdFor(id, role, 'cccc3333'), Date.now(), ref.threadId);
 
   const page = await browser.newPage();
   const problems = recordMisbehaviour(page);
   await page.goto(`${ui.url}/goals/${id}`);
+  assert.deepEqual(await page.locator('#thread-list li').allTextContents(), [ref.threadId]);
   const sub = '#cycle-1 tr.subtask[data-index="0"]';
   assert.equal(await text(page, `${sub} td.attempt`), '2');
   assert.equal(await text(page, `${sub} td.duration`), '1.53 s');

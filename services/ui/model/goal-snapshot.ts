@@ -113,7 +113,12 @@ export async function goalSnapshot(ctx: UiContext, goal: GoalRecord, now = Date.
   const [files, decisions, threads] = await Promise.all([
     ctx.client.vfs.index(goal.goalId),
     pendingDecisions(ctx, goal),
-    ctx.client.redis.zrevrange(ctx.client.goals.keys.threads(goal.goalId), 0, -1),
+    // The index outlives its transcripts (it lives with the goal's keys): the ones still kept.
+    ctx.client.redis.zrevrangebyscore(
+      ctx.client.goals.keys.threads(goal.goalId),
+      '+inf',
+      now - ctx.cfg.transcriptTtlSeconds * 1000,
+    ),
   ]);
   return {
     goalId: goal.goalId,

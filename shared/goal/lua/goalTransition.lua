@@ -8,7 +8,8 @@
 -- ARGV[2] new status ('' keeps the status and only sets fields)
 -- ARGV[3] now (ms), ARGV[4] goal id
 -- ARGV[5] events: JSON objects, one per line ('' for none); all land with the move or none do
--- ARGV[6] events max length, ARGV[7] key TTL seconds
+-- ARGV[6] events max length, ARGV[7] key TTL seconds, or `<TTL>:<seconds a goal's keys must last
+-- after it ends>` (its retention: the sweep removes it then); with the TTL alone, the whole TTL
 -- ARGV[8] operation id (unique per call)
 -- ARGV[9] a field that records the status the move left (a budget pause's `pausedFrom`), or ''
 -- ARGV[10] what the call reads with the move, as letters: 'f' the goal's files index (the hash at
@@ -16,8 +17,8 @@
 -- refused (a job's start reads nothing else). 'g' may carry a guard on the goal's cycle,
 -- 'g:<min step>:<max step>:<max planStep>': outside it the move is refused (a stale delivery).
 -- With 'g' a refused move returns {'', '', {}, goal}; a missing goal still returns false.
--- ARGV[11] how many arguments of a transcript follow (0, 6 or 14): the run that decided the move,
--- stored with it (transcriptSave.lua's ARGV[1..6], then its last call's usage, ARGV[7..14])
+-- ARGV[11] how many arguments of a transcript follow (0, 7 or 15): the run that decided the move,
+-- stored with it (transcriptSave.lua's ARGV[1..7], then its last call's usage, ARGV[8..15])
 -- ARGV[12 + that ..] the fields to set: name, value, name, value, ... (flat: no JSON to decode here)
 -- Returns {previous status (the current one on a replay), the goal's step after the move, with
 -- 'f' the files index as flat name, entry pairs (not on a replay; else {}), with 'g' the goal as
@@ -87,18 +88,21 @@ if ARGV[9] and ARGV[9] ~= '' then
   table.insert(set, cur)
 end
 -- A goal awaiting a human keeps its keys (the TTL is a backstop for abandoned work, not a
--- deadline for a person). Otherwise the backstop is set again when the goal ends, or once
--- half of it has run: `ttlAt` says when it was last set (0 after a pause, none on goals
--- stored before it existed), so no TTL read is needed. Four EXPIREs on every move were a
--- third of a move's work.
+-- deadline for a person). Otherwise the backstop is set again once half of it has run, or when
+-- the goal ends with less of it left than the goal is kept after its end: `ttlAt` says when it
+-- was last set (0 after a pause, none on goals stored before it existed), so no TTL read is
+-- needed. Four EXPIREs on every move were a third of a move's work.
 local now = tonumber(ARGV[3])
-local ttl = tonumber(ARGV[7])
+local ttlArg, keptArg = string.match(ARGV[7], '^(%d+):?(%d*)$')
+local ttl = tonumber(ttlArg)
+local keptAfterEnd = tonumber(keptArg) or ttl
+local setAge = now - (tonumber(h[3]) or 0)
 local keys = nil
 if status == 'awaiting_human' then
   keys = 'PERSIST'
   table.insert(set, 'ttlAt')
   table.insert(set, '0')
-elseif terminal[status] or now - (tonumber(h[3]) or 0) >= ttl * 500 then
+elseif (terminal[status] and setAge > (ttl - keptAfterEnd) * 1000) or setAge >= ttl * 500 then
   keys = 'EXPIRE'
   table.insert(set, 'ttlAt')
   table.insert(set, ARGV[3])
@@ -116,13 +120,16 @@ for event in string.gmatch(ARGV[5], '[^\n]+') do
 end
 if terminal[status] then redis.call('ZREM', KEYS[5], ARGV[4]) end
 if transcriptArgs > 0 then
-  if transcriptArgs > 6 and ARGV[19] ~= '' then addUsage(KEYS[1], KEYS[8], ARGV, 18) end
+  if transcriptArgs > 7 and ARGV[20] ~= '' then addUsage(KEYS[1], KEYS[8], ARGV, 19) end
   saveTranscript(KEYS[6], KEYS[7], ARGV, 12)
 end
 if keys == 'PERSIST' then
   for i = 1, 4 do redis.call('PERSIST', KEYS[i]) end
+  redis.call('PERSIST', KEYS[7])
 elseif keys == 'EXPIRE' then
   for i = 1, 4 do redis.call('EXPIRE', KEYS[i], ttl) end
+  -- The threads index too: saveTranscript.lua sets its TTL only when it makes it.
+  redis.call('EXPIRE', KEYS[7], ttl)
 end
 -- A job that starts work on the goal reads its files next: they come with the move.
 local files = {}

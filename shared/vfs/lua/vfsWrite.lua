@@ -11,8 +11,8 @@
 -- ARGV[7] max live files, ARGV[8] key TTL seconds, ARGV[9] '1' to keep a revised version's history,
 -- '2' to refuse a new version of a `done` artifact, '0' neither
 -- ARGV[10] a timeline event (JSON) that lands with the write ('' for none), ARGV[11] events max length
--- ARGV[12..17] the writing run's transcript, stored with the write (transcriptSave.lua's ARGV[1..6];
--- '' in ARGV[12] for none), ARGV[18..25] its last call's usage (its ARGV[7..14]), if any
+-- ARGV[12..18] the writing run's transcript, stored with the write (transcriptSave.lua's ARGV[1..7];
+-- '' in ARGV[12] for none), ARGV[19..26] its last call's usage (its ARGV[8..15]), if any
 -- Returns {version, blobRef no longer referenced or ''}, or an error reply naming the problem.
 --- @include "../../goal/lua/includes/addUsage.lua"
 --- @include "../../agent/lua/includes/saveTranscript.lua"
@@ -104,7 +104,7 @@ elseif newContent then
 end
 -- The run that wrote it: its transcript and last call's usage, in the same script.
 if ARGV[12] and ARGV[12] ~= '' then
-  if ARGV[19] and ARGV[19] ~= '' then addUsage(KEYS[3], KEYS[8], ARGV, 18) end
+  if ARGV[20] and ARGV[20] ~= '' then addUsage(KEYS[3], KEYS[8], ARGV, 19) end
   saveTranscript(KEYS[6], KEYS[7], ARGV, 12)
 end
 return { version, oldBlob }
