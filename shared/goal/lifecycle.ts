@@ -129,6 +129,9 @@ export interface Decided {
 const WORKING: readonly GoalStatus[] = ['queued', 'planning', 'running', 'reflecting'];
 
 export class GoalLifecycle {
+  /** goalTransition.lua's ARGV[7]: the backstop TTL, and how long a finished goal must last. */
+  private readonly ttlArg: string;
+
   constructor(
     private readonly redis: Redis,
     private readonly keys: Keys,
@@ -137,9 +140,6 @@ export class GoalLifecycle {
     const kept = opts.keptAfterEndSeconds;
     this.ttlArg = kept === undefined ? String(opts.keyTtlSeconds) : `${opts.keyTtlSeconds}:${kept}`;
   }
-
-  /** goalTransition.lua's ARGV[7]: the backstop TTL, and how long a finished goal must last. */
-  private readonly ttlArg: string;
 
   /** Null when refused; else the goal's files index, which the planner reads next (one round trip). */
   beginPlanning(goalId: string): Promise<Moved | null> {
