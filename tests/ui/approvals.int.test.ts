@@ -5,18 +5,15 @@
 // service runs here, so no job wakes up: the records and the timeline are what is checked.
 
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
-import { GoalClient } from '../../cli/goal-client.ts';
+import type { GoalClient } from '../../cli/goal-client.ts';
 import { type ApprovalRecord, type JobCheckpoint, newCallId } from '../../shared/goal/approvals.ts';
 import { newGoalId } from '../../shared/goal/ids.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
-import { loadConfig } from '../../shared/runtime/config.ts';
 import { subagentQueueName, subtaskJobId } from '../../shared/runtime/queues.ts';
-import { createRedis } from '../../shared/runtime/redis.ts';
-import { testEnv } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
-import { launchBrowser, recordMisbehaviour, startUi, type UiProc } from './harness.ts';
+import { recordMisbehaviour, type UiProc, useInspector } from './harness.ts';
 
 const redis = useRedis();
 let client: GoalClient;
@@ -25,16 +22,7 @@ let browser: Browser;
 const ROLE = 'code-writer';
 const INPUT = `{"path":"x.py","content":"<img src=x onerror=\\"window.pwned=1\\">"}`;
 
-before(async () => {
-  await redis.ready;
-  const env = testEnv(redis.url);
-  client = new GoalClient(loadConfig(env), createRedis(redis.url, 'deepq:test'));
-  [ui, browser] = await Promise.all([startUi(env), launchBrowser()]);
-});
-after(async () => {
-  await browser?.close();
-  await client?.close();
-});
+useInspector(redis, {}, (x) => ({ client, ui, browser } = x));
 
 /** A goal running its first cycle with two started subtasks. */
 async function runningGoal(): Promise<string> {

@@ -2,10 +2,15 @@
 // Chromium through playwright-core (no browser download), and a page's misbehaviour recorded.
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { after, before } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { type Browser, chromium, type Page } from 'playwright-core';
+import { GoalClient } from '../../cli/goal-client.ts';
 import { freePort } from '../../cli/private-redis.ts';
-import { type ServiceProc, startProcess, waitForStart } from '../../testing/fleet.ts';
+import { loadConfig } from '../../shared/runtime/config.ts';
+import { createRedis } from '../../shared/runtime/redis.ts';
+import { type ServiceProc, startProcess, testEnv, waitForStart } from '../../testing/fleet.ts';
+import type { TestRedis } from '../../testing/redis.ts';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 /** Screenshots of a test run (not committed). */
@@ -38,6 +43,41 @@ async function answers(url: string): Promise<boolean> {
     (r) => r.ok,
     () => false,
   );
+}
+
+/** What a test file of the inspector works with: its env, a GoalClient on its Redis, `deepq ui`, Chromium. */
+export interface Inspector {
+  env: NodeJS.ProcessEnv;
+  client: GoalClient;
+  ui: UiProc;
+  browser: Browser;
+}
+
+/**
+ * The inspector for a test file without services: before its tests, a GoalClient, `deepq ui`
+ * and Chromium against the file's private Redis (`extraEnv` on top of testEnv), handed to
+ * `assign` (awaited: a file's own setup goes there, as Node 20 runs top-level `before` hooks
+ * concurrently); after them, the browser and the client closed (the ui process stops with the file).
+ */
+export function useInspector(
+  redis: TestRedis,
+  extraEnv: NodeJS.ProcessEnv,
+  assign: (inspector: Inspector) => unknown,
+): void {
+  let it: Partial<Inspector> = {};
+  before(async () => {
+    await redis.ready;
+    const env = testEnv(redis.url, extraEnv);
+    const client = new GoalClient(loadConfig(env), createRedis(redis.url, 'deepq:test'));
+    it = { env, client };
+    const [ui, browser] = await Promise.all([startUi(env), launchBrowser()]);
+    it = { env, client, ui, browser };
+    await assign(it as Inspector);
+  });
+  after(async () => {
+    await it.browser?.close();
+    await it.client?.close();
+  });
 }
 
 export function launchBrowser(): Promise<Browser> {

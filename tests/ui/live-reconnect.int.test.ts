@@ -5,16 +5,14 @@
 // No services run here: the timeline is written with deepq's own stores and transitions.
 
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
-import { GoalClient } from '../../cli/goal-client.ts';
+import type { GoalClient } from '../../cli/goal-client.ts';
 import { newGoalId } from '../../shared/goal/ids.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
-import { loadConfig } from '../../shared/runtime/config.ts';
-import { createRedis } from '../../shared/runtime/redis.ts';
-import { stopProcess, testEnv } from '../../testing/fleet.ts';
+import { stopProcess } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
-import { launchBrowser, recordMisbehaviour, startUi, type UiProc, until } from './harness.ts';
+import { recordMisbehaviour, startUi, type UiProc, until, useInspector } from './harness.ts';
 
 const redis = useRedis({ appendonly: true });
 let env: NodeJS.ProcessEnv;
@@ -22,16 +20,7 @@ let client: GoalClient;
 let ui: UiProc;
 let browser: Browser;
 
-before(async () => {
-  await redis.ready;
-  env = testEnv(redis.url);
-  client = new GoalClient(loadConfig(env), createRedis(redis.url, 'deepq:test'));
-  [ui, browser] = await Promise.all([startUi(env), launchBrowser()]);
-});
-after(async () => {
-  await browser?.close();
-  await client?.close();
-});
+useInspector(redis, {}, (x) => ({ env, client, ui, browser } = x));
 
 const ROLE = 'research-specialist';
 

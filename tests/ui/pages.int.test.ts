@@ -7,36 +7,24 @@
 // process, one browser.
 
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { Worker } from 'bullmq';
 import type { Browser, Page } from 'playwright-core';
-import { GoalClient } from '../../cli/goal-client.ts';
+import type { GoalClient } from '../../cli/goal-client.ts';
 import { newGoalId } from '../../shared/goal/ids.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
 import { usageArgs } from '../../shared/goal/store.ts';
-import { loadConfig } from '../../shared/runtime/config.ts';
 import { PLAN_QUEUE, subagentQueueName } from '../../shared/runtime/queues.ts';
 import { createRedis } from '../../shared/runtime/redis.ts';
-import { testEnv } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
-import { launchBrowser, recordMisbehaviour, startUi, type UiProc, until } from './harness.ts';
+import { recordMisbehaviour, type UiProc, until, useInspector } from './harness.ts';
 
 const redis = useRedis();
-let env: NodeJS.ProcessEnv;
 let client: GoalClient;
 let ui: UiProc;
 let browser: Browser;
 
-before(async () => {
-  await redis.ready;
-  env = testEnv(redis.url);
-  client = new GoalClient(loadConfig(env), createRedis(redis.url, 'deepq:test'));
-  [ui, browser] = await Promise.all([startUi(env), launchBrowser()]);
-});
-after(async () => {
-  await browser?.close();
-  await client?.close();
-});
+useInspector(redis, {}, (x) => ({ client, ui, browser } = x));
 
 const text = async (page: Page, selector: string) => (await page.locator(selector).first().textContent())?.trim();
 const rowIds = (page: Page) =>

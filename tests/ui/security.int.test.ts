@@ -8,17 +8,15 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
-import { after, before, test } from 'node:test';
+import { after, test } from 'node:test';
 import type { Browser, BrowserContext } from 'playwright-core';
-import { GoalClient } from '../../cli/goal-client.ts';
+import type { GoalClient } from '../../cli/goal-client.ts';
 import { freePort } from '../../cli/private-redis.ts';
 import { newGoalId } from '../../shared/goal/ids.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
-import { loadConfig } from '../../shared/runtime/config.ts';
-import { createRedis } from '../../shared/runtime/redis.ts';
-import { runCli, testEnv } from '../../testing/fleet.ts';
+import { runCli } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
-import { launchBrowser, recordMisbehaviour, startUi, type UiProc } from './harness.ts';
+import { recordMisbehaviour, type UiProc, useInspector } from './harness.ts';
 
 const HOSTILE =
   `<script>window.pwned='script';alert('script')</script>` +
@@ -40,17 +38,12 @@ let goalId: string;
 let workerThread: string;
 const servers: Server[] = [];
 
-before(async () => {
-  await redis.ready;
-  env = testEnv(redis.url, { DEEPQ_UI_TOKEN: TOKEN, ANTHROPIC_API_KEY: API_KEY });
-  client = new GoalClient(loadConfig(env), createRedis(redis.url, 'deepq:test'));
-  [ui, browser] = await Promise.all([startUi(env), launchBrowser()]);
+useInspector(redis, { DEEPQ_UI_TOKEN: TOKEN, ANTHROPIC_API_KEY: API_KEY }, async (x) => {
+  ({ env, client, ui, browser } = x);
   ({ goalId, workerThread } = await plantHostileGoal());
 });
-after(async () => {
+after(() => {
   for (const s of servers) s.close();
-  await browser?.close();
-  await client?.close();
 });
 
 /**
