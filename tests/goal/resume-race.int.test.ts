@@ -2,7 +2,7 @@
 // being confirmed is reported as cancelled, and never also gets a "finished done" event.
 
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { after, test } from 'node:test';
 import { GoalClient } from '../../cli/goal-client.ts';
 import { useRedis } from '../../testing/redis.ts';
 import { useVfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
@@ -10,11 +10,9 @@ import { useVfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts
 const redis = useRedis();
 let t: VfsTestRuntime;
 let client: GoalClient;
+// In the runtime's own hook: Node 20 runs top-level `before` hooks concurrently.
 useVfsRuntime(redis, (x) => {
   t = x;
-});
-before(async () => {
-  await redis.ready;
   client = new GoalClient(t.rt.cfg);
 });
 after(async () => client?.close());
