@@ -141,7 +141,10 @@ export class GoalLifecycle {
     this.ttlArg = kept === undefined ? String(opts.keyTtlSeconds) : `${opts.keyTtlSeconds}:${kept}`;
   }
 
-  /** Null when refused; else the goal's files index, which the planner reads next (one round trip). */
+  /**
+   * Into planning, whatever the goal's cycle (a plan job starts with planJobStart, which guards
+   * it); null when refused, else the goal's files index, read with the move.
+   */
   beginPlanning(goalId: string): Promise<Moved | null> {
     return this.moved(goalId, { from: ['queued', 'planning'], to: 'planning', withFiles: true });
   }
@@ -195,7 +198,10 @@ export class GoalLifecycle {
     });
   }
 
-  /** Null when refused; else the goal's files index, which the reflector reads next. */
+  /**
+   * Into reflecting, whatever the goal's cycle (a reflect job starts with reflectJobStart, which
+   * guards it); null when refused, else the goal's files index, read with the move.
+   */
   beginReflecting(goalId: string): Promise<Moved | null> {
     return this.moved(goalId, { from: ['running', 'reflecting'], to: 'reflecting', withFiles: true });
   }
