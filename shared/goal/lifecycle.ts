@@ -98,8 +98,8 @@ export interface JobStart extends Moved {
 export interface LifecycleOptions {
   keyTtlSeconds: number;
   eventsMaxLen: number;
-  /** How long a finished goal's keys must last; the end renews the TTL only when less is left
-   *  (absent: the end always sets the whole TTL). */
+  /** How long a finished goal's keys must last; the end renews the TTL only when less is left,
+   *  to this if it is the longer (absent: the end always sets the whole TTL). */
   keptAfterEndSeconds?: number;
   /** Counts goals reaching a status (deepq_goals_total); absent in the CLI. */
   onStatus?: (status: GoalStatus) => void;

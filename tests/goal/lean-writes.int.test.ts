@@ -82,6 +82,8 @@ test('the end of a goal renews the backstop only when less is left than the goal
   assert.ok((await ending(t.rt.cfg.retentionSeconds)) <= Math.ceil(full * 0.67), 'renewed at the end for nothing');
   // Kept longer after its end than is left: the end sets the whole TTL again.
   assert.ok((await ending(Math.ceil(full * 0.8))) > full - 60, 'not renewed though the goal must outlive the TTL');
+  // Kept longer than the TTL itself (a retention above it): the keys last the retention.
+  assert.ok((await ending(full * 2)) > full * 2 - 60, 'the keys would expire before the sweep removes the goal');
 });
 
 test('usage is counted per role and model; the per-kind totals and the budget read their sums', async () => {

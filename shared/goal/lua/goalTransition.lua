@@ -9,7 +9,8 @@
 -- ARGV[3] now (ms), ARGV[4] goal id
 -- ARGV[5] events: JSON objects, one per line ('' for none); all land with the move or none do
 -- ARGV[6] events max length, ARGV[7] key TTL seconds, or `<TTL>:<seconds a goal's keys must last
--- after it ends>` (its retention: the sweep removes it then); with the TTL alone, the whole TTL
+-- after it ends>` (its retention: the sweep removes it then; an end renews to it if it is the
+-- longer); with the TTL alone, the end always sets the TTL
 -- ARGV[8] operation id (unique per call)
 -- ARGV[9] a field that records the status the move left (a budget pause's `pausedFrom`), or ''
 -- ARGV[10] what the call reads with the move, as letters: 'f' the goal's files index (the hash at
@@ -127,6 +128,8 @@ if keys == 'PERSIST' then
   for i = 1, 4 do redis.call('PERSIST', KEYS[i]) end
   redis.call('PERSIST', KEYS[7])
 elseif keys == 'EXPIRE' then
+  -- An ended goal's keys last as long as it is kept after its end, if that is the longer.
+  if terminal[status] then ttl = math.max(ttl, keptAfterEnd) end
   for i = 1, 4 do redis.call('EXPIRE', KEYS[i], ttl) end
   -- The threads index too: saveTranscript.lua sets its TTL only when it makes it.
   redis.call('EXPIRE', KEYS[7], ttl)
