@@ -146,13 +146,7 @@ async function runSubtask(
         signal,
         log,
       ),
-      onToolCall: async (call) => {
-        log.debug(call, 'tool call');
-        // Not awaited: the event is sent in order on the goal's connection; the turn need not wait.
-        void rt.goals
-          .appendEvent(goalId, { type: 'tool_called', step, index, role: role.name, threadId, ...call })
-          .catch((err) => log.warn({ err }, 'could not append a tool_called event'));
-      },
+      toolCalled: (call) => ({ type: 'tool_called', step, index, role: role.name, threadId, ...call }),
       contract: contractFor(role.contract),
       ctx: {
         role: role.name,

@@ -4,11 +4,12 @@
 // report a broken contract as data.
 import type { Logger } from 'pino';
 import { BudgetExceededError } from '../errors.ts';
-import { GoalEndedError, goalCallBudget, goalUsage, onBudgetOf } from '../goal/budgets.ts';
+import { GoalEndedError, type GoalUsage, goalCallBudget, goalUsage, onBudgetOf } from '../goal/budgets.ts';
+import type { TimelineEventBody } from '../goal/events.ts';
 import type { GoalRecord } from '../goal/store.ts';
 import type { Runtime } from '../runtime/runtime.ts';
 import type { AgentCheckpoint } from './approval.ts';
-import { type AgentRun, BudgetRefused, createAgent, type RunOptions } from './create-agent.ts';
+import { type AgentRun, BudgetRefused, createAgent, type RunOptions, type ToolCallRecord } from './create-agent.ts';
 import type { OutputContract } from './output-contracts.ts';
 import type { AgentSpec } from './roles.ts';
 import type { Tool } from './tools.ts';
@@ -22,8 +23,8 @@ export interface GoalRunOptions<T> {
   ctx: RunOptions['ctx'] & { threadId: string; step: number };
   log: Logger;
   tools?: Tool[];
-  /** After each tool call (see RunOptions.onToolCall). */
-  onToolCall?: RunOptions['onToolCall'];
+  /** Each tool call's timeline event (`tool_called`), appended after the call has run. */
+  toolCalled?: (call: ToolCallRecord) => TimelineEventBody;
   /** Subagent workers hand a 429 to the queue (pausing the role fleet-wide); others wait it out. */
   rateLimitToQueue?: boolean;
   /** Tools that wait for a human, and a paused run to go on from (see RunOptions). */
@@ -75,7 +76,7 @@ export async function runForGoal<T>(rt: Runtime, o: GoalRunOptions<T>): Promise<
       tools: o.tools,
       contract: o.contract,
       ctx: o.ctx,
-      onToolCall: o.onToolCall,
+      onToolCall: o.toolCalled && ((call) => recordToolCall(rt, o, usage, call)),
       approval: o.approval,
       resume: o.resume,
       tokenCap: o.tokenCap,
@@ -90,6 +91,18 @@ export async function runForGoal<T>(rt: Runtime, o: GoalRunOptions<T>): Promise<
   if (!transcript) await storeTranscript(rt, w);
   if (!run.ok) return { kind: 'rejected', problem: run.problem ?? 'failed', run };
   return { kind: 'ok', value: run.value as T, run, transcript };
+}
+
+/**
+ * A tool call's event goes out with the waiting usage record of the model call that asked for it
+ * (one request). Not awaited: the turn need not wait, and the next call's flush waits for it.
+ */
+function recordToolCall<T>(rt: Runtime, o: GoalRunOptions<T>, usage: GoalUsage, call: ToolCallRecord): void {
+  o.log.debug(call, 'tool call');
+  const event = o.toolCalled!(call);
+  void usage
+    .carry((args) => rt.goals.toolCalled(o.goal.goalId, event, args))
+    .catch((err) => o.log.warn({ err }, 'could not append a tool_called event'));
 }
 
 /** A run stopped by its goal's budget (or the goal's end): pause or end the goal, as it asks. */

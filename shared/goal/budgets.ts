@@ -143,25 +143,42 @@ export class GoalEndedError extends Error {
  * budget each call's record is written at once (the next reservation must see it). Without
  * one, a call's record waits a little: `flush` writes it before the next call goes out (and
  * when a run stops without a transcript), and the run's last call is written with its
- * transcript (`takePending`): one script per run fewer.
+ * transcript (`takePending`): one script per run fewer. A tool call the record's call asked for
+ * takes it along in its own write (`carry`): one request per tool turn fewer.
  */
 export interface GoalUsage {
   sink: UsageSink;
   takePending(): (string | number)[] | undefined;
   flush(): Promise<void>;
+  /**
+   * Hands the waiting record (if any) to `write`, which must book it; `flush` waits for it. A
+   * write that fails gives its record back, for the next flush to book.
+   */
+  carry(write: (usage: (string | number)[] | undefined) => Promise<unknown>): Promise<void>;
 }
 
 export function goalUsage(rt: Runtime, goal: Pick<GoalRecord, 'goalId' | 'budgets'>): GoalUsage {
   const deferred = goal.budgets.maxTokens === undefined;
   let pending: (string | number)[] | undefined;
+  let carried: Promise<unknown> = Promise.resolve();
   const takePending = () => {
     const args = pending;
     pending = undefined;
     return args;
   };
   const flush = async () => {
+    await carried;
     const args = takePending();
     if (args) await rt.goals.recordUsage(goal.goalId, args);
+  };
+  const carry = (write: (usage: (string | number)[] | undefined) => Promise<unknown>) => {
+    const args = takePending();
+    const done = carried.then(() => write(args));
+    // No call goes out before the next flush, which waits for this: nothing else is pending then.
+    carried = done.catch(() => {
+      if (args) pending ??= args;
+    });
+    return done.then(() => {});
   };
   const sink: UsageSink = async (ctx, model, usage, reservation, origin) => {
     // The label is a configured model or `other`, never whatever id an endpoint returned.
@@ -174,5 +191,5 @@ export function goalUsage(rt: Runtime, goal: Pick<GoalRecord, 'goalId' | 'budget
     if (deferred) pending = args;
     else await rt.goals.recordUsage(goal.goalId, args);
   };
-  return { sink, takePending, flush };
+  return { sink, takePending, flush, carry };
 }

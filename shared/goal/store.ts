@@ -138,6 +138,17 @@ export class GoalStore {
     return g;
   }
 
+  /**
+   * A tool call's event, with the usage of the model call that asked for it when that is not
+   * booked yet (usageArgs; lua/toolCalled.lua): one request for both.
+   */
+  async toolCalled(goalId: string, event: TimelineEventBody, usage?: (string | number)[]): Promise<void> {
+    if (!usage) return this.appendEvent(goalId, event);
+    const keys = [this.keys.goal(goalId), this.keys.reservations(goalId), this.keys.events(goalId)];
+    const body = JSON.stringify({ ...event, at: Date.now() });
+    await runScript(this.redis, 'toolCalled', keys, [body, this.opts.eventsMaxLen, ...usage]);
+  }
+
   async appendEvent(goalId: string, event: TimelineEventBody): Promise<void> {
     const now = Date.now();
     await this.redis.xadd(

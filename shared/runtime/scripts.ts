@@ -13,6 +13,7 @@ const SCRIPTS = {
   approvalDecide: { keys: 4, dir: GOAL_LUA },
   budgetReserve: { keys: 2, dir: GOAL_LUA },
   usageAdd: { keys: 2, dir: GOAL_LUA },
+  toolCalled: { keys: 3, dir: GOAL_LUA },
   subtaskStart: { keys: 2, dir: GOAL_LUA },
   vfsWrite: { keys: 8, dir: VFS_LUA },
   vfsEvict: { keys: 3, dir: VFS_LUA },

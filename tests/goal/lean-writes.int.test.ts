@@ -184,6 +184,45 @@ test("without a token budget a call's record waits for the next one; flush books
   assert.equal(book.takePending(), undefined);
 });
 
+test("a tool call's event carries the waiting record of the call that asked for it; a failed one gives it back", async () => {
+  const goalId = await t.newGoal('a goal whose run calls tools');
+  const usageOf = async () => (await t.rt.goals.get(goalId))!.usage['critic|m'];
+  const book = goalUsage(t.rt, { goalId, budgets: {} });
+  const ctx = { ...ctxFor('critic', { goalId }), tier: 'LOW', contract: 'critique' } as never;
+  const event = (tool: string) => ({
+    type: 'tool_called' as const,
+    step: 1,
+    role: 'critic',
+    threadId: 'th',
+    tool,
+    ms: 1,
+    ok: true,
+  });
+  const carry = (tool: string) => book.carry((args) => t.rt.goals.toolCalled(goalId, event(tool), args));
+  await book.sink(ctx, 'm', usage(10, 1));
+  const before = await scriptCalls();
+  await carry('grep');
+  assert.equal((await scriptCalls()) - before, 1, 'the event and the record took more than one script');
+  assert.deepEqual(await usageOf(), usage(10, 1));
+  // The turn's next tool call has no record to carry (a plain XADD); the next call's flush has none to book.
+  await carry('list_files');
+  await book.flush();
+  assert.equal((await scriptCalls()) - before, 1);
+  const tools = (await t.rt.goals.events(goalId)).filter((e) => e.event.type === 'tool_called');
+  assert.deepEqual(
+    tools.map((e) => (e.event as { tool: string }).tool),
+    ['grep', 'list_files'],
+  );
+  // A carrying write that fails hands its record back: the next flush books it.
+  await book.sink(ctx, 'm', usage(20, 2));
+  await assert.rejects(
+    book.carry(() => Promise.reject(new Error('connection lost'))),
+    /connection lost/,
+  );
+  await book.flush();
+  assert.deepEqual(await usageOf(), usage(30, 3));
+});
+
 test('dispatch stores the plan with the move, once; a terminal move reports the cycles it ended at', async () => {
   const goalId = await t.newGoal();
   const ended: [string, number][] = [];

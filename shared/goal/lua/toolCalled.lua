@@ -1,0 +1,11 @@
+-- Appends a tool call's `tool_called` event with the usage of the model call that asked for it,
+-- when that usage is not booked yet: one script where an XADD and usageAdd.lua were two
+-- requests, once per tool turn.
+-- KEYS[1] goal hash, KEYS[2] the goal's token reservations, KEYS[3] the goal's events stream
+-- ARGV[1] the event (JSON), ARGV[2] events max length
+-- ARGV[3..10] the call's usage (usageAdd.lua's ARGV[1..8])
+-- Returns 1, or 0 when the goal is gone (nothing is written then: no orphan keys).
+--- @include "includes/addUsage.lua"
+if addUsage(KEYS[1], KEYS[2], ARGV, 3) == 0 then return 0 end
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], '*', 'e', ARGV[1])
+return 1
