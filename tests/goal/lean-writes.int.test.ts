@@ -184,7 +184,7 @@ test("without a token budget a call's record waits for the next one; flush books
   assert.equal(book.takePending(), undefined);
 });
 
-test("a tool call's event carries the waiting record of the call that asked for it; a failed one gives it back", async () => {
+test("a tool call's event carries the waiting usage record; a failed write gives it back", async () => {
   const goalId = await t.newGoal('a goal whose run calls tools');
   const usageOf = async () => (await t.rt.goals.get(goalId))!.usage['critic|m'];
   const book = goalUsage(t.rt, { goalId, budgets: {} });
