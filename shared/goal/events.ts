@@ -108,6 +108,10 @@ export type TimelineEventBody =
 export type TimelineEventType = TimelineEventBody['type'];
 /** An event as stored: the body plus when it happened (ms). */
 export type TimelineEvent = TimelineEventBody & { at: number };
+/** An event as its stream stores it (the `e` field): the body stamped with `at`. */
+export function storedEvent(event: TimelineEventBody, at = Date.now()): string {
+  return JSON.stringify({ ...event, at });
+}
 export interface TimelineEntry {
   /** The stream id, for reading on from here. */
   id: string;

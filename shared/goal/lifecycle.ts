@@ -38,6 +38,7 @@ import {
   type PausedFor,
   type StallAction,
   type SubtaskOutcomeRef,
+  storedEvent,
   subtaskRefs,
   type TimelineEventBody,
 } from './events.ts';
@@ -388,7 +389,7 @@ export class GoalLifecycle {
 
   /** Runs the move (lua/goalTransition.lua); `reads` is its ARGV[10]. Counts a status reached. */
   private async transition(goalId: string, m: Move, reads: string, now = Date.now()): Promise<unknown> {
-    const events = (m.events ?? []).map((e) => JSON.stringify({ ...e, at: now })).join('\n');
+    const events = (m.events ?? []).map((e) => storedEvent(e, now)).join('\n');
     const k = this.keys;
     const t = m.transcript;
     const keys = [k.goal(goalId), k.events(goalId), k.files(goalId), k.content(goalId), k.liveGoals()];

@@ -3,7 +3,13 @@ import type { Redis } from 'ioredis';
 import { UnknownGoalError } from '../errors.ts';
 import { runScript } from '../runtime/scripts.ts';
 import type { Budgets } from './budgets.ts';
-import type { PausedFor, TimelineEntry, TimelineEvent, TimelineEventBody } from './events.ts';
+import {
+  type PausedFor,
+  storedEvent,
+  type TimelineEntry,
+  type TimelineEvent,
+  type TimelineEventBody,
+} from './events.ts';
 import { Keys } from './keys.ts';
 import type { Plan, Reflection } from './plan.ts';
 import type { CycleOutcome, ProgressEntry } from './progress.ts';
@@ -127,8 +133,7 @@ export class GoalStore {
    */
   async startSubtask(goalId: string, started: TimelineEventBody): Promise<GoalBrief | null> {
     const keys = [this.keys.goal(goalId), this.keys.events(goalId)];
-    const event = JSON.stringify({ ...started, at: Date.now() });
-    const fields = await runScript(this.redis, 'subtaskStart', keys, [event, this.opts.eventsMaxLen]);
+    const fields = await runScript(this.redis, 'subtaskStart', keys, [storedEvent(started), this.opts.eventsMaxLen]);
     return briefOf(goalId, fields as (string | null)[]);
   }
 
@@ -145,12 +150,10 @@ export class GoalStore {
   async toolCalled(goalId: string, event: TimelineEventBody, usage?: (string | number)[]): Promise<void> {
     if (!usage) return this.appendEvent(goalId, event);
     const keys = [this.keys.goal(goalId), this.keys.reservations(goalId), this.keys.events(goalId)];
-    const body = JSON.stringify({ ...event, at: Date.now() });
-    await runScript(this.redis, 'toolCalled', keys, [body, this.opts.eventsMaxLen, ...usage]);
+    await runScript(this.redis, 'toolCalled', keys, [storedEvent(event), this.opts.eventsMaxLen, ...usage]);
   }
 
   async appendEvent(goalId: string, event: TimelineEventBody): Promise<void> {
-    const now = Date.now();
     await this.redis.xadd(
       this.keys.events(goalId),
       'MAXLEN',
@@ -158,7 +161,7 @@ export class GoalStore {
       this.opts.eventsMaxLen,
       '*',
       'e',
-      JSON.stringify({ ...event, at: now }),
+      storedEvent(event),
     );
   }
 

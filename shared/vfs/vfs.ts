@@ -3,7 +3,7 @@
 import type { Redis } from 'ioredis';
 import { type TranscriptWrite, withTranscript } from '../agent/transcripts.ts';
 import { fromScriptError, VfsLimitError } from '../errors.ts';
-import type { TimelineEventBody } from '../goal/events.ts';
+import { storedEvent, type TimelineEventBody } from '../goal/events.ts';
 import { newOperationId } from '../goal/ids.ts';
 import { Keys } from '../goal/keys.ts';
 import { runScript } from '../runtime/scripts.ts';
@@ -180,7 +180,7 @@ export class VirtualFs {
           this.opts.maxFilesPerGoal,
           this.opts.keyTtlSeconds,
           meta.keepHistory ? '1' : meta.refuseDone ? '2' : '0',
-          meta.event ? JSON.stringify({ ...meta.event, at: Date.now() }) : '',
+          meta.event ? storedEvent(meta.event) : '',
           this.opts.eventsMaxLen,
           ...(meta.transcript?.args ?? ['']),
         ],

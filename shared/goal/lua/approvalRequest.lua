@@ -12,7 +12,7 @@
 -- Returns {'ok'}, {'waiting', callId...}, {'terminal', status} or {'gone'}.
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return { 'gone' } end
-local terminal = { done = true, failed = true, cancelled = true, budget_exceeded = true }
+--- @include "includes/terminal.lua"
 if terminal[status] then return { 'terminal', status } end
 
 local waiting = { 'waiting' }

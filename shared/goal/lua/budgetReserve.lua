@@ -12,7 +12,7 @@ local h = redis.call('HMGET', KEYS[1], 'status', 'pausedFor', 'budgets', 'create
   'tokens.input', 'tokens.output', 'tokens.cache_read', 'tokens.cache_write', 'inputRatio', 'tokens')
 local status = h[1]
 if not status then return { 'gone' } end
-local terminal = { done = true, failed = true, cancelled = true, budget_exceeded = true }
+--- @include "includes/terminal.lua"
 if terminal[status] then return { 'ended', status } end
 if status == 'awaiting_human' and h[2] == 'budget' then return { 'paused' } end
 local b = cjson.decode(h[3] or '{}')

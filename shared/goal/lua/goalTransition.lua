@@ -51,7 +51,7 @@ if string.find(ops, '|' .. ARGV[8] .. '|', 1, true) then
   end
   return { cur, h[4] or '0' }
 end
-local terminal = { done = true, failed = true, cancelled = true, budget_exceeded = true }
+--- @include "includes/terminal.lua"
 if terminal[cur] then return refused end
 if ARGV[1] ~= '*' then
   local ok = false

@@ -8,7 +8,7 @@
 local h = redis.call('HMGET', KEYS[1], 'status', 'goal', 'budgets', 'createdAt', 'pausedFor')
 local status = h[1]
 if not status then return h end
-local terminal = { done = true, failed = true, cancelled = true, budget_exceeded = true }
+--- @include "includes/terminal.lua"
 if terminal[status] or (status == 'awaiting_human' and h[5] == 'budget') then return h end
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', 'e', ARGV[1])
 return h
