@@ -100,6 +100,47 @@ test('usage is counted per role and model; the per-kind totals and the budget re
   await assert.rejects(budget.reserve(req, {} as never), /172 tokens used/);
 });
 
+/** Calls of each command since the last CONFIG RESETSTAT, those inside scripts included. */
+async function commandCalls(): Promise<Record<string, number>> {
+  const info = await redis.client.info('commandstats');
+  return Object.fromEntries([...info.matchAll(/cmdstat_(\S+):calls=(\d+)/g)].map((m) => [m[1]!, Number(m[2])]));
+}
+
+test("a call's usage is one read and one write of the goal alone, and no command of its own in a move", async () => {
+  const goalId = await t.newGoal();
+  const flagged = usageArgs('critic', 'm2', { ...usage(5, 7), cache_read: 40 }, undefined, {
+    requested: 'alias',
+    estimated: true,
+  });
+  await redis.client.config('RESETSTAT');
+  assert.equal(await t.rt.goals.recordUsage(goalId, flagged), true);
+  const alone = await commandCalls();
+  assert.equal(alone.hincrby, undefined, 'a count per HINCRBY');
+  assert.equal(alone.hmget, 1);
+  assert.equal(alone.hset, 1, 'the counts and the requested model in one HSET');
+  const plan = { subtasks: [{ role: 'critic', instruction: 'i', expected_artifact: 'a.md', read_files: [] }] };
+  assert.ok(await t.rt.lifecycle.beginPlanning(goalId));
+  const threadId = `goal-${goalId}--planner-cc`;
+  const messages = [{ role: 'user' as const, content: 'plan it' }];
+  const transcript = transcriptWrite(
+    t.rt,
+    goalId,
+    threadId,
+    'planner',
+    messages,
+    usageArgs('planner', 'm', usage(2, 1)),
+  );
+  await redis.client.config('RESETSTAT');
+  assert.ok(await t.rt.lifecycle.dispatch(goalId, 1, plan, { threadId, transcript }));
+  const move = await commandCalls();
+  assert.equal(move.hincrby, undefined);
+  assert.equal(move.hset, 1, 'the usage is set with the move');
+  assert.equal(move.hmget, 1, 'the usage is read with the move');
+  const g = (await t.rt.goals.get(goalId))!;
+  assert.deepEqual(g.tokens, { input: 7, output: 8, cache_read: 40, cache_write: 0 });
+  assert.deepEqual(g.usage['planner|m'], usage(2, 1));
+});
+
 test('usage for a goal that is gone writes nothing (no orphan hash without a TTL)', async () => {
   const goalId = await t.newGoal();
   await redis.client.del(t.rt.goals.keys.goal(goalId));

@@ -29,14 +29,19 @@
 local OPS_KEPT = 16
 local wantsGoal = string.sub(ARGV[10], 1, 1) == 'g'
 local wantsFiles = string.find(ARGV[10], 'f', 1, true) ~= nil
+local transcriptArgs = tonumber(ARGV[11]) or 0
+-- The deciding run's last call's usage is read with the goal's fields and set in the move's HSET.
+local usage = nil
+if transcriptArgs > 7 and ARGV[20] ~= '' then usage = usageFields(ARGV, 19) end
 local h, snapshot
 if wantsGoal then
   snapshot = redis.call('HGETALL', KEYS[1])
   local m = {}
   for i = 1, #snapshot, 2 do m[snapshot[i]] = snapshot[i + 1] end
   h = { m.status, m.ops, m.ttlAt, m.step, m.planStep }
+  for i, f in ipairs(usage or {}) do h[5 + i] = m[f] or false end
 else
-  h = redis.call('HMGET', KEYS[1], 'status', 'ops', 'ttlAt', 'step')
+  h = redis.call('HMGET', KEYS[1], 'status', 'ops', 'ttlAt', 'step', 'planStep', unpack(usage or {}))
 end
 local cur = h[1]
 if not cur then return false end
@@ -77,7 +82,6 @@ if ARGV[2] ~= '' then
     table.insert(set, ARGV[3])
   end
 end
-local transcriptArgs = tonumber(ARGV[11]) or 0
 local firstField = 12 + transcriptArgs
 local step = h[4] or '0'
 for i = firstField, #ARGV do table.insert(set, ARGV[i]) end
@@ -108,6 +112,7 @@ elseif (terminal[status] and setAge > (ttl - keptAfterEnd) * 1000) or setAge >= 
   table.insert(set, 'ttlAt')
   table.insert(set, ARGV[3])
 end
+if usage then usageSet(usage, h, 5, ARGV, 19, set, KEYS[8]) end
 -- Remember the last few operation ids: enough for any re-send, bounded in size.
 local kept = {}
 for id in string.gmatch(ops, '[^|]+') do table.insert(kept, id) end
@@ -121,7 +126,6 @@ for event in string.gmatch(ARGV[5], '[^\n]+') do
 end
 if terminal[status] then redis.call('ZREM', KEYS[5], ARGV[4]) end
 if transcriptArgs > 0 then
-  if transcriptArgs > 7 and ARGV[20] ~= '' then addUsage(KEYS[1], KEYS[8], ARGV, 19) end
   saveTranscript(KEYS[6], KEYS[7], ARGV, 12)
 end
 if keys == 'PERSIST' then

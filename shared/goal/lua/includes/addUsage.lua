@@ -1,38 +1,60 @@
--- addUsage(goalKey, reservationsKey, a, at): one model call's usage, from a[at .. at + 7]:
--- reservation member ('' when none), `<role>|<model>`, input, output, cache_read and
--- cache_write tokens, the configured id the model was requested as ('' when the same), '1'
--- when the usage is an estimate. Adds it to the goal's grand total (`tokens`, what budgets
--- read) and to its `<role>|<model>` counts per kind (the per-kind totals are their sums, at read
--- time), and ends the call's reservation, at once. Returns 1, or 0 when the goal is gone
--- (nothing is written then: no orphan hash).
-local function addUsage(goalKey, reservationsKey, a, at)
-  local kinds = { 'input', 'output', 'cache_read', 'cache_write' }
+-- One model call's usage, from a[at .. at + 7]: reservation member ('' when none),
+-- `<role>|<model>`, input, output, cache_read and cache_write tokens, the configured id the model
+-- was requested as ('' when the same), '1' when the usage is an estimate. It adds to the goal's
+-- grand total (`tokens`, what budgets read) and to its `<role>|<model>` counts per kind (the
+-- per-kind totals are their sums, at read time), and ends the call's reservation, at once.
+-- The counts are read with the goal's other fields and written with them in one HSET: a call's
+-- usage is then no command of its own in a move, and two (HMGET, HSET) alone, where an HINCRBY
+-- per count made three to five.
+local USAGE_KINDS = { 'input', 'output', 'cache_read', 'cache_write' }
+
+-- The goal hash fields the usage adds to: `tokens`, then each kind it has tokens of.
+local function usageFields(a, at)
+  local fields = { 'tokens' }
+  for i, kind in ipairs(USAGE_KINDS) do
+    local n = tonumber(a[at + 1 + i])
+    if n and n > 0 then table.insert(fields, 'usage.' .. a[at + 1] .. '.' .. kind) end
+  end
+  return fields
+end
+
+-- Appends the usage's new values to `set` (HSET's name, value pairs), given the current value of
+-- fields[i] at current[offset + i] (false when unset), and ends the call's reservation.
+local function usageSet(fields, current, offset, a, at, set, reservationsKey)
   local total = 0
-  for i = 1, 4 do
+  local k = 1
+  for i = 1, #USAGE_KINDS do
     local n = tonumber(a[at + 1 + i])
-    if n and n > 0 then total = total + n end
-  end
-  -- Whether the goal still exists, without an EXISTS per call: the grand total's HINCRBY
-  -- answers exactly this call's tokens only for a goal's first usage or a goal that is gone,
-  -- and only then is its status looked at (a hash the HINCRBY just made is removed again).
-  if total > 0 then
-    if redis.call('HINCRBY', goalKey, 'tokens', total) == total and redis.call('HEXISTS', goalKey, 'status') == 0 then
-      redis.call('DEL', goalKey)
-      return 0
+    if n and n > 0 then
+      total = total + n
+      k = k + 1
+      table.insert(set, fields[k])
+      table.insert(set, string.format('%d', (tonumber(current[offset + k]) or 0) + n))
     end
-  elseif redis.call('EXISTS', goalKey) == 0 then
-    return 0
   end
-  local key = a[at + 1]
-  if a[at] ~= '' then redis.call('ZREM', reservationsKey, a[at]) end
-  for i, kind in ipairs(kinds) do
-    local n = tonumber(a[at + 1 + i])
-    if n and n > 0 then redis.call('HINCRBY', goalKey, 'usage.' .. key .. '.' .. kind, n) end
+  if total > 0 then
+    table.insert(set, 'tokens')
+    table.insert(set, string.format('%d', (tonumber(current[offset + 1]) or 0) + total))
   end
   if a[at + 6] ~= '' then
-    local model = string.match(key, '|(.*)$')
-    redis.call('HSET', goalKey, 'requested.' .. model, a[at + 6])
+    table.insert(set, 'requested.' .. string.match(a[at + 1], '|(.*)$'))
+    table.insert(set, a[at + 6])
   end
-  if a[at + 7] == '1' then redis.call('HSET', goalKey, 'estimated.' .. key, '1') end
+  if a[at + 7] == '1' then
+    table.insert(set, 'estimated.' .. a[at + 1])
+    table.insert(set, '1')
+  end
+  if a[at] ~= '' then redis.call('ZREM', reservationsKey, a[at]) end
+end
+
+-- addUsage(goalKey, reservationsKey, a, at): the usage on its own. Returns 1, or 0 when the goal
+-- is gone (nothing is written then: no orphan hash).
+local function addUsage(goalKey, reservationsKey, a, at)
+  local fields = usageFields(a, at)
+  local current = redis.call('HMGET', goalKey, 'status', unpack(fields))
+  if not current[1] then return 0 end
+  local set = {}
+  usageSet(fields, current, 1, a, at, set, reservationsKey)
+  if #set > 0 then redis.call('HSET', goalKey, unpack(set)) end
   return 1
 end
