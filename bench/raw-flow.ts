@@ -10,7 +10,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { FlowProducer, type Job, Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
-import { processCpuMs, steadyRate } from './common.ts';
+import { commandStats, processCpuMs, steadyRate } from './common.ts';
 
 const PREFIX = 'rawbench';
 const OPTS = { removeOnComplete: { age: 3600 } };
@@ -84,13 +84,14 @@ export async function rawInProcessGoalsPerSecond(url: string, n: number): Promis
 
 /**
  * Split over 5 worker processes, one per queue like deepq's services; the last reflection
- * pushes the goal id to a list the loop pops. Returns goals/s and the workers' CPU per goal.
+ * pushes the goal id to a list the loop pops. Returns goals/s, the workers' CPU per goal and the
+ * Redis commands per goal (Lua-internal ones included, as the in-process figure counts them).
  */
 export async function rawSplitGoalsPerSecond(
   url: string,
   n: number,
   warmUp: number,
-): Promise<{ gps: number; cpuMsPerGoal: number }> {
+): Promise<{ gps: number; cpuMsPerGoal: number; commandsPerGoal: number }> {
   const self = fileURLToPath(import.meta.url);
   const procs: ChildProcess[] = QUEUES.map((q) =>
     spawn(process.execPath, ['--import', 'tsx', self, 'worker', q, url], {
@@ -114,13 +115,16 @@ export async function rawSplitGoalsPerSecond(
     await closedLoop(conn, warmUp, finished);
     const pids = procs.map((c) => c.pid!);
     const cpu0 = processCpuMs(pids);
+    const cmd0 = await commandStats(conn);
     const gps = await closedLoop(conn, n, finished);
     const cpuMsPerGoal = (processCpuMs(pids) - cpu0) / n;
+    // Less the loop's own completion signal (an RPUSH and a BLPOP per goal).
+    const commandsPerGoal = ((await commandStats(conn)).calls - cmd0.calls) / n - 2;
     popping = false;
     await pop;
     popper.disconnect();
     conn.disconnect();
-    return { gps, cpuMsPerGoal };
+    return { gps, cpuMsPerGoal, commandsPerGoal };
   } finally {
     for (const c of procs) c.kill('SIGTERM');
     await Promise.all(procs.map((c) => (c.exitCode === null ? new Promise((r) => c.once('exit', r)) : null)));

@@ -307,7 +307,7 @@ async function throughputAndDispatch(url: string) {
 function throughputReport(r: {
   deepq: Measured[];
   raw: Measured[];
-  split: { gps: number; cpuMsPerGoal: number };
+  split: { gps: number; cpuMsPerGoal: number; commandsPerGoal: number };
   latencies: Record<'plan' | 'subagent', number[]>;
   n: number;
 }) {
@@ -355,6 +355,8 @@ function throughputReport(r: {
     raw_bullmq_split: {
       goals_per_second: round(split.gps, 1),
       process_cpu_ms_per_goal: round(split.cpuMsPerGoal, 1),
+      // Workers that wait on mostly empty queues fetch each job on its own: the layout's cost.
+      redis_commands_per_goal: Math.round(split.commandsPerGoal),
       deepq_ratio: round(deepqGps / split.gps),
       vs_in_process: round(split.gps / rawGps),
     },
