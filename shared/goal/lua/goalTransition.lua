@@ -39,9 +39,9 @@ if wantsGoal then
   local m = {}
   for i = 1, #snapshot, 2 do m[snapshot[i]] = snapshot[i + 1] end
   h = { m.status, m.ops, m.ttlAt, m.step, m.planStep }
-  for i, f in ipairs(usage or {}) do h[5 + i] = m[f] or false end
+  for i, f in ipairs(usage and usage.fields or {}) do h[5 + i] = m[f] or false end
 else
-  h = redis.call('HMGET', KEYS[1], 'status', 'ops', 'ttlAt', 'step', 'planStep', unpack(usage or {}))
+  h = redis.call('HMGET', KEYS[1], 'status', 'ops', 'ttlAt', 'step', 'planStep', unpack(usage and usage.fields or {}))
 end
 local cur = h[1]
 if not cur then return false end

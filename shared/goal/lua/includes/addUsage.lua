@@ -8,33 +8,29 @@
 -- per count made three to five.
 local USAGE_KINDS = { 'input', 'output', 'cache_read', 'cache_write' }
 
--- The goal hash fields the usage adds to: `tokens`, then each kind it has tokens of.
+-- What the usage adds to the goal hash: `fields` (`tokens`, then each kind it has tokens of)
+-- and, at the same index, `adds` (the call's total, then that kind's tokens).
 local function usageFields(a, at)
-  local fields = { 'tokens' }
+  local u = { fields = { 'tokens' }, adds = { 0 } }
   for i, kind in ipairs(USAGE_KINDS) do
     local n = tonumber(a[at + 1 + i])
-    if n and n > 0 then table.insert(fields, 'usage.' .. a[at + 1] .. '.' .. kind) end
+    if n and n > 0 then
+      table.insert(u.fields, 'usage.' .. a[at + 1] .. '.' .. kind)
+      table.insert(u.adds, n)
+      u.adds[1] = u.adds[1] + n
+    end
   end
-  return fields
+  return u
 end
 
 -- Appends the usage's new values to `set` (HSET's name, value pairs), given the current value of
--- fields[i] at current[offset + i] (false when unset), and ends the call's reservation.
-local function usageSet(fields, current, offset, a, at, set, reservationsKey)
-  local total = 0
-  local k = 1
-  for i = 1, #USAGE_KINDS do
-    local n = tonumber(a[at + 1 + i])
-    if n and n > 0 then
-      total = total + n
-      k = k + 1
-      table.insert(set, fields[k])
-      table.insert(set, string.format('%d', (tonumber(current[offset + k]) or 0) + n))
+-- u.fields[i] at current[offset + i] (false when unset), and ends the call's reservation.
+local function usageSet(u, current, offset, a, at, set, reservationsKey)
+  for i, field in ipairs(u.fields) do
+    if u.adds[i] > 0 then
+      table.insert(set, field)
+      table.insert(set, string.format('%d', (tonumber(current[offset + i]) or 0) + u.adds[i]))
     end
-  end
-  if total > 0 then
-    table.insert(set, 'tokens')
-    table.insert(set, string.format('%d', (tonumber(current[offset + 1]) or 0) + total))
   end
   if a[at + 6] ~= '' then
     table.insert(set, 'requested.' .. string.match(a[at + 1], '|(.*)$'))
@@ -50,11 +46,11 @@ end
 -- addUsage(goalKey, reservationsKey, a, at): the usage on its own. Returns 1, or 0 when the goal
 -- is gone (nothing is written then: no orphan hash).
 local function addUsage(goalKey, reservationsKey, a, at)
-  local fields = usageFields(a, at)
-  local current = redis.call('HMGET', goalKey, 'status', unpack(fields))
+  local u = usageFields(a, at)
+  local current = redis.call('HMGET', goalKey, 'status', unpack(u.fields))
   if not current[1] then return 0 end
   local set = {}
-  usageSet(fields, current, 1, a, at, set, reservationsKey)
+  usageSet(u, current, 1, a, at, set, reservationsKey)
   if #set > 0 then redis.call('HSET', goalKey, unpack(set)) end
   return 1
 end
