@@ -13,10 +13,10 @@ import type { TimelineEventBody } from '../../shared/goal/events.ts';
 import { newGoalId } from '../../shared/goal/ids.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
 import type { Decided } from '../../shared/goal/lifecycle.ts';
-import { totalTokens } from '../../shared/goal/store.ts';
+import { totalTokens, usageArgs } from '../../shared/goal/store.ts';
 import { type Fleet, startFleet } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
-import { launchBrowser, outputPath, recordMisbehaviour, startUi, type UiProc } from './harness.ts';
+import { launchBrowser, outputPath, recordMisbehaviour, startUi, type UiProc, until } from './harness.ts';
 
 const redis = useRedis();
 let fleet: Fleet;
@@ -100,6 +100,7 @@ test('a goal paused at its token budget says so, refuses bad numbers, and carrie
   assert.match((await text(page, '.error'))!, /paused at its budget .*: resume it with a higher --max-tokens/);
   await page.click('text=Back');
   assert.equal((await fleet.client.get(goalId)).status, 'awaiting_human');
+  await typingSurvivesALiveUpdate(page, goalId);
 
   // Raised: the parked subagents carry on, the goal runs its second cycle and ends done.
   assert.equal(await raise(page, { maxTokens: '200000' }), 303);
@@ -122,6 +123,40 @@ test('a goal paused at its token budget says so, refuses bad numbers, and carrie
   );
   await page.close();
 });
+
+/**
+ * A live update that renders the card again (a late call's usage changes the used count in its
+ * label) while a budget is being typed: the field keeps what was typed, the focus and so the
+ * next keystrokes. Before, the focus went with the old field and the keystrokes were lost.
+ */
+async function typingSurvivesALiveUpdate(page: Page, goalId: string): Promise<void> {
+  const field = budgetCard(page).locator('input[name=maxTokens]');
+  const label = budgetCard(page).locator('label:has(input[name=maxTokens])');
+  await field.click();
+  await page.keyboard.type('12');
+  const before = await label.textContent();
+  const g = await fleet.client.get(goalId);
+  const [role, model] = Object.keys(g.usage)[0]!.split('|') as [string, string];
+  const event: TimelineEventBody = {
+    type: 'tool_called',
+    step: 1,
+    role,
+    threadId: 'late-call',
+    tool: 'list_files',
+    ms: 1,
+    ok: true,
+  };
+  await fleet.client.goals.toolCalled(
+    goalId,
+    event,
+    usageArgs(role, model, { input: 7, output: 0, cache_read: 0, cache_write: 0 }),
+  );
+  await until(async () => (await label.textContent()) !== before, 'the card rendered again with the new count');
+  await page.keyboard.type('3');
+  assert.equal(await field.inputValue(), '123');
+  assert.ok(await field.evaluate((f) => f === document.activeElement), 'the field being typed in keeps the focus');
+  await field.fill('');
+}
 
 const ROLE = 'research-specialist';
 const CODER = 'code-writer';

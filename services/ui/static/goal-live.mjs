@@ -208,17 +208,27 @@ function decisionCard(d) {
   );
 }
 
+const FIELDS = 'textarea, input:not([type=hidden])';
+const fieldKey = (f) => `${f.form?.getAttribute('action')} ${f.name}`;
+
 /** What is typed in a box's fields, by form action and field name. */
 function typedValues(box) {
   const typed = new Map();
-  for (const f of box.querySelectorAll('textarea, input:not([type=hidden])'))
-    if (f.value) typed.set(`${f.form?.getAttribute('action')} ${f.name}`, f.value);
+  for (const f of box.querySelectorAll(FIELDS)) if (f.value) typed.set(fieldKey(f), f.value);
   return typed;
 }
 
+/** The box's field that has the focus, with its caret (null where the field has none, as a number's). */
+function focusedField(box) {
+  const f = document.activeElement;
+  if (!f || !box.contains(f) || !f.matches(FIELDS)) return null;
+  return { key: fieldKey(f), start: f.selectionStart, end: f.selectionEnd };
+}
+
 /**
- * Re-renders a list, unless it shows exactly the same thing; what was typed in a form that is
- * rendered again (a note, a budget being raised) is put back.
+ * Re-renders a list, unless it shows exactly the same thing. What was typed in a form that is
+ * rendered again (a note, a budget being raised) is put back, and the field being typed in keeps
+ * the focus and caret: a live update must not swallow the next keystrokes.
  */
 function replaceRows(id, nodes) {
   const box = document.getElementById(id);
@@ -226,10 +236,14 @@ function replaceRows(id, nodes) {
   const same = box.children.length === nodes.length && nodes.every((n, i) => n.isEqualNode(box.children[i]));
   if (same) return;
   const typed = typedValues(box);
+  const focused = focusedField(box);
   box.replaceChildren(...nodes);
-  for (const f of box.querySelectorAll('textarea, input:not([type=hidden])')) {
-    const value = typed.get(`${f.form?.getAttribute('action')} ${f.name}`);
-    if (value !== undefined) f.value = value;
+  for (const f of box.querySelectorAll(FIELDS)) {
+    const key = fieldKey(f);
+    if (typed.has(key)) f.value = typed.get(key);
+    if (key !== focused?.key) continue;
+    f.focus();
+    if (focused.start !== null) f.setSelectionRange(focused.start, focused.end);
   }
 }
 
