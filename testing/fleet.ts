@@ -1,4 +1,5 @@
 // Real OS processes for the services, as users run them: `node bin/deepq.mjs <command>`.
+import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -165,12 +166,45 @@ export function runCli(
     let stderr = '';
     proc.stdout.on('data', (d) => (stdout += d));
     proc.stderr.on('data', (d) => (stderr += d));
-    const t = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
+    let killed = false;
+    const t = setTimeout(() => {
+      killed = true;
+      proc.kill('SIGKILL');
+    }, timeoutMs);
     proc.on('exit', (code) => {
       clearTimeout(t);
+      // A command that hangs is killed with nothing on stderr: say so, with what it did print.
+      if (killed)
+        stderr += `\n[deepq ${args[0]}: killed after ${timeoutMs} ms; its stdout: ${stdout.slice(-2000) || '(empty)'}]`;
       resolve({ code, stdout, stderr });
     });
   });
+}
+
+/**
+ * What a failed assertion on a fleet should show: each process (running, or how it ended) with
+ * its last warnings and errors, and every goal's status. A goal that never ends leaves a CLI
+ * `--wait` silent; this says which service stopped or complained.
+ */
+export async function fleetReport(fleet: Fleet, lines = 8): Promise<string> {
+  const out: string[] = [];
+  for (const p of fleet.procs) {
+    const { exitCode, signalCode } = p.proc;
+    const state = exitCode === null && signalCode === null ? 'running' : `ended (${exitCode ?? signalCode})`;
+    const complaints = p
+      .output()
+      .split('\n')
+      .filter((l) => /"level":(40|50|60)\b/.test(l) || (l && !l.startsWith('{')));
+    out.push(`${p.name}: ${state}`, ...complaints.slice(-lines).map((l) => `  ${l.slice(0, 400)}`));
+  }
+  const goals = await fleet.client.list().catch((err: Error) => `goals not readable: ${err.message}`);
+  out.push(`goals: ${JSON.stringify(goals)}`);
+  return out.join('\n');
+}
+
+/** Fails, with the fleet's report, unless the CLI run `r` exited with `code`. */
+export async function assertCliExit(r: { code: number | null; stderr: string }, code: number, fleet: Fleet) {
+  if (r.code !== code) assert.fail(`deepq exited ${r.code}, not ${code}\n${r.stderr}\n${await fleetReport(fleet)}`);
 }
 
 /** A metric's value summed over every process of the fleet (series matching all `labels`). */

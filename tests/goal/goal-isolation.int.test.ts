@@ -16,7 +16,7 @@ import { createVfsTools, type Tool } from '../../shared/agent/tools.ts';
 import { loadConfig } from '../../shared/runtime/config.ts';
 import type { SubagentJob } from '../../shared/runtime/jobs.ts';
 import { createRedis } from '../../shared/runtime/redis.ts';
-import { type Fleet, runCli, startFleet, startProcess } from '../../testing/fleet.ts';
+import { assertCliExit, type Fleet, runCli, startFleet, startProcess } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
 import { type VfsTestRuntime, vfsRuntime } from '../../testing/vfs-runtime.ts';
 
@@ -319,7 +319,7 @@ test('rediss:// with an escaped password: a whole fleet and the CLI run a goal o
     fleet = await startFleet(url, { NODE_EXTRA_CA_CERTS: ca, DEEPQ_SCRIPTED_LATENCY_MS: '50' });
     // The CLI, like the services, trusts the test CA through NODE_EXTRA_CA_CERTS.
     const r = await runCli(['enqueue', 'Over TLS', '--wait', '--json'], fleet.env);
-    assert.equal(r.code, 0, r.stderr);
+    await assertCliExit(r, 0, fleet);
     const summary = JSON.parse(r.stdout.trim().split('\n').pop()!);
     assert.equal(summary.status, 'done');
     assert.deepEqual([...summary.artifacts].sort(), ['critique.json', 'research.md', 'solution.py']);

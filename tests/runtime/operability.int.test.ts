@@ -3,7 +3,7 @@
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { type Fleet, runCli, startFleet } from '../../testing/fleet.ts';
+import { assertCliExit, type Fleet, runCli, startFleet } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
 
 const PASSWORD = 'redis-Pa55word-xyz';
@@ -22,7 +22,7 @@ before(async () => {
     LOG_LEVEL: 'debug',
   });
   const r = await runCli(['enqueue', 'Observable goal', '--wait', '--json'], fleet.env);
-  assert.equal(r.code, 0, r.stderr);
+  await assertCliExit(r, 0, fleet);
   goalId = JSON.parse(r.stdout.trim().split('\n').pop()!).goalId;
 });
 after(async () => fleet?.stop());

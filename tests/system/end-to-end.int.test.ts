@@ -2,7 +2,7 @@
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { type Fleet, runCli, startFleet } from '../../testing/fleet.ts';
+import { assertCliExit, type Fleet, runCli, startFleet } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
 
 const redis = useRedis();
@@ -18,7 +18,7 @@ after(async () => {
 
 test('enqueue --wait --json ends done with the expected artifacts in Redis', async () => {
   const r = await runCli(['enqueue', 'Write a sorting function', '--wait', '--json'], fleet.env);
-  assert.equal(r.code, 0, r.stdout + r.stderr);
+  await assertCliExit(r, 0, fleet);
   const last = JSON.parse(r.stdout.trim().split('\n').pop()!);
   assert.deepEqual(
     Object.keys(last).sort(),

@@ -5,7 +5,7 @@
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { type Fleet, runCli, startFleet } from '../../testing/fleet.ts';
+import { assertCliExit, type Fleet, runCli, startFleet } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
 
 const redis = useRedis();
@@ -61,7 +61,7 @@ test('enqueue on a full Redis fails with a clear message and stores nothing', as
     await freeRedis();
   }
   const r = await runCli(['enqueue', '--wait', 'A goal once memory is back'], fleet.env);
-  assert.equal(r.code, 0, r.stderr);
+  await assertCliExit(r, 0, fleet);
 });
 
 test('a goal running when Redis fills up keeps a consistent index and ends done once memory is freed', async () => {
