@@ -12,9 +12,16 @@
 //
 // deepq processes reach it through a config file's provider entry (`providerConfig`), with
 // the API key in the variable it names (`env`).
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+
 import { defaultAnswer, type MessagesBody, roleOf, type WireBlock, type WireMessage } from './messages-api-server.ts';
+import {
+  type Answer,
+  type Held,
+  isRaw,
+  type RawReply,
+  type RecordedHttpRequest,
+  startRecordingServer,
+} from './recording-server.ts';
 
 // ---- the wire shapes -------------------------------------------------------------------
 
@@ -64,33 +71,18 @@ export interface ChatReply {
   usage?: Partial<ChatUsage> | null;
 }
 
-/** A raw HTTP answer. A string body is sent verbatim (for malformed JSON); others as JSON. */
-export interface RawReply {
-  status: number;
-  headers?: Record<string, string>;
-  body?: unknown;
-}
+export type { RawReply };
 
-export type ChatHandlerResult = ChatReply | RawReply | 'reset' | 'hang' | 'stall';
+export type ChatHandlerResult = ChatReply | RawReply | Held;
 export type ChatHandler = (
   body: ChatBody,
   reqIndex: number,
   req: ChatRecordedRequest,
 ) => ChatHandlerResult | Promise<ChatHandlerResult>;
 
-export interface ChatRecordedRequest {
-  /** 0-based, over every request the server received. */
-  index: number;
-  method: string;
-  path: string;
-  /** Lower-cased header names. */
-  headers: Record<string, string>;
-  /** The token of `authorization: Bearer`. */
-  apiKey: string | null;
-  rawBody: string;
-  body: ChatBody;
-  receivedAt: number;
-  response?: { kind: 'completion' | 'raw' | 'reset' | 'hang' | 'stall' | 'rejected'; status?: number; body?: unknown };
+/** A request as received; `apiKey` is the token of `authorization: Bearer`. */
+export interface ChatRecordedRequest extends RecordedHttpRequest<ChatBody> {
+  response?: { kind: 'completion' | 'raw' | Held | 'rejected'; status?: number; body?: unknown };
 }
 
 export interface ChatCompletionsServer {
@@ -132,10 +124,6 @@ export function callTool(
 export function chatError(status: number, message: string, headers: Record<string, string> = {}): RawReply {
   const type = status === 429 ? 'rate_limit_exceeded' : status >= 500 ? 'server_error' : 'invalid_request_error';
   return { status, headers, body: { error: { message, type, param: null, code: null } } };
-}
-
-function isRaw(r: ChatHandlerResult): r is RawReply {
-  return typeof r === 'object' && r !== null && typeof (r as RawReply).status === 'number';
 }
 
 // ---- reading requests ------------------------------------------------------------------
@@ -371,28 +359,6 @@ export function completionOf(body: ChatBody, out: ChatReply): Record<string, unk
   return completion;
 }
 
-function record(req: IncomingMessage, rawBody: string, index: number): ChatRecordedRequest {
-  const headers: Record<string, string> = {};
-  for (const [k, v] of Object.entries(req.headers))
-    headers[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : String(v ?? '');
-  let body: ChatBody;
-  try {
-    body = JSON.parse(rawBody) as ChatBody;
-  } catch {
-    body = undefined as unknown as ChatBody;
-  }
-  return {
-    index,
-    method: req.method ?? '',
-    path: (req.url ?? '').split('?')[0]!,
-    headers,
-    apiKey: /^Bearer (.+)$/i.exec(headers.authorization ?? '')?.[1] ?? null,
-    rawBody,
-    body,
-    receivedAt: Date.now(),
-  };
-}
-
 export interface ChatServerOptions {
   handler?: ChatHandler;
   /** Reject what the real API rejects (default true). */
@@ -403,17 +369,6 @@ export interface ChatServerOptions {
 
 export async function startChatCompletionsServer(opts: ChatServerOptions = {}): Promise<ChatCompletionsServer> {
   let handler: ChatHandler = opts.handler ?? defaultChatHandler;
-  const requests: ChatRecordedRequest[] = [];
-  const waiters: { n: number; resolve: () => void }[] = [];
-  const sockets = new Set<Socket>();
-  const hanging = new Set<ServerResponse>();
-  let counter = 0;
-
-  const send = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
-    const payload = typeof body === 'string' ? body : JSON.stringify(body ?? {});
-    res.writeHead(status, { 'content-type': 'application/json', 'x-request-id': `req_test_${counter}`, ...headers });
-    res.end(payload);
-  };
 
   const problemOf = (rec: ChatRecordedRequest): { status: number; message: string } | null => {
     if (rec.method !== 'POST' || rec.path !== '/v1/chat/completions')
@@ -426,73 +381,44 @@ export async function startChatCompletionsServer(opts: ChatServerOptions = {}): 
     return null;
   };
 
-  const answer = async (req: IncomingMessage, res: ServerResponse, rec: ChatRecordedRequest) => {
+  const answer = async (rec: ChatRecordedRequest, _req: unknown, res: Answer) => {
     const problem = problemOf(rec);
     if (problem) {
       rec.response = { kind: 'rejected', status: problem.status, body: problem.message };
-      return send(res, problem.status, chatError(problem.status, problem.message).body);
+      return res.send(problem.status, chatError(problem.status, problem.message).body);
     }
     let out: ChatHandlerResult;
     try {
       out = await handler(rec.body, rec.index, rec);
     } catch (err) {
       rec.response = { kind: 'raw', status: 500, body: `handler threw: ${(err as Error).message}` };
-      return send(res, 500, chatError(500, `test handler threw: ${(err as Error).message}`).body);
+      return res.send(500, chatError(500, `test handler threw: ${(err as Error).message}`).body);
     }
-    if (out === 'reset') {
-      rec.response = { kind: 'reset' };
-      req.socket.destroy();
-      return;
-    }
-    if (out === 'hang' || out === 'stall') {
+    if (typeof out === 'string') {
       rec.response = { kind: out };
-      hanging.add(res);
-      res.on('close', () => hanging.delete(res));
-      if (out === 'stall') {
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.write('{"id": "chatcmpl-stalled", "object": "chat.completion", "choices": [');
-      }
-      return;
+      return res.hold(out, '{"id": "chatcmpl-stalled", "object": "chat.completion", "choices": [');
     }
     if (isRaw(out)) {
       rec.response = { kind: 'raw', status: out.status, body: out.body };
-      return send(res, out.status, out.body, out.headers);
+      return res.send(out.status, out.body, out.headers);
     }
     const completion = completionOf(rec.body, out);
     rec.response = { kind: 'completion', status: 200, body: completion };
-    send(res, 200, completion);
+    res.send(200, completion);
   };
 
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const rec = record(req, Buffer.concat(chunks).toString('utf8'), counter++);
-      requests.push(rec);
-      for (const w of [...waiters])
-        if (counter >= w.n) {
-          waiters.splice(waiters.indexOf(w), 1);
-          w.resolve();
-        }
-      void answer(req, res, rec);
-    });
+  const core = await startRecordingServer<ChatRecordedRequest>({
+    name: 'chat server',
+    requestIdHeader: 'x-request-id',
+    apiKeyOf: (h) => /^Bearer (.+)$/i.exec(h.authorization ?? '')?.[1] ?? null,
+    answer,
   });
-  server.on('connection', (s: Socket) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve());
-  });
-  const port = (server.address() as AddressInfo).port;
-  const baseURL = `http://127.0.0.1:${port}/v1`;
-
+  const baseURL = `http://127.0.0.1:${core.port}/v1`;
   return {
     baseURL,
-    port,
-    requests,
-    completions: () => requests.filter((r) => r.response?.kind === 'completion'),
+    port: core.port,
+    requests: core.requests,
+    completions: () => core.requests.filter((r) => r.response?.kind === 'completion'),
     setHandler(h) {
       handler = h;
     },
@@ -502,24 +428,8 @@ export async function startChatCompletionsServer(opts: ChatServerOptions = {}): 
     env(extra = {}) {
       return { [KEY_VARIABLE]: FAKE_OPENAI_KEY, ...extra };
     },
-    waitForRequests(n, timeoutMs = 30_000) {
-      if (counter >= n) return Promise.resolve();
-      return new Promise<void>((resolve, reject) => {
-        const t = setTimeout(() => reject(new Error(`chat server: ${counter} of ${n} requests`)), timeoutMs);
-        waiters.push({
-          n,
-          resolve: () => {
-            clearTimeout(t);
-            resolve();
-          },
-        });
-      });
-    },
-    async close() {
-      for (const r of hanging) r.destroy();
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
+    waitForRequests: core.waitForRequests,
+    close: core.close,
   };
 }
 

@@ -11,8 +11,14 @@
 // cache_control breakpoints, a conversation that does not start with a user message.
 // An async handler holds its response for as long as it awaits; `abortedAt` records a client
 // that closed the connection meanwhile (an aborted call, as the model endpoint sees it).
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import {
+  type Answer,
+  type Held,
+  isRaw,
+  type RawReply,
+  type RecordedHttpRequest,
+  startRecordingServer,
+} from './recording-server.ts';
 
 // ---- the wire shapes -------------------------------------------------------------------
 
@@ -72,45 +78,23 @@ export interface MessageReply {
   id?: string;
 }
 
-/** A raw HTTP answer. A string body is sent verbatim (for malformed JSON); others as JSON. */
-export interface RawReply {
-  status: number;
-  headers?: Record<string, string>;
-  body?: unknown;
-}
+export type { RawReply };
 
 /**
  * 'reset' destroys the connection; 'hang' never answers; 'stall' sends the headers (200)
  * and part of the body, then never finishes it.
  */
-export type HandlerResult = MessageReply | RawReply | 'reset' | 'hang' | 'stall';
+export type HandlerResult = MessageReply | RawReply | Held;
 export type Handler = (
   body: MessagesBody,
   reqIndex: number,
   req: RecordedRequest,
 ) => HandlerResult | Promise<HandlerResult>;
 
-export interface RecordedRequest {
-  /** 0-based, over every request the server received. */
-  index: number;
-  method: string;
-  path: string;
-  /** Lower-cased header names. */
-  headers: Record<string, string>;
-  /** The API key as sent: `x-api-key`, or the token of `authorization: Bearer`. */
-  apiKey: string | null;
-  rawBody: string;
-  /** Parsed JSON body (undefined when it did not parse). */
-  body: MessagesBody;
-  receivedAt: number;
-  /**
-   * When the connection closed before the answer was sent (Date.now()): the client aborted the
-   * call, or the server's close() ended a hang. A handler holds a response by awaiting before it
-   * returns; this is how a test sees the client give up meanwhile.
-   */
-  abortedAt?: number;
+/** A request as received; `apiKey` is `x-api-key`, or the token of `authorization: Bearer`. */
+export interface RecordedRequest extends RecordedHttpRequest<MessagesBody> {
   /** What the server answered (for a message reply: the full message object). */
-  response?: { kind: 'message' | 'raw' | 'reset' | 'hang' | 'stall' | 'rejected'; status?: number; body?: unknown };
+  response?: { kind: 'message' | 'raw' | Held | 'rejected'; status?: number; body?: unknown };
 }
 
 export interface MessagesApiServer {
@@ -164,10 +148,6 @@ export function apiError(status: number, message: string, headers: Record<string
               ? 'not_found_error'
               : 'invalid_request_error';
   return { status, headers, body: { type: 'error', error: { type, message } } };
-}
-
-function isRaw(r: HandlerResult): r is RawReply {
-  return typeof r === 'object' && r !== null && typeof (r as RawReply).status === 'number';
 }
 
 // ---- reading requests ------------------------------------------------------------------
@@ -519,159 +499,78 @@ export async function startMessagesApiServer(
 ): Promise<MessagesApiServer> {
   let handler: Handler = opts.handler ?? defaultHandler;
   const validate = opts.validate ?? true;
-  const requests: RecordedRequest[] = [];
-  const waiters: { n: number; resolve: () => void }[] = [];
-  const sockets = new Set<Socket>();
-  const hanging = new Set<ServerResponse>();
   const cachedSystems = new Set<string>();
-  let counter = 0;
   let msgSeq = 0;
 
-  const notify = () => {
-    for (const w of [...waiters]) {
-      if (counter >= w.n) {
-        waiters.splice(waiters.indexOf(w), 1);
-        w.resolve();
-      }
+  /** The request's problem as the real API would answer it, or null. */
+  const problemOf = (rec: RecordedRequest): { status: number; message: string } | null => {
+    if (rec.method !== 'POST' || rec.path !== '/v1/messages')
+      return { status: 404, message: `${rec.method} ${rec.path}: not found` };
+    if (rec.body === undefined) return { status: 400, message: 'request body is not valid JSON' };
+    const problem = validate ? validateRequest(rec.body) : null;
+    return problem ? { status: 400, message: problem } : null;
+  };
+
+  const messageOf = (body: MessagesBody, out: MessageReply) => ({
+    id: out.id ?? `msg_test_${++msgSeq}`,
+    type: 'message',
+    role: 'assistant',
+    model: out.model ?? body.model,
+    content: out.content,
+    stop_reason: out.stop_reason ?? (out.content.some((b) => b.type === 'tool_use') ? 'tool_use' : 'end_turn'),
+    stop_sequence: null,
+    usage: { ...estimateUsage(body, out.content, cachedSystems), ...out.usage },
+  });
+
+  const answer = async (rec: RecordedRequest, _req: unknown, res: Answer) => {
+    const problem = problemOf(rec);
+    if (problem) {
+      rec.response = { kind: 'rejected', status: problem.status, body: problem.message };
+      return res.send(problem.status, apiError(problem.status, problem.message).body);
     }
+    let out: HandlerResult;
+    try {
+      out = await handler(rec.body, rec.index, rec);
+    } catch (err) {
+      rec.response = { kind: 'raw', status: 500, body: `handler threw: ${(err as Error).message}` };
+      return res.send(500, apiError(500, `test handler threw: ${(err as Error).message}`).body);
+    }
+    if (typeof out === 'string') {
+      rec.response = { kind: out };
+      return res.hold(out, '{"id": "msg_stalled", "type": "message", "role": "assistant", "content": [');
+    }
+    if (isRaw(out)) {
+      rec.response = { kind: 'raw', status: out.status, body: out.body };
+      return res.send(out.status, out.body, out.headers);
+    }
+    const message = messageOf(rec.body, out);
+    rec.response = { kind: 'message', status: 200, body: message };
+    res.send(200, message);
   };
 
-  const send = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
-    const payload = typeof body === 'string' ? body : JSON.stringify(body ?? {});
-    res.writeHead(status, { 'content-type': 'application/json', 'request-id': `req_test_${counter}`, ...headers });
-    res.end(payload);
-  };
-
-  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      void (async () => {
-        const rawBody = Buffer.concat(chunks).toString('utf8');
-        const headers: Record<string, string> = {};
-        for (const [k, v] of Object.entries(req.headers))
-          headers[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : String(v ?? '');
-        const bearer = /^Bearer (.+)$/i.exec(headers.authorization ?? '')?.[1] ?? null;
-        let body: MessagesBody;
-        let parsed = true;
-        try {
-          body = JSON.parse(rawBody) as MessagesBody;
-        } catch {
-          parsed = false;
-          body = undefined as unknown as MessagesBody;
-        }
-        const rec: RecordedRequest = {
-          index: counter++,
-          method: req.method ?? '',
-          path: (req.url ?? '').split('?')[0]!,
-          headers,
-          apiKey: headers['x-api-key'] || bearer,
-          rawBody,
-          body,
-          receivedAt: Date.now(),
-        };
-        requests.push(rec);
-        res.on('close', () => {
-          if (!res.writableEnded) rec.abortedAt = Date.now();
-        });
-        notify();
-        if (rec.method !== 'POST' || rec.path !== '/v1/messages') {
-          rec.response = { kind: 'rejected', status: 404 };
-          return send(res, 404, apiError(404, `${rec.method} ${rec.path}: not found`).body);
-        }
-        const problem = !parsed ? 'request body is not valid JSON' : validate ? validateRequest(body) : null;
-        if (problem) {
-          rec.response = { kind: 'rejected', status: 400, body: problem };
-          return send(res, 400, apiError(400, problem).body);
-        }
-        let out: HandlerResult;
-        try {
-          out = await handler(body, rec.index, rec);
-        } catch (err) {
-          rec.response = { kind: 'raw', status: 500, body: `handler threw: ${(err as Error).message}` };
-          return send(res, 500, apiError(500, `test handler threw: ${(err as Error).message}`).body);
-        }
-        if (out === 'reset') {
-          rec.response = { kind: 'reset' };
-          req.socket.destroy();
-          return;
-        }
-        if (out === 'hang' || out === 'stall') {
-          rec.response = { kind: out };
-          hanging.add(res);
-          res.on('close', () => hanging.delete(res));
-          if (out === 'stall') {
-            res.writeHead(200, { 'content-type': 'application/json' });
-            res.write('{"id": "msg_stalled", "type": "message", "role": "assistant", "content": [');
-          }
-          return;
-        }
-        if (isRaw(out)) {
-          rec.response = { kind: 'raw', status: out.status, body: out.body };
-          return send(res, out.status, out.body, out.headers);
-        }
-        const content = out.content;
-        const message = {
-          id: out.id ?? `msg_test_${++msgSeq}`,
-          type: 'message',
-          role: 'assistant',
-          model: out.model ?? body.model,
-          content,
-          stop_reason: out.stop_reason ?? (content.some((b) => b.type === 'tool_use') ? 'tool_use' : 'end_turn'),
-          stop_sequence: null,
-          usage: { ...estimateUsage(body, content, cachedSystems), ...out.usage },
-        };
-        rec.response = { kind: 'message', status: 200, body: message };
-        send(res, 200, message);
-      })();
-    });
+  const core = await startRecordingServer<RecordedRequest>({
+    name: 'messages-api-server',
+    requestIdHeader: 'request-id',
+    apiKeyOf: (h) => h['x-api-key'] || (/^Bearer (.+)$/i.exec(h.authorization ?? '')?.[1] ?? null),
+    answer,
   });
-  server.on('connection', (s: Socket) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve());
-  });
-  const port = (server.address() as AddressInfo).port;
-  const url = `http://127.0.0.1:${port}`;
-
+  const url = `http://127.0.0.1:${core.port}`;
   return {
     url,
-    port,
-    requests,
-    messageRequests: () => requests.filter((r) => r.response && r.response.kind !== 'rejected'),
+    port: core.port,
+    requests: core.requests,
+    messageRequests: () => core.requests.filter((r) => r.response && r.response.kind !== 'rejected'),
     setHandler(h) {
       handler = h;
     },
     clear() {
-      requests.length = 0;
+      core.requests.length = 0;
     },
     env(extra = {}) {
       return { DEEPQ_MODEL_PROVIDER: 'anthropic', ANTHROPIC_BASE_URL: url, ANTHROPIC_API_KEY: FAKE_API_KEY, ...extra };
     },
-    waitForRequests(n, timeoutMs = 30_000) {
-      if (counter >= n) return Promise.resolve();
-      return new Promise<void>((resolve, reject) => {
-        const t = setTimeout(
-          () => reject(new Error(`messages-api-server: ${counter} of ${n} requests after ${timeoutMs} ms`)),
-          timeoutMs,
-        );
-        waiters.push({
-          n,
-          resolve: () => {
-            clearTimeout(t);
-            resolve();
-          },
-        });
-      });
-    },
-    async close() {
-      for (const r of hanging) r.destroy();
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
+    waitForRequests: core.waitForRequests,
+    close: core.close,
   };
 }
 

@@ -1,0 +1,188 @@
+// What the two model-API test servers (testing/messages-api-server.ts, chat-completions-server.ts)
+// share: an HTTP server on a free loopback port that records every request before it is
+// answered, lets the server answer it as its test decides (a reply, a raw status, a reset
+// connection, a hang, a body that stalls halfway), and notes a client that gave up meanwhile
+// (`abortedAt`: an aborted call, as the model endpoint sees it).
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+
+/** One request as received: the parts both APIs have, and its JSON body. */
+export interface RecordedHttpRequest<B> {
+  /** 0-based, over every request the server received. */
+  index: number;
+  method: string;
+  path: string;
+  /** Lower-cased header names. */
+  headers: Record<string, string>;
+  /** The API key as the server's API reads it (see `apiKeyOf`). */
+  apiKey: string | null;
+  rawBody: string;
+  /** Parsed JSON body (undefined when it did not parse). */
+  body: B;
+  receivedAt: number;
+  /**
+   * When the connection closed before the answer was sent (Date.now()): the client aborted the
+   * call, or the server's close() ended a hang. A handler holds a response by awaiting before it
+   * returns; this is how a test sees the client give up meanwhile.
+   */
+  abortedAt?: number;
+}
+
+/** A raw HTTP answer. A string body is sent verbatim (for malformed JSON); others as JSON. */
+export interface RawReply {
+  status: number;
+  headers?: Record<string, string>;
+  body?: unknown;
+}
+
+export function isRaw(r: unknown): r is RawReply {
+  return typeof r === 'object' && r !== null && typeof (r as RawReply).status === 'number';
+}
+
+/** 'reset' destroys the connection; 'hang' never answers; 'stall' sends 200 and part of a body. */
+export type Held = 'reset' | 'hang' | 'stall';
+
+/** How a server answers one request. */
+export interface Answer {
+  send(status: number, body: unknown, headers?: Record<string, string>): void;
+  /** Holds the response as `kind` says; `partial` is the stalled body's first part. */
+  hold(kind: Held, partial: string): void;
+}
+
+export interface RecordingServer<R> {
+  port: number;
+  requests: R[];
+  /** Requests received so far, `clear()` or not. */
+  received(): number;
+  /** Resolves when `n` requests have been received in total. */
+  waitForRequests(n: number, timeoutMs?: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface RecordingOptions<R> {
+  /** Names the server in a timeout. */
+  name: string;
+  /** The header carrying each answer's request id (`request-id`, `x-request-id`). */
+  requestIdHeader: string;
+  apiKeyOf(headers: Record<string, string>): string | null;
+  answer(rec: R, req: IncomingMessage, res: Answer): Promise<void>;
+}
+
+function headersOf(req: IncomingMessage): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const [k, v] of Object.entries(req.headers))
+    headers[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : String(v ?? '');
+  return headers;
+}
+
+function parsed(rawBody: string): unknown {
+  try {
+    return JSON.parse(rawBody);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Requests waited for, each resolved once enough have arrived. */
+function waitList(name: string, received: () => number) {
+  const waiters: { n: number; resolve: () => void }[] = [];
+  return {
+    notify() {
+      for (const w of [...waiters]) {
+        if (received() < w.n) continue;
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve();
+      }
+    },
+    wait(n: number, timeoutMs = 30_000): Promise<void> {
+      if (received() >= n) return Promise.resolve();
+      return new Promise<void>((resolve, reject) => {
+        const t = setTimeout(
+          () => reject(new Error(`${name}: ${received()} of ${n} requests after ${timeoutMs} ms`)),
+          timeoutMs,
+        );
+        waiters.push({
+          n,
+          resolve: () => {
+            clearTimeout(t);
+            resolve();
+          },
+        });
+      });
+    },
+  };
+}
+
+export async function startRecordingServer<R extends RecordedHttpRequest<unknown>>(
+  opts: RecordingOptions<R>,
+): Promise<RecordingServer<R>> {
+  const requests: R[] = [];
+  const sockets = new Set<Socket>();
+  const hanging = new Set<ServerResponse>();
+  let counter = 0;
+  const waits = waitList(opts.name, () => counter);
+
+  const answerOn = (req: IncomingMessage, res: ServerResponse): Answer => ({
+    send(status, body, headers = {}) {
+      const payload = typeof body === 'string' ? body : JSON.stringify(body ?? {});
+      const id = { [opts.requestIdHeader]: `req_test_${counter}` };
+      res.writeHead(status, { 'content-type': 'application/json', ...id, ...headers });
+      res.end(payload);
+    },
+    hold(kind, partial) {
+      if (kind === 'reset') return void req.socket.destroy();
+      hanging.add(res);
+      res.on('close', () => hanging.delete(res));
+      if (kind === 'stall') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.write(partial);
+      }
+    },
+  });
+
+  const onRequest = (req: IncomingMessage, res: ServerResponse, rawBody: string) => {
+    const headers = headersOf(req);
+    const rec = {
+      index: counter++,
+      method: req.method ?? '',
+      path: (req.url ?? '').split('?')[0]!,
+      headers,
+      apiKey: opts.apiKeyOf(headers),
+      rawBody,
+      body: parsed(rawBody),
+      receivedAt: Date.now(),
+    } as R;
+    requests.push(rec);
+    res.on('close', () => {
+      if (!res.writableEnded) rec.abortedAt = Date.now();
+    });
+    waits.notify();
+    void opts.answer(rec, req, answerOn(req, res));
+  };
+
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => onRequest(req, res, Buffer.concat(chunks).toString('utf8')));
+  });
+  server.on('connection', (s: Socket) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+
+  return {
+    port: (server.address() as AddressInfo).port,
+    requests,
+    received: () => counter,
+    waitForRequests: (n, timeoutMs) => waits.wait(n, timeoutMs),
+    async close() {
+      for (const r of hanging) r.destroy();
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
