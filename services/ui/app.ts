@@ -1,6 +1,6 @@
-// The inspector's HTTP app. In order: a log line per request, security headers, the CSRF
-// cookie, a cap on request bodies, the token (when set), the CSRF check on state-changing
-// requests, then the pages.
+// The inspector's HTTP app. In order: a log line per request, a loopback Host when there is no
+// token (DNS rebinding), security headers, the CSRF cookie, a cap on request bodies, the token
+// (when set), the CSRF check on state-changing requests, then the pages.
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { chromeOf } from './chrome.ts';
@@ -18,6 +18,7 @@ import { registerTranscriptRoute } from './routes/transcript.ts';
 import { requireToken } from './security/auth.ts';
 import { csrfCheck, csrfCookie } from './security/csrf.ts';
 import { securityHeaders } from './security/headers.ts';
+import { loopbackHostOnly } from './security/host-check.ts';
 import { errorPage } from './views/error-page.ts';
 
 const MAX_BODY_BYTES = 256 * 1024;
@@ -25,6 +26,7 @@ const MAX_BODY_BYTES = 256 * 1024;
 export function createApp(ctx: UiContext): Hono<UiEnv> {
   const app = new Hono<UiEnv>();
   app.use(requestLog(ctx.log, ctx.metrics));
+  app.use(loopbackHostOnly(ctx.token));
   app.use(securityHeaders());
   app.use(csrfCookie());
   // A goal's text is at most 100 KB; nothing the app accepts is bigger.

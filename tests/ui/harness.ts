@@ -80,8 +80,8 @@ export function useInspector(
   });
 }
 
-export function launchBrowser(): Promise<Browser> {
-  return chromium.launch({ executablePath: CHROMIUM, headless: true });
+export function launchBrowser(args: string[] = []): Promise<Browser> {
+  return chromium.launch({ executablePath: CHROMIUM, headless: true, args });
 }
 
 /** Every dialog (dismissed at once), console message and uncaught error a page produces. */
