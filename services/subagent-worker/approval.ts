@@ -21,6 +21,8 @@ import type { Runtime } from '../../shared/runtime/runtime.ts';
 export interface Resumed {
   agent: AgentCheckpoint;
   decisions: Map<number, ApprovalDecision>;
+  /** The job's checkpoint it resumes from. */
+  saved: JobCheckpoint;
 }
 
 /** The paused job, as the steps below need it. */
@@ -99,7 +101,7 @@ export async function takeDecisions(p: PausedJob, saved: JobCheckpoint): Promise
   const statuses = [...decisions.values()].map((d) => d.status);
   await countOnce(p, saved, statuses);
   p.log.info({ decisions: statuses }, 'resuming after approval');
-  return { agent: saved.agent, decisions };
+  return { agent: saved.agent, decisions, saved };
 }
 
 /**

@@ -2,7 +2,7 @@
 // to the virtual FS, return a small SubagentResult without content or transcript.
 import { type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { Logger } from 'pino';
-import { ApprovalPause, approvalGate } from '../../shared/agent/approval.ts';
+import { type AgentCheckpoint, ApprovalPause, approvalGate } from '../../shared/agent/approval.ts';
 import type { AgentRun } from '../../shared/agent/create-agent.ts';
 import { contractFor } from '../../shared/agent/output-contracts.ts';
 import { ModelCallError } from '../../shared/agent/providers/types.ts';
@@ -116,7 +116,7 @@ async function openJob(
 
 /** A paused run's way on: with the decisions on its calls, or (stopped at the budget, no calls) as it was. */
 function resumeFrom(paused: PausedJob, saved: JobCheckpoint): Promise<Resumed> | Resumed {
-  if (saved.calls.length === 0) return { agent: saved.agent, decisions: new Map() };
+  if (saved.calls.length === 0) return { agent: saved.agent, decisions: new Map(), saved };
   return takeDecisions(paused, saved);
 }
 
@@ -161,6 +161,7 @@ async function runSubtask(
       rateLimitToQueue: true,
       approval: approvalGate(role.approval, resume?.decisions),
       resume: resume?.agent,
+      onResumedTurn: resume && ((agent) => saveResumedTurn(p, resume, agent)),
       tokenCap: data.token_cap,
       transcriptWithResult: true,
       onTokens: (n) => {
@@ -175,6 +176,16 @@ async function runSubtask(
     return skippedResult(base, `skipped: goal is ${status}`, status);
   }
   return afterRun(rt, p, base, res);
+}
+
+/**
+ * The paused turn's tools have run: the checkpoint now holds their results instead of the calls,
+ * so a retry of this attempt (a 429, a crash, a shutdown) goes on from there and never runs an
+ * approved call twice. Its decisions stay, counted once.
+ */
+async function saveResumedTurn(p: PausedJob, resumed: Resumed, agent: AgentCheckpoint): Promise<void> {
+  const saved: JobCheckpoint = { ...resumed.saved, agent, tokens: p.tokens };
+  await p.rt.approvals.saveCheckpoint(p.data.goalId, String(p.job.id), saved);
 }
 
 /** Records the run's artifact; a run the budget stopped is skipped, or parked with its messages. */

@@ -86,6 +86,12 @@ export interface RunOptions {
   approval?: ApprovalGate;
   /** Go on from a paused turn (its calls decided in `approval.decisions`); `task` is unused then. */
   resume?: AgentCheckpoint;
+  /**
+   * Called once `resume`'s tools have run, with the checkpoint after them (their results in the
+   * messages, no tool uses): stored in place of the paused one, a retry of this attempt goes on
+   * from there and never runs an approved call twice.
+   */
+  onResumedTurn?: (checkpoint: AgentCheckpoint) => Promise<void>;
   /** The most tokens the run may use (input and output of all its calls); past it, it stops partial. */
   tokenCap?: number;
 }
@@ -187,6 +193,7 @@ function conversation(
     role,
     metrics: deps.metrics,
     onToolCall: opts.onToolCall,
+    onResumedTurn: opts.onResumedTurn,
     approval: opts.approval,
     // P52: a run starts fresh with the task alone; a resumed one with its own saved messages.
     messages: cp ? [...cp.messages] : [{ role: 'user', content: opts.task }],
@@ -228,6 +235,7 @@ interface Conversation {
   role: string;
   metrics?: Metrics;
   onToolCall?: RunOptions['onToolCall'];
+  onResumedTurn?: RunOptions['onResumedTurn'];
   approval?: ApprovalGate;
   messages: Message[];
   /** Model calls in all, and in the current phase (each phase has maxTurns). */
@@ -252,6 +260,7 @@ async function runTurns(c: Conversation, resume?: AgentCheckpoint): Promise<Turn
     // Still undecided: the same pause again, nothing run (the job waits on).
     if (resume.awaiting.some((a) => !c.approval?.decisions?.has(a.index))) throw new ApprovalPause(resume);
     c.messages.push({ role: 'user', content: await runTools(c, resume.uses, resume.awaiting) });
+    await c.onResumedTurn?.({ ...checkpointOf(c), uses: [], awaiting: [] });
   }
   while (c.phaseTurns < c.spec.maxTurns) {
     warnNearCap(c);

@@ -30,6 +30,7 @@ export interface GoalRunOptions<T> {
   /** Tools that wait for a human, and a paused run to go on from (see RunOptions). */
   approval?: RunOptions['approval'];
   resume?: RunOptions['resume'];
+  onResumedTurn?: RunOptions['onResumedTurn'];
   /** The most tokens this run may use (a plan's per-subtask cap); past it the run stops, partial. */
   tokenCap?: number;
   /**
@@ -79,6 +80,7 @@ export async function runForGoal<T>(rt: Runtime, o: GoalRunOptions<T>): Promise<
       onToolCall: o.toolCalled && ((call) => recordToolCall(rt, o, usage, call)),
       approval: o.approval,
       resume: o.resume,
+      onResumedTurn: o.onResumedTurn,
       tokenCap: o.tokenCap,
     });
   } catch (err) {

@@ -11,7 +11,13 @@ import { after, before, test } from 'node:test';
 import { subagentQueueName, subtaskJobId } from '../../shared/runtime/queues.ts';
 import { anthropicEnv } from '../../testing/agent-harness.ts';
 import { type Fleet, runCli, type ServiceProc, startFleet, startProcess, waitForStart } from '../../testing/fleet.ts';
-import { type MessagesApiServer, startMessagesApiServer } from '../../testing/messages-api-server.ts';
+import {
+  apiError,
+  firstUserText,
+  type MessagesApiServer,
+  startMessagesApiServer,
+  systemText,
+} from '../../testing/messages-api-server.ts';
 import { useRedis } from '../../testing/redis.ts';
 import {
   approvalModel,
@@ -23,6 +29,7 @@ import {
   sample,
   scrape,
   until,
+  WRITER_PROMPT,
   writeApprovalConfig,
   writerRequests,
 } from './harness.ts';
@@ -111,6 +118,40 @@ test('approve: the call runs once approved, the goal completes, the paused turn 
   assert.equal(sample(metrics, 'deepq_jobs_total', 'status="delayed"'), 1);
   approvedGoal = goalId;
   approvedCall = call.callId;
+});
+
+test('approved, then a 429 on the next call: the retry goes on after the call, which ran once', {
+  timeout: 60_000,
+}, async () => {
+  // The resumed run's first model call (the one after the approved write) gets a 429: the job
+  // goes back to its queue and is taken again, from its checkpoint.
+  let limited = 0;
+  server.setHandler((body, i, req) => {
+    const resumedCall = body.messages.length > 1 && firstUserText(body) === 'scenario=approve429';
+    if (resumedCall && systemText(body).startsWith(WRITER_PROMPT) && limited++ === 0)
+      return apiError(429, 'slow down', { 'retry-after': '1' });
+    return approvalModel(body, i, req);
+  });
+  try {
+    const goalId = await fleet.client.enqueue({ goal: goalFor('approve429') });
+    const call = await pendingCall(fleet, goalId);
+    assert.equal((await cli(['approve', goalId, call.callId])).code, 0);
+    const g = await fleet.client.waitFor(goalId, { timeoutMs: 30_000 });
+    assert.equal(g.status, 'done', g.reason ?? '');
+    assert.equal(limited, 2, 'the 429 was not answered, or the call after it not asked again');
+    const writes = (await events(fleet, goalId)).filter((e) => e.type === 'tool_called' && e.tool === 'write_file');
+    assert.equal(writes.length, 1, 'the approved write ran again on the retry');
+    const [entry] = (await fleet.client.artifacts(goalId)).filter((f) => f.name === 'approve429-out.txt');
+    assert.equal(entry?.version, 1);
+    // The first turn, the call answered 429, and its retry: the same messages, the write's
+    // result read from the checkpoint.
+    const reqs = writerRequests(server, 'approve429');
+    assert.equal(reqs.length, 3);
+    assert.equal(reqs[2]!.rawBody, reqs[1]!.rawBody, 'the retry did not send what the 429 call sent');
+    assert.match(String(resultsOf(reqs[2])[0]?.content), /^wrote approve429-out\.txt/);
+  } finally {
+    server.setHandler(approvalModel);
+  }
 });
 
 test('reject with a reason: the call never runs and the next request carries the reason as an error', {
