@@ -10,6 +10,7 @@ import {
   type TimelineEvent,
   type TimelineEventBody,
 } from './events.ts';
+import { newOperationId } from './ids.ts';
 import { Keys } from './keys.ts';
 import type { Plan, Reflection } from './plan.ts';
 import type { CycleOutcome, ProgressEntry } from './progress.ts';
@@ -73,7 +74,8 @@ export function usageArgs(
 ): (string | number)[] {
   const requested = origin.requested && origin.requested !== model ? origin.requested : '';
   const kinds = TOKEN_KINDS.map((k) => usage[k] ?? 0);
-  return [reservation ?? '', `${role}|${model}`, ...kinds, requested, origin.estimated ? '1' : ''];
+  // The operation id makes a re-send of this record (a lost reply) book nothing.
+  return [reservation ?? '', `${role}|${model}`, ...kinds, requested, origin.estimated ? '1' : '', newOperationId()];
 }
 
 export interface GoalStoreOptions {
@@ -173,7 +175,8 @@ export class GoalStore {
 
   /**
    * Adds model usage to the goal's totals and ends the call's token reservation (its member in
-   * the reservations set) in one script (lua/usageAdd.lua). False when the goal is gone.
+   * the reservations set) in one script (lua/usageAdd.lua). False when the goal is gone; true
+   * too for a re-send of a record already booked (a lost reply), which books nothing.
    */
   async addUsage(
     goalId: string,
@@ -189,7 +192,7 @@ export class GoalStore {
   /** addUsage with its arguments already built (usageArgs). */
   async recordUsage(goalId: string, args: (string | number)[]): Promise<boolean> {
     const keys = [this.keys.goal(goalId), this.keys.reservations(goalId)];
-    return (await runScript(this.redis, 'usageAdd', keys, args)) === 1;
+    return (await runScript(this.redis, 'usageAdd', keys, args)) !== 0;
   }
 
   async list(opts: { status?: string; limit?: number } = {}): Promise<GoalRecord[]> {

@@ -280,7 +280,9 @@ test("a transcript given with a write is stored with it, with its run's last cal
   assert.deepEqual([totalTokens(g.tokens), g.tokens.input, g.tokens.output], [42, 30, 12]);
   // A refused write changes no artifact, and still stores the run's transcript and usage: the
   // run happened (a version conflict here; a size limit, refused before Redis, the same).
-  const other = transcriptWrite(t.rt, goalId, `goal-${goalId}--critic-99cc00dd`, 'critic', messages, usage);
+  // Another run's last call: a usage record of its own (one record is booked once).
+  const usage2 = usageArgs('critic', 'm-1', { input: 30, output: 12, cache_read: 0, cache_write: 0 });
+  const other = transcriptWrite(t.rt, goalId, `goal-${goalId}--critic-99cc00dd`, 'critic', messages, usage2);
   await assert.rejects(
     t.rt.vfs.write(goalId, 'review.md', 'x', meta('w2', { expectedVersion: 9, transcript: other })),
     VersionConflictError,

@@ -7,7 +7,8 @@
 -- ARGV[7] key TTL seconds
 -- Returns {'ok', max output tokens granted, member} ({'ok', wanted, ''} without a token budget),
 -- {'paused'} (the goal waits for a human to raise a budget), {'ended', status}, {'gone'},
--- {'seconds', elapsed ms, max seconds}, or {'tokens', used, reserved, max}.
+-- {'seconds', elapsed ms, max seconds}, or {'tokens', used, reserved, max}. A re-send of a
+-- reservation that landed (a lost reply) gets what it was granted, reserving nothing more.
 local h = redis.call('HMGET', KEYS[1], 'status', 'pausedFor', 'budgets', 'createdAt',
   'tokens.input', 'tokens.output', 'tokens.cache_read', 'tokens.cache_write', 'inputRatio', 'tokens')
 local status = h[1]
@@ -24,13 +25,21 @@ if not b.maxTokens then return { 'ok', wanted, '' } end
 -- A reservation whose call died with its process lapses at its expiry.
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local reserved = 0
+local mine = ARGV[1] .. ':'
+local again = nil
 for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
   reserved = reserved + tonumber(string.match(m, ':(%d+)$'))
+  if string.sub(m, 1, #mine) == mine then again = m end
 end
 local used = 0
 -- `tokens` is the grand total (usageAdd.lua); goals counted before it kept one total per kind.
 for _, i in ipairs({ 5, 6, 7, 8, 10 }) do used = used + tonumber(h[i] or '0') end
 local input = math.ceil(tonumber(ARGV[3]) * tonumber(h[9] or '1'))
+-- A re-send of this very reservation (a lost reply): what it reserved then, not a second share.
+if again then
+  local held = tonumber(string.match(again, ':(%d+)$'))
+  return { 'ok', math.max(0, math.min(wanted, held - input)), again }
+end
 local grant = math.min(wanted, b.maxTokens - used - reserved - input)
 if grant < tonumber(ARGV[4]) then return { 'tokens', used, reserved, b.maxTokens } end
 -- The call's input is held too: calls in flight hold all they will spend.

@@ -18,8 +18,8 @@
 -- refused (a job's start reads nothing else). 'g' may carry a guard on the goal's cycle,
 -- 'g:<min step>:<max step>:<max planStep>': outside it the move is refused (a stale delivery).
 -- With 'g' a refused move returns {'', '', {}, goal}; a missing goal still returns false.
--- ARGV[11] how many arguments of a transcript follow (0, 7 or 15): the run that decided the move,
--- stored with it (transcriptSave.lua's ARGV[1..7], then its last call's usage, ARGV[8..15])
+-- ARGV[11] how many arguments of a transcript follow (0, 7 or 16): the run that decided the move,
+-- stored with it (transcriptSave.lua's ARGV[1..7], then its last call's usage, ARGV[8..16])
 -- ARGV[12 + that ..] the fields to set: name, value, name, value, ... (flat: no JSON to decode here)
 -- Returns {previous status (the current one on a replay), the goal's step after the move, with
 -- 'f' the files index as flat name, entry pairs (not on a replay; else {}), with 'g' the goal as

@@ -5,6 +5,7 @@
 -- ARGV[3..6] input, output, cache_read, cache_write tokens
 -- ARGV[7] the configured model id the response's model was requested as ('' when the same)
 -- ARGV[8] '1' when the usage is an estimate (the endpoint reported none)
--- Returns 1, or 0 when the goal is gone (nothing is written then: no orphan hash).
+-- ARGV[9] the record's operation id: a re-send of a booked record books nothing
+-- Returns 1, 0 when the goal is gone (nothing is written then: no orphan hash), 2 for a re-send.
 --- @include "includes/addUsage.lua"
 return addUsage(KEYS[1], KEYS[2], ARGV, 1)

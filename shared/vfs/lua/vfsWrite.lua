@@ -12,7 +12,7 @@
 -- '2' to refuse a new version of a `done` artifact, '0' neither
 -- ARGV[10] a timeline event (JSON) that lands with the write ('' for none), ARGV[11] events max length
 -- ARGV[12..18] the writing run's transcript, stored with the write (transcriptSave.lua's ARGV[1..7];
--- '' in ARGV[12] for none), ARGV[19..26] its last call's usage (its ARGV[8..15]), if any
+-- '' in ARGV[12] for none), ARGV[19..27] its last call's usage (its ARGV[8..16]), if any
 -- Returns {version, blobRef no longer referenced or ''}, or an error reply naming the problem.
 --- @include "../../goal/lua/includes/addUsage.lua"
 --- @include "../../agent/lua/includes/saveTranscript.lua"

@@ -1,6 +1,7 @@
--- One model call's usage, from a[at .. at + 7]: reservation member ('' when none),
+-- One model call's usage, from a[at .. at + 8]: reservation member ('' when none),
 -- `<role>|<model>`, input, output, cache_read and cache_write tokens, the configured id the model
--- was requested as ('' when the same), '1' when the usage is an estimate. It adds to the goal's
+-- was requested as ('' when the same), '1' when the usage is an estimate, and the record's
+-- operation id (unique per record: a re-send after a lost reply books nothing). It adds to the goal's
 -- grand total (`tokens`, what budgets read) and to its `<role>|<model>` counts per kind (the
 -- per-kind totals are their sums, at read time), and ends the call's reservation, at once.
 -- The counts are read with the goal's other fields and written with them in one HSET: a call's
@@ -43,14 +44,29 @@ local function usageSet(u, current, offset, a, at, set, reservationsKey)
   if a[at] ~= '' then redis.call('ZREM', reservationsKey, a[at]) end
 end
 
--- addUsage(goalKey, reservationsKey, a, at): the usage on its own. Returns 1, or 0 when the goal
--- is gone (nothing is written then: no orphan hash).
+local USAGE_OPS_KEPT = 16
+
+-- addUsage(goalKey, reservationsKey, a, at): the usage on its own. Returns 1, 0 when the goal is
+-- gone (nothing is written then: no orphan hash), or 2 for a record already booked (its operation
+-- id among the last ones kept in `usageOps`: a re-send after a lost reply), not booked again.
+-- In a move or an artifact write the usage rides with that write, whose own operation id guards it.
 local function addUsage(goalKey, reservationsKey, a, at)
   local u = usageFields(a, at)
-  local current = redis.call('HMGET', goalKey, 'status', unpack(u.fields))
+  local current = redis.call('HMGET', goalKey, 'status', 'usageOps', unpack(u.fields))
   if not current[1] then return 0 end
+  local op = a[at + 8] or ''
+  local ops = current[2] or ''
+  if op ~= '' and string.find(ops, '|' .. op .. '|', 1, true) then return 2 end
   local set = {}
-  usageSet(u, current, 1, a, at, set, reservationsKey)
+  usageSet(u, current, 2, a, at, set, reservationsKey)
+  if op ~= '' then
+    local kept = {}
+    for id in string.gmatch(ops, '[^|]+') do table.insert(kept, id) end
+    table.insert(kept, op)
+    while #kept > USAGE_OPS_KEPT do table.remove(kept, 1) end
+    table.insert(set, 'usageOps')
+    table.insert(set, '|' .. table.concat(kept, '|') .. '|')
+  end
   if #set > 0 then redis.call('HSET', goalKey, unpack(set)) end
   return 1
 end
