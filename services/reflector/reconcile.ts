@@ -118,28 +118,36 @@ async function abandonIfExpired(rt: Runtime, goal: GoalRecord, now: number): Pro
 
 /** Adds (or retries) the job the goal's status expects, if no queue holds it alive. */
 async function repair(rt: Runtime, goal: GoalRecord): Promise<boolean> {
-  const { goalId, step, resumes } = goal;
+  const { goalId, step } = goal;
   await ensureDeadline(rt, goal);
   let fixed: string | null;
   if (goal.status === 'queued' || goal.status === 'planning') {
-    const next = step + 1;
-    fixed = await ensureJob(rt, goal, PLAN_QUEUE, planJobId(goalId, next, resumes), () =>
-      rt.queues.addPlan({ goalId, step: next }, resumes),
-    );
+    fixed = await ensurePlanJob(rt, goal, step + 1);
   } else {
     // running or reflecting: the cycle's reflect parent must exist. Without it, the plan job
     // of this cycle runs again: the planner finds the goal dispatched and adds the missing flow.
     const parent = await rt.queues.get(REFLECT_QUEUE).getJob(reflectJobId(goalId, step));
-    fixed = parent
-      ? await retryFinished(rt, goal, parent)
-      : await ensureJob(rt, goal, PLAN_QUEUE, planJobId(goalId, step, resumes), () =>
-          rt.queues.addPlan({ goalId, step }, resumes),
-        );
+    fixed = parent ? await retryFinished(rt, goal, parent) : await ensurePlanJob(rt, goal, step);
   }
   if (!fixed) return false;
   rt.metrics.reconciled.inc({ from_status: goal.status });
   rt.logger.warn({ goalId, status: goal.status, step, action: fixed }, 'reconciler repaired a goal');
   return true;
+}
+
+/**
+ * The plan job of `step`, which a resume adds under its own id (`-r<resumes>`) and a reflection
+ * under the plain one: a goal resumed earlier plans its later cycles under the plain id, so both
+ * are looked for (else the reconciler would add a second plan job beside a live one). Missing
+ * both, it is added under the resume's id.
+ */
+async function ensurePlanJob(rt: Runtime, goal: GoalRecord, step: number): Promise<string | null> {
+  const ids = [...new Set([planJobId(goal.goalId, step, goal.resumes), planJobId(goal.goalId, step)])];
+  const jobs = (await Promise.all(ids.map((id) => rt.queues.get(PLAN_QUEUE).getJob(id)))).filter((j) => !!j);
+  const states = await Promise.all(jobs.map((j) => j.getState()));
+  if (states.some((s) => LIVE_STATES.has(s))) return null;
+  if (jobs[0]) return retryFinished(rt, goal, jobs[0]);
+  return ensureJob(rt, goal, PLAN_QUEUE, ids[0]!, () => rt.queues.addPlan({ goalId: goal.goalId, step }, goal.resumes));
 }
 
 /** null when the job is alive; otherwise what was done: "added <id>" or "retried <id>". */
