@@ -16,6 +16,9 @@ export function isPausedForBudget(goal: Pick<GoalRecord, 'status' | 'pausedFor'>
   return goal.status === 'awaiting_human' && goal.pausedFor === 'budget';
 }
 
+/** Past the retention the goal is ended (a sweep or two later); its parked jobs wake 60 s after. */
+const PARKED_MARGIN_SECONDS = 3600;
+
 export interface ParkingState {
   redis: Redis;
   goals: GoalStore;
@@ -36,7 +39,11 @@ export async function parkForBudget(
 ): Promise<never> {
   if (!token) throw new Error('a job parking at a budget needs its lock token (run it in a worker)');
   const key = s.goals.keys.parked(goalId);
-  await s.redis.multi().hset(key, String(job.id), job.queueName).expire(key, s.cfg.goalKeyTtlSeconds).exec();
+  // The goal's own keys do not expire while it waits (up to its awaiting retention): nor may
+  // the list of its parked jobs, or a subtask's saved messages (its checkpoint, written before).
+  const ttl = Math.max(s.cfg.goalKeyTtlSeconds, s.cfg.awaitingRetentionSeconds + PARKED_MARGIN_SECONDS);
+  const checkpoints = s.goals.keys.checkpoints(goalId);
+  await s.redis.multi().hset(key, String(job.id), job.queueName).expire(key, ttl).expire(checkpoints, ttl).exec();
   await job.moveToDelayed(Date.now() + (s.cfg.awaitingRetentionSeconds + 60) * 1000, token);
   const goal = await s.goals.get(goalId);
   if (!goal || !isPausedForBudget(goal)) await job.promote().catch(() => {}); // already promoted: fine

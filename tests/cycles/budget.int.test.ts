@@ -25,6 +25,7 @@ import {
   toolUse,
 } from '../../testing/messages-api-server.ts';
 import { useRedis } from '../../testing/redis.ts';
+import { until } from '../../testing/until.ts';
 import { cycleOf, json, metricSum, requestsOf, research, scenarioHandler } from './harness.ts';
 
 const MAX_OUT = 512;
@@ -164,6 +165,16 @@ test('--on-budget pause: at --max-tokens the goal waits, work kept; resumed with
   const used = Object.values(g.tokens).reduce((a, b) => a + b, 0);
   const quick = (await fleet.client.vfs.index(goalId)).find((f) => f.name === 'quick.md')!;
   assert.equal(quick.status, 'done');
+  // Its parked job and saved messages last as long as the goal may wait, past the keys' TTL.
+  const keys = fleet.client.goals.keys;
+  const ttls = async () => Promise.all([keys.parked(goalId), keys.checkpoints(goalId)].map((k) => redis.client.ttl(k)));
+  const waitFloor = fleet.cfg.awaitingRetentionSeconds;
+  assert.ok(waitFloor > fleet.cfg.goalKeyTtlSeconds, 'the defaults let a goal wait longer than its keys live');
+  const [parkedTtl, checkpointTtl] = await until(async () => {
+    const t = await ttls();
+    return t.every((s) => s > 0) ? t : undefined;
+  }, 10_000);
+  assert.ok(parkedTtl! >= waitFloor && checkpointTtl! >= waitFloor, `TTLs ${parkedTtl}, ${checkpointTtl} s`);
   // slow.md stopped in the middle of its tool loop.
   const before = requestsOf(server, 'write slow.md', 'research').length;
   assert.ok(before >= 2 && before < SLOW_TURNS, `slow.md made ${before} calls before the pause`);

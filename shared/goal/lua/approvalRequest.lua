@@ -32,8 +32,11 @@ for event in string.gmatch(ARGV[4], '[^\n]+') do
   redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[5], '*', 'e', event)
 end
 -- The approval timeout is shorter than the key TTL (checked in config): refreshed now, no
--- key of the goal can expire while a call waits.
+-- key of the goal can expire while a call waits. A goal awaiting a human (paused at its budget
+-- while this call came) keeps its keys without a TTL, as its move left them: not given one back.
+local persisted = status == 'awaiting_human'
 for i = 1, 8 do
-  if i ~= 5 then redis.call('EXPIRE', KEYS[i], ARGV[6]) end
+  local kept = persisted and (i == 1 or i == 4 or i == 6 or i == 7 or i == 8)
+  if i ~= 5 and not kept then redis.call('EXPIRE', KEYS[i], ARGV[6]) end
 end
 return { 'ok' }
