@@ -4,6 +4,7 @@
 import type { Server } from 'node:http';
 import { DelayedError, type Job, type Processor, RateLimitError, UnrecoverableError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
+import { isTerminal } from '../goal/status.ts';
 import { scrubSecrets } from './logger.ts';
 import { startOpsServer } from './ops-server.ts';
 import { createRedis, pingRedis } from './redis.ts';
@@ -180,7 +181,9 @@ async function reportDepths(rt: Runtime, queueNames: string[]): Promise<void> {
 
 /**
  * Cancellation crosses processes: `deepq cancel` publishes the goal id; every process aborts
- * its running jobs of that goal (the AbortSignal reaches the SDK call).
+ * its running jobs of that goal (the AbortSignal reaches the SDK call). Pub/sub delivers at most
+ * once: a cancel published while this subscriber was reconnecting is lost, so on every reconnect
+ * the goals of the running jobs are read, and the jobs of those that ended are cancelled too.
  */
 async function listenForCancels(
   rt: Runtime,
@@ -189,16 +192,32 @@ async function listenForCancels(
   active: ActiveJobs,
 ): Promise<Redis> {
   const sub = createRedis(rt.cfg.redisUrl, `deepq:${opts.name}:sub`);
-  await sub.subscribe(rt.goals.keys.cancelChannel());
-  sub.on('message', (_channel, goalId: string) => {
+  const cancel = (goalId: string) => {
     for (const [jobId, a] of active) {
       if (a.goalId !== goalId) continue;
       rt.logger.info({ goalId, jobId }, 'cancelling running job');
       worker.cancelJob(jobId, 'goal cancelled');
     }
     opts.onCancel?.(goalId);
+  };
+  await sub.subscribe(rt.goals.keys.cancelChannel());
+  sub.on('message', (_channel, goalId: string) => cancel(goalId));
+  sub.on('ready', () => {
+    cancelEndedGoals(rt, active, cancel).catch((err: Error) =>
+      rt.logger.warn({ err: { message: err.message } }, 'could not check running goals after a reconnect'),
+    );
   });
   return sub;
+}
+
+/** Cancels the running jobs of every goal that ended (or is gone): a missed cancel's effect. */
+async function cancelEndedGoals(rt: Runtime, active: ActiveJobs, cancel: (goalId: string) => void): Promise<void> {
+  const goalIds = [...new Set([...active.values()].flatMap((a) => (a.goalId ? [a.goalId] : [])))];
+  const statuses = await Promise.all(goalIds.map((id) => rt.redis.hget(rt.goals.keys.goal(id), 'status')));
+  goalIds.forEach((id, i) => {
+    const status = statuses[i];
+    if (!status || isTerminal(status)) cancel(id);
+  });
 }
 
 interface Closable {
