@@ -32,14 +32,19 @@ export function registerApprovalCommands(program: Command): void {
     .description('list tool calls waiting for a human (of one goal, or of all)')
     .argument('[goalId]')
     .option('--json', 'print JSON')
+    .option('--full', "each call's whole input (what approving it runs), not its 300-character preview")
     .action(async (goalId: string | undefined, o) => {
-      const rows = await (await client()).pendingApprovals(goalId);
+      const c = await client();
+      const rows = await c.pendingApprovals(goalId);
+      const full = o.full ? await Promise.all(rows.map((r) => c.approvals.fullInput(r.goalId, r))) : [];
       if (o.json) {
-        printJson(rows);
+        printJson(o.full ? rows.map((r, i) => ({ ...r, inputFull: full[i] ?? r.input })) : rows);
         return;
       }
       if (!rows.length) print('(no tool calls waiting for approval)');
-      for (const r of rows) for (const line of approvalLines(r, !goalId)) print(line);
+      rows.forEach((r, i) => {
+        for (const line of approvalLines(r, !goalId, o.full ? (full[i] ?? r.input) : undefined)) print(line);
+      });
     });
 }
 
@@ -53,12 +58,18 @@ function afterDecision(pendingLeft: number): string {
  * A pending call as `status` and `approvals` show it: its id, tool and where it comes from,
  * then its input (model text, escaped) and when it times out.
  */
-export function approvalLines(r: ApprovalRecord & { goalId?: string }, withGoal = false): string[] {
+export function approvalLines(r: ApprovalRecord & { goalId?: string }, withGoal = false, full?: string): string[] {
   const goal = withGoal && r.goalId ? `goal ${r.goalId} ` : '';
   const where = `${goal}cycle ${r.step} [${r.index}] ${safeLine(r.role)}`;
+  // A cut preview says so, and how to see the rest: approving runs the whole input.
+  const cut = r.input.endsWith('…') ? `  (cut: deepq approvals ${r.goalId ?? '<goalId>'} --full shows it whole)` : '';
+  const input =
+    full === undefined
+      ? [`    input   ${safeLine(r.input)}${cut}`]
+      : ['    input', ...full.split('\n').map((l) => `      ${safeLine(l)}`)];
   return [
     `${r.callId}  ${safeLine(r.tool)}  (${where})`,
-    `    input   ${safeLine(r.input)}`,
+    ...input,
     `    expires ${new Date(r.expiresAt).toISOString()}`,
   ];
 }

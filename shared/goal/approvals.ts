@@ -152,6 +152,18 @@ export class ApprovalStore {
     return raw ? (JSON.parse(raw) as JobCheckpoint) : null;
   }
 
+  /**
+   * A waiting call's whole input, as pretty JSON (the record holds a preview cut at
+   * INPUT_PREVIEW_CHARS): what approving it would run. Read from its job's checkpoint; null when
+   * that is gone (the call was decided and its job went on).
+   */
+  async fullInput(goalId: string, rec: Pick<ApprovalRecord, 'jobId' | 'callId'>): Promise<string | null> {
+    const cp = await this.checkpoint(goalId, rec.jobId);
+    const call = cp?.calls.find((c) => c.callId === rec.callId);
+    const use = call && cp?.agent.uses[call.index];
+    return use ? (JSON.stringify(use.input, null, 2) ?? 'null') : null;
+  }
+
   /** A checkpoint without approval calls: a run that stopped at its goal's budget (shared/goal/parking.ts). */
   async saveCheckpoint(goalId: string, jobId: string, cp: JobCheckpoint): Promise<void> {
     await this.redis.hset(this.keys.checkpoints(goalId), jobId, JSON.stringify(cp));

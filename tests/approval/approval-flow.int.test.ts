@@ -254,7 +254,8 @@ test('approve and reject refuse bad or stale ids with a clear message', { timeou
 });
 
 test('hostile tool input shows escaped in status, approvals and watch', { timeout: 60_000 }, async () => {
-  CONTENTS.hostile = `${HOSTILE}\nrm -rf /`;
+  // Past the 300-char preview: only --full (and the inspector) show what approving would run.
+  CONTENTS.hostile = `${HOSTILE}\n${'# a harmless comment\n'.repeat(16)}rm -rf /`;
   const goalId = await fleet.client.enqueue({ goal: goalFor('hostile') });
   const call = await pendingCall(fleet, goalId);
   const status = await cli(['status', goalId]);
@@ -273,6 +274,13 @@ test('hostile tool input shows escaped in status, approvals and watch', { timeou
   assert.ok(all.stdout.includes(`goal ${goalId} cycle 1 [0] writer`), all.stdout);
   const json = JSON.parse((await cli(['approvals', goalId, '--json'])).stdout);
   assert.equal(json[0].input, call.input);
+  assert.doesNotMatch(call.input, /rm -rf/);
+  assert.ok(all.stdout.includes(`(cut: deepq approvals ${goalId} --full shows it whole)`), all.stdout);
+  const full = await cli(['approvals', goalId, '--full']);
+  assert.doesNotMatch(full.stdout, RAW_CONTROL);
+  assert.match(full.stdout, /^ {8}"content": ".*rm -rf \/"$/m);
+  const fullJson = JSON.parse((await cli(['approvals', goalId, '--json', '--full'])).stdout);
+  assert.equal(JSON.parse(fullJson[0].inputFull).content, CONTENTS.hostile);
 
   const reject = await cli(['reject', goalId, call.callId, '--reason', `no ${HOSTILE}`]);
   assert.equal(reject.code, 0, reject.stderr);

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import type { GoalClient } from '../../cli/goal-client.ts';
-import { type ApprovalRecord, type JobCheckpoint, newCallId } from '../../shared/goal/approvals.ts';
+import { type ApprovalRecord, inputPreview, type JobCheckpoint, newCallId } from '../../shared/goal/approvals.ts';
 import { newGoalId } from '../../shared/goal/ids.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
 import { subagentQueueName, subtaskJobId } from '../../shared/runtime/queues.ts';
@@ -20,7 +20,13 @@ let client: GoalClient;
 let ui: UiProc;
 let browser: Browser;
 const ROLE = 'code-writer';
-const INPUT = `{"path":"x.py","content":"<img src=x onerror=\\"window.pwned=1\\">"}`;
+/** A write whose harmless start fills the 300-char preview; what it really does comes after. */
+const TOOL_INPUT = {
+  name: 'x.py',
+  note: 'a harmless comment. '.repeat(20),
+  content: '<img src=x onerror="window.pwned=1"> import os; os.system("rm -rf /srv/data")',
+};
+const INPUT = inputPreview(TOOL_INPUT);
 
 useInspector(redis, {}, (x) => ({ client, ui, browser } = x));
 
@@ -58,7 +64,8 @@ async function requestApproval(goalId: string, index: number): Promise<string> {
     expiresAt: now + 3600_000,
     status: 'pending',
   };
-  const agent = { messages: [], turns: 1, phaseTurns: 1, contractRetry: false, uses: [], awaiting: [] };
+  const uses = [{ type: 'tool_use' as const, id: `toolu_${index}`, name: 'write_file', input: TOOL_INPUT }];
+  const agent = { messages: [], turns: 1, phaseTurns: 1, contractRetry: false, uses, awaiting: [] };
   const checkpoint: JobCheckpoint = { threadId, startedAt: now, calls: [{ index: 0, callId }], agent };
   assert.deepEqual(await client.approvals.request(goalId, record.jobId, checkpoint, [record]), { kind: 'ok' });
   return callId;
@@ -74,7 +81,10 @@ test('pending tool calls are decisions on the goal page: approve, reject with a 
   await page.goto(`${ui.url}/goals/${goalId}`);
   await page.locator('#live-state[data-state="live"]').waitFor();
   assert.match((await card(page, first).locator('.title').textContent())!, /write_file \(cycle 1, subtask 0/);
-  assert.ok((await card(page, first).locator('.detail').textContent())!.includes(INPUT), 'the input, as text');
+  // The whole input, as text: the preview (cut at 300 chars) hides what approving would run.
+  assert.ok(!INPUT.includes('rm -rf'), 'the preview is cut before the end');
+  const shown = (await card(page, first).locator('.content').textContent())!;
+  assert.deepEqual(JSON.parse(shown), TOOL_INPUT);
   assert.equal(
     await page.locator('#cycle-1 tr.subtask[data-index="0"]').getAttribute('data-state'),
     'awaiting_approval',
@@ -83,6 +93,7 @@ test('pending tool calls are decisions on the goal page: approve, reject with a 
   // A second call asks while the page is open: its decision appears without a reload.
   const second = await requestApproval(goalId, 1);
   await card(page, second).waitFor();
+  assert.match((await card(page, second).locator('.content').textContent())!, /rm -rf \/srv\/data/);
   assert.equal(
     await page.locator('#cycle-1 tr.subtask[data-index="1"]').getAttribute('data-state'),
     'awaiting_approval',

@@ -14,13 +14,16 @@ const REASON_MAX_CHARS = 1000;
 export const toolApprovals: DecisionProvider = {
   async pending(ctx, goal) {
     const calls = await ctx.client.pendingApprovals(goal.goalId);
-    return calls.map((r) => {
+    // The whole input, not the record's preview: approving runs all of it.
+    const inputs = await Promise.all(calls.map((r) => ctx.client.approvals.fullInput(goal.goalId, r)));
+    return calls.map((r, i) => {
       const base = path`/goals/${goal.goalId}/approvals/${r.callId}`;
       return {
         id: `approval-${r.callId}`,
         kind: 'approval',
         title: `Tool call waiting for approval: ${r.tool} (cycle ${r.step}, subtask ${r.index}, ${r.role})`,
-        detail: `${r.callId} · input ${r.input} · refused by itself at ${new Date(r.expiresAt).toISOString()}`,
+        detail: `${r.callId} · refused by itself at ${new Date(r.expiresAt).toISOString()} · input:`,
+        content: inputs[i] ?? r.input,
         actions: [
           { label: 'Approve', path: `${base}/approve`, tone: 'primary' },
           {

@@ -28,6 +28,8 @@ export interface DecisionView {
   kind: string;
   title: string;
   detail?: string;
+  /** A block of text shown whole, as is (a tool call's full input): model text, escaped. */
+  content?: string;
   actions: DecisionAction[];
 }
 

@@ -204,6 +204,7 @@ function decisionCard(d) {
     { class: 'decision-card', id: `decision-${d.id}`, 'data-kind': d.kind },
     el('h3', { class: 'title' }, d.title),
     d.detail ? el('p', { class: 'detail' }, d.detail) : '',
+    d.content === undefined ? '' : el('pre', { class: 'content' }, d.content),
     el('div', { class: 'actions' }, d.actions.map(actionForm)),
   );
 }

@@ -51,6 +51,7 @@ export function decisionCard(chrome: Chrome, d: DecisionView): Html {
   return html`<div class="decision-card" id="decision-${d.id}" data-kind="${d.kind}">
     <h3 class="title">${d.title}</h3>
     ${d.detail ? html`<p class="detail">${d.detail}</p>` : ''}
+    ${d.content === undefined ? '' : html`<pre class="content">${d.content}</pre>`}
     <div class="actions">${d.actions.map((a) => actionForm(chrome, a))}</div>
   </div>`;
 }
