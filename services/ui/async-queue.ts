@@ -1,12 +1,29 @@
 // A push-to-pull bridge: the stream hub pushes batches from its reader, one SSE response
 // pulls them in order with `for await`. Closing ends the iteration (client gone, shutdown).
+// Bounded: a client that stops reading while its connection stays open would otherwise make the
+// queue (and the process's memory) grow for as long as the goal's stream does.
 export class AsyncQueue<T> implements AsyncIterable<T> {
   private readonly items: T[] = [];
   private wake: (() => void) | undefined;
   private closed = false;
+  private size = 0;
+
+  /** Past `limit` (counted by `sizeOf`: 1 an item by default) it closes and calls `onOverflow`. */
+  constructor(
+    private readonly limit = Number.POSITIVE_INFINITY,
+    private readonly onOverflow: () => void = () => {},
+    private readonly sizeOf: (item: T) => number = () => 1,
+  ) {}
 
   push(item: T): void {
     if (this.closed) return;
+    this.size += this.sizeOf(item);
+    if (this.size > this.limit) {
+      this.items.length = 0;
+      this.close();
+      this.onOverflow();
+      return;
+    }
     this.items.push(item);
     this.wake?.();
   }
@@ -25,6 +42,7 @@ export class AsyncQueue<T> implements AsyncIterable<T> {
     for (;;) {
       const item = this.items.shift();
       if (item !== undefined) {
+        this.size -= this.sizeOf(item);
         yield item;
         continue;
       }

@@ -18,6 +18,8 @@ import { eventOf } from '../model/timeline-entry.ts';
 import { compareStreamIds, normalizeStreamId, type StreamEntry } from '../stream-hub.ts';
 
 const KEEPALIVE_MS = 15_000;
+/** Timeline entries waiting for one client to read them before it is let go (a live page reads at once). */
+const MAX_QUEUED_ENTRIES = 2000;
 /** How long a browser waits before reconnecting after the stream drops. */
 const RETRY_MS = 1000;
 /** How long the route waits for Redis before it opens the stream anyway. */
@@ -65,7 +67,12 @@ async function goalKnown(ctx: UiContext, goalId: string): Promise<boolean | unde
 
 async function follow(f: Feed, waitingForRedis: boolean): Promise<void> {
   const { ctx, stream } = f;
-  const batches = new AsyncQueue<StreamEntry[]>();
+  // A client that stops reading is let go: its browser reconnects and catches up from Redis.
+  const dropSlowClient = () => {
+    ctx.log.warn({ goalId: f.goalId, queued: MAX_QUEUED_ENTRIES }, 'live stream client not reading: closing it');
+    stream.abort();
+  };
+  const batches = new AsyncQueue<StreamEntry[]>(MAX_QUEUED_ENTRIES, dropSlowClient, (b) => b.length);
   const live = { close: () => batches.close() };
   ctx.liveStreams.add(live);
   ctx.metrics.liveStreams.inc();

@@ -1,0 +1,52 @@
+// A live-stream client that keeps its connection open but stops reading must not make the
+// inspector hold every later timeline entry for it: past a bound it is let go (its browser would
+// reconnect and catch up from Redis), and the live-stream gauge goes back down.
+
+import assert from 'node:assert/strict';
+import { connect, type Socket } from 'node:net';
+import { after, before, test } from 'node:test';
+import { GoalClient } from '../../cli/goal-client.ts';
+import { newGoalId } from '../../shared/goal/ids.ts';
+import { loadConfig } from '../../shared/runtime/config.ts';
+import { createRedis } from '../../shared/runtime/redis.ts';
+import { testEnv } from '../../testing/fleet.ts';
+import { useRedis } from '../../testing/redis.ts';
+import { startUi, type UiProc, until } from './harness.ts';
+
+const redis = useRedis();
+let client: GoalClient;
+let ui: UiProc;
+let stalled: Socket;
+before(async () => {
+  await redis.ready;
+  const env = testEnv(redis.url);
+  client = new GoalClient(loadConfig(env), createRedis(redis.url, 'deepq:test'));
+  ui = await startUi(env);
+});
+after(async () => {
+  stalled?.destroy();
+  await client?.close();
+});
+
+const liveStreams = async () => {
+  const body = await (await fetch(`http://127.0.0.1:${ui.svc.port}/metrics`)).text();
+  return Number(/^deepq_ui_live_streams(?:\{[^}]*\})? (\S+)$/m.exec(body)?.[1] ?? Number.NaN);
+};
+
+test('a client that stops reading is let go once its backlog passes the bound', async () => {
+  const goalId = newGoalId();
+  await client.goals.create(goalId, 'A goal followed by a client that stopped reading', {}, false);
+  stalled = connect(ui.port, '127.0.0.1');
+  stalled.write(`GET /goals/${goalId}/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n`);
+  // It reads the response head, then nothing more: the kernel buffers fill, then the process's.
+  await new Promise<void>((r) => stalled.once('data', () => r(void stalled.pause())));
+  await until(async () => (await liveStreams()) === 1, 'the stream is open');
+  const key = client.goals.keys.events(goalId);
+  const pad = 'x'.repeat(4000);
+  for (let i = 0; i < 4000; i++) {
+    const event = { type: 'tool_called', at: Date.now(), step: 1, index: 0, role: 'critic', tool: 'read_file', pad };
+    await redis.client.xadd(key, 'MAXLEN', '~', '10000', '*', 'e', JSON.stringify({ ...event, ms: i, ok: true }));
+  }
+  await until(async () => (await liveStreams()) === 0, 'the stalled client was let go', 30_000);
+  assert.match(ui.svc.output(), /live stream client not reading: closing it/);
+});
