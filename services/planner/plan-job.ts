@@ -70,7 +70,7 @@ export async function processPlanJob(
     ? { plan: reuse }
     : await choosePlan({ rt, goal, step, threadId, log, signal, job, token, files });
   if (!('plan' in chosen)) return chosen;
-  return dispatchPlan(rt, goal, step, chosen, log);
+  return dispatchPlan(rt, goal, step, chosen, { log, job, token });
 }
 
 /**
@@ -169,11 +169,14 @@ async function dispatchPlan(
   goal: GoalRecord,
   step: number,
   chosen: ChosenPlan,
-  log: Logger,
+  { log, job, token }: { log: Logger; job: Job; token?: string },
 ): Promise<PlanOutcome> {
   const { goalId } = goal;
   const { plan, threadId, transcript } = chosen;
   if (!(await rt.lifecycle.dispatch(goalId, step, plan, { threadId, before: goal.subtasksByRole, transcript }))) {
+    // Paused at its time budget while the planner's call ran: this job waits with the goal.
+    const now = await rt.goals.get(goalId);
+    if (now && isPausedForBudget(now)) return parkForBudget(rt, job, token, goalId);
     return ensureDispatched(rt, goalId, step, log);
   }
   await dispatchCycle(rt.queues, rt.cfg, goalId, step, plan);

@@ -47,9 +47,20 @@ export async function processReflectJob(
   const decided = await decide(rt, { goal, step, outcomes, threadId, log, signal, job, token, files });
   if (!('reflection' in decided)) return decided;
   rt.metrics.decisions.inc({ decision: decided.reflection.decision });
-  await applyDecision(rt, goal, decided);
+  if (!(await applyDecision(rt, goal, decided))) await parkIfPaused(rt, job, token, goalId);
   log.info({ decision: decided.reflection.decision }, 'reflected');
   return { decision: decided.reflection.decision };
+}
+
+/**
+ * The decision's move was refused. A goal the deadline paused at its time budget meanwhile
+ * (`--on-budget pause`, while the reflector's call ran) would be left `reflecting` with no job
+ * after its resume: this job parks with it and reflects again once resumed. Otherwise (the goal
+ * ended, or a concurrent delivery applied the decision) there is nothing left to do.
+ */
+async function parkIfPaused(rt: Runtime, job: Job, token: string | undefined, goalId: string): Promise<void> {
+  const now = await rt.goals.get(goalId);
+  if (now && isPausedForBudget(now)) await parkForBudget(rt, job, token, goalId);
 }
 
 /** The goal did not move into reflecting: it ended, waits, moved on, or was decided already. */
@@ -165,7 +176,8 @@ async function askModel(
   return { ...base, reflection: res.value, threadId: d.threadId, transcript: res.transcript };
 }
 
-async function applyDecision(rt: Runtime, goal: GoalRecord, d: Decided): Promise<void> {
+/** Applies the decision with its move; false when the move was refused. */
+async function applyDecision(rt: Runtime, goal: GoalRecord, d: Decided): Promise<boolean> {
   const { decision } = d.reflection;
   if (d.stalled) {
     const moved =
@@ -173,12 +185,13 @@ async function applyDecision(rt: Runtime, goal: GoalRecord, d: Decided): Promise
         ? await rt.lifecycle.failStalled(goal.goalId, d)
         : await rt.lifecycle.awaitHuman(goal.goalId, d, 'escalation');
     if (moved) rt.metrics.stalls.inc({ action: d.stalled.action });
-    return;
+    return moved;
   }
   // The seed's interrupt after reflection: under review a human confirms every decision.
-  if (decision !== 'escalate' && goal.review) await rt.lifecycle.awaitHuman(goal.goalId, d, 'review');
-  else if (decision === 'end') await rt.lifecycle.complete(goal.goalId, d);
-  else if (decision === 'escalate') await rt.lifecycle.awaitHuman(goal.goalId, d, 'escalation');
-  else if (await rt.lifecycle.requeue(goal.goalId, d))
-    await rt.queues.addPlan({ goalId: goal.goalId, step: d.step + 1 });
+  if (decision !== 'escalate' && goal.review) return rt.lifecycle.awaitHuman(goal.goalId, d, 'review');
+  if (decision === 'end') return rt.lifecycle.complete(goal.goalId, d);
+  if (decision === 'escalate') return rt.lifecycle.awaitHuman(goal.goalId, d, 'escalation');
+  if (!(await rt.lifecycle.requeue(goal.goalId, d))) return false;
+  await rt.queues.addPlan({ goalId: goal.goalId, step: d.step + 1 });
+  return true;
 }

@@ -20,6 +20,7 @@ import {
   firstUserText,
   type MessageReply,
   type MessagesApiServer,
+  roleOf,
   startMessagesApiServer,
   text,
   toolUse,
@@ -36,6 +37,12 @@ const TIME = '[time]';
 const TIME_TURNS = 10;
 const TIME_TURN_MS = 300;
 const OVERSHOOT = '[overshoot';
+const LATE = '[late]';
+/** Holds the first reflection of the LATE scenario until the test lets it answer. */
+let releaseReflection: () => void = () => {};
+const reflectionHeld = new Promise<void>((r) => {
+  releaseReflection = r;
+});
 const RESEARCH_QUEUE = 'subagent-research-specialist';
 const SLOW_TURNS = 8;
 
@@ -84,6 +91,13 @@ const handler = scenarioHandler({
     await new Promise((r) => setTimeout(r, TIME_TURN_MS));
     if (turnOf(body) < TIME_TURNS) return toolUse('list_files', {});
     return text('answer for timed.md');
+  },
+  // One quick subtask; the first reflection is held until the time budget has paused the goal.
+  [LATE]: async (_body, role) => {
+    if (role === 'planner') return json({ subtasks: [research(LATE, 'late.md')] });
+    if (role !== 'reflector') return text('answer for late.md');
+    await reflectionHeld;
+    return json({ decision: 'end', reason: 'ok' });
   },
   // Five subtasks in parallel, each looking at the files forever: only the budget stops them.
   // Two cycles of one quick subtask each.
@@ -275,6 +289,29 @@ test('--on-budget pause at --max-seconds: the deadline pauses a goal mid-loop; r
     .map((e) => e.event)
     .filter((e) => e.type === 'subtask_started');
   assert.equal(starts.length, 1);
+});
+
+test("--on-budget pause during the reflector's call: the reflection waits with the goal, goes on when resumed", {
+  timeout: 90_000,
+}, async () => {
+  const enq = await runCli(['enqueue', `${LATE} Late`, '--max-seconds', '3', '--on-budget', 'pause'], fleet.env);
+  assert.equal(enq.code, 0, enq.stderr);
+  const goalId = enq.stdout.trim();
+  // Received, held (not answered yet: messageRequests lists it only once answered).
+  const asked = () => server.requests.filter((q) => q.body?.system && firstUserText(q.body).includes(`${LATE} Late`));
+  await until(async () => asked().some((q) => roleOf(q.body) === 'reflector') || undefined, 30_000);
+  let g = await fleet.client.waitFor(goalId, { timeoutMs: 30_000 });
+  assert.deepEqual([g.status, g.pausedFor, g.pausedFrom], ['awaiting_human', 'budget', 'reflecting']);
+  // The reflector's decision comes after the pause: its move is refused, its job must wait.
+  releaseReflection();
+  const parked = fleet.client.goals.keys.parked(goalId);
+  await until(async () => (await redis.client.hlen(parked)) === 1 || undefined, 10_000);
+  const r = await runCli(['resume', goalId, '--max-seconds', '120'], fleet.env);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /raise budget \(status reflecting\)/);
+  g = await fleet.client.waitFor(goalId, { timeoutMs: 30_000 });
+  assert.equal(g.status, 'done', g.reason ?? '');
+  assert.equal(requestsOf(server, LATE, 'reflector').length, 2, 'reflected again after the resume');
 });
 
 /** Runs the five-subagent loop at a budget; returns its overshoot and how many subagents ran. */
