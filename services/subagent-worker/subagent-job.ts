@@ -3,7 +3,7 @@
 import { type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { Logger } from 'pino';
 import { type AgentCheckpoint, ApprovalPause, approvalGate } from '../../shared/agent/approval.ts';
-import type { AgentRun } from '../../shared/agent/create-agent.ts';
+import { type AgentRun, checkpointBeforeRateLimit } from '../../shared/agent/create-agent.ts';
 import { contractFor } from '../../shared/agent/output-contracts.ts';
 import { ModelCallError } from '../../shared/agent/providers/types.ts';
 import type { RoleSpec } from '../../shared/agent/roles.ts';
@@ -171,7 +171,10 @@ async function runSubtask(
   } catch (err) {
     // A failed attempt's tokens go with its error to the final-failure hook.
     noteRunTokens(err, p.tokens ?? 0);
-    if (!(err instanceof ApprovalPause)) return handleRunError(deps, job, base, err, log);
+    if (!(err instanceof ApprovalPause)) {
+      await saveBeforeRateLimit(p, resume, err);
+      return handleRunError(deps, job, base, err, log);
+    }
     const status = await pauseForApproval(p, err); // throws DelayedError unless the goal ended
     return skippedResult(base, `skipped: goal is ${status}`, status);
   }
@@ -186,6 +189,18 @@ async function runSubtask(
 async function saveResumedTurn(p: PausedJob, resumed: Resumed, agent: AgentCheckpoint): Promise<void> {
   const saved: JobCheckpoint = { ...resumed.saved, agent, tokens: p.tokens };
   await p.rt.approvals.saveCheckpoint(p.data.goalId, String(p.job.id), saved);
+}
+
+/**
+ * A call answered 429 goes back to the queue with the role paused: the conversation so far is
+ * saved, so the job's next start goes on from the turn that was refused instead of asking every
+ * earlier turn (and running its tools) again.
+ */
+async function saveBeforeRateLimit(p: PausedJob, resumed: Resumed | undefined, err: unknown): Promise<void> {
+  const agent = checkpointBeforeRateLimit(err);
+  if (!agent) return;
+  const base = resumed?.saved ?? { threadId: p.threadId, startedAt: p.startedAt, calls: [] };
+  await p.rt.approvals.saveCheckpoint(p.data.goalId, String(p.job.id), { ...base, agent, tokens: p.tokens });
 }
 
 /** Records the run's artifact; a run the budget stopped is skipped, or parked with its messages. */

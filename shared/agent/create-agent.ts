@@ -8,7 +8,7 @@
 // the model is told to finish, and at it the run stops, partial, with the text it had. A call
 // the goal's budget refuses stops the run with a checkpoint (BudgetRefused) to go on from.
 
-import { BudgetExceededError } from '../errors.ts';
+import { BudgetExceededError, ProviderRateLimitError } from '../errors.ts';
 import type { Metrics } from '../runtime/metrics.ts';
 import {
   type AgentCheckpoint,
@@ -46,6 +46,14 @@ export function nearCapNotice(used: number, cap: number): string {
 }
 
 /** The goal's budget refused a model call: nothing was spent, and the run can go on from `checkpoint`. */
+/** The conversation as it stood before a call answered 429: a retry of the job goes on from there. */
+const beforeRateLimit = new WeakMap<Error, AgentCheckpoint>();
+
+/** The checkpoint taken when `err` (a ProviderRateLimitError from a run) stopped the run, if any. */
+export function checkpointBeforeRateLimit(err: unknown): AgentCheckpoint | undefined {
+  return err instanceof Error ? beforeRateLimit.get(err) : undefined;
+}
+
 export class BudgetRefused extends Error {
   override name = 'BudgetRefused';
   constructor(
@@ -336,10 +344,15 @@ async function callWithin(c: Conversation, req: ModelRequest): Promise<ModelResp
   try {
     res = await c.call(req);
   } catch (err) {
-    if (!(err instanceof BudgetExceededError)) throw err;
+    const refused = err instanceof BudgetExceededError;
+    if (!refused && !(err instanceof ProviderRateLimitError)) throw err;
+    // The call did nothing: not a turn. The run stops where it can go on from.
     c.turns--;
     c.phaseTurns--;
-    throw new BudgetRefused(err, { ...checkpointOf(c), uses: [], awaiting: [] });
+    const checkpoint = { ...checkpointOf(c), uses: [], awaiting: [] };
+    if (refused) throw new BudgetRefused(err, checkpoint);
+    beforeRateLimit.set(err as Error, checkpoint);
+    throw err;
   }
   if (c.cap) c.cap.used += usageTotal(res.usage);
   const u = res.usage;

@@ -16,6 +16,7 @@ import {
 import {
   apiError,
   defaultHandler,
+  firstUserText,
   type MessagesApiServer,
   roleOf,
   startMessagesApiServer,
@@ -140,4 +141,25 @@ test('a provider that never stops answering 429 fails the subtask with the reaso
     await f.stop();
     await always.close();
   }
+});
+
+test('a 429 on a later turn: the job goes on from that turn, not from the start', async () => {
+  // The research subagent looks at the files (turn 1), then its turn 2 is answered 429 once.
+  let limited = 0;
+  api.setHandler((body, i, req) => {
+    const later = roleOf(body) === 'research' && body.messages.length > 1;
+    if (later && firstUserText(body).includes('Turn two limited') && limited++ === 0)
+      return apiError(429, 'rate limited', { 'retry-after': '1' });
+    return defaultHandler(body, i, req);
+  });
+  const goalId = await fleet.client.enqueue({ goal: 'Turn two limited' });
+  assert.equal((await fleet.client.waitFor(goalId, { timeoutMs: 60_000 })).status, 'done');
+  assert.equal(limited, 2, 'the 429 was not served, or its turn not asked again');
+  const asked = api.messageRequests().filter((r) => roleOf(r.body) === 'research' && r.body.messages.length === 1);
+  const ofGoal = asked.filter((r) => firstUserText(r.body).includes('Turn two limited'));
+  assert.equal(ofGoal.length, 1, 'turn 1 was asked again after the 429');
+  const events = (await fleet.client.goals.events(goalId)).map((e) => e.event);
+  const looks = events.filter((e) => e.type === 'tool_called' && e.role === 'research-specialist');
+  assert.equal(looks.length, 1, "turn 1's tool ran again after the 429");
+  assert.equal(events.filter((e) => e.type === 'subtask_started' && e.role === 'research-specialist').length, 1);
 });
