@@ -41,7 +41,11 @@ export class ValidationError extends DeepqError {
 }
 
 export class VfsLimitError extends DeepqError {
-  constructor(message: string) {
+  /** `permanent`: the same write would be refused again (a name, the file count, a done artifact). */
+  constructor(
+    message: string,
+    readonly permanent = false,
+  ) {
     super(ErrorCode.VfsLimit, message);
   }
 }
@@ -93,7 +97,7 @@ export function fromScriptError(err: unknown): DeepqError | null {
   );
   if (!m) return null;
   if (m[1] === 'VERSION_CONFLICT') return new VersionConflictError(`version conflict: ${m[2]}`);
-  return new VfsLimitError(m[2]!);
+  return new VfsLimitError(m[2]!, true);
 }
 
 /** Redis refuses writes when full (maxmemory with noeviction); say so in words a user acts on. */

@@ -10,7 +10,7 @@ import type { RoleSpec } from '../../shared/agent/roles.ts';
 import { type GoalRunOutcome, runForGoal } from '../../shared/agent/run-for-goal.ts';
 import { createSandboxTools, createVfsTools, type Tool, type ToolScope } from '../../shared/agent/tools.ts';
 import { shortId, storeTranscript, type TranscriptWrite } from '../../shared/agent/transcripts.ts';
-import { ProviderRateLimitError } from '../../shared/errors.ts';
+import { ProviderRateLimitError, VfsLimitError } from '../../shared/errors.ts';
 import type { JobCheckpoint } from '../../shared/goal/approvals.ts';
 import type { TimelineEventBody } from '../../shared/goal/events.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
@@ -285,8 +285,12 @@ async function recordResult(
   if (run.text) {
     // A revision (a new version of a done artifact) keeps the old version in the history.
     const meta: WriteMeta = { status, step, role: base.role, threadId: base.threadId, writer, keepHistory: true };
-    // A refused write still stores the transcript (VirtualFs.write): the run happened.
-    await rt.vfs.write(goalId, data.expected_artifact, run.text, { ...meta, event, transcript });
+    // A refused write still stores the transcript (VirtualFs.write): the run happened. A refusal
+    // another attempt would meet again (the goal's file count, a done artifact, the name) ends the
+    // job now rather than running the whole agent once per attempt first.
+    await rt.vfs.write(goalId, data.expected_artifact, run.text, { ...meta, event, transcript }).catch((err) => {
+      throw err instanceof VfsLimitError && err.permanent ? new UnrecoverableError(err.message) : err;
+    });
   } else {
     if (transcript) await storeTranscript(rt, transcript);
     await rt.goals.appendEvent(goalId, event);

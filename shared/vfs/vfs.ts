@@ -90,7 +90,7 @@ export class VirtualFs {
   /** Throws VfsLimitError naming the rule a name or size breaks. */
   check(name: string, content: string): number {
     const problem = artifactNameProblem(name);
-    if (problem) throw new VfsLimitError(problem);
+    if (problem) throw new VfsLimitError(problem, true);
     const bytes = Buffer.byteLength(content, 'utf8');
     if (bytes > this.opts.maxArtifactBytes) {
       throw new VfsLimitError(`artifact ${name} is ${bytes} bytes (max ${this.opts.maxArtifactBytes})`);
