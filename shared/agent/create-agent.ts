@@ -278,6 +278,7 @@ async function runTurns(c: Conversation, resume?: AgentCheckpoint): Promise<Turn
     const res = await callWithin(c, { ...req, max_tokens: maxTokens });
     const uses = res.content.filter((b): b is ToolUseBlock => b.type === 'tool_use');
     const final = res.stop_reason !== 'tool_use' || uses.length === 0;
+    if (final) stopIfBudgetCut(c, res);
     // Keep the history one the API accepts when it is sent again (a contract retry):
     // no blank text blocks, no empty assistant turn, and no tool_use left without its
     // tool_result (a final turn cut off by max_tokens mid tool call runs no tools).
@@ -288,10 +289,26 @@ async function runTurns(c: Conversation, resume?: AgentCheckpoint): Promise<Turn
     // An answer the cap cut short is what the run has, not a finished answer.
     if (final && c.cap && res.stop_reason === 'max_tokens' && maxTokens < c.spec.maxTokens) return { stop: 'cap' };
     if (final) return { text: responseText(res) };
+    // The last turn the limit allows asked for tools: no call would read their results, so
+    // they are not run (nor put to a human for approval).
+    if (c.phaseTurns >= c.spec.maxTurns) break;
     pauseIfGated(c, uses);
     c.messages.push({ role: 'user', content: await runTools(c, uses) });
   }
   return { stop: 'turns' };
+}
+
+/**
+ * An answer cut at the output tokens the goal's budget could still grant (fewer than the call
+ * asked for) is not an answer: text contracts would accept it whole. The budget ran out; the run
+ * stops where a resume with a bigger budget asks that turn again.
+ */
+function stopIfBudgetCut(c: Conversation, res: ModelResponse): void {
+  if (res.stop_reason !== 'max_tokens' || res.grantedMaxTokens === undefined) return;
+  c.turns--;
+  c.phaseTurns--;
+  const reason = `token budget exceeded: the answer was cut at the ${res.grantedMaxTokens} output tokens left`;
+  throw new BudgetRefused(new BudgetExceededError(reason, 'tokens'), { ...checkpointOf(c), uses: [], awaiting: [] });
 }
 
 /** The call's max output tokens: the role's, or less when the cap is near; null when no call fits. */

@@ -4,7 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { createAgent } from '../../shared/agent/create-agent.ts';
+import { BudgetRefused, createAgent } from '../../shared/agent/create-agent.ts';
 import { tokenAccounting } from '../../shared/agent/middleware/tokens.ts';
 import { textContract } from '../../shared/agent/output-contracts.ts';
 import type { CallContext } from '../../shared/agent/providers/types.ts';
@@ -157,4 +157,28 @@ test('a goal’s usage per role and model is kept on the goal, exported, and sho
       `status line for ${key}`,
     );
   }
+});
+
+test("an answer cut at the budget's grant (fewer tokens than asked) is the budget running out", async () => {
+  // The model writes until it runs out of output tokens, whatever it was allowed.
+  server.setHandler((body) => text('a long answer, cut '.repeat(10), { stop_reason: 'max_tokens', model: body.model }));
+  const spec = RoleSpecSchema.parse({ name: 'writer', systemPrompt: 'Write.', tier: 'LOW', maxTokens: 1024 });
+  const run = (granted: number) =>
+    createAgent(spec, {
+      provider: anthropicAt(server),
+      logger: captureLogger().logger,
+      models: TEST_MODELS,
+      // The goal's budget: what token accounting reserves before the call.
+      budget: { reserve: async () => ({ maxTokens: granted, member: '' }), release: async () => {} },
+    }).run({ task: 't', contract: textContract, ctx: ctxFor('writer') });
+  const refused = await run(300).then(
+    () => null,
+    (err: unknown) => err,
+  );
+  assert.ok(refused instanceof BudgetRefused, `not refused: ${refused}`);
+  assert.equal(refused.hit.kind, 'tokens');
+  assert.match(refused.message, /the answer was cut at the 300 output tokens left/);
+  assert.equal(refused.checkpoint.turns, 0, 'the cut turn is asked again after a resume');
+  // Cut at the agent's own limit (the budget granted all it asked): the answer stands, as before.
+  assert.equal((await run(1024)).ok, true);
 });

@@ -27,6 +27,7 @@ export function tokenAccounting(deps: Pick<MiddlewareDeps, 'usageSink' | 'budget
     else if (grant?.member) await deps.budget!.release(grant.member);
     if (grant?.member && !origin.estimated)
       await deps.budget!.calibrate?.(req, usage.input + usage.cache_read + usage.cache_write);
-    return res;
+    // The agent must know when an answer stopped at the budget's limit rather than its own.
+    return grant && grant.maxTokens < req.max_tokens ? { ...res, grantedMaxTokens: grant.maxTokens } : res;
   };
 }

@@ -55,6 +55,8 @@ export interface ModelResponse {
   content: ContentBlock[];
   stop_reason: string | null;
   usage: ModelUsage;
+  /** Set by token accounting when the goal's budget granted fewer output tokens than asked. */
+  grantedMaxTokens?: number;
 }
 
 /**
