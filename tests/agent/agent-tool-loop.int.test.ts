@@ -89,16 +89,20 @@ test('the loop stops at maxTurns (30 by default, per role) without a final answe
   server.setHandler(() => toolUse('list_files', {}));
 
   const small = setup('research-specialist', { maxTurns: 4 });
+  let toolRuns = 0;
   const r4 = await small.agent.run({
     task: 'Loop forever',
     tools: small.tools,
     contract: summaryContract,
     ctx: small.ctx,
+    onToolCall: () => void toolRuns++,
   });
   assert.equal(r4.ok, false);
   assert.equal(r4.turns, 4);
   assert.match(r4.problem!, /turn limit \(4\)/);
   assert.equal(small.reqs().length, 4);
+  // The 4th turn's tool call is not run: no turn is left to read its result.
+  assert.equal(toolRuns, 3);
 
   const dflt = setup('research-specialist');
   assert.equal(dflt.spec.maxTurns, 30);
