@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { createAgent } from '../../shared/agent/create-agent.ts';
 import type { MiddlewareDeps } from '../../shared/agent/middleware/index.ts';
-import { backoffMs } from '../../shared/agent/middleware/retry.ts';
+import { backoffMs, MAX_QUEUE_PAUSE_MS } from '../../shared/agent/middleware/retry.ts';
 import { textContract } from '../../shared/agent/output-contracts.ts';
 import { ModelCallError } from '../../shared/agent/providers/types.ts';
 import { type AgentSpec, RoleSpecSchema } from '../../shared/agent/roles.ts';
@@ -175,10 +175,12 @@ test('SDK retries are disabled: without the middleware a retryable fault is one 
   assert.equal(o2.requests, 1);
 });
 
-test('in a worker, a 429 becomes a queue-wide rate limit carrying retry-after (0 included)', async () => {
+test('in a worker, a 429 becomes a queue-wide rate limit with retry-after (0 included), at most 5 min', async () => {
   for (const [headers, wait] of [
     [{ 'retry-after': '0' }, 0],
     [{ 'retry-after': '2' }, 2000],
+    // A day (or a server clock far ahead) would stop the role fleet-wide that long.
+    [{ 'retry-after': '86400' }, MAX_QUEUE_PAUSE_MS],
   ] as const) {
     const o = await callThrough([apiError(429, 'slow', headers)], { retry: { rateLimitToQueue: true } });
     assert.equal(o.requests, 1, 'not retried in place: the queue pauses instead');

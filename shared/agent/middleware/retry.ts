@@ -11,6 +11,9 @@ export function backoffMs(attempt: number, base: number, max: number, random = M
   return Math.round(exp / 2 + random() * (exp / 2));
 }
 
+/** The longest a 429 pauses a role's queue (subagent workers hand 429s to their queue). */
+export const MAX_QUEUE_PAUSE_MS = 5 * 60_000;
+
 export function retry(deps: Pick<MiddlewareDeps, 'retry' | 'logger'>): ModelMiddleware {
   const maxRetries = deps.retry?.maxRetries ?? 3;
   const base = deps.retry?.baseDelayMs ?? 500;
@@ -22,7 +25,10 @@ export function retry(deps: Pick<MiddlewareDeps, 'retry' | 'logger'>): ModelMidd
       } catch (err) {
         if (!(err instanceof ModelCallError) || !err.retryable) throw err;
         if (err.kind === 'rate_limit' && deps.retry?.rateLimitToQueue) {
-          throw new ProviderRateLimitError(err.message, err.retryAfterMs ?? backoffMs(attempt, base, max));
+          // It pauses a role's whole queue: a retry-after of hours (or a server clock far ahead)
+          // is capped; the job then tries again, and another 429 pauses it again.
+          const pause = Math.min(err.retryAfterMs ?? backoffMs(attempt, base, max), MAX_QUEUE_PAUSE_MS);
+          throw new ProviderRateLimitError(err.message, pause);
         }
         if (attempt >= maxRetries) throw err;
         // Capped at the max delay; the log says what is really waited.
