@@ -1,5 +1,5 @@
 // Small zod helpers every boundary uses: one way to name bad fields, one way to parse.
-import type { z } from 'zod';
+import { z } from 'zod';
 import { ValidationError } from './errors.ts';
 
 export function formatZodIssues(error: z.ZodError): string {
@@ -24,3 +24,10 @@ export function extractJson(text: string): unknown {
     throw new ValidationError(`output is not valid JSON: ${(err as Error).message}`);
   }
 }
+
+/** Node's timers hold at most 2^31 - 1 ms (24.8 days): a longer one fires after 1 ms instead. */
+export const MAX_TIMER_MS = 2_147_483_647;
+
+/** A duration in ms that a timer is set to: a positive integer a timer can hold. */
+export const timerMs = () =>
+  z.number().int().positive().max(MAX_TIMER_MS, `at most ${MAX_TIMER_MS} ms (24.8 days: the longest a timer waits)`);

@@ -10,7 +10,7 @@ import { ProvidersSchema, providerEnvValues, providerIssues, usedProviders } fro
 import { AgentSpecSchema, MCP_TOOL_RE, RoleSpecSchema, resolveRoleOverrides } from '../agent/roles.ts';
 import { ConfigError } from '../errors.ts';
 import { BudgetsSchema } from '../goal/budgets.ts';
-import { formatZodIssues } from '../zod.ts';
+import { formatZodIssues, timerMs } from '../zod.ts';
 
 const PriceSchema = z.object({
   inputPerMTok: z.number().nonnegative(),
@@ -31,7 +31,7 @@ export const McpServerSchema = z.discriminatedUnion('type', [
       command: z.string().min(1),
       args: z.array(z.string()).default([]),
       env: z.record(z.string(), ValueOrEnv).default({}),
-      timeoutMs: z.number().int().positive().default(60_000),
+      timeoutMs: timerMs().default(60_000),
     })
     .strict(),
   z
@@ -39,7 +39,7 @@ export const McpServerSchema = z.discriminatedUnion('type', [
       type: z.literal('http'),
       url: z.string().url(),
       headers: z.record(z.string(), ValueOrEnv).default({}),
-      timeoutMs: z.number().int().positive().default(60_000),
+      timeoutMs: timerMs().default(60_000),
     })
     .strict(),
 ]);
@@ -58,7 +58,7 @@ export const ConfigSchema = z
     modelProvider: z.enum(['anthropic', 'scripted']).optional(),
     anthropicApiKey: z.string().min(1).optional(),
     anthropicBaseUrl: z.string().url().optional(),
-    modelTimeoutMs: z.number().int().positive().default(120_000),
+    modelTimeoutMs: timerMs().default(120_000),
     models: z
       .object({
         HIGH: z.string().min(1).default('claude-sonnet-5-5'),
@@ -156,17 +156,17 @@ export const ConfigSchema = z
     /** The goal timeline is a capped stream: about 250 bytes an event. */
     eventsMaxLen: z.number().int().positive().default(1000),
     concurrency: z.number().int().min(1).max(1000).default(8),
-    drainTimeoutMs: z.number().int().positive().default(25_000),
-    lockDurationMs: z.number().int().positive().default(30_000),
-    stalledIntervalMs: z.number().int().positive().default(15_000),
+    drainTimeoutMs: timerMs().default(25_000),
+    lockDurationMs: timerMs().default(30_000),
+    stalledIntervalMs: timerMs().default(15_000),
     /** A job whose worker died this many times fails (a guard against jobs that crash every worker). */
     maxStalledCount: z.number().int().min(1).default(2),
     /** Model-call retries on 429 (outside workers), 5xx, timeouts and malformed bodies. */
     modelRetry: z
       .object({
         maxRetries: z.number().int().min(0).max(20).default(3),
-        baseDelayMs: z.number().int().positive().default(500),
-        maxDelayMs: z.number().int().positive().default(30_000),
+        baseDelayMs: timerMs().default(500),
+        maxDelayMs: timerMs().default(30_000),
         /** A worker job re-queued by this many provider 429s in a row fails its attempt instead. */
         maxRateLimitRequeues: z.number().int().min(1).default(50),
         /** How long a role queue keeps its rate limit switched on after its last 429 (queue-rate-limit.ts). */

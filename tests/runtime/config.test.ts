@@ -60,6 +60,12 @@ test('env overrides the file, and a bad env value names the variable', () => {
   assert.throws(() => loadConfig({ METRICS_PORT: '99999' }), /metricsPort/);
   assert.throws(() => loadConfig({ DEEPQ_MODEL_PROVIDER: 'openai' }), /modelProvider/);
   assert.throws(() => loadConfig({ REDIS_URL: 'http://x' }), /redisUrl: must start with redis:\/\//);
+  // A timeout past what a Node timer holds would fire after 1 ms: every model call a timeout.
+  assert.throws(
+    () => loadConfig({ DEEPQ_MODEL_TIMEOUT_MS: '3000000000' }),
+    /modelTimeoutMs: at most 2147483647 ms \(24\.8 days: the longest a timer waits\)/,
+  );
+  assert.equal(loadConfig({ DEEPQ_MODEL_TIMEOUT_MS: '2147483647' }).modelTimeoutMs, 2_147_483_647);
 });
 
 test('a config file with wrong types names each bad field', () => {

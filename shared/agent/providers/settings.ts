@@ -3,6 +3,7 @@
 // header values), taken when the config is loaded so that only the processes that call a
 // provider need them (createProvider checks).
 import { z } from 'zod';
+import { timerMs } from '../../zod.ts';
 import { DEFAULT_PROVIDER, modelRefProblem, modelRefSites, parseModelRef } from './model-ref.ts';
 
 const EnvName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name');
@@ -14,7 +15,7 @@ const common = {
   apiKeyEnv: EnvName.optional(),
   headers: z.record(z.string(), ValueOrEnv).default({}),
   /** One request's timeout; default DEEPQ_MODEL_TIMEOUT_MS. */
-  timeoutMs: z.number().int().positive().optional(),
+  timeoutMs: timerMs().optional(),
   /** The SDK's own retries: keep 0 while the roles' middleware has `retry` (it honours retry-after). */
   maxRetries: z.number().int().min(0).max(10).default(0),
 };
