@@ -64,10 +64,16 @@ function secondsHit(elapsed: number, max: number): BudgetHit {
   return { kind: 'seconds', reason: `time budget exceeded: ${elapsed.toFixed(1)} s elapsed (max ${max} s)` };
 }
 
-/** How long a reservation may outlive its call: every attempt timing out, with backoff between. */
-function reservationTtlMs(cfg: Runtime['cfg']): number {
+/**
+ * How long a reservation may outlive its call: every attempt timing out, with backoff between,
+ * at the slowest timeout any provider has (one may set a longer one than DEEPQ_MODEL_TIMEOUT_MS:
+ * a reservation that lapsed under its call would let other calls spend its share).
+ */
+export function reservationTtlMs(cfg: Pick<Runtime['cfg'], 'modelRetry' | 'modelTimeoutMs' | 'providers'>): number {
   const attempts = cfg.modelRetry.maxRetries + 1;
-  return attempts * cfg.modelTimeoutMs + cfg.modelRetry.maxRetries * cfg.modelRetry.maxDelayMs + 10_000;
+  const timeouts = Object.values(cfg.providers).map((p) => p.timeoutMs ?? 0);
+  const slowest = Math.max(cfg.modelTimeoutMs, ...timeouts);
+  return attempts * slowest + cfg.modelRetry.maxRetries * cfg.modelRetry.maxDelayMs + 10_000;
 }
 
 /**

@@ -1,0 +1,19 @@
+// A token reservation must outlive its call, or the goal's other calls may spend its share
+// while it still runs: its lifetime covers every attempt at the slowest timeout any provider has.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { reservationTtlMs } from '../../shared/goal/budgets.ts';
+import { loadConfig } from '../../shared/runtime/config.ts';
+
+test("a reservation lives through every attempt at the slowest provider's timeout", () => {
+  const plain = loadConfig({});
+  const attempts = plain.modelRetry.maxRetries + 1;
+  assert.ok(reservationTtlMs(plain) >= attempts * plain.modelTimeoutMs);
+  // A local model given 15 minutes a call, far past DEEPQ_MODEL_TIMEOUT_MS.
+  const slow = loadConfig(
+    {},
+    { providers: { local: { type: 'openai', baseURL: 'http://127.0.0.1:1/v1', timeoutMs: 900_000 } } },
+  );
+  assert.ok(slow.modelTimeoutMs < 900_000);
+  assert.ok(reservationTtlMs(slow) >= attempts * 900_000, `${reservationTtlMs(slow)} ms`);
+});
