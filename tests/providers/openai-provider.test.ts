@@ -220,6 +220,11 @@ test('stop reasons, and what lax servers send: no ids, arguments that are not JS
   assert.deepEqual(a!.input, {}, 'empty arguments are no arguments');
   // Not JSON: passed on as text, for the tool's schema check to refuse with a reason.
   assert.equal(b!.input, '{"name": "x"');
+  // Content as an array of parts (some compatible servers): the text parts, joined.
+  const parts = [{ type: 'text', text: 'THE ' }, { type: 'refusal' }, { type: 'text', text: 'ANSWER' }];
+  const partsBody = { choices: [{ finish_reason: 'stop', message: { role: 'assistant', content: parts } }] };
+  server.setHandler(() => ({ status: 200, body: partsBody }));
+  assert.deepEqual((await provider().createMessage(REQ, CTX)).content, [{ type: 'text', text: 'THE ANSWER' }]);
 });
 
 function laxCompletion() {

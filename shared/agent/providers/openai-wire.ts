@@ -95,8 +95,8 @@ export function fromChatCompletion(body: unknown, req: ModelRequest): ModelRespo
   if (!message || typeof message !== 'object')
     throw new ModelCallError('provider returned a body without choices[0].message', 'malformed');
   const content: ContentBlock[] = [];
-  if (typeof message.content === 'string' && message.content !== '')
-    content.push({ type: 'text', text: message.content });
+  const text = messageText(message.content);
+  if (text !== '') content.push({ type: 'text', text });
   for (const call of Array.isArray(message.tool_calls) ? message.tool_calls : []) content.push(toToolUse(call));
   const calls = content.some((b) => b.type === 'tool_use');
   return {
@@ -105,6 +105,17 @@ export function fromChatCompletion(body: unknown, req: ModelRequest): ModelRespo
     stop_reason: stopReason(c.choices![0]!.finish_reason, calls),
     usage: usageOf(c.usage) ?? estimatedUsage(req, content),
   };
+}
+
+/**
+ * The message's text: a string (the OpenAI API), or an array of content parts, as some
+ * compatible servers answer; their text parts joined (other parts, e.g. a refusal, carry none).
+ */
+function messageText(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  const texts = content.map((p) => (p && typeof p === 'object' && typeof p.text === 'string' ? p.text : ''));
+  return texts.join('');
 }
 
 function toToolUse(call: WireToolCall): ToolUseBlock {
