@@ -2,7 +2,15 @@
 // gauges, cross-process cancellation, and a graceful drain on SIGTERM.
 
 import type { Server } from 'node:http';
-import { DelayedError, type Job, type Processor, RateLimitError, UnrecoverableError, Worker } from 'bullmq';
+import {
+  DelayedError,
+  type Job,
+  type Processor,
+  RateLimitError,
+  UnrecoverableError,
+  WaitingError,
+  Worker,
+} from 'bullmq';
 import type { Redis } from 'ioredis';
 import { isTerminal } from '../goal/status.ts';
 import { scrubSecrets } from './logger.ts';
@@ -133,8 +141,9 @@ function instrumented(rt: Runtime, queue: string, role: string, handler: JobHand
       rt.metrics.jobs.inc({ queue, role, status: 'completed' });
       return res;
     } catch (err) {
-      rt.metrics.jobs.inc({ queue, role, status: notFailed(err) ?? 'failed' });
-      throw err;
+      const back = await handedBack(rt, job, token, signal);
+      rt.metrics.jobs.inc({ queue, role, status: back ? 'handed_back' : (notFailed(err) ?? 'failed') });
+      throw back ?? err;
     } finally {
       active.delete(String(job.id));
       rt.metrics.jobDuration.observe({ queue, role }, (performance.now() - started) / 1000);
@@ -243,19 +252,36 @@ async function drainAndClose(rt: Runtime, c: Closable): Promise<void> {
   log.info('stopped');
 }
 
-/** Aborts what did not finish and returns it to the queue untouched (not counted as a stall). */
+/**
+ * Aborts what did not finish: each job's processor then returns it to the queue untouched (not
+ * counted as a stall, nor as a failed attempt; see instrumented). A handler that ignores the
+ * abort finishes its job as usual, never handed back while it still runs.
+ */
 async function handBack(rt: Runtime, c: Closable): Promise<void> {
   rt.logger.warn({ active: c.active.size }, 'drain timeout: handing active jobs back');
-  const pending = [...c.active.values()];
-  for (const w of c.workers) w.cancelAllJobs('shutdown');
-  for (const a of pending) {
-    if (!a.token) continue;
-    await a.job.moveToWait(a.token).catch((e) => {
-      const fields = { jobId: a.job.id, err: { message: (e as Error).message } };
-      rt.logger.warn(fields, 'hand-back failed; the stalled check will recover it');
-    });
-  }
+  for (const w of c.workers) w.cancelAllJobs(SHUTDOWN);
   await Promise.all(c.workers.map((w) => w.close(true).catch(() => {})));
+}
+
+/** The abort reason of jobs stopped by a shutdown's drain timeout. */
+const SHUTDOWN = 'shutdown';
+
+/**
+ * A job its process aborted at the drain timeout goes back to wait before its processor
+ * settles, and says so (WaitingError): BullMQ then neither fails the attempt nor completes it.
+ * (Moved back after its processor failed, it would have used an attempt: a reflection's last
+ * one fails its goal.) Null when the job was not stopped by the shutdown.
+ */
+async function handedBack(rt: Runtime, job: Job, token: string | undefined, signal: AbortSignal | undefined) {
+  if (!signal?.aborted || signal.reason !== SHUTDOWN || !token) return null;
+  try {
+    await job.moveToWait(token);
+  } catch (err) {
+    const fields = { jobId: job.id, err: { message: (err as Error).message } };
+    rt.logger.warn(fields, 'hand-back failed; the stalled check will recover it');
+    return null;
+  }
+  return new WaitingError();
 }
 
 /**

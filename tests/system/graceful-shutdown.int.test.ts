@@ -73,6 +73,31 @@ test('past the drain timeout, active jobs are handed back and another process co
   }
 });
 
+test('many active jobs in one process at the drain timeout: each handed back, none counted as a failed attempt', async () => {
+  // One attempt per subtask: a hand-back counted as a failure would fail its subtask for good.
+  const env = { ...fleet.env, DEEPQ_DRAIN_TIMEOUT_MS: '200', DEEPQ_SUBTASK_ATTEMPTS: '1' };
+  const first = workers(env);
+  await Promise.all(first.map((p) => waitForStart(p)));
+  // Eight goals: each worker process holds eight jobs (its concurrency) when the drain times out.
+  const goalIds = await Promise.all(
+    [1, 2, 3, 4, 5, 6, 7, 8].map((i) => fleet.client.enqueue({ goal: `Hand back ${i}` })),
+  );
+  for (const id of goalIds) await untilStarted(id, 2);
+  const codes = await Promise.all(first.map((p) => stopProcess(p, 'SIGTERM')));
+  assert.deepEqual(codes, [0, 0, 0]);
+  const second = workers(fleet.env);
+  try {
+    for (const id of goalIds) {
+      const g = await fleet.client.waitFor(id, { timeoutMs: 30_000 });
+      assert.equal(g.status, 'done', g.reason ?? '');
+      const events = (await fleet.client.goals.events(id)).map((e) => e.event);
+      assert.equal(events.filter((e) => e.type === 'subtask_failed').length, 0, `a hand-back failed ${id}`);
+    }
+  } finally {
+    await Promise.all(second.map((p) => stopProcess(p)));
+  }
+});
+
 test('SIGTERM while Redis is gone still ends the process after the drain timeout', async () => {
   const { startPrivateRedis } = await import('../../cli/private-redis.ts');
   const lonely = await startPrivateRedis();
