@@ -73,7 +73,7 @@ test('past the drain timeout, active jobs are handed back and another process co
   }
 });
 
-test('many active jobs in one process at the drain timeout: each handed back, none counted as a failed attempt', async () => {
+test('many active jobs in one process at the drain timeout: each handed back, no failed attempt', async () => {
   // One attempt per subtask: a hand-back counted as a failure would fail its subtask for good.
   const env = { ...fleet.env, DEEPQ_DRAIN_TIMEOUT_MS: '200', DEEPQ_SUBTASK_ATTEMPTS: '1' };
   const first = workers(env);
