@@ -38,18 +38,28 @@ export interface Supervisor {
   stop(timeoutMs?: number): Promise<Map<string, number | null>>;
 }
 
-export function supervise(
-  specs: ChildSpec[],
-  opts: {
-    env?: NodeJS.ProcessEnv;
-    stdio?: 'inherit' | 'ignore' | 'pipe';
-    onExit?: (name: string, code: number | null) => void;
-  } = {},
-): Supervisor {
+/** A child up this long counts as started: its failures in a row start counting again. */
+const STARTED_AFTER_MS = 30_000;
+/** Failures in a row, each before STARTED_AFTER_MS, after which a child is not restarted. */
+const MAX_QUICK_FAILURES = 5;
+/** A service's exit code for a configuration it refuses (EX_CONFIG): restarting cannot help. */
+export const CONFIG_ERROR_EXIT = 78;
+
+export interface SuperviseOptions {
+  env?: NodeJS.ProcessEnv;
+  stdio?: 'inherit' | 'ignore' | 'pipe';
+  onExit?: (name: string, code: number | null) => void;
+  /** A child that will not start (a configuration error, or failing again and again): not restarted. */
+  onGiveUp?: (name: string, reason: string, code: number | null) => void;
+}
+
+export function supervise(specs: ChildSpec[], opts: SuperviseOptions = {}): Supervisor {
   const children = new Map<string, ChildProcess>();
   let stopping = false;
-  const launch = (spec: ChildSpec, restarts = 0) => {
+  const launch = (spec: ChildSpec, quickFailures = 0) => {
+    if (stopping) return; // a restart timer that fired after stop() began
     const io = opts.stdio ?? 'inherit';
+    const startedAt = Date.now();
     const child = spawn(process.execPath, [BIN, ...spec.args], {
       env: { ...process.env, ...opts.env, METRICS_PORT: String(spec.port) },
       // The channel carries no messages: its closing tells the child the supervisor is gone.
@@ -62,8 +72,16 @@ export function supervise(
     child.on('exit', (code, signal) => {
       opts.onExit?.(spec.name, code);
       if (stopping) return;
+      const failures = Date.now() - startedAt < STARTED_AFTER_MS ? quickFailures + 1 : 0;
+      const hopeless =
+        code === CONFIG_ERROR_EXIT
+          ? 'it refused its configuration'
+          : failures >= MAX_QUICK_FAILURES
+            ? `it exited ${failures} times in a row within ${STARTED_AFTER_MS / 1000} s of starting`
+            : null;
+      if (hopeless) return opts.onGiveUp?.(spec.name, hopeless, code);
       process.stderr.write(`deepq up: ${spec.name} exited (${signal ?? code}); restarting\n`);
-      setTimeout(() => launch(spec, restarts + 1), Math.min(5000, 250 * 2 ** restarts)).unref();
+      setTimeout(() => launch(spec, failures), Math.min(5000, 250 * 2 ** failures)).unref();
     });
   };
   for (const s of specs) launch(s);
@@ -86,9 +104,10 @@ export function supervise(
                 return resolve();
               }
               const t = setTimeout(() => c.kill('SIGKILL'), timeoutMs);
-              c.once('exit', (code) => {
+              c.once('exit', (code, signal) => {
                 clearTimeout(t);
-                codes.set(name, code);
+                // Still starting (no signal handler yet), SIGTERM ended it: stopped as asked.
+                codes.set(name, code ?? (signal === 'SIGTERM' ? 0 : null));
                 resolve();
               });
               c.kill('SIGTERM');

@@ -2,8 +2,9 @@
 // `up` runs all of them as child processes. Config and services are imported when a command
 // runs, so that `deepq --help` stays fast.
 import { type Command, Option } from 'commander';
+import { ValidationError } from '../../shared/errors.ts';
 import { int } from '../args.ts';
-import { planChildren, supervise } from '../supervisor.ts';
+import { CONFIG_ERROR_EXIT, planChildren, supervise } from '../supervisor.ts';
 import { print } from './output.ts';
 
 const concurrency = () =>
@@ -77,10 +78,14 @@ async function up(metricsPortBase: number, replicas: number): Promise<void> {
     metricsPortBase,
     replicas,
   );
+  const last = specs[specs.length - 1]!.port;
+  if (last > 65535)
+    throw new ValidationError(`--metrics-port-base ${metricsPortBase}: its children need ports up to ${last}`);
   const host = reachableHost(cfg.metricsHost);
-  for (const s of specs) print(`deepq up: ${s.name.padEnd(28)} metrics http://${host}:${s.port}/metrics`);
-  const sup = supervise(specs);
+  const shown = (port: number) => (port === 0 ? 'a free port (see its log)' : `http://${host}:${port}/metrics`);
+  for (const s of specs) print(`deepq up: ${s.name.padEnd(28)} metrics ${shown(s.port)}`);
   let stopping = false;
+  let exitCode = 0;
   const stop = () => {
     // A second signal while draining must not start a second stop.
     if (stopping) return;
@@ -91,9 +96,16 @@ async function up(metricsPortBase: number, replicas: number): Promise<void> {
       for (const [name, code] of codes) {
         print(`deepq up: ${name} exited ${code === 0 ? 'cleanly' : `with ${code ?? 'a signal'}`}`);
       }
-      process.exit(bad.length ? 1 : 0);
+      process.exit(exitCode || (bad.length ? 1 : 0));
     });
   };
+  const sup = supervise(specs, {
+    onGiveUp(name, reason, code) {
+      print(`deepq up: ${name} is not restarted: ${reason} (see its output above)`);
+      exitCode = code === CONFIG_ERROR_EXIT ? CONFIG_ERROR_EXIT : 1;
+      stop();
+    },
+  });
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);
 }

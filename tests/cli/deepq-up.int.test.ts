@@ -4,7 +4,9 @@
 
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { readdirSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { test } from 'node:test';
 import { GoalClient } from '../../cli/goal-client.ts';
 import { freePortRange } from '../../cli/private-redis.ts';
@@ -156,4 +158,33 @@ test('children still starting when deepq up is SIGKILLed exit too', linuxOnly, a
     if (up.exitCode === null && up.signalCode === null) process.kill(-up.pid!, 'SIGKILL');
     for (const pid of pids.filter(alive)) process.kill(pid, 'SIGKILL');
   }
+});
+
+test('a child that cannot start is not restarted for ever: deepq up says why, stops the rest, exits 1', {
+  timeout: 90_000,
+}, async () => {
+  await redis.ready;
+  const base = await freePortRange(NAMES.length);
+  // The planner's metrics port is taken: it fails at every start.
+  const holder = createServer().listen(base, '127.0.0.1');
+  await once(holder, 'listening');
+  const { up, out } = startUp(testEnv(redis.url), base);
+  const exited = new Promise<number | null>((r) => up.on('exit', (code) => r(code)));
+  try {
+    assert.equal(await exited, 1, out());
+    assert.match(out(), /deepq up: planner is not restarted: it exited 5 times in a row within 30 s of starting/);
+    for (const name of NAMES.slice(1)) assert.match(out(), new RegExp(`${name} exited cleanly`));
+  } finally {
+    if (up.exitCode === null) process.kill(-up.pid!, 'SIGKILL');
+    holder.close();
+  }
+});
+
+test('a --metrics-port-base whose children would need ports past 65535 is refused up front', async () => {
+  await redis.ready;
+  const { up, out } = startUp(testEnv(redis.url), 65534);
+  const code = await new Promise<number | null>((r) => up.on('exit', (c) => r(c)));
+  assert.equal(code, 1);
+  assert.match(out(), /deepq: error: --metrics-port-base 65534: its children need ports up to 65538/);
+  assert.doesNotMatch(out(), /planner\s+metrics/);
 });
