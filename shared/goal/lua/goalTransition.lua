@@ -3,7 +3,8 @@
 -- and a call whose operation id is already recorded returns success without acting again.
 -- KEYS[1] goal hash, KEYS[2] events stream, KEYS[3] files hash, KEYS[4] content hash,
 -- KEYS[5] live goals (a goal that ends leaves it), KEYS[6] a transcript's key, KEYS[7] the goal's
--- threads, KEYS[8] the goal's token reservations
+-- threads, KEYS[8] the goal's token reservations, KEYS[9] the goal's artifact history (revised
+-- versions: kept, and expiring, with the goal's other keys)
 -- ARGV[1] allowed current statuses, comma-separated, or '*' for any non-terminal
 -- ARGV[2] new status ('' keeps the status and only sets fields)
 -- ARGV[3] now (ms), ARGV[4] goal id
@@ -131,12 +132,14 @@ end
 if keys == 'PERSIST' then
   for i = 1, 4 do redis.call('PERSIST', KEYS[i]) end
   redis.call('PERSIST', KEYS[7])
+  redis.call('PERSIST', KEYS[9])
 elseif keys == 'EXPIRE' then
   -- An ended goal's keys last as long as it is kept after its end, if that is the longer.
   if terminal[status] then ttl = math.max(ttl, keptAfterEnd) end
   for i = 1, 4 do redis.call('EXPIRE', KEYS[i], ttl) end
-  -- The threads index too: saveTranscript.lua sets its TTL only when it makes it.
+  -- The threads index and the history too: writes set their TTL only when they make them.
   redis.call('EXPIRE', KEYS[7], ttl)
+  redis.call('EXPIRE', KEYS[9], ttl)
 end
 -- A job that starts work on the goal reads its files next: they come with the move.
 local files = {}

@@ -17,6 +17,13 @@
 --- @include "../../goal/lua/includes/addUsage.lua"
 --- @include "../../agent/lua/includes/saveTranscript.lua"
 local HISTORY_KEPT = 3
+-- Whether the goal's keys are kept without a TTL (it awaits a human: goalTransition.lua sets
+-- ttlAt 0 then); read only where a write would set a TTL.
+local persistedKeys = nil
+local function persisted()
+  if persistedKeys == nil then persistedKeys = redis.call('HGET', KEYS[3], 'ttlAt') == '0' end
+  return persistedKeys
+end
 local name = ARGV[1]
 local meta = cjson.decode(ARGV[2])
 local curRaw = redis.call('HGET', KEYS[1], name)
@@ -77,7 +84,7 @@ if ARGV[9] == '1' and cur and cur.status == 'done' and cur.writer ~= ARGV[6] the
     local d = cjson.decode(dropped)
     if d.blobRef and d.blobRef ~= meta.blobRef then oldBlob = d.blobRef end
   end
-  redis.call('EXPIRE', KEYS[4], ttl)
+  if not persisted() then redis.call('EXPIRE', KEYS[4], ttl) end
 elseif cur and cur.blobRef and cur.blobRef ~= meta.blobRef then
   oldBlob = cur.blobRef
 end
@@ -95,11 +102,13 @@ if event then redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[11], '*', 'e', ARG
 -- two, the goal hash and its events) once half of it has run, so a write never reads a TTL.
 -- A content hash can be new beside an older files hash (its first files were spilled); a new
 -- files hash may be a goal's whose keys are gone, so an events stream this write made gets one.
-if filesNew then
+-- A goal awaiting a human has keys without a TTL (its move took them off): a write made then (a
+-- subtask finishing after a budget pause) gives none back, or they would expire under the wait.
+if filesNew and not persisted() then
   redis.call('EXPIRE', KEYS[1], ttl)
   redis.call('EXPIRE', KEYS[2], ttl)
   if event then redis.call('EXPIRE', KEYS[5], ttl, 'NX') end
-elseif newContent then
+elseif newContent and not filesNew and not persisted() then
   redis.call('EXPIRE', KEYS[2], ttl, 'NX')
 end
 -- The run that wrote it: its transcript and last call's usage, in the same script.
