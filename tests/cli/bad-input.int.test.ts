@@ -285,6 +285,8 @@ test('malformed job payloads in every queue: the job fails naming the field, ' +
         await new Promise((r) => setTimeout(r, 100));
         job = await a.queue.getJob(a.id);
       }
+      // Read again: the job object may have been fetched just before it failed.
+      job = await a.queue.getJob(a.id);
       assert.match(job!.failedReason, a.problem, `${a.name}/${a.id}: ${job!.failedReason}`);
       assert.equal(job!.attemptsMade, 1, `${a.name}/${a.id} was retried: a bad payload never gets better`);
       assert.doesNotMatch(job!.failedReason, /^\s+at /m);
