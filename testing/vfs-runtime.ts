@@ -65,3 +65,15 @@ export function useVfsRuntime(redis: TestRedis, assign: (t: VfsTestRuntime) => v
     await t?.close();
   });
 }
+
+/** A subtask's write meta for tests: a done artifact of step 1 by `writer`, with `extra` on top. */
+export function writeMeta(writer: string, extra: Record<string, unknown> = {}) {
+  return {
+    status: 'done' as const,
+    step: 1,
+    role: 'research-specialist',
+    threadId: 'goal-x--research-specialist-ab12',
+    writer,
+    ...extra,
+  };
+}

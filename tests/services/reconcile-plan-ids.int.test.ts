@@ -4,19 +4,17 @@
 // planner, a backlog) must not get a second plan job: two planner calls for one cycle.
 
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { reconcile } from '../../services/reflector/reconcile.ts';
 import { PLAN_QUEUE, planJobId } from '../../shared/runtime/queues.ts';
 import { useRedis } from '../../testing/redis.ts';
-import { type VfsTestRuntime, vfsRuntime } from '../../testing/vfs-runtime.ts';
+import { useVfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
 
 const redis = useRedis();
 let t: VfsTestRuntime;
-before(async () => {
-  await redis.ready;
-  t = vfsRuntime(redis.url);
+useVfsRuntime(redis, (x) => {
+  t = x;
 });
-after(async () => t?.close());
 
 const HOUR = 3600_000;
 const planJobsOf = async (goalId: string) =>

@@ -4,26 +4,17 @@
 // back. Otherwise they expire under the wait, and the sweep then deletes their blobs.
 
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { useRedis } from '../../testing/redis.ts';
-import { type VfsTestRuntime, vfsRuntime } from '../../testing/vfs-runtime.ts';
+import { useVfsRuntime, type VfsTestRuntime, writeMeta } from '../../testing/vfs-runtime.ts';
 
 const redis = useRedis();
 let t: VfsTestRuntime;
-before(async () => {
-  await redis.ready;
-  t = vfsRuntime(redis.url);
+useVfsRuntime(redis, (x) => {
+  t = x;
 });
-after(async () => t?.close());
 
-const meta = (writer: string, extra: Record<string, unknown> = {}) => ({
-  status: 'done' as const,
-  step: 1,
-  role: 'research-specialist',
-  threadId: 'goal-x--research-specialist-ab12',
-  writer,
-  ...extra,
-});
+const meta = writeMeta;
 const ttl = (key: string) => redis.client.ttl(key);
 
 /** A goal in planning, then paused at its token budget (awaiting_human). */

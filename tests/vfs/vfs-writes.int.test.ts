@@ -7,20 +7,13 @@ import { loadTranscript, transcriptWrite } from '../../shared/agent/transcripts.
 import { VersionConflictError, VfsLimitError } from '../../shared/errors.ts';
 import { totalTokens, usageArgs } from '../../shared/goal/store.ts';
 import { useRedis } from '../../testing/redis.ts';
-import { useVfsRuntime, type VfsTestRuntime, vfsRuntime } from '../../testing/vfs-runtime.ts';
+import { useVfsRuntime, type VfsTestRuntime, vfsRuntime, writeMeta } from '../../testing/vfs-runtime.ts';
 
 const redis = useRedis();
 let t: VfsTestRuntime;
 useVfsRuntime(redis, (x) => (t = x));
 
-const meta = (writer: string, extra: Record<string, unknown> = {}) => ({
-  status: 'done' as const,
-  step: 1,
-  role: 'research-specialist',
-  threadId: 'goal-x--research-specialist-ab12',
-  writer,
-  ...extra,
-});
+const meta = writeMeta;
 
 test('an entry carries status, step, bytes, role, threadId, version and updatedAt', async () => {
   const goalId = await t.newGoal();
