@@ -4,7 +4,7 @@
 // content summaries, role selections, env resolution. No Redis needed.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -260,4 +260,50 @@ test('the manager lists, names, calls and summarises tools, follows list_changed
     }),
   );
   await assert.rejects(tool('mcp__fixture__alpha').run({}), /closed/);
+});
+
+/** Pids whose parent is `ppid` (Linux /proc). */
+function childrenOf(ppid: number): number[] {
+  const out: number[] = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    const stat = readProc(`/proc/${d}/stat`);
+    if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === ppid) out.push(Number(d));
+  }
+  return out;
+}
+const readProc = (path: string) => {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return '';
+  }
+};
+
+test('a stdio server started through a wrapper (sh -c) is stopped with it, even one busy in a call', {
+  skip: process.platform !== 'linux' && 'reads /proc',
+}, async (t) => {
+  const { logger } = captureLogger();
+  const marker = `deepq-wrapper-${Math.random().toString(36).slice(2)}`;
+  // The wrapper stays the SDK's child; the server is its child (no exec), as under npx.
+  const command = `"${process.execPath}" "${EVERYTHING_ENTRY}" stdio # ${marker}`;
+  const resolved = resolveRoleServers(
+    { tools: ['mcp:wrapped/*'] },
+    { wrapped: { type: 'stdio', command: 'sh', args: ['-c', command], env: {}, timeoutMs: 60_000 } },
+    {},
+  );
+  const mcp = new McpManager(resolved, { log: logger, secrets: [] });
+  t.after(() => mcp.close());
+  mcp.start();
+  await mcp.awaitTools();
+  const sh = readdirSync('/proc').find((d) => /^\d+$/.test(d) && readProc(`/proc/${d}/cmdline`).includes(marker));
+  assert.ok(sh, 'the wrapper runs');
+  const [server] = childrenOf(Number(sh));
+  assert.ok(server, 'the server runs under the wrapper');
+  // Busy in a 30 s operation: its stdin closing alone does not end it before that.
+  const long = mcp.tools().find((x) => x.def.name === 'mcp__wrapped__trigger-long-running-operation')!;
+  long.run({ duration: 30, steps: 30 }).catch(() => {});
+  await new Promise((r) => setTimeout(r, 300));
+  await mcp.close();
+  await until(() => !readProc(`/proc/${server}/stat`) || / Z /.test(readProc(`/proc/${server}/stat`)), 5000);
 });

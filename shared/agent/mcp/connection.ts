@@ -3,6 +3,8 @@
 // reconnects with backoff when it dies or stops answering. Calls wait for a reconnection,
 // all within the server's timeoutMs; past it, or when the caller's signal aborts, the request
 // is cancelled (the SDK sends notifications/cancelled to the server).
+
+import { readFile } from 'node:fs/promises';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -13,6 +15,7 @@ import {
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
+import { descendantsOf } from '../sandbox/process-tree.ts';
 import type { McpMetrics } from './metrics.ts';
 import type { ResolvedServer } from './resolve.ts';
 
@@ -58,6 +61,8 @@ const DEFAULT_BACKOFF = { baseMs: 250, maxMs: 30_000 };
 /** A connection that lived this long resets the backoff when it is lost. */
 const STABLE_MS = 30_000;
 const STDERR_TAIL = 10;
+/** A stderr line kept (and held while it has no end yet) up to this many characters. */
+const STDERR_LINE_CHARS = 500;
 const MAX_TOOL_PAGES = 100;
 
 type Transport = StdioClientTransport | StreamableHTTPClientTransport;
@@ -132,9 +137,11 @@ export class McpConnection {
     let partial = '';
     transport.stderr?.on('data', (chunk: Buffer) => {
       const lines = (partial + String(chunk)).split('\n');
-      partial = lines.pop() ?? '';
+      // Only a line's first 500 characters are kept: a line that never ends (a `\r` progress
+      // bar) must not grow in memory, nor be split again with every chunk.
+      partial = (lines.pop() ?? '').slice(0, STDERR_LINE_CHARS);
       for (const raw of lines) {
-        const line = this.opts.scrub(raw.trimEnd()).slice(0, 500);
+        const line = this.opts.scrub(raw.trimEnd()).slice(0, STDERR_LINE_CHARS);
         if (!line) continue;
         this.stderrTail.push(line);
         if (this.stderrTail.length > STDERR_TAIL) this.stderrTail.shift();
@@ -264,9 +271,10 @@ export class McpConnection {
     const old = this.client;
     this.client = undefined;
     this.transport = undefined;
+    const oldPid = this.pid;
     this.pid = null;
     clearTimeout(this.pingTimer);
-    void old?.close().catch(() => {});
+    void closeClient(old, oldPid);
     // A stdio server that fails to start usually says why on stderr: its last line goes with the reason.
     const said = failedAttempt ? this.stderrTail.at(-1) : undefined;
     this.lastError = this.opts.scrub(said ? `${reason} (stderr: ${said.slice(0, 200)})` : reason);
@@ -376,14 +384,48 @@ export class McpConnection {
     this.gen++;
     clearTimeout(this.retryTimer);
     clearTimeout(this.pingTimer);
-    const { client, transport } = this;
+    const { client, transport, pid } = this;
     this.client = undefined;
     this.transport = undefined;
+    this.pid = null;
     this.setState('closed');
     if (transport instanceof StreamableHTTPClientTransport && transport.sessionId) {
       await withTimeout(transport.terminateSession(), 1000);
     }
-    await withTimeout(client?.close(), 5000);
+    await withTimeout(closeClient(client, pid), 5000);
+  }
+}
+
+/**
+ * Closes a client. The SDK stops a stdio server's own process only: one started through a
+ * wrapper (`npx`, `sh -c`) is that process's child, and a server that hangs (not reading its
+ * stdin's end) would be left running, orphaned. Its descendants, found before the close, are
+ * stopped too: SIGTERM, then SIGKILL a second later.
+ */
+async function closeClient(client: Client | undefined, pid: number | null): Promise<void> {
+  const tree = pid
+    ? await Promise.all((await descendantsOf(pid)).map(async (p) => [p, await cmdline(p)] as const))
+    : [];
+  await client?.close().catch(() => {});
+  if (!tree.length) return;
+  // Signalled only while each pid still runs what it ran (a pid can be reused once it is gone).
+  const signal = async (sig: NodeJS.Signals) => {
+    for (const [p, cmd] of tree) if (cmd && (await cmdline(p)) === cmd) killQuietly(p, sig);
+  };
+  await signal('SIGTERM');
+  await new Promise((r) => setTimeout(r, 1000).unref());
+  await signal('SIGKILL');
+}
+
+function cmdline(pid: number): Promise<string> {
+  return readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+}
+
+function killQuietly(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch {
+    // gone already
   }
 }
 

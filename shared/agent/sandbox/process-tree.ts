@@ -29,6 +29,18 @@ async function childrenByParent(): Promise<Map<number, number[]>> {
   return children;
 }
 
+/** Every descendant of `rootPid` (children, theirs, ...), not the root itself; [] where /proc cannot say. */
+export async function descendantsOf(rootPid: number): Promise<number[]> {
+  const children = await childrenByParent().catch(() => new Map<number, number[]>());
+  const out: number[] = [];
+  for (const queue = [...(children.get(rootPid) ?? [])]; queue.length; ) {
+    const pid = queue.pop()!;
+    out.push(pid);
+    queue.push(...(children.get(pid) ?? []));
+  }
+  return out;
+}
+
 /** One process's VmRSS in bytes and its tasks (0 and 0 once it is gone, or for a zombie's memory). */
 async function usageOf(pid: number): Promise<TreeUsage> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
