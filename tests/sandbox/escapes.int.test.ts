@@ -193,6 +193,35 @@ test('the memory limit holds for the whole run: four processes under it each, ov
   assert.equal(await sample('memory'), before + 1);
 });
 
+test('memory files (memfd_create) held open count against the memory limit: past it, the run is killed', async () => {
+  const goalId = await t.newGoal();
+  const before = await sample('memory');
+  // 96 × 4 MiB in memory files: no process's resident memory shows them.
+  const code =
+    'import os, time\nfds = []\nfor i in range(96):\n    fd = os.memfd_create("m")\n' +
+    '    os.write(fd, b"x" * (4 * 1024 * 1024))\n    fds.append(fd)\ntime.sleep(12)\nprint("survived")\n';
+  const started = Date.now();
+  const out = await runCode(goalId).run(py(code));
+  assert.match(out, /^limit hit: memory \(256 MiB\); killed by SIGKILL\n/);
+  assert.doesNotMatch(out, /survived/);
+  assert.ok(Date.now() - started < 12_000, 'killed at the limit, not at the end of its sleep');
+  assert.equal(await sample('memory'), before + 1);
+});
+
+test('files deleted while held open count against the files limit: past it, the run is killed', async () => {
+  const goalId = await t.newGoal();
+  // 4 × 3 MiB written in the work dir, each unlinked at once: no walk of the folder finds them.
+  const code =
+    'import os, time\nfs = []\nfor i in range(4):\n    f = open("gone%d" % i, "wb")\n' +
+    '    f.write(b"x" * (3 * 1024 * 1024))\n    f.flush()\n    os.unlink("gone%d" % i)\n    fs.append(f)\n' +
+    'time.sleep(12)\nprint("survived")\n';
+  const started = Date.now();
+  const out = await runCode(goalId).run(py(code));
+  assert.match(out, /^limit hit: files written \(8 MiB/);
+  assert.doesNotMatch(out, /survived/);
+  assert.ok(Date.now() - started < 12_000, 'killed at the limit, not at the end of its sleep');
+});
+
 test('a CPU loop is stopped at the CPU limit, a sleeper at the wall limit', async () => {
   const goalId = await t.newGoal();
   const cpu = await runCode(goalId).run(py('while True: pass'));

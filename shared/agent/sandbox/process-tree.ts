@@ -3,12 +3,16 @@
 // a run that forks N workers could use N times the limit: the supervisor kills the tree past
 // `memoryMb` in all. RLIMIT_NPROC refuses forks silently to a program that hides its stderr:
 // the task count shows the limit was reached.
-import { readdir, readFile } from 'node:fs/promises';
+import { readdir, readFile, readlink, stat } from 'node:fs/promises';
 
 export interface TreeUsage {
   residentBytes: number;
   /** Tasks (RLIMIT_NPROC counts tasks) of the tree below its root, or with it (`countRoot`). */
   tasks: number;
+  /** Bytes of memory files (memfd_create) the tree holds open: memory VmRSS does not show. */
+  memfdBytes: number;
+  /** Bytes of deleted files the tree holds open: disk no walk of a directory finds. */
+  deletedBytes: number;
 }
 
 /** Children of each process, from /proc/<pid>/stat's parent pid. */
@@ -42,11 +46,39 @@ export async function descendantsOf(rootPid: number): Promise<number[]> {
 }
 
 /** One process's VmRSS in bytes and its tasks (0 and 0 once it is gone, or for a zombie's memory). */
-async function usageOf(pid: number): Promise<TreeUsage> {
+async function usageOf(pid: number): Promise<Pick<TreeUsage, 'residentBytes' | 'tasks'>> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
   const kb = /^VmRSS:\s+(\d+) kB$/m.exec(status)?.[1];
   const tasks = Number(/^Threads:\s+(\d+)$/m.exec(status)?.[1] ?? 0);
   return { residentBytes: kb ? Number(kb) * 1024 : 0, tasks };
+}
+
+/**
+ * The files the processes hold open that no other measure sees: memory files and deleted files,
+ * by size, each file once (by device and inode) however many descriptors share it.
+ */
+async function heldFiles(pids: number[]): Promise<Pick<TreeUsage, 'memfdBytes' | 'deletedBytes'>> {
+  const seen = new Map<string, { memfd: boolean; size: number }>();
+  await Promise.all(
+    pids.map(async (pid) => {
+      const fds = await readdir(`/proc/${pid}/fd`).catch(() => [] as string[]);
+      for (const fd of fds) {
+        const path = `/proc/${pid}/fd/${fd}`;
+        const target = await readlink(path).catch(() => '');
+        const memfd = target.startsWith('/memfd:');
+        if (!memfd && !target.endsWith(' (deleted)')) continue;
+        const st = await stat(path).catch(() => null);
+        if (st?.isFile()) seen.set(`${st.dev}:${st.ino}`, { memfd, size: st.size });
+      }
+    }),
+  );
+  let memfdBytes = 0;
+  let deletedBytes = 0;
+  for (const f of seen.values()) {
+    if (f.memfd) memfdBytes += f.size;
+    else deletedBytes += f.size;
+  }
+  return { memfdBytes, deletedBytes };
 }
 
 /**
@@ -62,7 +94,8 @@ export async function measureTree(rootPid: number, countRoot = true): Promise<Tr
     tree.push(pid);
     queue.push(...(children.get(pid) ?? []));
   }
-  const all = await Promise.all(tree.map(usageOf));
+  const [all, held] = await Promise.all([Promise.all(tree.map(usageOf)), heldFiles(tree)]);
   if (!countRoot && all[0]) all[0] = { ...all[0], tasks: 0 };
-  return all.reduce((a, b) => ({ residentBytes: a.residentBytes + b.residentBytes, tasks: a.tasks + b.tasks }));
+  const sum = all.reduce((a, b) => ({ residentBytes: a.residentBytes + b.residentBytes, tasks: a.tasks + b.tasks }));
+  return { ...sum, ...held };
 }

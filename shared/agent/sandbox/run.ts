@@ -194,9 +194,10 @@ function watch(
     polling = true;
     Promise.all([walkWorkDir(req.workDir), pid ? measureTree(pid, req.limits.mode !== 'bwrap') : null])
       .then(([w, tree]) => {
-        if (w.bytes > req.limits.fileBytes || w.truncated) kill('files');
+        // Files deleted while held open take disk too; memory files take memory VmRSS misses.
+        if (w.bytes + (tree?.deletedBytes ?? 0) > req.limits.fileBytes || w.truncated) kill('files');
         if (!tree) return;
-        if (tree.residentBytes > maxResident) kill('memory');
+        if (tree.residentBytes + tree.memfdBytes > maxResident) kill('memory');
         peak.tasks = Math.max(peak.tasks, tree.tasks);
       })
       .catch(() => {})

@@ -51,7 +51,7 @@ export interface Walk {
   entries: WalkEntry[];
   /** Regular-file bytes in all. */
   bytes: number;
-  /** The walk stopped at WALK_MAX_ENTRIES or WALK_MAX_DEPTH. */
+  /** The walk stopped at WALK_MAX_ENTRIES or WALK_MAX_DEPTH, or met a folder it cannot read. */
   truncated: boolean;
 }
 
@@ -65,7 +65,13 @@ function kindOf(d: Dirent): WalkEntry['kind'] | 'dir' {
 export async function walkWorkDir(root: string, maxEntries = WALK_MAX_ENTRIES): Promise<Walk> {
   const out: Walk = { entries: [], bytes: 0, truncated: false };
   const visit = async (dir: string, depth: number): Promise<void> => {
-    const list = await readdir(dir, { withFileTypes: true }).catch(() => [] as Dirent[]);
+    const list = await readdir(dir, { withFileTypes: true }).catch((err: NodeJS.ErrnoException) => {
+      // A folder the program made unreadable to the worker (chmod 0300: the run shares the
+      // worker's uid when the worker is not root) cannot be measured: the walk is incomplete,
+      // which the files limit treats as over it. Unread, its bytes would count as none.
+      if (err.code === 'EACCES') out.truncated = true;
+      return [] as Dirent[];
+    });
     for (const d of list.sort((a, b) => a.name.localeCompare(b.name))) {
       if (out.entries.length >= maxEntries) {
         out.truncated = true;
