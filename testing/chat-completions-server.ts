@@ -14,14 +14,7 @@
 // the API key in the variable it names (`env`).
 
 import { defaultAnswer, type MessagesBody, roleOf, type WireBlock, type WireMessage } from './messages-api-server.ts';
-import {
-  type Answer,
-  type Held,
-  isRaw,
-  type RawReply,
-  type RecordedHttpRequest,
-  startRecordingServer,
-} from './recording-server.ts';
+import { type Held, type RawReply, type RecordedHttpRequest, startRecordingServer } from './recording-server.ts';
 
 // ---- the wire shapes -------------------------------------------------------------------
 
@@ -381,37 +374,15 @@ export async function startChatCompletionsServer(opts: ChatServerOptions = {}): 
     return null;
   };
 
-  const answer = async (rec: ChatRecordedRequest, _req: unknown, res: Answer) => {
-    const problem = problemOf(rec);
-    if (problem) {
-      rec.response = { kind: 'rejected', status: problem.status, body: problem.message };
-      return res.send(problem.status, chatError(problem.status, problem.message).body);
-    }
-    let out: ChatHandlerResult;
-    try {
-      out = await handler(rec.body, rec.index, rec);
-    } catch (err) {
-      rec.response = { kind: 'raw', status: 500, body: `handler threw: ${(err as Error).message}` };
-      return res.send(500, chatError(500, `test handler threw: ${(err as Error).message}`).body);
-    }
-    if (typeof out === 'string') {
-      rec.response = { kind: out };
-      return res.hold(out, '{"id": "chatcmpl-stalled", "object": "chat.completion", "choices": [');
-    }
-    if (isRaw(out)) {
-      rec.response = { kind: 'raw', status: out.status, body: out.body };
-      return res.send(out.status, out.body, out.headers);
-    }
-    const completion = completionOf(rec.body, out);
-    rec.response = { kind: 'completion', status: 200, body: completion };
-    res.send(200, completion);
-  };
-
-  const core = await startRecordingServer<ChatRecordedRequest>({
+  const core = await startRecordingServer<ChatRecordedRequest, ChatReply>({
     name: 'chat server',
     requestIdHeader: 'x-request-id',
     apiKeyOf: (h) => /^Bearer (.+)$/i.exec(h.authorization ?? '')?.[1] ?? null,
-    answer,
+    problemOf,
+    errorBody: (status, message) => chatError(status, message).body,
+    handle: (rec) => handler(rec.body, rec.index, rec),
+    stalledBody: '{"id": "chatcmpl-stalled", "object": "chat.completion", "choices": [',
+    reply: (rec, out) => ({ kind: 'completion', body: completionOf(rec.body, out) }),
   });
   const baseURL = `http://127.0.0.1:${core.port}/v1`;
   return {

@@ -11,14 +11,7 @@
 // cache_control breakpoints, a conversation that does not start with a user message.
 // An async handler holds its response for as long as it awaits; `abortedAt` records a client
 // that closed the connection meanwhile (an aborted call, as the model endpoint sees it).
-import {
-  type Answer,
-  type Held,
-  isRaw,
-  type RawReply,
-  type RecordedHttpRequest,
-  startRecordingServer,
-} from './recording-server.ts';
+import { type Held, type RawReply, type RecordedHttpRequest, startRecordingServer } from './recording-server.ts';
 
 // ---- the wire shapes -------------------------------------------------------------------
 
@@ -522,37 +515,15 @@ export async function startMessagesApiServer(
     usage: { ...estimateUsage(body, out.content, cachedSystems), ...out.usage },
   });
 
-  const answer = async (rec: RecordedRequest, _req: unknown, res: Answer) => {
-    const problem = problemOf(rec);
-    if (problem) {
-      rec.response = { kind: 'rejected', status: problem.status, body: problem.message };
-      return res.send(problem.status, apiError(problem.status, problem.message).body);
-    }
-    let out: HandlerResult;
-    try {
-      out = await handler(rec.body, rec.index, rec);
-    } catch (err) {
-      rec.response = { kind: 'raw', status: 500, body: `handler threw: ${(err as Error).message}` };
-      return res.send(500, apiError(500, `test handler threw: ${(err as Error).message}`).body);
-    }
-    if (typeof out === 'string') {
-      rec.response = { kind: out };
-      return res.hold(out, '{"id": "msg_stalled", "type": "message", "role": "assistant", "content": [');
-    }
-    if (isRaw(out)) {
-      rec.response = { kind: 'raw', status: out.status, body: out.body };
-      return res.send(out.status, out.body, out.headers);
-    }
-    const message = messageOf(rec.body, out);
-    rec.response = { kind: 'message', status: 200, body: message };
-    res.send(200, message);
-  };
-
-  const core = await startRecordingServer<RecordedRequest>({
+  const core = await startRecordingServer<RecordedRequest, MessageReply>({
     name: 'messages-api-server',
     requestIdHeader: 'request-id',
     apiKeyOf: (h) => h['x-api-key'] || (/^Bearer (.+)$/i.exec(h.authorization ?? '')?.[1] ?? null),
-    answer,
+    problemOf,
+    errorBody: (status, message) => apiError(status, message).body,
+    handle: (rec) => handler(rec.body, rec.index, rec),
+    stalledBody: '{"id": "msg_stalled", "type": "message", "role": "assistant", "content": [',
+    reply: (rec, out) => ({ kind: 'message', body: messageOf(rec.body, out) }),
   });
   const url = `http://127.0.0.1:${core.port}`;
   return {

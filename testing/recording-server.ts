@@ -26,6 +26,8 @@ export interface RecordedHttpRequest<B> {
    * returns; this is how a test sees the client give up meanwhile.
    */
   abortedAt?: number;
+  /** What the server answered (a reply: its full body), once it has; each API narrows `kind`. */
+  response?: { kind: string; status?: number; body?: unknown };
 }
 
 /** A raw HTTP answer. A string body is sent verbatim (for malformed JSON); others as JSON. */
@@ -59,13 +61,57 @@ export interface RecordingServer<R> {
   close(): Promise<void>;
 }
 
-export interface RecordingOptions<R> {
+/** What a request becomes, the API's way: the test's handler decides, the API shapes. */
+export interface ApiShape<R, O extends object> {
   /** Names the server in a timeout. */
   name: string;
   /** The header carrying each answer's request id (`request-id`, `x-request-id`). */
   requestIdHeader: string;
   apiKeyOf(headers: Record<string, string>): string | null;
-  answer(rec: R, req: IncomingMessage, res: Answer): Promise<void>;
+  /** What the real API would refuse the request for, or null. */
+  problemOf(rec: R): { status: number; message: string } | null;
+  /** The API's error body for a status and a message. */
+  errorBody(status: number, message: string): unknown;
+  /** The test's handler: a reply, a raw answer, or a held response. */
+  handle(rec: R): O | RawReply | Held | Promise<O | RawReply | Held>;
+  /** The first part of a body that stalls. */
+  stalledBody: string;
+  /** The full answer for a reply, and the kind it is recorded as. */
+  reply(rec: R, out: O): { kind: string; body: unknown };
+}
+
+/** Answers one request as the API would, recording what it answered. */
+async function answerRequest<R extends RecordedHttpRequest<unknown>, O extends object>(
+  rec: R,
+  res: Answer,
+  api: ApiShape<R, O>,
+) {
+  const record = (response: RecordedHttpRequest<unknown>['response']) => {
+    rec.response = response;
+  };
+  const problem = api.problemOf(rec);
+  if (problem) {
+    record({ kind: 'rejected', status: problem.status, body: problem.message });
+    return res.send(problem.status, api.errorBody(problem.status, problem.message));
+  }
+  let out: O | RawReply | Held;
+  try {
+    out = await api.handle(rec);
+  } catch (err) {
+    record({ kind: 'raw', status: 500, body: `handler threw: ${(err as Error).message}` });
+    return res.send(500, api.errorBody(500, `test handler threw: ${(err as Error).message}`));
+  }
+  if (typeof out === 'string') {
+    record({ kind: out });
+    return res.hold(out, api.stalledBody);
+  }
+  if (isRaw(out)) {
+    record({ kind: 'raw', status: out.status, body: out.body });
+    return res.send(out.status, out.body, out.headers);
+  }
+  const { kind, body } = api.reply(rec, out);
+  record({ kind, status: 200, body });
+  res.send(200, body);
 }
 
 function headersOf(req: IncomingMessage): Record<string, string> {
@@ -113,8 +159,8 @@ function waitList(name: string, received: () => number) {
   };
 }
 
-export async function startRecordingServer<R extends RecordedHttpRequest<unknown>>(
-  opts: RecordingOptions<R>,
+export async function startRecordingServer<R extends RecordedHttpRequest<unknown>, O extends object>(
+  opts: ApiShape<R, O>,
 ): Promise<RecordingServer<R>> {
   const requests: R[] = [];
   const sockets = new Set<Socket>();
@@ -157,7 +203,7 @@ export async function startRecordingServer<R extends RecordedHttpRequest<unknown
       if (!res.writableEnded) rec.abortedAt = Date.now();
     });
     waits.notify();
-    void opts.answer(rec, req, answerOn(req, res));
+    void answerRequest(rec, answerOn(req, res), opts);
   };
 
   const server = createServer((req, res) => {

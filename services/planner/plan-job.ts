@@ -8,7 +8,7 @@ import { shortId, type TranscriptWrite } from '../../shared/agent/transcripts.ts
 import { type BudgetHit, budgetProblem, onBudgetOf } from '../../shared/goal/budgets.ts';
 import { subtaskRefs } from '../../shared/goal/events.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
-import { isPausedForBudget, parkForBudget } from '../../shared/goal/parking.ts';
+import { isPausedForBudget, parkForBudget, parkIfPausedForBudget } from '../../shared/goal/parking.ts';
 import type { Plan } from '../../shared/goal/plan.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';
@@ -174,9 +174,7 @@ async function dispatchPlan(
   const { goalId } = goal;
   const { plan, threadId, transcript } = chosen;
   if (!(await rt.lifecycle.dispatch(goalId, step, plan, { threadId, before: goal.subtasksByRole, transcript }))) {
-    // Paused at its time budget while the planner's call ran: this job waits with the goal.
-    const now = await rt.goals.get(goalId);
-    if (now && isPausedForBudget(now)) return parkForBudget(rt, job, token, goalId);
+    await parkIfPausedForBudget(rt, job, token, goalId);
     return ensureDispatched(rt, goalId, step, log);
   }
   await dispatchCycle(rt.queues, rt.cfg, goalId, step, plan);

@@ -8,7 +8,7 @@ import { runForGoal } from '../../shared/agent/run-for-goal.ts';
 import { shortId } from '../../shared/agent/transcripts.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
 import type { Decided } from '../../shared/goal/lifecycle.ts';
-import { isPausedForBudget, parkForBudget } from '../../shared/goal/parking.ts';
+import { isPausedForBudget, parkForBudget, parkIfPausedForBudget } from '../../shared/goal/parking.ts';
 import type { Reflection } from '../../shared/goal/plan.ts';
 import { progressEntry, recordProgress, stallReason } from '../../shared/goal/progress.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
@@ -47,20 +47,10 @@ export async function processReflectJob(
   const decided = await decide(rt, { goal, step, outcomes, threadId, log, signal, job, token, files });
   if (!('reflection' in decided)) return decided;
   rt.metrics.decisions.inc({ decision: decided.reflection.decision });
-  if (!(await applyDecision(rt, goal, decided))) await parkIfPaused(rt, job, token, goalId);
+  // Refused: the goal may have paused at its time budget while the reflector's call ran.
+  if (!(await applyDecision(rt, goal, decided))) await parkIfPausedForBudget(rt, job, token, goalId);
   log.info({ decision: decided.reflection.decision }, 'reflected');
   return { decision: decided.reflection.decision };
-}
-
-/**
- * The decision's move was refused. A goal the deadline paused at its time budget meanwhile
- * (`--on-budget pause`, while the reflector's call ran) would be left `reflecting` with no job
- * after its resume: this job parks with it and reflects again once resumed. Otherwise (the goal
- * ended, or a concurrent delivery applied the decision) there is nothing left to do.
- */
-async function parkIfPaused(rt: Runtime, job: Job, token: string | undefined, goalId: string): Promise<void> {
-  const now = await rt.goals.get(goalId);
-  if (now && isPausedForBudget(now)) await parkForBudget(rt, job, token, goalId);
 }
 
 /** The goal did not move into reflecting: it ended, waits, moved on, or was decided already. */

@@ -161,7 +161,7 @@ async function runSubtask(
       rateLimitToQueue: true,
       approval: approvalGate(role.approval, resume?.decisions),
       resume: resume?.agent,
-      onResumedTurn: resume && ((agent) => saveResumedTurn(p, resume, agent)),
+      onResumedTurn: resume && ((agent) => saveConversation(p, agent, resume.saved)),
       tokenCap: data.token_cap,
       transcriptWithResult: true,
       onTokens: (n) => {
@@ -172,7 +172,9 @@ async function runSubtask(
     // A failed attempt's tokens go with its error to the final-failure hook.
     noteRunTokens(err, p.tokens ?? 0);
     if (!(err instanceof ApprovalPause)) {
-      await saveBeforeRateLimit(p, resume, err);
+      // A call answered 429: the job's next start goes on from the turn that was refused.
+      const beforeLimit = checkpointBeforeRateLimit(err);
+      if (beforeLimit) await saveConversation(p, beforeLimit, resume?.saved);
       return handleRunError(deps, job, base, err, log);
     }
     const status = await pauseForApproval(p, err); // throws DelayedError unless the goal ended
@@ -182,24 +184,13 @@ async function runSubtask(
 }
 
 /**
- * The paused turn's tools have run: the checkpoint now holds their results instead of the calls,
- * so a retry of this attempt (a 429, a crash, a shutdown) goes on from there and never runs an
- * approved call twice. Its decisions stay, counted once.
+ * Saves the run's conversation as the job's checkpoint, for its next start to go on from: after
+ * a decided turn's tools ran (a retry must not run an approved call again), before a call
+ * answered 429 (nor ask every earlier turn again), at a budget pause. A resumed job keeps its
+ * checkpoint's calls and marks, their decisions counted once.
  */
-async function saveResumedTurn(p: PausedJob, resumed: Resumed, agent: AgentCheckpoint): Promise<void> {
-  const saved: JobCheckpoint = { ...resumed.saved, agent, tokens: p.tokens };
-  await p.rt.approvals.saveCheckpoint(p.data.goalId, String(p.job.id), saved);
-}
-
-/**
- * A call answered 429 goes back to the queue with the role paused: the conversation so far is
- * saved, so the job's next start goes on from the turn that was refused instead of asking every
- * earlier turn (and running its tools) again.
- */
-async function saveBeforeRateLimit(p: PausedJob, resumed: Resumed | undefined, err: unknown): Promise<void> {
-  const agent = checkpointBeforeRateLimit(err);
-  if (!agent) return;
-  const base = resumed?.saved ?? { threadId: p.threadId, startedAt: p.startedAt, calls: [] };
+async function saveConversation(p: PausedJob, agent: AgentCheckpoint, resumed?: JobCheckpoint): Promise<void> {
+  const base = resumed ?? { threadId: p.threadId, startedAt: p.startedAt, calls: [] };
   await p.rt.approvals.saveCheckpoint(p.data.goalId, String(p.job.id), { ...base, agent, tokens: p.tokens });
 }
 
@@ -214,8 +205,7 @@ async function afterRun(
   if (res.kind === 'over_budget') return skippedResult(base, res.reason, 'budget_exceeded');
   if (res.kind === 'stopped') return skippedResult(base, `skipped: ${res.reason}`, res.status);
   if (res.kind === 'paused') {
-    const saved = { threadId: p.threadId, startedAt: p.startedAt, calls: [], agent: res.checkpoint, tokens: p.tokens };
-    await rt.approvals.saveCheckpoint(data.goalId, String(job.id), saved);
+    await saveConversation(p, res.checkpoint);
     return parkForBudget(rt, job, token, data.goalId);
   }
   const transcript = res.kind === 'ok' ? res.transcript : undefined;

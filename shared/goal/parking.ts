@@ -50,6 +50,15 @@ export async function parkForBudget(
   throw new DelayedError();
 }
 
+/**
+ * A job whose move was refused because its goal paused at a budget meanwhile (the deadline
+ * paused it while the job's model call ran) parks with it; otherwise nothing happens.
+ */
+export async function parkIfPausedForBudget(s: ParkingState, job: Job, token: string | undefined, goalId: string) {
+  const goal = await s.goals.get(goalId);
+  if (goal && isPausedForBudget(goal)) await parkForBudget(s, job, token, goalId);
+}
+
 /** Wakes every job parked on the goal (after its budget was raised); returns how many were delayed. */
 export async function promoteParked(s: Pick<ParkingState, 'redis' | 'goals' | 'queues'>, goalId: string) {
   const key = s.goals.keys.parked(goalId);
