@@ -32,6 +32,7 @@ import type {
 } from './providers/types.ts';
 import { estimateInputTokens, MIN_CALL_TOKENS, ModelCallError, responseText, usageTotal } from './providers/types.ts';
 import type { AgentSpec } from './roles.ts';
+import { cutChars } from './tools/paging.ts';
 import type { Tool } from './tools.ts';
 
 export const TRUNCATION_MARKER = '\n[... truncated by deepq: tool result exceeded the limit ...]';
@@ -65,7 +66,7 @@ export class BudgetRefused extends Error {
 }
 
 export function truncate(text: string, max: number): string {
-  return text.length > max ? text.slice(0, max) + TRUNCATION_MARKER : text;
+  return text.length > max ? cutChars(text, max) + TRUNCATION_MARKER : text;
 }
 
 export interface AgentDeps extends MiddlewareDeps {

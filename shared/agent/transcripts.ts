@@ -5,6 +5,7 @@ import { goalIdFromThreadId } from '../goal/keys.ts';
 import type { Runtime } from '../runtime/runtime.ts';
 import { runScript } from '../runtime/scripts.ts';
 import type { Message } from './providers/types.ts';
+import { cutChars } from './tools/paging.ts';
 
 /** 8 hex characters (randomUUID draws from a buffered pool: no entropy read per call). */
 export function shortId(): string {
@@ -13,7 +14,7 @@ export function shortId(): string {
 
 function elide(text: string, max: number): string {
   return text.length > max
-    ? `${text.slice(0, max)}\n[... ${text.length - max} chars elided from the stored transcript ...]`
+    ? `${cutChars(text, max)}\n[... ${text.length - max} chars elided from the stored transcript ...]`
     : text;
 }
 
