@@ -154,6 +154,8 @@ export class GoalClient extends GoalReader {
       return { status: 'done', action: 'end' };
     }
     const action = note ? 'replan with note' : g.pausedFor === 'review' ? (decision ?? 'continue') : 'replan';
+    // The next cycle must fit the budgets as raised, or the planner would end the goal at once.
+    refuseIfOutOfBudget(g, budgets, g.step + 1);
     // The resume count (the next plan job's id suffix) moves with the status, atomically; a
     // death before the plan job is added is repaired by the reconciler from that count. After
     // an escalation (a stall's too) the stall count starts again.
@@ -182,11 +184,7 @@ export class GoalClient extends GoalReader {
     // The cycle the pause stopped: a pause before planning belongs to the next cycle.
     const cycle = currentCycle({ status: to, step: g.step });
     const nextStep = cycle > g.step ? cycle : undefined;
-    const still = budgetProblem({ ...g, budgets }, { nextStep });
-    if (still) {
-      const flag = { tokens: '--max-tokens', steps: '--max-steps', seconds: '--max-seconds' }[still.kind];
-      throw new ValidationError(`goal ${g.goalId} is still out of budget (${still.reason}): raise it with ${flag}`);
-    }
+    refuseIfOutOfBudget(g, budgets, nextStep);
     if (!(await this.lifecycle.resumeFromBudget(g.goalId, { step: cycle, to, budgets, raised: raise }))) {
       throw await this.changedWhileResuming(g.goalId);
     }
@@ -277,4 +275,12 @@ export function raisedBudgets(g: GoalRecord, raise: RaisedBudgets, now = Date.no
 
 function stripUndefined<T extends object>(o: T): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+/** Refuses a resume whose next cycle would be out of budget, naming the flag that raises it. */
+function refuseIfOutOfBudget(g: GoalRecord, budgets: Budgets, nextStep: number | undefined): void {
+  const still = budgetProblem({ ...g, budgets }, { nextStep });
+  if (!still) return;
+  const flag = { tokens: '--max-tokens', steps: '--max-steps', seconds: '--max-seconds' }[still.kind];
+  throw new ValidationError(`goal ${g.goalId} is still out of budget (${still.reason}): raise it with ${flag}`);
 }

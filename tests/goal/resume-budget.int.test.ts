@@ -1,0 +1,52 @@
+// A resume after an escalation or a review starts a new cycle: one the goal's budgets would
+// refuse is refused up front, naming the flag that raises it, and the goal stays with the human.
+// (Accepted, the planner ended it budget_exceeded at once: the human's own resume lost the goal.)
+
+import assert from 'node:assert/strict';
+import { after, test } from 'node:test';
+import { GoalClient } from '../../cli/goal-client.ts';
+import type { Budgets } from '../../shared/goal/budgets.ts';
+import { newGoalId } from '../../shared/goal/ids.ts';
+import { useRedis } from '../../testing/redis.ts';
+import { useVfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
+
+const redis = useRedis();
+let t: VfsTestRuntime;
+let client: GoalClient;
+useVfsRuntime(redis, (x) => {
+  t = x;
+  client = new GoalClient(t.rt.cfg);
+});
+after(async () => client?.close());
+
+/** A goal escalated by its reflector at cycle 1, through the real transitions. */
+async function escalated(budgets: Budgets): Promise<string> {
+  const goalId = newGoalId();
+  await t.rt.goals.create(goalId, 'escalated', budgets, false);
+  const lc = t.rt.lifecycle;
+  const plan = { subtasks: [{ role: 'critic', instruction: 'i', expected_artifact: 'a.md', read_files: [] }] };
+  assert.ok(await lc.beginPlanning(goalId));
+  assert.ok(await lc.dispatch(goalId, 1, plan));
+  assert.ok(await lc.beginReflecting(goalId));
+  const d = { step: 1, reflection: { decision: 'escalate' as const, reason: 'unsure' }, outcomes: [] };
+  assert.ok(await lc.awaitHuman(goalId, d, 'escalation'));
+  return goalId;
+}
+
+test('a resume whose next cycle passes --max-steps is refused, and goes through once it is raised', async () => {
+  const goalId = await escalated({ maxSteps: 1 });
+  await assert.rejects(client.resume(goalId), /still out of budget \(step budget.*raise it with --max-steps/);
+  await assert.rejects(client.resume(goalId, 'try harder'), /--max-steps/);
+  const g = await client.get(goalId);
+  assert.equal(g.status, 'awaiting_human');
+  assert.equal(g.resumes, 0);
+  assert.deepEqual(await client.resume(goalId, undefined, { maxSteps: 2 }), { status: 'queued', action: 'replan' });
+});
+
+test('a resume past --max-seconds is refused; --max-seconds gives time from now', async () => {
+  const goalId = await escalated({ maxSeconds: 1 });
+  await new Promise((r) => setTimeout(r, 1100));
+  await assert.rejects(client.resume(goalId), /time budget exceeded.*raise it with --max-seconds/);
+  assert.equal((await client.get(goalId)).status, 'awaiting_human');
+  assert.equal((await client.resume(goalId, undefined, { maxSeconds: 60 })).status, 'queued');
+});
