@@ -50,3 +50,48 @@ test('a client that stops reading is let go once its backlog passes the bound', 
   await until(async () => (await liveStreams()) === 0, 'the stalled client was let go', 30_000);
   assert.match(ui.svc.output(), /live stream client not reading: closing it/);
 });
+
+/** An open `/events` stream read as text: `waitFor` resolves once what arrived matches (15 s at most). */
+async function openEvents(goalId: string, after: string) {
+  const ac = new AbortController();
+  const res = await fetch(`${ui.url}/goals/${goalId}/events?after=${after}`, { signal: ac.signal });
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  const waitFor = async (re: RegExp, what: string) => {
+    const timer = setTimeout(() => ac.abort(), 15_000);
+    try {
+      while (!re.test(text)) {
+        const next = await reader.read().catch(() => ({ done: true, value: undefined }));
+        if (next.done) assert.fail(`${what}: the stream ended; it sent ${JSON.stringify(text.slice(-300))}`);
+        text += decoder.decode(next.value, { stream: true });
+      }
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+  return { waitFor, close: () => ac.abort() };
+}
+
+test('a goal with more entries than the bound stays live for every viewer that has them', async () => {
+  const goalId = newGoalId();
+  await client.goals.create(goalId, 'A long goal watched from two tabs', {}, false);
+  const key = client.goals.keys.events(goalId);
+  const add = (ms: number) => {
+    const event = { type: 'tool_called', at: Date.now(), step: 1, index: 0, role: 'critic', tool: 'read_file' };
+    return redis.client.xadd(key, '*', 'e', JSON.stringify({ ...event, ms, ok: true })) as Promise<string>;
+  };
+  let last = '';
+  for (let i = 0; i < 2500; i++) last = await add(i);
+  // Each tab has every entry (the page rendered them): the replay only rebuilds its cycles.
+  const first = await openEvents(goalId, last);
+  await first.waitFor(/event: goal/, 'the first tab gets the goal');
+  const second = await openEvents(goalId, last);
+  await second.waitFor(/event: goal/, 'the second tab gets the goal');
+  const next = await add(2500);
+  await first.waitFor(new RegExp(`id: ${next}`), 'the first tab gets the new entry');
+  await second.waitFor(new RegExp(`id: ${next}`), 'the second tab gets the new entry');
+  assert.equal(await liveStreams(), 2);
+  first.close();
+  second.close();
+});

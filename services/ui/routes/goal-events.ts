@@ -72,7 +72,10 @@ async function follow(f: Feed, waitingForRedis: boolean): Promise<void> {
     ctx.log.warn({ goalId: f.goalId, queued: MAX_QUEUED_ENTRIES }, 'live stream client not reading: closing it');
     stream.abort();
   };
-  const batches = new AsyncQueue<StreamEntry[]>(MAX_QUEUED_ENTRIES, dropSlowClient, (b) => b.length);
+  // Only entries the browser lacks count: the replay of what it has (to rebuild the cycles) is
+  // bounded by the stream's own length and costs no writes, however long the goal has run.
+  const toSend = (b: StreamEntry[]) => b.filter((e) => compareStreamIds(e.id, f.after) > 0).length;
+  const batches = new AsyncQueue<StreamEntry[]>(MAX_QUEUED_ENTRIES, dropSlowClient, toSend);
   const live = { close: () => batches.close() };
   ctx.liveStreams.add(live);
   ctx.metrics.liveStreams.inc();
