@@ -273,8 +273,10 @@ async function recordResult(
     ...partial,
   };
   if (run.text) {
-    // A revision (a new version of a done artifact) keeps the old version in the history.
-    const meta: WriteMeta = { status, step, role: base.role, threadId: base.threadId, writer, keepHistory: true };
+    // A revision (a new version of a done artifact) keeps the old version in the history; one
+    // that did not finish leaves the done version current (its output goes to the history).
+    const keep = status === 'done' ? { keepHistory: true } : { keepDone: true };
+    const meta: WriteMeta = { status, step, role: base.role, threadId: base.threadId, writer, ...keep };
     // A refused write still stores the transcript (VirtualFs.write): the run happened. A refusal
     // another attempt would meet again (the goal's file count, a done artifact, the name) ends the
     // job now rather than running the whole agent once per attempt first.

@@ -59,6 +59,11 @@ export interface WriteMeta {
   keepHistory?: boolean;
   /** A tool's write to another subtask's artifact: a `done` one is refused (DONE_ARTIFACT), not replaced. */
   refuseDone?: boolean;
+  /**
+   * A subtask's last write of a run that did not finish: as keepHistory, but the done version it
+   * was to revise stays current (or is put back over the run's own tool writes); this goes to the history.
+   */
+  keepDone?: boolean;
   /** A timeline event that lands with the write, atomically (a subtask's `subtask_finished`). */
   event?: TimelineEventBody;
   /** The writing run's transcript (and its last call's usage), stored in the same script. */
@@ -154,7 +159,7 @@ export class VirtualFs {
     meta: Omit<WriteMeta, 'status'>,
     blobRef?: string,
   ): Promise<number> {
-    let res: [number, string];
+    let res: [number, string, string?];
     try {
       res = (await runScript(
         this.redis,
@@ -179,12 +184,12 @@ export class VirtualFs {
           meta.writer,
           this.opts.maxFilesPerGoal,
           this.opts.keyTtlSeconds,
-          meta.keepHistory ? '1' : meta.refuseDone ? '2' : '0',
+          writeMode(meta),
           meta.event ? storedEvent(meta.event) : '',
           this.opts.eventsMaxLen,
           ...(meta.transcript?.args ?? ['']),
         ],
-      )) as [number, string];
+      )) as [number, string, string?];
     } catch (err) {
       const refused = fromScriptError(err);
       // Blob refs are unique per put: a refused write's blob is ours alone, so it goes now.
@@ -194,8 +199,10 @@ export class VirtualFs {
       if (refused && blobRef) await this.blobs.delete(blobRef).catch(() => {});
       throw refused ?? err;
     }
-    const [version, oldBlob] = res;
+    const [version, oldBlob, doneKept] = res;
     if (oldBlob && oldBlob !== blobRef) await this.blobs.delete(oldBlob);
+    // The done version stayed current and this output was not stored: nothing points to its blob.
+    if (doneKept === 'dropped' && blobRef) await this.blobs.delete(blobRef);
     return Number(version);
   }
 
@@ -305,4 +312,10 @@ export function formatIndex(entries: FileEntry[]): string {
   return entries
     .map((e) => (e.status === 'evicted' ? `- ${e.name} [evicted]` : `- ${e.name} [${e.status}, ${e.bytes} bytes]`))
     .join('\n');
+}
+
+/** vfsWrite.lua's ARGV[9]: how a write treats a `done` version by another writer. */
+function writeMode(meta: Omit<WriteMeta, 'status'>): string {
+  if (meta.keepDone) return '3';
+  return meta.keepHistory ? '1' : meta.refuseDone ? '2' : '0';
 }

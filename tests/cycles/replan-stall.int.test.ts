@@ -15,6 +15,7 @@ import { cycleOf, json, metricSum, requestsOf, research, scenarioHandler } from 
 const REPLAN = '[replan]';
 const REVISE = '[revise]';
 const STALL = '[stall]';
+const REVFAIL = '[revfail]';
 const PARTS = [1, 2, 3, 4, 5].map((i) => `part-${i}.md`);
 const EMPTY_SUMMARY = 'output broke the summary contract twice: the summary is empty';
 
@@ -26,6 +27,7 @@ const failedIn = (task: string) => {
 const toRevise = (task: string) => /^To revise[^:]*: (.*)$/m.exec(task)?.[1]?.split(', ') ?? [];
 
 let part3Threads = 0;
+let revisionRuns = 0;
 const handler = scenarioHandler({
   // Five parts in parallel; part 3's first run answers empty twice (its contract fails). A
   // replanning model plans what the planner was told failed.
@@ -60,6 +62,22 @@ const handler = scenarioHandler({
     return text(
       task.includes('rewrite notes.md') ? 'notes, second version' : `first version of ${/write (\S+)/.exec(task)?.[1]}`,
     );
+  },
+  // Cycle 2 revises notes: the run answers empty twice (its contract fails).
+  [REVFAIL]: (body, role, task) => {
+    if (role === 'planner') {
+      const names = task.includes('Prior plan: (none)') ? ['notes.md'] : toRevise(task);
+      return json({ subtasks: names.map((n) => research(REVFAIL, n, { instruction: `${REVFAIL} rewrite ${n}` })) });
+    }
+    if (role === 'reflector')
+      return json(
+        cycleOf(task) === 1
+          ? { decision: 'replan', reason: 'notes too thin', revise: ['notes.md'] }
+          : { decision: 'end', reason: 'enough' },
+      );
+    if (body.messages.length === 1) revisionRuns++;
+    if (revisionRuns === 1) return text('notes, the good version');
+    return text(' ');
   },
   // The same plan every cycle; the subtask looks at the files, then answers empty, every time.
   [STALL]: (body, role) => {
@@ -132,6 +150,18 @@ test('a revision the reflection asks for is a new version, the old one kept in t
   );
 });
 
+test('a revision that fails leaves the done version current', async () => {
+  const goalId = await fleet.client.enqueue({ goal: `${REVFAIL} Notes` });
+  const g = await fleet.client.waitFor(goalId, { timeoutMs: 60_000 });
+  assert.equal(g.status, 'done', g.reason ?? '');
+  const events = (await fleet.client.goals.events(goalId)).map((e) => e.event);
+  assert.ok(events.some((e) => e.type === 'subtask_failed' && e.step === 2 && e.artifact === 'notes.md'));
+  const [notes] = (await fleet.client.vfs.index(goalId)).filter((f) => f.name === 'notes.md');
+  assert.deepEqual([notes!.status, notes!.step], ['done', 1]);
+  assert.equal(await fleet.client.read(goalId, 'notes.md'), 'notes, the good version');
+  assert.deepEqual(await fleet.client.vfs.history(goalId, 'notes.md'), []);
+});
+
 test('three cycles without progress escalate as stalled, without a third call to the reflector model', async () => {
   const goalId = await fleet.client.enqueue({ goal: `${STALL} Keep failing` });
   const g = await fleet.client.waitFor(goalId, { timeoutMs: 60_000 });
@@ -161,7 +191,12 @@ test('three cycles without progress escalate as stalled, without a third call to
   // A human's resume starts the count afresh.
   const resumed = await runCli(['resume', goalId], fleet.env);
   assert.equal(resumed.code, 0, resumed.stderr);
-  assert.deepEqual((await fleet.client.get(goalId)).progress, []);
+  // (The resumed goal may already have run cycle 4: only cycles after the resume count.)
+  const progress = (await fleet.client.get(goalId)).progress;
+  assert.ok(
+    progress.every((p) => p.step > 3),
+    JSON.stringify(progress),
+  );
   await fleet.client.cancel(goalId);
 });
 

@@ -1,7 +1,9 @@
 -- Writes one artifact atomically and idempotently. With ARGV[9] '1' (a subtask's artifact), a
 -- new version of a `done` artifact (a revision) keeps the old one in the history hash, the last
 -- HISTORY_KEPT versions per name; with '2' (a tool's write to an artifact that is not its
--- subtask's) a `done` artifact is refused: finished work changes only through a planned revision.
+-- subtask's) a `done` artifact is refused: finished work changes only through a planned revision;
+-- with '3' (a subtask's last write of a run that did not finish) as '1', but a done version it was
+-- to revise stays current.
 -- KEYS[1] files (name -> meta JSON), KEYS[2] content (name -> inline content), KEYS[3] goal hash,
 -- KEYS[4] history (`<name>@<version>` -> the old meta JSON, with its inline `content`),
 -- KEYS[5] the goal's events stream, KEYS[6] a transcript's key, KEYS[7] the goal's threads,
@@ -9,11 +11,13 @@
 -- ARGV[1] name, ARGV[2] meta JSON (no version; `op` unique per call), ARGV[3] inline content ('' when spilled)
 -- ARGV[4] '1' if inline, ARGV[5] expected version ('' = any), ARGV[6] writer id
 -- ARGV[7] max live files, ARGV[8] key TTL seconds, ARGV[9] '1' to keep a revised version's history,
--- '2' to refuse a new version of a `done` artifact, '0' neither
+-- '2' to refuse a new version of a `done` artifact, '3' to keep a done version current, '0' none
 -- ARGV[10] a timeline event (JSON) that lands with the write ('' for none), ARGV[11] events max length
 -- ARGV[12..18] the writing run's transcript, stored with the write (transcriptSave.lua's ARGV[1..7];
 -- '' in ARGV[12] for none), ARGV[19..27] its last call's usage (its ARGV[8..16]), if any
--- Returns {version, blobRef no longer referenced or ''}, or an error reply naming the problem.
+-- Returns {version, blobRef no longer referenced or ''}, with a third element when a revision that
+-- did not finish left the done version current ('dropped': its output was not stored; 'kept': it
+-- is in the history); or an error reply naming the problem.
 --- @include "../../goal/lua/includes/addUsage.lua"
 --- @include "../../agent/lua/includes/saveTranscript.lua"
 local HISTORY_KEPT = 3
@@ -37,6 +41,65 @@ local filesNew = false
 if ARGV[9] == '2' and cur and cur.status == 'done' and cur.writer ~= ARGV[6] then
   return redis.error_reply('DONE_ARTIFACT ' .. name .. ' is done (finished at step ' .. tostring(cur.step) ..
     '); only a subtask planned to revise it may change it: write another artifact instead')
+end
+-- The event lands with the write (a subtask's `subtask_finished`): one script, not two calls.
+local function appendEvent()
+  if not ARGV[10] or ARGV[10] == '' then return false end
+  redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[11], '*', 'e', ARGV[10])
+  return true
+end
+-- The run that wrote it: its transcript and last call's usage, in the same script.
+local function saveRun()
+  if not ARGV[12] or ARGV[12] == '' then return end
+  if ARGV[20] and ARGV[20] ~= '' then addUsage(KEYS[3], KEYS[8], ARGV, 19) end
+  saveTranscript(KEYS[6], KEYS[7], ARGV, 12)
+end
+-- The done version a planned revision (this writer) was to change: current, or in the history
+-- right below the current version when the run's own tool writes replaced it.
+local function revisedDone()
+  if not cur then return nil end
+  if cur.writer ~= ARGV[6] then
+    if cur.status == 'done' then return cur end
+    return nil
+  end
+  local raw = redis.call('HGET', KEYS[4], name .. '@' .. (cur.version - 1))
+  if not raw then return nil end
+  local prev = cjson.decode(raw)
+  if prev.status == 'done' and prev.writer ~= ARGV[6] then return prev end
+  return nil
+end
+-- A revision's run that did not finish (it failed, or stopped at its token cap: ARGV[9] '3')
+-- leaves the done version current, or puts it back: its own output goes to the history (and
+-- its transcript), not over finished work. The op is noted on the current entry, so a re-sent
+-- call changes nothing; the caller drops a blob it put when the output was not kept.
+local function keepDone(done)
+  local released = ''
+  if done ~= cur then
+    -- cur is this run's working copy: the output replaces it in the history; the done one returns.
+    if cur.blobRef and cur.blobRef ~= meta.blobRef then released = cur.blobRef end
+    local failed = meta
+    failed.version = cur.version
+    failed.writer = ARGV[6]
+    if ARGV[4] == '1' then failed.content = ARGV[3] end
+    redis.call('HSET', KEYS[4], name .. '@' .. cur.version, cjson.encode(failed))
+    redis.call('HDEL', KEYS[4], name .. '@' .. done.version)
+    if not persisted() then redis.call('EXPIRE', KEYS[4], tonumber(ARGV[8])) end
+  end
+  if done ~= cur then
+    -- A history entry holds its inline content; the current one's is in the content hash.
+    if done.content then redis.call('HSET', KEYS[2], name, done.content) else redis.call('HDEL', KEYS[2], name) end
+    done.content = nil
+    done.version = cur.version + 1
+  end
+  done.op = meta.op
+  redis.call('HSET', KEYS[1], name, cjson.encode(done))
+  appendEvent()
+  saveRun()
+  return { done.version, released, done == cur and 'dropped' or 'kept' }
+end
+if ARGV[9] == '3' and meta.status ~= 'done' then
+  local done = revisedDone()
+  if done then return keepDone(done) end
 end
 if cur and cur.status ~= 'evicted' then
   if cur.writer == ARGV[6] then
@@ -72,7 +135,7 @@ meta.version = version
 meta.writer = ARGV[6]
 local ttl = tonumber(ARGV[8])
 local oldBlob = ''
-if ARGV[9] == '1' and cur and cur.status == 'done' and cur.writer ~= ARGV[6] then
+if (ARGV[9] == '1' or ARGV[9] == '3') and cur and cur.status == 'done' and cur.writer ~= ARGV[6] then
   -- A revision of finished work: the old version stays (its blob too), the oldest kept one goes.
   local inline = redis.call('HGET', KEYS[2], name)
   if inline then cur.content = inline end
@@ -95,9 +158,7 @@ if ARGV[4] == '1' then
 else
   redis.call('HDEL', KEYS[2], name)
 end
--- The event lands with the write (a subtask's `subtask_finished`): one script, not two calls.
-local event = ARGV[10] and ARGV[10] ~= ''
-if event then redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[11], '*', 'e', ARGV[10]) end
+local event = appendEvent()
 -- The backstop TTL of a key this write made: goalTransition.lua renews the goal's keys (these
 -- two, the goal hash and its events) once half of it has run, so a write never reads a TTL.
 -- A content hash can be new beside an older files hash (its first files were spilled); a new
@@ -111,9 +172,5 @@ if filesNew and not persisted() then
 elseif newContent and not filesNew and not persisted() then
   redis.call('EXPIRE', KEYS[2], ttl, 'NX')
 end
--- The run that wrote it: its transcript and last call's usage, in the same script.
-if ARGV[12] and ARGV[12] ~= '' then
-  if ARGV[20] and ARGV[20] ~= '' then addUsage(KEYS[3], KEYS[8], ARGV, 19) end
-  saveTranscript(KEYS[6], KEYS[7], ARGV, 12)
-end
+saveRun()
 return { version, oldBlob }
