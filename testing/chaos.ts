@@ -365,9 +365,17 @@ export async function verifyGoals(fleet: Fleet, goalIds: string[]): Promise<Veri
       redispatches += events.filter((e) => e.type === 'dispatched' && e.step === step && e.redelivered).length;
     }
     const starts = new Map<string, number>();
+    const runs = new Set<string>();
     for (const e of events) {
       if (e.type !== 'subtask_started') continue;
       const k = `${e.step}:${e.index}`;
+      // A run (its thread) starts once: a second event of it is a re-sent write applied twice.
+      if (runs.has(e.threadId)) {
+        problems.push(`goal ${goalId}: subtask ${k} run ${e.threadId} started twice`);
+        duplicates++;
+        continue;
+      }
+      runs.add(e.threadId);
       starts.set(k, (starts.get(k) ?? 0) + 1);
     }
     for (const n of starts.values()) subtaskReruns += n - 1;

@@ -35,6 +35,12 @@ const transition = (from: string, to: string) => (c: ProxiedCommand) =>
 /** vfsWrite's: script, 8, the files hash first; a subtask's artifact carries its event and transcript. */
 const artifactWrite = (c: ProxiedCommand) =>
   isScript(c) && c.args[1] === '8' && (c.args[2] ?? '').endsWith(':files') && (c.args[21] ?? '') !== '';
+/** subtaskStart's: script, 2, the goal hash and its events, then the `subtask_started` event. */
+const subtaskStart = (c: ProxiedCommand) =>
+  isScript(c) &&
+  c.args[1] === '2' &&
+  (c.args[3] ?? '').endsWith(':events') &&
+  /"subtask_started"/.test(c.args[4] ?? '');
 /** goalCreate's: script, 4, the goal hash, its events, the goals index, the live goals. */
 const creation = (c: ProxiedCommand) => isScript(c) && c.args[1] === '4' && (c.args[4] ?? '').endsWith(':goals');
 
@@ -46,6 +52,8 @@ function assertNoStepTwice(events: TimelineEvent[]): void {
       assert.equal(count(`dispatched:${e.step}`), 1, `dispatched ${e.step}`);
     if (e.type === 'reflected') assert.equal(count(`reflected:${e.step}`), 1, `reflected ${e.step}`);
   }
+  const runs = events.flatMap((e) => (e.type === 'subtask_started' ? [e.threadId] : []));
+  assert.equal(new Set(runs).size, runs.length, `a run started twice: ${runs}`);
   const finished = events.filter((e) => e.type === 'subtask_finished').map((e) => `${e.step}:${e.index}`);
   assert.equal(new Set(finished).size, finished.length, `a subtask finished twice: ${finished}`);
   assert.equal(events.filter((e) => e.type === 'created').length, 1, 'created once');
@@ -64,6 +72,7 @@ for (const [what, match] of [
   ['reflect → next cycle', transition('reflecting', 'queued')],
   ['reflect → done', transition('reflecting', 'done')],
   ["a subtask's artifact write (its event and transcript in the same script)", artifactWrite],
+  ["a subtask's start (its goal read and its event in one script)", subtaskStart],
 ] as const) {
   test(`a lost reply on ${what} still ends the goal done, nothing twice`, async () => {
     const { goalId, dropped } = await runWithDrop(match, `Lost reply on ${what}`);
