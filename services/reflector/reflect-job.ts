@@ -111,7 +111,9 @@ async function decide(rt: Runtime, d: DecideInput): Promise<Decided | ReflectRes
   const details = d.outcomes.map(({ bytes: _bytes, ...o }) => o);
   // Replaces any entry for this step: a re-delivered reflection records the cycle once.
   const progress = recordProgress(goal.progress, progressEntry(step, goal.plan, details));
-  const base = { step, outcomes, details, progress };
+  // Cycles since the goal began or a human last resumed it: each resume grants maxDepth more.
+  const depth = goal.depth + 1;
+  const base = { step, outcomes, details, progress, depth };
   const { cycles, action } = rt.cfg.stall;
   const stalled = stallReason(progress, cycles);
   if (stalled) {
@@ -123,8 +125,9 @@ async function decide(rt: Runtime, d: DecideInput): Promise<Decided | ReflectRes
       stalled: { reason: stalled, cycles, action },
     };
   }
-  if (step >= rt.cfg.maxDepth) {
-    const reason = `max depth ${rt.cfg.maxDepth} reached after ${step} cycle(s): a human must decide`;
+  if (depth >= rt.cfg.maxDepth) {
+    const since = step > depth ? ' since the last resume' : '';
+    const reason = `max depth ${rt.cfg.maxDepth} reached after ${depth} cycle(s)${since}: a human must decide`;
     return { ...base, reflection: { decision: 'escalate', reason } };
   }
   return askModel(rt, d, base);

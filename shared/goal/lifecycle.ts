@@ -120,6 +120,8 @@ export interface Decided {
   details?: CycleOutcome[];
   /** The progress record with this cycle in it. */
   progress?: ProgressEntry[];
+  /** Cycles reflected since the goal began or a human last resumed it, this one included. */
+  depth?: number;
   /** Set when the decision is the stall detector's, not the model's. */
   stalled?: { reason: string; cycles: number; action: StallAction };
   /** The reflector run's transcript, stored with the move. */
@@ -298,8 +300,8 @@ export class GoalLifecycle {
 
   /**
    * A human carries on a goal: it re-plans (or applies a reviewed decision). `restart` clears
-   * the progress record (after an escalation: the stall count starts again); `budgets` are the
-   * goal's budgets with any the human raised.
+   * the progress record (after an escalation: the stall count starts again); the depth starts
+   * again in any case; `budgets` are the goal's budgets with any the human raised.
    */
   resume(
     goalId: string,
@@ -317,6 +319,8 @@ export class GoalLifecycle {
       ...(budgets ? { budgets } : {}),
     };
     if (opts.restart) fields.progress = [];
+    // A human looked at it: the max depth counts the cycles from here.
+    fields.depth = 0;
     const resumed: TimelineEventBody = { type: 'resumed', step, action };
     if (note) resumed.note = note.slice(0, 500);
     if (raised && Object.keys(stripUndefined(raised)).length) resumed.budgets = stripUndefined(raised);
@@ -454,7 +458,7 @@ function reflected(d: Decided): TimelineEventBody {
 }
 
 function decisionFields(d: Decided): GoalFields {
-  const fields: GoalFields = { reflection: { ...d.reflection, step: d.step }, depth: d.step };
+  const fields: GoalFields = { reflection: { ...d.reflection, step: d.step }, depth: d.depth ?? d.step };
   if (d.details) fields.outcomes = d.details;
   if (d.progress) fields.progress = d.progress;
   return fields;

@@ -47,7 +47,7 @@ test('--review pauses after every reflection; resume applies the decision each t
   }
 });
 
-test('at max depth the reflector escalates without asking the model', async () => {
+test('at max depth the reflector escalates without asking the model; a resume grants that many more', async () => {
   const goalId = await fleet.client.enqueue({ goal: 'Deep goal' });
   const g = await fleet.client.waitFor(goalId, { timeoutMs: 20_000 });
   assert.equal(g.status, 'awaiting_human');
@@ -65,6 +65,10 @@ test('at max depth the reflector escalates without asking the model', async () =
   assert.match(r.stdout, /replan with note/);
   const g2 = await fleet.client.waitFor(goalId, { timeoutMs: 20_000 });
   assert.equal(g2.step, 2);
+  // The resume granted max depth more cycles (1 here), counted from it.
+  assert.equal(g2.status, 'awaiting_human');
+  assert.match(g2.reason!, /max depth 1 reached after 1 cycle\(s\) since the last resume/);
+  assert.equal(g2.depth, 1);
   const planned = (await fleet.client.goals.events(goalId)).map((e) => e.event).filter((e) => e.type === 'planned');
   assert.equal(planned.length, 2);
   const t = await loadTranscript({ redis: redis.client, goals: fleet.client.goals }, String(planned[1]!.threadId));
