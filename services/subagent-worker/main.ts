@@ -36,7 +36,6 @@ export async function main(cfg: Config, opts: { role: string; concurrency: numbe
   mcp?.start();
   const queueName = subagentQueueName(role.name);
   const queue = rt.queues.get(queueName);
-  if (role.fleetConcurrency) await queue.setGlobalConcurrency(role.fleetConcurrency);
   const extraTools = mcp ? mcp.tools.bind(mcp) : undefined;
   const svc = await startService({
     rt,
@@ -52,6 +51,10 @@ export async function main(cfg: Config, opts: { role: string; concurrency: numbe
       });
       // The token lets a job waiting for a human's approval move itself to delayed.
       return processSubagentJob({ rt, role, queue, extraTools }, job, signal, token);
+    },
+    // After the ops server is up (it waits on Redis), before the first job is taken.
+    beforeRun: async () => {
+      if (role.fleetConcurrency) await queue.setGlobalConcurrency(role.fleetConcurrency);
     },
     onFinalFailure: recordSubtaskFailure(rt),
     readyChecks: mcp ? () => mcp.checks() : undefined,

@@ -32,6 +32,8 @@ export interface ServiceOptions {
   reportQueues?: string[];
   /** Other queues this process also consumes (the reflector hosts the sweep). */
   sideQueues?: { queueName: string; role: string; concurrency: number; handler: JobHandler }[];
+  /** Setup that waits on Redis before the workers take jobs (the ops server already answers). */
+  beforeRun?: () => Promise<void>;
   /** Extra work after the worker starts (e.g. the sweep schedule). */
   onStart?: () => Promise<void>;
   /** Called when a job failed for good (attempts exhausted or unrecoverable). */
@@ -77,6 +79,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
   // The ops server is up before anything waits on Redis: /healthz answers while Redis is
   // away, and /readyz says so.
   const sub = await listenForCancels(rt, opts, worker!, active);
+  await opts.beforeRun?.();
   for (const w of workers) {
     void w.run().catch((err) => rt.logger.error({ err }, 'worker stopped'));
     await w.waitUntilReady();

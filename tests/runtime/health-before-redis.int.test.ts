@@ -1,0 +1,37 @@
+// A service answers /healthz before Redis does (a failover, a cluster start, Redis loading its
+// AOF): Kubernetes' startup probe must not kill it while it waits. Checked for the worker of a
+// role with a fleet-wide cap, whose start sets that cap in Redis.
+
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { freePort } from '../../cli/private-redis.ts';
+import { DEFAULT_ROLES } from '../../shared/agent/roles.ts';
+import { type ServiceProc, startProcess, testEnv } from '../../testing/fleet.ts';
+
+let svc: ServiceProc | undefined;
+after(() => svc?.proc.kill('SIGKILL'));
+
+test('a capped role worker answers /healthz while Redis is unreachable', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'deepq-health-'));
+  const file = join(dir, 'deepq.json');
+  const roles = DEFAULT_ROLES.map((r) => (r.name === 'critic' ? { ...r, fleetConcurrency: 4 } : r));
+  writeFileSync(file, JSON.stringify({ roles }));
+  // Nothing listens on this port: every Redis command waits.
+  const env = testEnv(`redis://127.0.0.1:${await freePort()}`, { DEEPQ_CONFIG: file });
+  svc = startProcess('worker', ['worker', '--role', 'critic'], env);
+  const deadline = Date.now() + 20_000;
+  let status = 0;
+  while (Date.now() < deadline && status !== 200) {
+    status = await fetch(`http://127.0.0.1:${svc.port}/healthz`).then(
+      (r) => r.status,
+      () => 0,
+    );
+    if (status !== 200) await new Promise((r) => setTimeout(r, 200));
+  }
+  assert.equal(status, 200, `no /healthz within 20 s; output: ${svc.output().slice(-500)}`);
+  const ready = await fetch(`http://127.0.0.1:${svc.port}/readyz`);
+  assert.equal(ready.status, 503, 'not ready without Redis');
+});
