@@ -10,7 +10,7 @@ import { ProvidersSchema, providerEnvValues, providerIssues, usedProviders } fro
 import { AgentSpecSchema, MCP_TOOL_RE, RoleSpecSchema, resolveRoleOverrides } from '../agent/roles.ts';
 import { ConfigError } from '../errors.ts';
 import { BudgetsSchema } from '../goal/budgets.ts';
-import { formatZodIssues, timerMs } from '../zod.ts';
+import { timerMs } from '../zod.ts';
 
 const PriceSchema = z.object({
   inputPerMTok: z.number().nonnegative(),
@@ -45,11 +45,29 @@ export const McpServerSchema = z.discriminatedUnion('type', [
 ]);
 export type McpServerConfig = z.infer<typeof McpServerSchema>;
 
+/**
+ * A Redis URL ioredis reads as meant: it parses (a `#`, `%` or `/` in a password must be
+ * percent-encoded) and names a database by number, if at all (ioredis sends `SELECT NaN`).
+ */
+function checkRedisUrl(value: string, ctx: z.RefinementCtx): void {
+  let url: URL;
+  try {
+    url = new URL(value);
+    decodeURIComponent(url.password);
+  } catch {
+    ctx.addIssue({ code: 'custom', message: 'is not a valid URL (percent-encode # % / @ in the password)' });
+    return;
+  }
+  if (!/^\/?(\d{1,5})?$/.test(url.pathname))
+    ctx.addIssue({ code: 'custom', message: `the path ${JSON.stringify(url.pathname)} must be a database number` });
+}
+
 export const ConfigSchema = z
   .object({
     redisUrl: z
       .string()
       .regex(/^rediss?:\/\//, 'must start with redis:// or rediss://')
+      .superRefine(checkRedisUrl)
       .default('redis://127.0.0.1:6379'),
     prefix: z
       .string()
@@ -358,7 +376,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Reco
   const parsed = ConfigSchema.safeParse(raw);
   if (!parsed.success) {
     const where = env.DEEPQ_CONFIG ? ` (file ${env.DEEPQ_CONFIG} and environment)` : '';
-    throw new ConfigError(`invalid config${where}: ${formatZodIssues(parsed.error)}`);
+    throw new ConfigError(`invalid config${where}: ${formatConfigIssues(parsed.error, env)}`);
   }
   const cfg = parsed.data;
   const { modelProvider, providerNotice } = chooseModelProvider(cfg);
@@ -370,6 +388,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Reco
   const agents = scriptedIds ? withoutOwnModels(cfg) : {};
   const providerEnv = providerEnvValues(cfg.providers, env);
   return { ...cfg, ...agents, models, modelProvider, providerNotice, providerEnv };
+}
+
+/** Each bad field by its config path and, when the environment set it, the variable's name. */
+function formatConfigIssues(error: z.ZodError, env: NodeJS.ProcessEnv): string {
+  return error.issues
+    .map((issue) => {
+      const path = issue.path.join('.');
+      const name = Object.keys(ENV_MAP).find((k) => env[k] !== undefined && ENV_MAP[k]!.path.join('.') === path);
+      return `${path || '(root)'}${name ? ` (${name})` : ''}: ${issue.message}`;
+    })
+    .join('; ');
 }
 
 type ParsedConfig = z.infer<typeof ConfigSchema>;

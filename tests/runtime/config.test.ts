@@ -57,13 +57,23 @@ test('env overrides the file, and a bad env value names the variable', () => {
   assert.equal(c.maxDepth, 3);
   assert.equal(c.prefix, 'fromenv');
   assert.throws(() => loadConfig({ DEEPQ_MAX_DEPTH: 'five' }), /DEEPQ_MAX_DEPTH="five": expected an integer/);
-  assert.throws(() => loadConfig({ METRICS_PORT: '99999' }), /metricsPort/);
-  assert.throws(() => loadConfig({ DEEPQ_MODEL_PROVIDER: 'openai' }), /modelProvider/);
-  assert.throws(() => loadConfig({ REDIS_URL: 'http://x' }), /redisUrl: must start with redis:\/\//);
+  assert.throws(() => loadConfig({ METRICS_PORT: '99999' }), /metricsPort \(METRICS_PORT\)/);
+  assert.throws(() => loadConfig({ DEEPQ_MODEL_PROVIDER: 'openai' }), /modelProvider \(DEEPQ_MODEL_PROVIDER\)/);
+  assert.throws(() => loadConfig({ REDIS_URL: 'http://x' }), /redisUrl \(REDIS_URL\): must start with redis:\/\//);
+  // What ioredis would misread: SELECT NaN, or a URL it cannot parse at all.
+  assert.throws(
+    () => loadConfig({ REDIS_URL: 'redis://h:6379/abc' }),
+    /REDIS_URL\): the path "\/abc" must be a database/,
+  );
+  assert.throws(
+    () => loadConfig({ REDIS_URL: 'redis://:ab#cd@h:6379' }),
+    /REDIS_URL\): is not a valid URL \(percent-enc/,
+  );
+  assert.equal(loadConfig({ REDIS_URL: 'rediss://u:p%23q@h:6380/3' }).redisUrl, 'rediss://u:p%23q@h:6380/3');
   // A timeout past what a Node timer holds would fire after 1 ms: every model call a timeout.
   assert.throws(
     () => loadConfig({ DEEPQ_MODEL_TIMEOUT_MS: '3000000000' }),
-    /modelTimeoutMs: at most 2147483647 ms \(24\.8 days: the longest a timer waits\)/,
+    /modelTimeoutMs \(DEEPQ_MODEL_TIMEOUT_MS\): at most 2147483647 ms \(24\.8 days: the longest a timer waits\)/,
   );
   assert.equal(loadConfig({ DEEPQ_MODEL_TIMEOUT_MS: '2147483647' }).modelTimeoutMs, 2_147_483_647);
 });
