@@ -74,7 +74,12 @@ export const ConfigSchema = z
       .regex(/^[A-Za-z0-9_.-]{1,64}$/, 'letters, digits, _ . - only')
       .default('deepq'),
     modelProvider: z.enum(['anthropic', 'scripted']).optional(),
-    anthropicApiKey: z.string().min(1).optional(),
+    anthropicApiKey: z
+      .string()
+      .min(1)
+      // The k8s example Secret's value, applied as is: every call would be a 401.
+      .refine((v) => !v.startsWith('replace-with'), 'is the example placeholder: set your real key')
+      .optional(),
     anthropicBaseUrl: z.string().url().optional(),
     modelTimeoutMs: timerMs().default(120_000),
     models: z

@@ -59,6 +59,10 @@ test('env overrides the file, and a bad env value names the variable', () => {
   assert.throws(() => loadConfig({ DEEPQ_MAX_DEPTH: 'five' }), /DEEPQ_MAX_DEPTH="five": expected an integer/);
   assert.throws(() => loadConfig({ METRICS_PORT: '99999' }), /metricsPort \(METRICS_PORT\)/);
   assert.throws(() => loadConfig({ DEEPQ_MODEL_PROVIDER: 'openai' }), /modelProvider \(DEEPQ_MODEL_PROVIDER\)/);
+  assert.throws(
+    () => loadConfig({ ANTHROPIC_API_KEY: 'replace-with-your-anthropic-api-key' }),
+    /anthropicApiKey \(ANTHROPIC_API_KEY\): is the example placeholder/,
+  );
   assert.throws(() => loadConfig({ REDIS_URL: 'http://x' }), /redisUrl \(REDIS_URL\): must start with redis:\/\//);
   // What ioredis would misread: SELECT NaN, or a URL it cannot parse at all.
   assert.throws(
