@@ -45,8 +45,9 @@ WORKDIR /app
 
 # run_code's sandbox: bubblewrap (prlimit comes with util-linux) and the interpreters it runs
 # (python3; node is the image's own). A worker whose role lists run_code probes it at start.
+# tini: the init that runs as PID 1 (see ENTRYPOINT).
 RUN apt-get update \
- && apt-get install -y --no-install-recommends bubblewrap python3 \
+ && apt-get install -y --no-install-recommends bubblewrap python3 tini \
  && rm -rf /var/lib/apt/lists/*
 
 # Code and dependencies stay owned by root and read-only for the service user.
@@ -68,6 +69,10 @@ EXPOSE 9464
 HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.METRICS_PORT||9464)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 
-# node is PID 1 and handles SIGTERM itself: the services drain (DEEPQ_DRAIN_TIMEOUT_MS) and exit 0.
-ENTRYPOINT ["node", "bin/deepq.mjs"]
+# tini is PID 1: it reaps the processes re-parented to it (what a killed sandbox run or an MCP
+# server leaves behind), which node never does: as PID 1 they stayed zombies, counting against
+# the next runs' process limit. It passes SIGTERM on to node, whose services drain
+# (DEEPQ_DRAIN_TIMEOUT_MS) and exit 0, and exits with node's code. -s: still the reaper when
+# something else is PID 1 (docker run --init, a shared pod process namespace).
+ENTRYPOINT ["tini", "-s", "--", "node", "bin/deepq.mjs"]
 CMD ["--help"]

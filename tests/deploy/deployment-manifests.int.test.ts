@@ -422,9 +422,9 @@ function checkCluster(objs: Obj[], label: string): { pods: DeepqPod[]; roles: st
     assert.ok(matches(d.spec.selector.matchLabels, podLabels), `${where}: selector matches the pod labels`);
     assert.equal(spec.containers.length, 1, `${where}: one container`);
     const c = spec.containers[0] as Obj;
-    // The image's ENTRYPOINT runs deepq; args pick the service.
+    // The image's ENTRYPOINT (an init, then deepq) runs deepq; args pick the service.
     if (c.command !== undefined)
-      assert.deepEqual(c.command, ['node', 'bin/deepq.mjs'], `${where}: command must keep the deepq entrypoint`);
+      assert.deepEqual(c.command, imageEntrypoint(), `${where}: command must keep the image's entrypoint`);
     const args = (c.args ?? []).map(String) as string[];
     const env = containerEnv(objs, c, where);
     for (const k of Object.keys(env)) assert.ok(KNOWN_VARS.has(k), `${where}: sets ${k}, which deepq does not read`);
@@ -658,9 +658,7 @@ describe('Dockerfile', () => {
     assert.ok(users.length > 0, 'USER set');
     const last = users[users.length - 1]!;
     assert.ok(!/^(root|0)(:|$)/.test(last), `runs as non-root (USER ${last})`);
-    const entry = /^ENTRYPOINT\s+(\[.*\])\s*$/m.exec(text);
-    assert.ok(entry, 'ENTRYPOINT in exec form');
-    assert.deepEqual(JSON.parse(entry[1]!), ['node', 'bin/deepq.mjs']);
+    assert.deepEqual(imageEntrypoint().slice(-2), ['node', 'bin/deepq.mjs'], 'the entrypoint runs deepq');
     assert.match(text, /METRICS_PORT=9464/, 'METRICS_PORT=9464 in the image');
     const ignore = readText('.dockerignore')
       .split('\n')
@@ -706,6 +704,82 @@ describe('Dockerfile', () => {
     assert.equal(pkg.scripts.prepare, 'node scripts/build.mjs --if-possible', 'npm ci builds, and never fails for it');
   });
 });
+
+describe('Dockerfile: an init is PID 1', () => {
+  // What a killed sandbox run (bwrap) or an MCP server leaves behind is re-parented to PID 1;
+  // node never reaps it, so as PID 1 each stays a zombie and counts against later runs' nproc.
+  const INITS = ['tini', 'dumb-init'];
+  const ZOMBIE_SCRIPT = `
+    import { spawn } from 'node:child_process';
+    import { readdirSync, readFileSync } from 'node:fs';
+    const state = (p) => { try { const s = readFileSync('/proc/' + p + '/stat', 'utf8');
+      return s.slice(s.lastIndexOf(')') + 2)[0]; } catch { return ''; } };
+    const zombies = () => readdirSync('/proc').filter((p) => /^[0-9]+$/.test(p) && state(p) === 'Z').length;
+    const sh = 'for i in 1 2 3 4 5; do sh -c "sleep 0.2" & done; echo forked; sleep 30';
+    const c = spawn('sh', ['-c', sh], { stdio: ['ignore', 'pipe', 'ignore'] });
+    c.stdout.once('data', () => {
+      c.kill('SIGKILL');
+      setTimeout(() => console.log(JSON.stringify({ pid: process.pid, zombies: zombies() })), 2000);
+    });`;
+
+  /** The init part of the entrypoint: everything before `node`. */
+  function initOf(entry: string[]): string[] {
+    const node = entry.indexOf('node');
+    assert.ok(node >= 0, `the entrypoint runs node: ${JSON.stringify(entry)}`);
+    return entry.slice(0, node);
+  }
+
+  test('the ENTRYPOINT runs deepq under an init the runtime stage installs; nothing overrides it', () => {
+    const entry = imageEntrypoint();
+    const init = initOf(entry);
+    assert.ok(init.length > 0, `node must not be PID 1: ENTRYPOINT ${JSON.stringify(entry)}`);
+    const initName = posix.basename(init[0]!);
+    assert.ok(INITS.includes(initName), `${init[0]} is not an init (${INITS.join(', ')})`);
+    assert.equal(init[init.length - 1], '--', 'the init stops parsing options before node');
+    const stages = dockerStages(readText('Dockerfile'));
+    // One line per instruction: the continuation lines of a RUN joined.
+    const runtime = stages[stages.length - 1]!.body.replace(/\\\n/g, ' ');
+    assert.match(runtime, new RegExp(`^RUN .*apt-get install .*\\b${initName}\\b`, 'm'), `installs ${initName}`);
+    for (const [name, s] of deepqComposeServices(loadCompose()))
+      assert.equal(s.entrypoint, undefined, `compose ${name}: an entrypoint override drops the init`);
+  });
+
+  test('under that init, orphans of killed children are reaped (tini and unshare on PATH, as root)', async (t) => {
+    const init = initOf(imageEntrypoint());
+    assert.ok(init.length > 0, 'node is PID 1: no init to reap orphans');
+    const unshare = onPath('unshare');
+    const initBin = onPath(posix.basename(init[0]!));
+    if (!unshare || !initBin || process.getuid?.() !== 0) {
+      t.skip('needs unshare, the init and root (a PID namespace)');
+      return;
+    }
+    const inNamespace = async (cmd: string[]) => {
+      const { stdout } = await run(unshare, ['--pid', '--fork', '--mount-proc', ...cmd], { timeout: 20_000 });
+      return JSON.parse(stdout.trim().split('\n').pop()!) as { pid: number; zombies: number };
+    };
+    const script = [process.execPath, '--input-type=module', '-e', ZOMBIE_SCRIPT];
+    // The control: node as PID 1 keeps them (so the check can see zombies at all).
+    let bare: { pid: number; zombies: number };
+    try {
+      bare = await inNamespace(script);
+    } catch (err) {
+      if (!/Operation not permitted/.test(String((err as { stderr?: string }).stderr))) throw err;
+      t.skip('no PID namespaces here');
+      return;
+    }
+    assert.deepEqual(bare, { pid: 1, zombies: 5 }, 'node as PID 1 leaves the orphans as zombies');
+    const underInit = await inNamespace([initBin, ...init.slice(1), ...script]);
+    assert.equal(underInit.zombies, 0, `zombies under ${init.join(' ')}`);
+  });
+});
+
+/** The runtime image's ENTRYPOINT (exec form). */
+function imageEntrypoint(): string[] {
+  const stages = dockerStages(readText('Dockerfile'));
+  const entry = /^ENTRYPOINT\s+(\[.*\])\s*$/m.exec(stages[stages.length - 1]!.body);
+  assert.ok(entry, 'the runtime stage has an ENTRYPOINT in exec form');
+  return JSON.parse(entry[1]!) as string[];
+}
 
 /** The stages of a Dockerfile: name (AS …, else the index) and the lines up to the next FROM. */
 function dockerStages(df: string): { name: string; body: string }[] {
