@@ -112,8 +112,11 @@ async function abandonIfExpired(rt: Runtime, goal: GoalRecord, now: number): Pro
   if (now - goal.updatedAt < limit * 1000) return false;
   const reason = `no human decision within ${limit} s (awaitingRetentionSeconds): ended`;
   const ended = await rt.lifecycle.abandon(goal.goalId, reason, goal.step);
-  if (ended) rt.logger.warn({ goalId: goal.goalId, reason }, 'reconciler ended a goal awaiting a human');
-  return ended;
+  if (!ended) return false;
+  rt.logger.warn({ goalId: goal.goalId, reason }, 'reconciler ended a goal awaiting a human');
+  // This move was counted here: a later `deepq cancel` of the goal (its message) must not count it again.
+  await rt.redis.set(rt.goals.keys.cancelCounted(goal.goalId), '1', 'EX', rt.cfg.goalKeyTtlSeconds, 'NX');
+  return true;
 }
 
 /** Adds (or retries) the job the goal's status expects, if no queue holds it alive. */

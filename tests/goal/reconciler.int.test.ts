@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { newGoalId } from '../../shared/goal/ids.ts';
-import { type Fleet, startFleet } from '../../testing/fleet.ts';
+import { type Fleet, metricSum, runCli, startFleet } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
 
 const redis = useRedis();
@@ -94,6 +94,13 @@ test('a goal awaiting a human past its retention ends with the reason and keeps 
     assert.equal(g.status, 'cancelled');
     assert.match(g.reason ?? '', /awaitingRetentionSeconds/);
     assert.ok((await c.artifacts(goalId)).length > 0, 'the artifacts stay until the TTL sweep');
+    // Counted once: a `deepq cancel` afterwards (its message reaches the reflector) adds nothing.
+    const cancelled = () => metricSum(depth1, 'deepq_goals_total', { status: 'cancelled' });
+    assert.equal(await cancelled(), 1);
+    const r = await runCli(['cancel', goalId], depth1.env);
+    assert.match(r.stdout, /already cancelled/);
+    await new Promise((res) => setTimeout(res, 1500));
+    assert.equal(await cancelled(), 1);
   } finally {
     await depth1.stop();
   }
