@@ -1,8 +1,9 @@
-// A goal cancelled from the CLI or the inspector ends in a process without a metrics registry
-// (the CLI), or one that does not count goals (the inspector). The reflector counts it when the
-// cancel message arrives: deepq_goals_total and deepq_goal_cycles, as the service that ends a
-// goal does. Once per goal across reflector replicas (a claim key), only for a goal the message
-// finds cancelled: the time-budget deadline also publishes, for a goal the reflector counted.
+// A goal cancelled, or a reviewed goal approved to end, from the CLI or the inspector ends in a
+// process without a metrics registry (the CLI), or one that does not count goals (the inspector).
+// The reflector counts it when the goal's end message arrives: deepq_goals_total and
+// deepq_goal_cycles, as the service that ends a goal does. Once per goal across reflector
+// replicas (a claim key), only for a goal the message finds cancelled or done under review: the
+// time-budget deadline also publishes, for a goal the reflector counted.
 import { isGoalId } from '../../shared/goal/ids.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 
@@ -14,11 +15,13 @@ export function countCancelLogged(rt: Runtime, goalId: string): void {
 export async function countCancel(rt: Runtime, goalId: string): Promise<boolean> {
   if (!isGoalId(goalId)) return false;
   const keys = rt.goals.keys;
-  const [status, step] = await rt.redis.hmget(keys.goal(goalId), 'status', 'step');
-  if (status !== 'cancelled') return false;
+  const [status, step, review] = await rt.redis.hmget(keys.goal(goalId), 'status', 'step', 'review');
+  // A reviewed goal pauses after every reflection: only a human's approval ends it done.
+  const endedByHuman = status === 'cancelled' || (status === 'done' && review === '1');
+  if (!endedByHuman) return false;
   const claim = await rt.redis.set(keys.cancelCounted(goalId), '1', 'EX', rt.cfg.goalKeyTtlSeconds, 'NX');
   if (claim !== 'OK') return false;
-  rt.metrics.goals.inc({ status: 'cancelled' });
-  rt.metrics.goalCycles.observe({ status: 'cancelled' }, Number(step ?? 0));
+  rt.metrics.goals.inc({ status });
+  rt.metrics.goalCycles.observe({ status }, Number(step ?? 0));
   return true;
 }

@@ -327,9 +327,12 @@ export class GoalLifecycle {
     return this.move(goalId, { from: ['awaiting_human'], to: 'queued', fields, events: [resumed] });
   }
 
-  /** A reviewed `end` confirmed by a human. */
-  approveEnd(goalId: string, step: number): Promise<boolean> {
-    return this.move(goalId, {
+  /**
+   * A reviewed `end` confirmed by a human. The goal's end message tells the reflector, which
+   * counts it (the CLI and the inspector keep no goal metrics), as it counts a cancel.
+   */
+  async approveEnd(goalId: string, step: number): Promise<boolean> {
+    const moved = await this.move(goalId, {
       from: ['awaiting_human'],
       to: 'done',
       fields: { pausedFor: '' },
@@ -338,6 +341,8 @@ export class GoalLifecycle {
         { type: 'finished', status: 'done', step },
       ],
     });
+    if (moved) await this.redis.publish(this.keys.cancelChannel(), goalId);
+    return moved;
   }
 
   fail(goalId: string, reason: string, step?: number, from?: readonly GoalStatus[]): Promise<boolean> {

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { loadTranscript } from '../../shared/agent/transcripts.ts';
-import { type Fleet, runCli, startFleet } from '../../testing/fleet.ts';
+import { type Fleet, metricSum, runCli, startFleet } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
 
 const redis = useRedis();
@@ -37,6 +37,10 @@ test('--review pauses after every reflection; resume applies the decision each t
     r = await runCli(['resume', goalId], reviewFleet.env);
     assert.match(r.stdout, /end \(status done\)/);
     assert.equal((await c.get(goalId)).status, 'done');
+    // Ended by the CLI, counted by the reflector (the CLI keeps no metrics): once.
+    const done = () => metricSum(reviewFleet, 'deepq_goals_total', { status: 'done' });
+    for (let i = 0; i < 50 && (await done()) === 0; i++) await new Promise((res) => setTimeout(res, 100));
+    assert.equal(await done(), 1);
     const types = (await c.goals.events(goalId)).map((e) => e.event.type);
     assert.deepEqual(
       types.filter((t) => t === 'paused' || t === 'resumed'),
