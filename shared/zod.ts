@@ -28,6 +28,18 @@ export function extractJson(text: string): unknown {
 /** Node's timers hold at most 2^31 - 1 ms (24.8 days): a longer one fires after 1 ms instead. */
 export const MAX_TIMER_MS = 2_147_483_647;
 
-/** A duration in ms that a timer is set to: a positive integer a timer can hold. */
-export const timerMs = () =>
-  z.number().int().positive().max(MAX_TIMER_MS, `at most ${MAX_TIMER_MS} ms (24.8 days: the longest a timer waits)`);
+/**
+ * A duration in ms that a timer is set to: a positive integer a timer can hold, with `headroom`
+ * left for a margin added to it (a hard stop a while after a drain).
+ */
+export const timerMs = (headroom = 0) =>
+  z
+    .number()
+    .int()
+    .positive()
+    .max(
+      MAX_TIMER_MS - headroom,
+      headroom
+        ? `at most ${MAX_TIMER_MS - headroom} ms (the longest a timer waits, less ${headroom} ms of margin)`
+        : `at most ${MAX_TIMER_MS} ms (24.8 days: the longest a timer waits)`,
+    );

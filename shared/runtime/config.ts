@@ -179,7 +179,8 @@ export const ConfigSchema = z
     /** The goal timeline is a capped stream: about 250 bytes an event. */
     eventsMaxLen: z.number().int().positive().default(1000),
     concurrency: z.number().int().min(1).max(1000).default(8),
-    drainTimeoutMs: timerMs().default(25_000),
+    // The hard stop comes 10 s after the drain (and `deepq up`'s 5 s after that): both must fit a timer.
+    drainTimeoutMs: timerMs(60_000).default(25_000),
     lockDurationMs: timerMs().default(30_000),
     stalledIntervalMs: timerMs().default(15_000),
     /** A job whose worker died this many times fails (a guard against jobs that crash every worker). */

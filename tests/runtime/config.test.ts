@@ -80,6 +80,11 @@ test('env overrides the file, and a bad env value names the variable', () => {
     /modelTimeoutMs \(DEEPQ_MODEL_TIMEOUT_MS\): at most 2147483647 ms \(24\.8 days: the longest a timer waits\)/,
   );
   assert.equal(loadConfig({ DEEPQ_MODEL_TIMEOUT_MS: '2147483647' }).modelTimeoutMs, 2_147_483_647);
+  // The hard stop 10 s after the drain must fit a timer too, or SIGTERM would skip the drain.
+  assert.throws(
+    () => loadConfig({ DEEPQ_DRAIN_TIMEOUT_MS: '2147483000' }),
+    /drainTimeoutMs \(DEEPQ_DRAIN_TIMEOUT_MS\): at most 2147423647 ms/,
+  );
 });
 
 test('a config file with wrong types names each bad field', () => {
