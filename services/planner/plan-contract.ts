@@ -42,7 +42,8 @@ export function planRuleIssues(
   plan.subtasks.forEach((t, i) => {
     const issue = (path: (string | number)[], message: string) =>
       issues.push({ path: ['subtasks', i, ...path], message });
-    if (!knownRoles.includes(t.role))
+    // Too long a name has its own issue: it is not quoted (the reason is logged, stored, sent back).
+    if (!knownRoles.includes(t.role) && t.role.length <= 64)
       issue(['role'], `unknown role ${JSON.stringify(t.role)} (known: ${knownRoles.join(', ')})`);
     const name = JSON.stringify(t.expected_artifact);
     if (seen.has(t.expected_artifact)) issue(['expected_artifact'], `duplicate artifact name ${name}`);

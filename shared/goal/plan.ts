@@ -9,7 +9,8 @@ export const MAX_SUBTASKS = 5;
 export const MIN_TOKEN_CAP = 256;
 
 export const SubtaskSchema = z.object({
-  role: z.string().min(1),
+  // A configured role name is at most 41 chars: a longer one is unknown, and is not quoted whole.
+  role: z.string().min(1).max(64, 'role names are at most 41 characters'),
   instruction: z.string().min(1, 'instruction is empty').max(20_000),
   expected_artifact: ArtifactNameSchema,
   read_files: z.array(ArtifactNameSchema).max(20).default([]),

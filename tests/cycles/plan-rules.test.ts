@@ -31,6 +31,21 @@ test('a done artifact is not planned again, unless the reflection asked to revis
   assert.equal(ok.subtasks.length, 2);
 });
 
+test('a huge role name is refused in a few words, not quoted whole into the reason', () => {
+  const schema = planSchemaFor(roles, [], {});
+  const plan = { subtasks: [task('c.md', { role: 'r'.repeat(1_000_000) })] };
+  const err = (() => {
+    try {
+      parseOrThrow(schema, plan, 'plan');
+    } catch (e) {
+      return e as Error;
+    }
+    return assert.fail('accepted');
+  })();
+  assert.match(err.message, /subtasks\.0\.role: role names are at most 41 characters/);
+  assert.ok(err.message.length < 1000, `a reason of ${err.message.length} chars`);
+});
+
 test('a plan estimated above the tokens left is rejected with both figures; within them it passes', () => {
   const budget = { tokensLeft: 5000, perSubtask: { 'research-specialist': 2000 } };
   const contract = planContract(roles, [], { budget });
