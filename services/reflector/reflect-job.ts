@@ -46,9 +46,10 @@ export async function processReflectJob(
 
   const decided = await decide(rt, { goal, step, outcomes, threadId, log, signal, job, token, files });
   if (!('reflection' in decided)) return decided;
-  rt.metrics.decisions.inc({ decision: decided.reflection.decision });
-  // Refused: the goal may have paused at its time budget while the reflector's call ran.
-  if (!(await applyDecision(rt, goal, decided))) await parkIfPausedForBudget(rt, job, token, goalId);
+  // Counted once applied: a refused move (the goal paused at its time budget while the call ran)
+  // parks the job, which decides again after the resume.
+  if (await applyDecision(rt, goal, decided)) rt.metrics.decisions.inc({ decision: decided.reflection.decision });
+  else await parkIfPausedForBudget(rt, job, token, goalId);
   log.info({ decision: decided.reflection.decision }, 'reflected');
   return { decision: decided.reflection.decision };
 }

@@ -294,6 +294,8 @@ test('--on-budget pause at --max-seconds: the deadline pauses a goal mid-loop; r
 test("--on-budget pause during the reflector's call: the reflection waits with the goal, goes on when resumed", {
   timeout: 90_000,
 }, async () => {
+  const ends = () => metricSum(fleet, 'deepq_reflection_decisions_total', { decision: 'end' });
+  const endsBefore = await ends();
   const enq = await runCli(['enqueue', `${LATE} Late`, '--max-seconds', '3', '--on-budget', 'pause'], fleet.env);
   assert.equal(enq.code, 0, enq.stderr);
   const goalId = enq.stdout.trim();
@@ -312,6 +314,7 @@ test("--on-budget pause during the reflector's call: the reflection waits with t
   g = await fleet.client.waitFor(goalId, { timeoutMs: 30_000 });
   assert.equal(g.status, 'done', g.reason ?? '');
   assert.equal(requestsOf(server, LATE, 'reflector').length, 2, 'reflected again after the resume');
+  assert.equal((await ends()) - endsBefore, 1, 'one decision applied, counted once');
 });
 
 /** Runs the five-subagent loop at a budget; returns its overshoot and how many subagents ran. */
