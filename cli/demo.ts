@@ -2,12 +2,14 @@
 // the Redis on 127.0.0.1:6379, or a private redis-server it starts and removes. What the
 // user and the model wrote is printed with its control characters escaped (cli/terminal.ts).
 
+import { constants as osConstants } from 'node:os';
 import type { GoalRecord } from '../shared/goal/store.ts';
 import type { Config } from '../shared/runtime/config.ts';
 import { loadConfig } from '../shared/runtime/config.ts';
+import { connected } from './connect.ts';
 import { GoalClient } from './goal-client.ts';
 import { hasRedisServer, type PrivateRedis, portAnswers, startPrivateRedis } from './private-redis.ts';
-import { planChildren, supervise } from './supervisor.ts';
+import { planChildren, type Supervisor, supervise } from './supervisor.ts';
 import { safeJson, safeLine, safeText } from './terminal.ts';
 import { formatEventLine } from './timeline.ts';
 
@@ -21,30 +23,69 @@ export async function runDemo(goalText: string, out: Out = (s) => process.stdout
   if (!redis) return 1;
   const { env, priv } = redis;
   const cfg: Config = loadConfig({ ...process.env, ...env });
-  if (cfg.providerNotice) out(cfg.providerNotice);
-  const roles = cfg.roles.map((r) => r.name);
-  // The services' logs would drown the timeline: errors only, unless LOG_LEVEL says otherwise.
-  const sup = supervise(planChildren(roles, 0), { env: { ...env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'error' } });
   const client = new GoalClient(cfg);
+  let sup: Supervisor | undefined;
+  // Once, whoever asks first (the run's end or a signal): the children drain while Redis is
+  // still there, then the private Redis goes.
+  let stopping: Promise<void> | undefined;
+  const stopAll = () =>
+    (stopping ??= (async () => {
+      await client.close();
+      await sup?.stop(cfg.drainTimeoutMs + 5000);
+      await priv?.stop();
+    })());
+  const offSignals = stopOnSignals(stopAll);
   try {
-    const goalId = await client.enqueue({ goal: goalText });
-    out(`goal ${goalId}: ${safeLine(goalText)}`);
-    const g = await printTimeline(client, goalId, out);
-    out('');
-    out(`final plan (cycle ${g.planStep}): ${safeJson(g.plan)}`);
-    out(safeLine(`status: ${g.status}${g.reason ? ` (${g.reason})` : ''}`));
-    out('artifacts:');
-    for (const f of await client.artifacts(goalId)) {
-      out(`\n${safeLine(`=== ${f.name} [${f.status}, ${f.bytes} bytes, ${f.role}, step ${f.step}] ===`)}`);
-      // Contents keep their line breaks and tabs; every other control character is escaped.
-      out(safeText((await client.read(goalId, f.name)) ?? ''));
-    }
-    return g.status === 'done' ? 0 : 1;
+    // Before any service starts: an unreachable REDIS_URL is reported, not waited on, and
+    // leaves no children behind.
+    await connected(client.redis, cfg.redisUrl);
+    if (cfg.providerNotice) out(cfg.providerNotice);
+    const roles = cfg.roles.map((r) => r.name);
+    // The services' logs would drown the timeline: errors only, unless LOG_LEVEL says otherwise.
+    sup = supervise(planChildren(roles, 0), { env: { ...env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'error' } });
+    return await runGoal(client, goalText, out);
   } finally {
-    await client.close();
-    await sup.stop();
-    await priv?.stop();
+    offSignals();
+    await stopAll();
   }
+}
+
+/**
+ * Ctrl-C or SIGTERM (or a closed terminal) stops the services and the private Redis before the
+ * demo exits: without it Node would exit at once, leaving its children running. Returns the
+ * function that removes the handlers.
+ */
+function stopOnSignals(stopAll: () => Promise<void>): () => void {
+  let caught = false;
+  const onSignal = (signal: NodeJS.Signals) => {
+    // A second signal while stopping must not start a second stop.
+    if (caught) return;
+    caught = true;
+    process.stderr.write(`deepq demo: ${signal}: stopping the services…\n`);
+    void stopAll().finally(() => process.exit(128 + (osConstants.signals[signal] ?? 1)));
+  };
+  const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+  for (const s of signals) process.on(s, onSignal);
+  return () => {
+    for (const s of signals) process.off(s, onSignal);
+  };
+}
+
+/** Enqueues the goal, prints its timeline, plan, status and artifacts; 0 when it is done. */
+async function runGoal(client: GoalClient, goalText: string, out: Out): Promise<number> {
+  const goalId = await client.enqueue({ goal: goalText });
+  out(`goal ${goalId}: ${safeLine(goalText)}`);
+  const g = await printTimeline(client, goalId, out);
+  out('');
+  out(`final plan (cycle ${g.planStep}): ${safeJson(g.plan)}`);
+  out(safeLine(`status: ${g.status}${g.reason ? ` (${g.reason})` : ''}`));
+  out('artifacts:');
+  for (const f of await client.artifacts(goalId)) {
+    out(`\n${safeLine(`=== ${f.name} [${f.status}, ${f.bytes} bytes, ${f.role}, step ${f.step}] ===`)}`);
+    // Contents keep their line breaks and tabs; every other control character is escaped.
+    out(safeText((await client.read(goalId, f.name)) ?? ''));
+  }
+  return g.status === 'done' ? 0 : 1;
 }
 
 /**
@@ -60,7 +101,9 @@ async function demoRedis(out: Out): Promise<{ env: NodeJS.ProcessEnv; priv?: Pri
     out(INSTALL_REDIS);
     return undefined;
   }
-  const priv = await startPrivateRedis();
+  // Its own process group: the terminal's Ctrl-C must not stop it under the services, which
+  // the demo stops first.
+  const priv = await startPrivateRedis({ ownProcessGroup: true });
   out(`deepq demo: started a private redis-server on port ${priv.port}`);
   return { env: { REDIS_URL: priv.url }, priv };
 }

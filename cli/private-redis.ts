@@ -138,7 +138,14 @@ export async function awaitOwnListener(
 
 const PORT_ATTEMPTS = 5;
 
-export async function startPrivateRedis(opts: { appendonly?: boolean; password?: string } = {}): Promise<PrivateRedis> {
+export interface PrivateRedisOptions {
+  appendonly?: boolean;
+  password?: string;
+  /** In a process group of its own, out of reach of a terminal's Ctrl-C (the demo stops it last). */
+  ownProcessGroup?: boolean;
+}
+
+export async function startPrivateRedis(opts: PrivateRedisOptions = {}): Promise<PrivateRedis> {
   const dir = mkdtempSync(join(tmpdir(), 'deepq-redis-'));
   const args = (port: number) => [
     '--port',
@@ -156,7 +163,7 @@ export async function startPrivateRedis(opts: { appendonly?: boolean; password?:
     ...(opts.password ? ['--requirepass', opts.password] : []),
   ];
   const launch = async (port: number) => {
-    const proc = spawn('redis-server', args(port), { stdio: 'ignore' });
+    const proc = spawn('redis-server', args(port), { stdio: 'ignore', detached: !!opts.ownProcessGroup });
     const state = await awaitOwnListener(proc, port);
     if (state === 'ready') return proc;
     await kill(proc);

@@ -2,12 +2,15 @@
 // the plan, each subtask's outcome and the artifacts, and exits 0.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { BIN } from '../../cli/supervisor.ts';
 import { runCli } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
+import { until } from '../../testing/until.ts';
 
 const redis = useRedis();
 
@@ -57,4 +60,94 @@ test('with no Redis and no redis-server on PATH, the demo says how to get one an
   assert.equal(r.code, 1);
   assert.match(r.stdout, /no Redis answers on 127\.0\.0\.1:\d+ and no redis-server is on PATH/);
   assert.match(r.stdout, /apt-get install -y redis-server/);
+});
+
+/** Pids of the live processes whose environment holds `DEEPQ_PREFIX=<prefix>` (Linux /proc). */
+function processesWithPrefix(prefix: string): number[] {
+  const marker = `\0DEEPQ_PREFIX=${prefix}\0`;
+  return readdirSync('/proc')
+    .filter((d) => /^\d+$/.test(d))
+    .filter((pid) => {
+      try {
+        return `\0${readFileSync(`/proc/${pid}/environ`, 'latin1')}`.includes(marker);
+      } catch {
+        return false; // gone meanwhile, or a zombie
+      }
+    })
+    .map(Number);
+}
+
+test('with an unreachable REDIS_URL the demo says so, exits 1 and starts no services', async () => {
+  const { freePort } = await import('../../cli/private-redis.ts');
+  const prefix = `demo3${process.pid}`;
+  const env = { PATH: process.env.PATH, REDIS_URL: `redis://127.0.0.1:${await freePort()}`, DEEPQ_PREFIX: prefix };
+  const r = await runCli(['demo'], env, 40_000);
+  assert.equal(r.code, 1, r.stdout + r.stderr);
+  assert.match(r.stderr, /deepq: error: cannot connect to Redis at redis:\/\/127\.0\.0\.1:\d+/);
+  assert.deepEqual(processesWithPrefix(prefix), [], 'processes of the demo are still running');
+});
+
+/** The live child processes of `parent` (zombies excluded), from /proc/<pid>/stat. */
+function childrenOf(parent: number): number[] {
+  const stat = (pid: string) => {
+    try {
+      // After the command's closing parenthesis: state, then ppid.
+      const [state, ppid] = readFileSync(`/proc/${pid}/stat`, 'latin1').split(') ')[1]!.split(' ');
+      return state !== 'Z' && Number(ppid) === parent;
+    } catch {
+      return false;
+    }
+  };
+  return readdirSync('/proc')
+    .filter((d) => /^\d+$/.test(d) && stat(d))
+    .map(Number);
+}
+
+const alive = (pid: number) => {
+  try {
+    return !readFileSync(`/proc/${pid}/stat`, 'latin1').split(') ')[1]!.startsWith('Z');
+  } catch {
+    return false;
+  }
+};
+
+test("Ctrl-C on the demo stops its services, then its private Redis, and removes the Redis's directory", async () => {
+  const { freePort } = await import('../../cli/private-redis.ts');
+  const env = {
+    PATH: process.env.PATH,
+    DEEPQ_DEMO_REDIS_PORT: String(await freePort()),
+    DEEPQ_PREFIX: 'demo4',
+    DEEPQ_BLOB_DIR: mkdtempSync(join(tmpdir(), 'demo-')),
+    DEEPQ_SCRIPTED_LATENCY_MS: '2000',
+  };
+  // Its own process group, which the signal goes to: what a terminal's Ctrl-C does.
+  const demo = spawn(process.execPath, [BIN, 'demo'], { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  let output = '';
+  demo.stdout.on('data', (d) => (output += d));
+  demo.stderr.on('data', (d) => (output += d));
+  const exited = new Promise<number | null>((resolve) => demo.once('exit', (code) => resolve(code)));
+  const comm = (pid: number) => readFileSync(`/proc/${pid}/comm`, 'latin1').trim();
+  // The goal is running, with the five services and the private redis-server up.
+  const children = await until(
+    () => {
+      const now = childrenOf(demo.pid!);
+      const services = now.filter((pid) => comm(pid) === 'node');
+      return /goal [0-9a-f]+:/.test(output) && services.length === 5 && now;
+    },
+    60_000,
+    'the demo running its goal',
+  );
+  const redisPid = children.find((pid) => comm(pid) === 'redis-server');
+  assert.ok(redisPid, 'no private redis-server');
+  // redis-server works in its --dir.
+  const redisDir = readlinkSync(`/proc/${redisPid}/cwd`);
+  assert.match(redisDir, /deepq-redis-/);
+  process.kill(-demo.pid!, 'SIGINT');
+  assert.equal(await exited, 130, output);
+  const left = children.filter(alive).map((pid) => `${pid} ${comm(pid)}`);
+  assert.deepEqual(left, [], `processes of the demo are still running:\n${output}`);
+  assert.equal(existsSync(redisDir), false, 'the private Redis directory is still there');
+  assert.match(output, /SIGINT: stopping the services/);
+  assert.doesNotMatch(output, /ECONNREFUSED/, 'a service outlived the private Redis');
+  assert.doesNotMatch(output, /deepq: error/);
 });
