@@ -38,9 +38,13 @@ RUN npm run build
 FROM node:${NODE_VERSION}-slim AS runtime
 LABEL org.opencontainers.image.title="deepq" \
       org.opencontainers.image.description="Deep agents as a distributed system on BullMQ and Redis"
+# HOME=/tmp: the root filesystem is read-only in compose and k8s, and /tmp (a tmpfs, an
+# emptyDir) is the one writable scratch place; a stdio MCP server started with `npx` keeps its
+# npm cache in $HOME/.npm (under /home/node it could not start).
 ENV NODE_ENV=production \
     METRICS_PORT=9464 \
-    DEEPQ_BLOB_DIR=/var/lib/deepq/blobs
+    DEEPQ_BLOB_DIR=/var/lib/deepq/blobs \
+    HOME=/tmp
 WORKDIR /app
 
 # run_code's sandbox: bubblewrap (prlimit comes with util-linux) and the interpreters it runs

@@ -302,6 +302,21 @@ function composeMounts(s: Obj): { source: string; target: string; type: 'bind' |
   });
 }
 
+/** A service's tmpfs mounts: `path[:opts]`. Docker mounts them noexec unless `exec` is given. */
+function composeTmpfs(s: Obj): { path: string; exec: boolean }[] {
+  const list = typeof s.tmpfs === 'string' ? [s.tmpfs] : ((s.tmpfs ?? []) as string[]);
+  return list.map((t) => {
+    const [path, opts = ''] = t.split(':');
+    const o = opts.split(',');
+    return { path: path!, exec: o.lastIndexOf('exec') > o.lastIndexOf('noexec') };
+  });
+}
+
+/** `dir` is `mount` or below it. */
+function isUnder(dir: string, mount: string): boolean {
+  return dir === mount || dir.startsWith(mount.endsWith('/') ? mount : `${mount}/`);
+}
+
 // ---------------------------------------------------------------------------------------
 // Kubernetes
 
@@ -483,7 +498,7 @@ function checkCluster(objs: Obj[], label: string): { pods: DeepqPod[]; roles: st
     const configText = cmName && find(objs, 'ConfigMap', cmName)?.data?.[posix.basename(env.DEEPQ_CONFIG!)];
     assert.equal(typeof configText, 'string', `${where}: DEEPQ_CONFIG comes from a ConfigMap key`);
     const readOnlyRoot = c.securityContext?.readOnlyRootFilesystem === true;
-    if (readOnlyRoot) assert.ok(mountAt('/tmp'), `${where}: a read-only root needs a writable /tmp (tsx cache)`);
+    if (readOnlyRoot) assert.ok(mountAt('/tmp'), `${where}: a read-only root needs a writable /tmp`);
 
     // Every Deployment has a PodDisruptionBudget.
     const pdbs = byKind(objs, 'PodDisruptionBudget').filter((p) => matches(p.spec.selector.matchLabels, podLabels));
@@ -496,7 +511,11 @@ function checkCluster(objs: Obj[], label: string): { pods: DeepqPod[]; roles: st
   const configs = new Set(pods.map((p) => p.configText));
   assert.equal(configs.size, 1, `${label}: every service reads the same config`);
   const roles = rolesOfConfigText([...configs][0]!, `${label} ConfigMap config`);
-  for (const p of pods) assertConfigLoads(p.env, p.configText, `${label} Deployment ${p.name}`);
+  // The shipped Secret's key is a placeholder, refused at start: load as the operator's pods do.
+  for (const p of pods) {
+    const env = p.env.ANTHROPIC_API_KEY ? { ...p.env, ANTHROPIC_API_KEY: 'sk-ant-operator-key' } : p.env;
+    assertConfigLoads(env, p.configText, `${label} Deployment ${p.name}`);
+  }
 
   // Planner and reflector, once each; one worker Deployment per role, and nothing else.
   const cmds = pods.map((p) => p.args[0]);
@@ -773,6 +792,20 @@ describe('Dockerfile: an init is PID 1', () => {
   });
 });
 
+/** The runtime image's ENV settings (`ENV K=V [K=V ...]`, continuation lines joined). */
+function imageEnv(): Record<string, string> {
+  const stages = dockerStages(readText('Dockerfile'));
+  const body = stages[stages.length - 1]!.body.replace(/\\\n/g, ' ');
+  const env: Record<string, string> = {};
+  for (const m of body.matchAll(/^ENV\s+(.*)$/gm))
+    for (const kv of m[1]!.trim().split(/\s+/)) {
+      const i = kv.indexOf('=');
+      assert.ok(i > 0, `Dockerfile: ENV ${kv} is not K=V`);
+      env[kv.slice(0, i)] = kv.slice(i + 1);
+    }
+  return env;
+}
+
 /** The runtime image's ENTRYPOINT (exec form). */
 function imageEntrypoint(): string[] {
   const stages = dockerStages(readText('Dockerfile'));
@@ -792,6 +825,33 @@ function dockerStages(df: string): { name: string; body: string }[] {
   }
   return stages;
 }
+
+describe('HOME in the containers', () => {
+  // README's MCP example starts a stdio server with `npx`, which writes its cache to $HOME/.npm
+  // and runs the package from there: HOME must be writable, and on a mount that allows exec.
+  test('the image sets HOME on the writable scratch mount of every compose service and k8s pod', () => {
+    const home = imageEnv().HOME;
+    assert.ok(home, "the image sets HOME (the base image's /home/node is on the read-only root)");
+    for (const [name, s] of deepqComposeServices(loadCompose())) {
+      assert.equal(envList(s.environment).HOME, undefined, `compose ${name}: HOME is the image's`);
+      if (!s.read_only) continue;
+      const tmpfs = composeTmpfs(s).find((m) => isUnder(home, m.path));
+      assert.ok(tmpfs, `compose ${name}: HOME ${home} is on no tmpfs, and the root is read-only`);
+      assert.ok(tmpfs.exec, `compose ${name}: the tmpfs ${tmpfs.path} is noexec (npx runs what it fetched)`);
+    }
+    const base = rawBase();
+    for (const d of byKind(base, 'Deployment')) {
+      const where = `k8s Deployment ${d.metadata.name}`;
+      const c = d.spec.template.spec.containers[0] as Obj;
+      assert.equal(containerEnv(base, c, where).HOME, undefined, `${where}: HOME is the image's`);
+      if (c.securityContext?.readOnlyRootFilesystem !== true) continue;
+      const mount = ((c.volumeMounts ?? []) as Obj[]).find((m) => isUnder(home, m.mountPath));
+      assert.ok(mount && !mount.readOnly, `${where}: HOME ${home} is on no writable volume`);
+      const volume = (d.spec.template.spec.volumes as Obj[]).find((v) => v.name === mount.name);
+      assert.ok(volume?.emptyDir, `${where}: HOME's volume ${mount.name} is an emptyDir`);
+    }
+  });
+});
 
 describe('docker-compose.yml', () => {
   test('Redis: AOF, noeviction, a password that REDIS_URL carries', () => {
@@ -859,7 +919,10 @@ describe('docker-compose.yml', () => {
       );
       assertConfigLoads(env, readFileSync(join(ROOT, cfg.source), 'utf8'), `compose ${name}`);
       if (s.read_only)
-        assert.ok((s.tmpfs ?? []).includes('/tmp'), `${name}: read-only root needs a /tmp tmpfs (tsx cache)`);
+        assert.ok(
+          composeTmpfs(s).some((m) => m.path === '/tmp'),
+          `${name}: read-only root needs a /tmp tmpfs`,
+        );
       if (name.startsWith('worker-')) {
         assert.equal(s.container_name, undefined, `${name}: no container_name (it must scale)`);
         assert.equal(s.ports, undefined, `${name}: no host ports (it must scale)`);
