@@ -6,6 +6,7 @@ import type { z } from 'zod';
 import type { OutputContract } from '../../shared/agent/output-contracts.ts';
 import { jsonContract } from '../../shared/agent/output-contracts.ts';
 import { type Plan, PlanSchema } from '../../shared/goal/plan.ts';
+import { minTokenCapOf } from './token-caps.ts';
 
 export interface PlanContext {
   /** Done artifacts: finished work, not to be planned again. */
@@ -14,6 +15,8 @@ export interface PlanContext {
   revise?: string[];
   /** The tokens the goal has left, and what each role has cost per subtask so far. */
   budget?: PlanBudget;
+  /** Per role, the tokens one call needs before its instruction (planner/token-caps.ts). */
+  minCaps?: Record<string, number>;
 }
 
 export interface PlanBudget {
@@ -45,6 +48,13 @@ export function planRuleIssues(
     // Too long a name has its own issue: it is not quoted (the reason is logged, stored, sent back).
     if (!knownRoles.includes(t.role) && t.role.length <= 64)
       issue(['role'], `unknown role ${JSON.stringify(t.role)} (known: ${knownRoles.join(', ')})`);
+    const min = context.minCaps ? minTokenCapOf(context.minCaps, t.role, t.instruction) : undefined;
+    if (t.token_cap !== undefined && min !== undefined && t.token_cap < min)
+      issue(
+        ['token_cap'],
+        `token_cap ${t.token_cap} is below the ~${min} tokens one call of ${t.role} needs ` +
+          '(its prompt, tools and instruction as input, and an answer): give it more, or none',
+      );
     const name = JSON.stringify(t.expected_artifact);
     if (seen.has(t.expected_artifact)) issue(['expected_artifact'], `duplicate artifact name ${name}`);
     seen.add(t.expected_artifact);

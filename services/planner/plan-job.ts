@@ -19,6 +19,7 @@ import type { Runtime } from '../../shared/runtime/runtime.ts';
 import { dispatchCycle } from './dispatch.ts';
 import { planContract } from './plan-contract.ts';
 import { planBudgetOf, plannerMessage, plannerSpec } from './prompt.ts';
+import { minTokenCaps } from './token-caps.ts';
 
 export interface PlanOutcome {
   status: 'dispatched' | 'skipped' | 'failed' | 'budget_exceeded' | 'paused';
@@ -119,7 +120,7 @@ async function choosePlan(c: PlanJobContext): Promise<ChosenPlan | PlanOutcome> 
   const done = index.filter((e) => e.status === 'done').map((e) => e.name);
   const revise = goal.reflection?.revise ?? [];
   const budget = planBudgetOf(goal);
-  const contract = planContract(roleNames(rt.cfg), live, { done, revise, budget });
+  const contract = planContract(roleNames(rt.cfg), live, { done, revise, budget, minCaps: minTokenCaps(rt) });
   const res = await runForGoal<Plan>(rt, {
     spec: plannerSpec(rt.cfg),
     goal,

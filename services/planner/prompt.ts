@@ -17,7 +17,8 @@ export function plannerPrompt(roles: string[]): string {
     '"read_files": [str], "token_cap": int (optional)}]}. Artifact names are unique within the plan; ' +
     'read_files may only name files that exist in the index. Artifacts that are done are finished ' +
     'work: keep them, and plan only what is missing or failed; plan a done artifact again only when ' +
-    'the last reflection asks to revise it. token_cap is the most tokens a subtask may use; keep the ' +
+    'the last reflection asks to revise it. token_cap is the most tokens a subtask may use, input ' +
+    '(its prompt, tools and files) and output together; keep the ' +
     "plan's cost within the budget left. Do not execute subtasks. Do not write file contents."
   );
 }

@@ -38,6 +38,7 @@ const TIME_TURNS = 10;
 const TIME_TURN_MS = 300;
 const OVERSHOOT = '[overshoot';
 const LATE = '[late]';
+const TINY = '[tinycap]';
 /** Holds the first reflection of the LATE scenario until the test lets it answer. */
 let releaseReflection: () => void = () => {};
 const reflectionHeld = new Promise<void>((r) => {
@@ -72,6 +73,13 @@ const handler = scenarioHandler({
     if (role === 'planner') return json({ subtasks: [research(CAP, 'capped.md', { token_cap: 2000 })] });
     if (role === 'reflector') return json({ decision: 'end', reason: 'ok' });
     return fixed(toolUse('list_files', {}, { text: `Draft ${turnOf(body)}: what I found so far` }));
+  },
+  // The first plan caps its subtask below what one call needs; told so, the planner gives more.
+  [TINY]: (body, role) => {
+    const cap = body.messages.length === 1 ? 300 : 3000;
+    if (role === 'planner') return json({ subtasks: [research(TINY, 'tiny.md', { token_cap: cap })] });
+    if (role === 'reflector') return json({ decision: 'end', reason: 'ok' });
+    return text('the tiny answer');
   },
   // Cycle 1: quick.md answers at once, slow.md looks at the files 7 times first; cycle 2: more.md.
   // Usage is the server's chars/4 count, like deepq's own estimate.
@@ -163,6 +171,17 @@ test('a subtask over its token cap is told to finish, then stops: partial, with 
   assert.equal(used, calls.length * 900);
   const reflector = requestsOf(server, CAP, 'reflector')[0]!.body.messages[0]!.content as string;
   assert.match(reflector, /^- capped\.md \(research-specialist\): partial: stopped at its token cap/m);
+});
+
+test('a token_cap below what one call needs is refused with the minimum, not run to a 0-token partial', async () => {
+  const goalId = await fleet.client.enqueue({ goal: `${TINY} Small` });
+  const g = await fleet.client.waitFor(goalId, { timeoutMs: 60_000 });
+  assert.equal(g.status, 'done', g.reason ?? '');
+  const planner = requestsOf(server, TINY, 'planner');
+  assert.equal(planner.length, 2, 'the first plan was refused');
+  const reminder = JSON.stringify(planner[1]!.body.messages.at(-1));
+  assert.match(reminder, /token_cap 300 is below the ~\d+ tokens one call of research-specialist needs/);
+  assert.equal(await fleet.client.read(goalId, 'tiny.md'), 'the tiny answer');
 });
 
 test('--on-budget pause: at --max-tokens the goal waits, work kept; resumed with more, it finishes done', async () => {

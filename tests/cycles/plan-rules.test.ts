@@ -31,6 +31,19 @@ test('a done artifact is not planned again, unless the reflection asked to revis
   assert.equal(ok.subtasks.length, 2);
 });
 
+test('a token_cap below what one call of the role needs (its prompt, tools, instruction) is refused', () => {
+  const schema = planSchemaFor(roles, [], { minCaps: { 'research-specialist': 600 } });
+  const instruction = 'x'.repeat(400); // ~100 tokens more, and ~64 for the task message around it
+  assert.throws(
+    () => parseOrThrow(schema, { subtasks: [task('c.md', { instruction, token_cap: 750 })] }, 'plan'),
+    /subtasks\.0\.token_cap: token_cap 750 is below the ~764 tokens one call of research-specialist needs/,
+  );
+  assert.equal(
+    parseOrThrow(schema, { subtasks: [task('c.md', { instruction, token_cap: 764 })] }, 'plan').subtasks.length,
+    1,
+  );
+});
+
 test('a huge role name is refused in a few words, not quoted whole into the reason', () => {
   const schema = planSchemaFor(roles, [], {});
   const plan = { subtasks: [task('c.md', { role: 'r'.repeat(1_000_000) })] };

@@ -28,11 +28,17 @@ export interface ScriptedOptions {
   roles: Pick<RoleSpec, 'name' | 'contract'>[];
 }
 
+/**
+ * A cap below which the scripted planner gives none: a call of a default role needs ~700-1000
+ * tokens of input alone (its prompt and tools), which the plan contract checks.
+ */
+const SCRIPTED_MIN_CAP = 1500;
+
 /** An equal share of the tokens left for each subtask (one share kept for the reflection), when it is worth a call. */
 function withCaps(subtasks: Subtask[], tokensLeft: number | undefined): Subtask[] {
   if (tokensLeft === undefined) return subtasks;
   const cap = Math.floor(tokensLeft / (subtasks.length + 1));
-  return cap >= MIN_TOKEN_CAP ? subtasks.map((t) => ({ ...t, token_cap: cap })) : subtasks;
+  return cap >= Math.max(MIN_TOKEN_CAP, SCRIPTED_MIN_CAP) ? subtasks.map((t) => ({ ...t, token_cap: cap })) : subtasks;
 }
 
 function hash(s: string): number {
