@@ -1,5 +1,6 @@
 // Shared by tests/ui/*.int.test.ts: the inspector as a real process (`deepq ui`), the system
 // Chromium through playwright-core (no browser download), and a page's misbehaviour recorded.
+import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before } from 'node:test';
@@ -110,4 +111,38 @@ export async function until<T>(fn: () => Promise<T> | T, what: string, timeoutMs
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 25));
   }
+}
+
+/**
+ * A goal's live feed (`/events`) read as text: `waitFor` resolves once what arrived matches,
+ * `ended` once the server ends the stream (each fails after 15 s).
+ */
+export async function openEventStream(uiUrl: string, goalId: string, after = '') {
+  const ac = new AbortController();
+  const res = await fetch(`${uiUrl}/goals/${goalId}/events?after=${after}`, { signal: ac.signal });
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  /** Reads until `done(text, ended)` holds; false when the stream ended or 15 s passed. */
+  const readUntil = async (done: (ended: boolean) => boolean) => {
+    const timer = setTimeout(() => ac.abort(), 15_000);
+    try {
+      for (;;) {
+        const next = await reader.read().catch(() => ({ done: true, value: undefined, aborted: true }));
+        if (next.done) return done(!('aborted' in next));
+        text += decoder.decode(next.value, { stream: true });
+        if (done(false)) return true;
+      }
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+  const waitFor = async (re: RegExp, what: string) => {
+    if (re.test(text) || (await readUntil(() => re.test(text)))) return;
+    assert.fail(`${what}: not seen; the stream sent ${JSON.stringify(text.slice(-300))}`);
+  };
+  const ended = async (what: string) => {
+    if (!(await readUntil((end) => end))) assert.fail(`${what}: the stream is still open after 15 s`);
+  };
+  return { waitFor, ended, text: () => text, close: () => ac.abort() };
 }

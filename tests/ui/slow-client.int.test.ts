@@ -11,7 +11,7 @@ import { loadConfig } from '../../shared/runtime/config.ts';
 import { createRedis } from '../../shared/runtime/redis.ts';
 import { testEnv } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
-import { startUi, type UiProc, until } from './harness.ts';
+import { openEventStream, startUi, type UiProc, until } from './harness.ts';
 
 const redis = useRedis();
 let client: GoalClient;
@@ -51,28 +51,6 @@ test('a client that stops reading is let go once its backlog passes the bound', 
   assert.match(ui.svc.output(), /live stream client not reading: closing it/);
 });
 
-/** An open `/events` stream read as text: `waitFor` resolves once what arrived matches (15 s at most). */
-async function openEvents(goalId: string, after: string) {
-  const ac = new AbortController();
-  const res = await fetch(`${ui.url}/goals/${goalId}/events?after=${after}`, { signal: ac.signal });
-  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-  const decoder = new TextDecoder();
-  let text = '';
-  const waitFor = async (re: RegExp, what: string) => {
-    const timer = setTimeout(() => ac.abort(), 15_000);
-    try {
-      while (!re.test(text)) {
-        const next = await reader.read().catch(() => ({ done: true, value: undefined }));
-        if (next.done) assert.fail(`${what}: the stream ended; it sent ${JSON.stringify(text.slice(-300))}`);
-        text += decoder.decode(next.value, { stream: true });
-      }
-    } finally {
-      clearTimeout(timer);
-    }
-  };
-  return { waitFor, close: () => ac.abort() };
-}
-
 test('a goal with more entries than the bound stays live for every viewer that has them', async () => {
   const goalId = newGoalId();
   await client.goals.create(goalId, 'A long goal watched from two tabs', {}, false);
@@ -84,9 +62,9 @@ test('a goal with more entries than the bound stays live for every viewer that h
   let last = '';
   for (let i = 0; i < 2500; i++) last = await add(i);
   // Each tab has every entry (the page rendered them): the replay only rebuilds its cycles.
-  const first = await openEvents(goalId, last);
+  const first = await openEventStream(ui.url, goalId, last);
   await first.waitFor(/event: goal/, 'the first tab gets the goal');
-  const second = await openEvents(goalId, last);
+  const second = await openEventStream(ui.url, goalId, last);
   await second.waitFor(/event: goal/, 'the second tab gets the goal');
   const next = await add(2500);
   await first.waitFor(new RegExp(`id: ${next}`), 'the first tab gets the new entry');

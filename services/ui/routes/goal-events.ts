@@ -18,6 +18,11 @@ import { eventOf } from '../model/timeline-entry.ts';
 import { compareStreamIds, normalizeStreamId, type StreamEntry } from '../stream-hub.ts';
 
 const KEEPALIVE_MS = 15_000;
+/**
+ * How often the feed re-reads the goal: moves into planning or reflecting and a planner's or
+ * reflector's usage write no timeline entry, and a swept goal's stream must end.
+ */
+const GOAL_REFRESH_MS = 2000;
 /** Timeline entries waiting for one client to read them before it is let go (a live page reads at once). */
 const MAX_QUEUED_ENTRIES = 2000;
 /** How long a browser waits before reconnecting after the stream drops. */
@@ -31,6 +36,8 @@ interface Feed {
   /** The last entry the browser has: nothing up to it is sent again. */
   after: string;
   stream: SSEStreamingApi;
+  /** The goal's state as last sent (status, update time, tokens): a refresh sends only a change. */
+  sentState?: string;
 }
 
 export function registerGoalEventsRoute(app: Hono<UiEnv>, ctx: UiContext): void {
@@ -81,6 +88,7 @@ async function follow(f: Feed, waitingForRedis: boolean): Promise<void> {
   ctx.metrics.liveStreams.inc();
   stream.onAbort(() => batches.close());
   const keepalive = setInterval(() => void stream.write(': keep-alive\n\n'), KEEPALIVE_MS);
+  const refresh = setInterval(() => void refreshGoal(f, batches), GOAL_REFRESH_MS);
   let unsubscribe = () => {};
   try {
     // The first message sets how soon the browser reconnects after a drop.
@@ -94,6 +102,7 @@ async function follow(f: Feed, waitingForRedis: boolean): Promise<void> {
     await relay(f, batches);
   } finally {
     clearInterval(keepalive);
+    clearInterval(refresh);
     unsubscribe();
     ctx.liveStreams.delete(live);
     ctx.metrics.liveStreams.dec();
@@ -141,15 +150,28 @@ async function relay(f: Feed, batches: AsyncQueue<StreamEntry[]>): Promise<void>
       await f.stream.writeSSE({ event: 'timeline', id: entry.id, data });
       sent = true;
     }
-    if (sent) await sendGoal(f);
+    if (sent && !(await sendGoal(f))) return;
     if (f.stream.aborted) return;
   }
 }
 
-/** Sends the goal's state; false when the goal is gone. */
-async function sendGoal(f: Feed): Promise<boolean> {
+/** Sends the goal's state (only if it changed, with `onlyIfChanged`); false when the goal is gone. */
+async function sendGoal(f: Feed, onlyIfChanged = false): Promise<boolean> {
   const goal = await f.ctx.client.goals.get(f.goalId);
   if (!goal) return false;
+  const state = JSON.stringify([goal.status, goal.updatedAt, goal.tokens]);
+  if (onlyIfChanged && state === f.sentState) return true;
+  f.sentState = state;
   await f.stream.writeSSE({ event: 'goal', data: JSON.stringify(await goalSnapshot(f.ctx, goal)) });
   return true;
+}
+
+/** The timer's re-read: a changed goal is sent; a goal swept meanwhile ends the stream (the reconnect gets a 404). */
+async function refreshGoal(f: Feed, batches: AsyncQueue<StreamEntry[]>): Promise<void> {
+  if (f.sentState === undefined || batches.isClosed) return;
+  const known = await sendGoal(f, true).catch(() => true);
+  if (!known) {
+    batches.close();
+    f.stream.abort();
+  }
 }

@@ -1,0 +1,48 @@
+// The Goal page's live feed follows the goal's state, not only its timeline: a move into
+// planning (no timeline entry) and a planner's usage reach an open page; a goal whose keys are
+// swept while watched ends its stream (the browser's reconnect then gets a 404).
+
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { GoalClient } from '../../cli/goal-client.ts';
+import { newGoalId } from '../../shared/goal/ids.ts';
+import { loadConfig } from '../../shared/runtime/config.ts';
+import { createRedis } from '../../shared/runtime/redis.ts';
+import { testEnv } from '../../testing/fleet.ts';
+import { useRedis } from '../../testing/redis.ts';
+import { openEventStream, startUi, type UiProc } from './harness.ts';
+
+const redis = useRedis();
+let client: GoalClient;
+let ui: UiProc;
+before(async () => {
+  await redis.ready;
+  const env = testEnv(redis.url);
+  client = new GoalClient(loadConfig(env), createRedis(redis.url, 'deepq:test'));
+  ui = await startUi(env);
+});
+after(async () => client?.close());
+
+test("a move into planning and the planner's tokens reach an open page without a timeline entry", async () => {
+  const goalId = newGoalId();
+  await client.goals.create(goalId, 'A goal being planned', {}, false);
+  const feed = await openEventStream(ui.url, goalId);
+  await feed.waitFor(/event: goal\ndata: \{[^\n]*"status":"queued"/, 'the queued goal');
+  assert.ok(await client.lifecycle.beginPlanning(goalId));
+  await feed.waitFor(/event: goal\ndata: \{[^\n]*"status":"planning"/, 'the goal in planning');
+  const usage = { input: 12_000, output: 3_000, cache_read: 0, cache_write: 0 };
+  assert.ok(await client.goals.addUsage(goalId, 'planner', 'scripted-high', usage));
+  await feed.waitFor(/event: goal\ndata: \{[^\n]*15,000/, "the planner's 15,000 tokens");
+  feed.close();
+});
+
+test('a goal swept while watched ends its stream', async () => {
+  const goalId = newGoalId();
+  await client.goals.create(goalId, 'A goal swept while watched', {}, false);
+  const feed = await openEventStream(ui.url, goalId);
+  await feed.waitFor(/event: goal/, 'the goal');
+  await client.redis.del(client.goals.keys.goal(goalId), client.goals.keys.events(goalId));
+  await feed.ended('the swept goal');
+  const again = await fetch(`${ui.url}/goals/${goalId}/events`);
+  assert.equal(again.status, 404);
+});
