@@ -9,10 +9,11 @@ export function int(name: string, min = 1) {
   };
 }
 
-export function num(name: string) {
+export function num(name: string, max = Number.POSITIVE_INFINITY) {
   return (v: string) => {
     const n = Number(v);
     if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError(`${name} must be a positive number`);
+    if (n > max) throw new InvalidArgumentError(`${name} must be at most ${max}`);
     return n;
   };
 }

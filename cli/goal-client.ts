@@ -17,7 +17,7 @@ import type { GoalLifecycle } from '../shared/goal/lifecycle.ts';
 import { promoteParked } from '../shared/goal/parking.ts';
 import { currentCycle, isTerminal } from '../shared/goal/status.ts';
 import { type GoalRecord, totalTokens } from '../shared/goal/store.ts';
-import type { Config } from '../shared/runtime/config.ts';
+import { type Config, redactUrl } from '../shared/runtime/config.ts';
 import {
   PLAN_QUEUE,
   planJobId,
@@ -31,6 +31,7 @@ import { openState, type State } from '../shared/runtime/state.ts';
 import { parseOrThrow } from '../shared/zod.ts';
 import { GoalReader } from './goal-reader.ts';
 import { type GoalRequest, GoalRequestSchema } from './goal-request.ts';
+import { answered, type PatienceOptions, RedisLostError } from './redis-patience.ts';
 import { stopGoal } from './stop-goal.ts';
 
 export type { GoalSummary } from './goal-reader.ts';
@@ -39,6 +40,8 @@ export interface FollowOptions {
   timeoutMs?: number;
   pollMs?: number;
   stopOnPause?: boolean;
+  /** Redis going away mid-follow: told after a few seconds, given up on past `redis.limitMs`. */
+  redis?: PatienceOptions;
 }
 
 export interface FollowBatch {
@@ -80,17 +83,26 @@ export class GoalClient extends GoalReader {
   async *follow(goalId: string, opts: FollowOptions = {}): AsyncGenerator<FollowBatch> {
     const deadline = opts.timeoutMs ? Date.now() + opts.timeoutMs : Number.POSITIVE_INFINITY;
     let last = '-';
+    const where = redactUrl(this.cfg.redisUrl);
+    const giveUp = (err: Error) => Promise.reject(err instanceof RedisLostError ? stoppedFollowing(err, goalId) : err);
     for (let first = true; ; first = false) {
-      const goal = await this.get(goalId);
-      const settled = isTerminal(goal.status) || ((opts.stopOnPause ?? true) && goal.status === 'awaiting_human');
-      // Read after the status: a settled goal's last events are already written.
-      const events = await this.goals.events(goalId, last);
+      const read = this.followRead(goalId, last, opts.stopOnPause ?? true);
+      const { goal, settled, events } = await answered(this.redis, where, read, opts.redis ?? {}).catch(giveUp);
       if (events.length) last = events[events.length - 1]!.id;
       if (events.length || settled || first) yield { events, goal, settled };
       if (settled) return;
       if (Date.now() > deadline) throw new Error(`timed out waiting for goal ${goalId} (status ${goal.status})`);
       await new Promise((r) => setTimeout(r, opts.pollMs ?? 100));
     }
+  }
+
+  /** One look at the goal: its record, whether it is settled, and its events after `last`. */
+  private async followRead(goalId: string, last: string, stopOnPause: boolean) {
+    const goal = await this.get(goalId);
+    const settled = isTerminal(goal.status) || (stopOnPause && goal.status === 'awaiting_human');
+    // Read after the status: a settled goal's last events are already written.
+    const events = await this.goals.events(goalId, last);
+    return { goal, settled, events };
   }
 
   /** Waits until the goal is terminal or paused for a human; returns its record. */
@@ -250,6 +262,14 @@ export class GoalClient extends GoalReader {
   async close(): Promise<void> {
     await this.state.close();
   }
+}
+
+/** What the user is told when a follow gives up on Redis: the goal itself is not stopped. */
+function stoppedFollowing(err: RedisLostError, goalId: string): RedisLostError {
+  return new RedisLostError(
+    `${err.message}: stopped following goal ${goalId} (the goal is not cancelled: deepq watch ${goalId} ` +
+      'follows it again once Redis is back)',
+  );
 }
 
 /** `goals --json`: the USD cost (null unless every model has a price), its display and the unpriced models. */

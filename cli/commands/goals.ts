@@ -5,7 +5,7 @@
 // action uses is imported in it: `deepq --help` must not load zod and the goal store.
 
 import { join } from 'node:path';
-import type { Command } from 'commander';
+import { type Command, Option } from 'commander';
 import { int, num, onBudget } from '../args.ts';
 import { client, connection, reader } from '../connect.ts';
 import type { GoalClient } from '../goal-client.ts';
@@ -21,10 +21,11 @@ export function registerGoalCommands(program: Command): void {
     .command('watch')
     .description('follow a goal live until it is terminal')
     .argument('<goalId>')
-    .action(async (goalId: string) => {
+    .addOption(redisTimeout())
+    .action(async (goalId: string, o) => {
       const c = await client();
       await c.get(goalId);
-      const status = await follow(c, goalId, process.stdout.isTTY ? 'tree' : 'lines');
+      const status = await follow(c, goalId, process.stdout.isTTY ? 'tree' : 'lines', o.redisTimeout);
       process.exitCode = status === 'done' ? 0 : 1;
     });
   registerArtifacts(program);
@@ -56,6 +57,12 @@ export function registerGoalCommands(program: Command): void {
   registerGoals(program);
 }
 
+/** `watch` and `enqueue --wait`: how long to keep retrying without Redis before exiting 1. */
+const redisTimeout = () =>
+  new Option('--redis-timeout <seconds>', 'without Redis this long, stop following and exit 1 (default 60)')
+    // Milliseconds from here on; at most a day (a timer holds at most ~24 days).
+    .argParser((v: string) => num('--redis-timeout', 86_400)(v) * 1000);
+
 function registerEnqueue(program: Command): void {
   program
     .command('enqueue')
@@ -68,6 +75,7 @@ function registerEnqueue(program: Command): void {
     .option('--max-steps <n>', 'cycle budget', int('--max-steps'))
     .option('--max-seconds <n>', 'wall-clock budget', num('--max-seconds'))
     .option('--on-budget <mode>', 'at a budget: end (the default) or pause until resumed with more', onBudget)
+    .addOption(redisTimeout())
     .action(async (goal: string, o) => {
       const c = await client();
       const budgets = { maxTokens: o.maxTokens, maxSteps: o.maxSteps, maxSeconds: o.maxSeconds, onBudget: o.onBudget };
@@ -75,7 +83,8 @@ function registerEnqueue(program: Command): void {
       // With --json --wait the status object is the only output.
       if (!o.json || !o.wait) print(goalId);
       let status = 'queued';
-      if (o.wait) status = await follow(c, goalId, o.json ? 'none' : process.stdout.isTTY ? 'tree' : 'lines');
+      const mode = o.json ? 'none' : process.stdout.isTTY ? 'tree' : 'lines';
+      if (o.wait) status = await follow(c, goalId, mode, o.redisTimeout);
       if (o.json) printJson(await c.summary(goalId));
       process.exitCode = o.wait && status !== 'done' ? 1 : 0;
     });

@@ -1,5 +1,6 @@
 // What the commands write to stdout: plain lines, and a followed goal's progress.
 import type { GoalClient } from '../goal-client.ts';
+import { DEFAULT_LOST_LIMIT_MS } from '../redis-patience.ts';
 import { safeJson, safeLine } from '../terminal.ts';
 import { formatEventLine, TimelineView } from '../timeline.ts';
 
@@ -15,13 +16,25 @@ export const printJson = (value: unknown, indent?: number) => process.stdout.wri
 /** `tree` redraws the timeline in place (a TTY), `lines` prints one line per event, `none` is silent. */
 export type FollowMode = 'tree' | 'lines' | 'none';
 
-/** Shows a goal's progress until it is terminal or awaiting a human; returns that status. */
-export async function follow(c: GoalClient, goalId: string, mode: FollowMode): Promise<string> {
+/** Says on stderr that Redis went away, or came back (stdout keeps the goal's progress). */
+const tell = (message: string) => process.stderr.write(`${safeLine(`deepq: ${message}`)}\n`);
+
+/**
+ * Shows a goal's progress until it is terminal or awaiting a human; returns that status.
+ * Without Redis for `redisTimeoutMs`, throws (having said so on stderr after a few seconds).
+ */
+export async function follow(
+  c: GoalClient,
+  goalId: string,
+  mode: FollowMode,
+  redisTimeoutMs?: number,
+): Promise<string> {
   const view = new TimelineView();
   let t0 = 0;
   let drawn = 0;
   let status = '';
-  for await (const { events, goal } of c.follow(goalId, { pollMs: 150 })) {
+  const redis = { limitMs: redisTimeoutMs ?? DEFAULT_LOST_LIMIT_MS, onLost: tell, onBack: tell };
+  for await (const { events, goal } of c.follow(goalId, { pollMs: 150, redis })) {
     for (const { event } of events) {
       // Times are relative to the first event, normally `created`.
       if (!t0) t0 = event.at;
