@@ -3,12 +3,13 @@
 // Names are normalised (posix) first, and the whole set is checked before anything is
 // written: two names for one path (`b/c.md`, `b//c.md`, `b/./c.md`), a name that is a file
 // where another needs a directory (`report` and `report/z.md`), or an existing file or
-// directory in DIR of the wrong kind, refuse the export naming them. Then every file is
+// directory in DIR of the wrong kind, or a symbolic link (or a path resolving outside DIR)
+// where a file needs a directory, refuse the export naming them. Then every file is
 // written into a temporary directory and moved into place: one rename when DIR is new, one
 // rename per file when it exists. A failure removes the temporary directory: DIR never
 // holds a half-written file.
-import { mkdir, mkdtemp, rename, rm, stat, writeFile } from 'node:fs/promises';
-import { basename, dirname, join, posix, resolve } from 'node:path';
+import { lstat, mkdir, mkdtemp, readlink, realpath, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { basename, dirname, join, posix, resolve, sep } from 'node:path';
 import { ValidationError } from '../../shared/errors.ts';
 import { artifactNameProblem } from '../../shared/vfs/artifact-name.ts';
 import { safeLine } from '../terminal.ts';
@@ -71,11 +72,13 @@ export function planExport(names: string[]): ExportPlan {
   return { placements, skipped, collisions };
 }
 
-type Kind = 'file' | 'dir' | 'absent';
+type Kind = 'file' | 'dir' | 'link' | 'absent';
 
-async function kindOf(path: string): Promise<Kind> {
+/** What is at `path`; a symbolic link is itself ('link') unless `follow` (DIR itself may be one). */
+async function kindOf(path: string, follow = false): Promise<Kind> {
   try {
-    return (await stat(path)).isDirectory() ? 'dir' : 'file';
+    const st = follow ? await stat(path) : await lstat(path);
+    return st.isSymbolicLink() ? 'link' : st.isDirectory() ? 'dir' : 'file';
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     // ENOTDIR: a parent is a file; that parent is reported, not this path.
@@ -87,9 +90,10 @@ async function kindOf(path: string): Promise<Kind> {
 /** What in an existing DIR the export would clobber in a way it must not; one line each. */
 export async function conflictsInDir(out: string, placements: Placement[]): Promise<string[]> {
   const root = resolve(out);
-  const rootKind = await kindOf(root);
+  const rootKind = await kindOf(root, true);
   if (rootKind === 'file') return [`${out} exists and is not a directory`];
   if (rootKind === 'absent') return [];
+  const realRoot = await realpath(root);
   const kinds = new Map<string, Kind>();
   const kind = async (rel: string) => {
     const k = kinds.get(rel) ?? (await kindOf(join(root, rel)));
@@ -100,9 +104,8 @@ export async function conflictsInDir(out: string, placements: Placement[]): Prom
   for (const p of placements) {
     let problem: string | undefined;
     for (const dir of ancestors(p.rel)) {
-      if ((await kind(dir)) !== 'file') continue;
-      problem = `${join(out, dir)} is a file but ${quote(p.name)} needs it to be a directory`;
-      break;
+      problem = await ancestorProblem(out, dir, await kind(dir), p.name, realRoot);
+      if (problem) break;
     }
     if (!problem && (await kind(p.rel)) === 'dir') {
       problem = `${join(out, p.rel)} is a directory and ${quote(p.name)} would replace it`;
@@ -110,6 +113,25 @@ export async function conflictsInDir(out: string, placements: Placement[]): Prom
     if (problem) problems.push(problem);
   }
   return problems;
+}
+
+/**
+ * Why a directory `dir` inside DIR cannot take `name`: a file there, or a symbolic link (a
+ * model-chosen `docs/index.html` must not land wherever `DIR/docs` points), or a path that
+ * resolves outside DIR. A link in the file's own place is fine: the rename replaces the link.
+ */
+async function ancestorProblem(out: string, dir: string, kind: Kind, name: string, realRoot: string) {
+  const at = join(out, dir);
+  if (kind === 'file') return `${at} is a file but ${quote(name)} needs it to be a directory`;
+  if (kind === 'link') {
+    const target = await readlink(join(resolve(out), dir)).catch(() => '?');
+    return `${at} is a symbolic link (to ${target}): ${quote(name)} would be written through it`;
+  }
+  if (kind !== 'dir') return undefined;
+  const real = await realpath(join(resolve(out), dir));
+  if (real !== realRoot && !real.startsWith(`${realRoot}${sep}`))
+    return `${at} resolves to ${real}, outside ${out}: ${quote(name)} would be written there`;
+  return undefined;
 }
 
 /** One line for a list of problems: the first few, and how many more. */
@@ -131,7 +153,7 @@ export async function exportArtifacts(
   const problems = [...plan.collisions, ...(await conflictsInDir(out, plan.placements))];
   if (problems.length) throw refusal(out, problems);
   const root = resolve(out);
-  const existed = (await kindOf(root)) === 'dir';
+  const existed = (await kindOf(root, true)) === 'dir';
   // A new DIR is built beside it and renamed into place; an existing one gets the temporary
   // directory inside it (same filesystem, no need to write its parent). Its name starts with
   // a dot, which no artifact name can.

@@ -13,6 +13,7 @@ import {
   readFileSync,
   rmSync,
   statSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -118,6 +119,28 @@ test('an existing file or directory of the wrong kind in DIR is refused, and DIR
   writeFileSync(file, 'x');
   assertRefused(await runCli(['artifacts', goalId, '--out', file], t.env), /plain exists and is not a directory/);
   assert.equal(readFileSync(file, 'utf8'), 'x');
+});
+
+test('a symbolic link to a directory inside DIR is refused, naming it, and nothing is written', {
+  timeout: 60_000,
+}, async () => {
+  await redis.ready;
+  // A model chooses the names; DIR/docs and DIR/site/pub point elsewhere (a web root, say).
+  const goalId = await goalWith({ 'docs/index.html': '<p>model</p>', 'site/pub/x.html': 'x', 'ok.md': 'ok' });
+  const out = scratch();
+  const elsewhere = scratch();
+  const alsoElsewhere = scratch();
+  symlinkSync(elsewhere, join(out, 'docs'));
+  mkdirSync(join(out, 'site'));
+  symlinkSync(alsoElsewhere, join(out, 'site', 'pub'));
+  const r = await runCli(['artifacts', goalId, '--out', out], t.env);
+  assertRefused(r, /docs is a symbolic link \(to [^)]+\): "docs\/index\.html" would be written through it/);
+  assert.ok(r.stderr.includes(`(to ${elsewhere})`), r.stderr);
+  assert.match(r.stderr, /site\/pub is a symbolic link \(to [^)]+\): "site\/pub\/x\.html"/);
+  assert.deepEqual(readdirSync(elsewhere), []);
+  assert.deepEqual(readdirSync(alsoElsewhere), []);
+  assert.deepEqual(readdirSync(out).sort(), ['docs', 'site']);
+  assert.deepEqual(readdirSync(join(out, 'site')), ['pub']);
 });
 
 test('a normal set is written whole: into a new DIR (parents made), and into an existing one', {
