@@ -1,5 +1,5 @@
 // Turns a goal's event stream into the `watch` view: a tree of cycles, then subtasks with
-// role, state, duration and bytes; or one plain line per event when not on a TTY. Goal text,
+// role, state, duration, bytes and tokens; or one plain line per event when not on a TTY. Goal text,
 // reasons and names come from users and models: every line's control characters are escaped.
 import type { SubtaskRef, TimelineEvent } from '../shared/goal/events.ts';
 import { safeLine } from './terminal.ts';
@@ -8,6 +8,8 @@ interface SubtaskView extends SubtaskRef {
   state: string;
   ms?: number;
   bytes?: number;
+  /** Input plus output tokens of its model calls, as its end event reports them. */
+  tokens?: number;
   reason?: string;
   attempt?: number;
   /** Tool calls of the current attempt. */
@@ -113,6 +115,7 @@ export class TimelineView {
     } else {
       if (e.ms !== undefined) t.ms = e.ms;
       if (e.bytes !== undefined) t.bytes = e.bytes;
+      if (e.tokens !== undefined) t.tokens = e.tokens;
       if (e.reason) t.reason = e.reason;
     }
     c.subtasks.set(e.index, t);
@@ -160,6 +163,7 @@ function subtaskLine(t: SubtaskView, last: boolean): string {
     t.toolCalls ? `${t.toolCalls} tool call${t.toolCalls === 1 ? '' : 's'}` : '',
     t.ms !== undefined ? `${(t.ms / 1000).toFixed(2)}s` : '',
     t.bytes !== undefined ? `${t.bytes} B` : '',
+    t.tokens !== undefined ? `${t.tokens} tok` : '',
     t.reason ? t.reason.slice(0, 80) : '',
   ]
     .filter(Boolean)
@@ -205,10 +209,11 @@ function describe(e: TimelineEvent): string {
       return `[${e.index}] ${e.role} started ${e.artifact}${e.attempt > 1 ? ` (attempt ${e.attempt})` : ''}`;
     case 'subtask_finished': {
       const how = e.partial ? `PARTIAL ${e.artifact}: ${e.reason ?? 'stopped at its token cap'}` : e.artifact;
-      return `[${e.index}] ${e.role} finished ${how} (${e.bytes} B, ${((e.ms ?? 0) / 1000).toFixed(2)}s)`;
+      const tok = e.tokens !== undefined ? `, ${e.tokens} tok` : '';
+      return `[${e.index}] ${e.role} finished ${how} (${e.bytes} B, ${((e.ms ?? 0) / 1000).toFixed(2)}s${tok})`;
     }
     case 'subtask_failed':
-      return `[${e.index}] ${e.role} FAILED ${e.artifact}: ${e.reason ?? ''}`;
+      return `[${e.index}] ${e.role} FAILED ${e.artifact}: ${e.reason ?? ''}${e.tokens ? ` (${e.tokens} tok)` : ''}`;
     case 'tool_called': {
       const who = `${e.index === undefined ? '' : `[${e.index}] `}${e.role}`;
       return `${who} called ${e.tool} (${e.ok ? 'ok' : 'FAILED'}, ${e.ms} ms)`;

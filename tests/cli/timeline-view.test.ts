@@ -230,3 +230,24 @@ test('a tool name is escaped like any model-written text', () => {
   };
   assert.equal(formatEventLine(e, t0), '  +0.01s cycle 1 [0] r called mcp:x/\\u001b[2Jevil (ok, 1 ms)');
 });
+
+test('each finished or failed subtask shows the tokens its model calls used, in the tree and the plain line', () => {
+  const end = (e: Partial<TimelineEvent>) => ({ ...events[5]!, ...e }) as TimelineEvent;
+  const finished = end({ tokens: 158 });
+  const failed = end({ type: 'subtask_failed', index: 1, role: 'code-writer', artifact: 'solution.py', reason: 'x' });
+  const v = new TimelineView();
+  for (const e of [...events.slice(0, 5), finished, { ...failed, tokens: 2048 } as TimelineEvent]) v.apply(e);
+  const out = v.render();
+  assert.match(out, /├─ \[0\] research-specialist\s+research\.md\s+done {2}\(0\.30s, 240 B, 158 tok\)/);
+  assert.match(out, /└─ \[1\] code-writer\s+solution\.py\s+failed {2}\(0\.30s, 240 B, 2048 tok, x\)/);
+  assert.equal(
+    formatEventLine(finished, t0),
+    '  +0.42s cycle 1 [0] research-specialist finished research.md (240 B, 0.30s, 158 tok)',
+  );
+  assert.match(
+    formatEventLine({ ...failed, tokens: 2048 } as TimelineEvent, t0),
+    /FAILED solution\.py: x \(2048 tok\)$/,
+  );
+  // An event from before deepq recorded tokens: nothing shown for them.
+  assert.doesNotMatch(formatEventLine(failed, t0), /tok/);
+});
