@@ -36,3 +36,43 @@ export function safeText(s: string): string {
 export function safeJson(value: unknown, indent?: number): string {
   return JSON.stringify(value, null, indent).replace(C1_AND_DEL, visible);
 }
+
+// Characters a terminal draws two columns wide: East Asian wide and fullwidth forms, and emoji
+// shown as emoji by default. Marks and joiners take none (they join the character before).
+const WIDE = new RegExp(
+  '[\\u1100-\\u115f\\u2e80-\\u303e\\u3041-\\u33ff\\u3400-\\u4dbf\\u4e00-\\u9fff\\ua000-\\ua4cf\\uac00-\\ud7a3' +
+    '\\uf900-\\ufaff\\ufe30-\\ufe4f\\uff00-\\uff60\\uffe0-\\uffe6\\u{20000}-\\u{3fffd}]|\\p{Emoji_Presentation}',
+  'u',
+);
+const ZERO_WIDTH = /^(?:\p{Mn}|\p{Me}|\p{Cf})+$/u;
+const graphemes = new Intl.Segmenter(undefined, { granularity: 'grapheme' });
+
+/** Columns a terminal gives one grapheme: 0, 1 or 2. */
+function graphemeWidth(g: string): number {
+  if (ZERO_WIDTH.test(g)) return 0;
+  return WIDE.test(g) ? 2 : 1;
+}
+
+/** Columns `s` (one line, controls already escaped) takes on a terminal. */
+export function displayWidth(s: string): number {
+  let w = 0;
+  for (const { segment } of graphemes.segment(s)) w += graphemeWidth(segment);
+  return w;
+}
+
+/**
+ * One line cut to `columns` (display width, whole characters), ending in `…` when cut: a line
+ * the terminal wraps takes more rows than a redraw counts. Unchanged without a width.
+ */
+export function fitLine(s: string, columns: number | undefined): string {
+  if (!columns || columns < 2 || displayWidth(s) <= columns) return s;
+  let out = '';
+  let w = 0;
+  for (const { segment } of graphemes.segment(s)) {
+    const gw = graphemeWidth(segment);
+    if (w + gw > columns - 1) break;
+    out += segment;
+    w += gw;
+  }
+  return `${out}…`;
+}

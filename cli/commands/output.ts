@@ -1,7 +1,7 @@
 // What the commands write to stdout: plain lines, and a followed goal's progress.
 import type { GoalClient } from '../goal-client.ts';
 import { DEFAULT_LOST_LIMIT_MS } from '../redis-patience.ts';
-import { safeJson, safeLine } from '../terminal.ts';
+import { fitLine, safeJson, safeLine } from '../terminal.ts';
 import { formatEventLine, TimelineView } from '../timeline.ts';
 
 /**
@@ -48,13 +48,22 @@ export async function follow(
   return status;
 }
 
+/** Where the tree is drawn: stdout, or a test's stand-in. */
+export interface Screen {
+  columns?: number;
+  write(s: string): unknown;
+}
+
 /**
  * Replaces the `drawn` lines written last with `text` (the view's render, whose every line is
- * already escaped); returns how many lines it wrote. These are the only escapes deepq emits.
+ * already escaped); returns how many lines it wrote. Each line is cut to the terminal's width:
+ * a wrapped line would take rows the next redraw does not move up over. These are the only
+ * escapes deepq emits.
  */
-function redraw(text: string, drawn: number): number {
+export function redraw(text: string, drawn: number, screen: Screen = process.stdout): number {
+  const lines = text.split('\n').map((line) => fitLine(line, screen.columns));
   // Cursor up `drawn` lines to column 0, then clear to the end of the screen.
-  if (drawn) process.stdout.write(`\x1b[${drawn}F\x1b[J`);
-  process.stdout.write(`${text}\n`);
-  return text.split('\n').length;
+  if (drawn) screen.write(`\x1b[${drawn}F\x1b[J`);
+  screen.write(`${lines.join('\n')}\n`);
+  return lines.length;
 }

@@ -4,7 +4,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { planExport } from '../../cli/commands/artifacts-out.ts';
-import { safeJson, safeLine, safeText } from '../../cli/terminal.ts';
+import { redraw } from '../../cli/commands/output.ts';
+import { displayWidth, fitLine, safeJson, safeLine, safeText } from '../../cli/terminal.ts';
 
 const HOSTILE = '\x1b[2J\x1b]0;pwned\x07';
 // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
@@ -79,4 +80,44 @@ test('names that could leave DIR are skipped, never placed', () => {
     ['ok.md'],
   );
   assert.equal(plan.skipped.length, 4);
+});
+
+test('displayWidth counts terminal columns: wide CJK and emoji two, combining marks and joiners none', () => {
+  assert.equal(displayWidth('abc'), 3);
+  assert.equal(displayWidth('日本語'), 6);
+  assert.equal(displayWidth('🙂'), 2);
+  assert.equal(displayWidth('e\u0301'), 1, 'e + combining acute');
+  assert.equal(displayWidth('👨\u200d👩\u200d👧'), 2, 'one emoji ZWJ sequence');
+  assert.equal(displayWidth('└─ cycle 1  → end'), 17);
+  assert.equal(displayWidth(safeLine('\x1b[2J')), 9, 'an escaped control is the text shown');
+});
+
+test('fitLine cuts a line to the terminal width, whole characters, ending in …', () => {
+  assert.equal(fitLine('short', 40), 'short');
+  assert.equal(fitLine('x'.repeat(40), 40), 'x'.repeat(40), 'exactly the width: kept');
+  assert.equal(fitLine('x'.repeat(41), 40), `${'x'.repeat(39)}…`);
+  assert.equal(fitLine('日本語日本語', 7), '日本語…', 'a wide character is never split');
+  assert.equal(fitLine('ab日本', 4), 'ab…');
+  assert.equal(fitLine('ae\u0301bcdef', 4), 'ae\u0301b…', 'a mark stays with its letter');
+  assert.equal(fitLine('x'.repeat(500), undefined), 'x'.repeat(500), 'no width known (not a terminal): kept');
+  for (const cols of [2, 5, 13, 40]) {
+    const line = safeLine(`goal: 日本 ${HOSTILE} 🙂 ${'word '.repeat(30)}`);
+    const cut = fitLine(line, cols);
+    assert.ok(displayWidth(cut) <= cols, `${cols}: ${cut}`);
+    assert.doesNotMatch(cut, ANY_CONTROL);
+  }
+});
+
+test('the watch redraw writes no line wider than the terminal and moves up over exactly what it wrote', () => {
+  const written: string[] = [];
+  const screen = { columns: 30, write: (s: string) => written.push(s) };
+  const tree = [`goal: ${'long goal text '.repeat(10)}  [running]`, '└─ cycle 1', `   └─ [0] ${'日本'.repeat(20)}`];
+  const rows = redraw(tree.join('\n'), 0, screen);
+  assert.equal(rows, 3);
+  const lines = written.join('').split('\n').slice(0, -1);
+  assert.equal(lines.length, 3);
+  for (const line of lines) assert.ok(displayWidth(line) <= 30, line);
+  written.length = 0;
+  redraw('goal: done', rows, screen);
+  assert.equal(written[0], '\x1b[3F\x1b[J', 'up three rows, then clear');
 });
