@@ -48,4 +48,11 @@ async function run(): Promise<void> {
   if (failed) process.exit();
 }
 
+// `deepq goals | head -1`: the reader is gone, so nothing more can be shown; exit quietly
+// rather than with a stack trace for a write nobody reads.
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code !== 'EPIPE') throw err;
+  process.exit();
+});
+
 await run();
