@@ -18,7 +18,11 @@ export function buildProgram(): Command {
     .name('deepq')
     .description('Run deep agents (planner → parallel subagents → reflector) on BullMQ and Redis.')
     .showHelpAfterError('(run deepq --help for usage)')
-    .configureOutput({ outputError: (str, write) => write(scrubSecrets(str)) });
+    // Commander's own errors echo what was typed (`unknown command '…'`): line by line, no raw
+    // control characters.
+    .configureOutput({
+      outputError: (str, write) => write(scrubSecrets(str).split('\n').map(safeLine).join('\n')),
+    });
   // In this order: it is the order `deepq --help` lists the commands in.
   registerServiceCommands(program);
   registerGoalCommands(program);
