@@ -418,6 +418,43 @@ interface DeepqPod {
   image: string;
 }
 
+/** The states a KEDA trigger's query sums, sorted: "prioritized|waiting". */
+function triggerStates(t: Obj): string {
+  const states = /state=~"([^"]+)"/.exec(t.metadata.query)?.[1]?.split('|') ?? [];
+  return [...states].sort().join('|');
+}
+
+/** A role's ScaledObject scales on its backlog (the interface) and on its demand: the backlog
+ * alone reads 0 while every replica is busy and nothing waits, and KEDA scaled them away. */
+function checkScaledObjectTriggers(triggers: Obj[], role: string, where: string): void {
+  for (const t of triggers) {
+    assert.equal(t.type, 'prometheus', `${where}: KEDA prometheus scaler`);
+    assert.match(t.metadata.serverAddress, /^https?:\/\//, `${where}: serverAddress`);
+    assert.ok(Number(t.metadata.threshold) > 0, `${where}: threshold`);
+    const q = t.metadata.query as string;
+    assert.match(q, /\bdeepq_queue_jobs\{/, `${where}: queries deepq_queue_jobs`);
+    assert.ok(
+      q.includes(`queue="${subagentQueueName(role)}"`),
+      `${where}: query is on queue ${subagentQueueName(role)}: ${q}`,
+    );
+    // The reflector reports every queue and workers their own: avoid counting a queue twice.
+    assert.ok(
+      /\bmax\s+by\s*\(\s*queue\s*,\s*state\s*\)|\bmax\s*\(|service="/.test(q),
+      `${where}: query must de-duplicate reporters (max by (queue, state) or a service filter): ${q}`,
+    );
+  }
+  const backlog = triggers.find((t) => triggerStates(t) === 'prioritized|waiting');
+  assert.ok(backlog, `${where}: a trigger on the backlog = waiting + prioritized`);
+  const demand = triggers.find((t) => triggerStates(t) === 'active|prioritized|waiting');
+  assert.ok(demand, `${where}: a trigger on the demand (active + waiting + prioritized): busy replicas must stay`);
+  assert.equal(demand.metadata.threshold, backlog.metadata.threshold, `${where}: one per-replica target`);
+  assert.equal(
+    new Set(triggers.map((t) => t.metadata.serverAddress)).size,
+    1,
+    `${where}: every trigger asks the same Prometheus`,
+  );
+}
+
 /** Structural checks of a set of Kubernetes objects (raw base or kustomize output). */
 function checkCluster(objs: Obj[], label: string): { pods: DeepqPod[]; roles: string[] } {
   for (const o of objs) {
@@ -548,25 +585,7 @@ function checkCluster(objs: Obj[], label: string): { pods: DeepqPod[]; roles: st
       `${where}: the Deployment leaves replicas to the autoscaler`,
     );
     assert.ok(so.spec.maxReplicaCount >= (so.spec.minReplicaCount ?? 0), `${where}: min <= max`);
-    const triggers = so.spec.triggers as Obj[];
-    assert.equal(triggers.length, 1, `${where}: one trigger`);
-    const t = triggers[0]!;
-    assert.equal(t.type, 'prometheus', `${where}: KEDA prometheus scaler`);
-    assert.match(t.metadata.serverAddress, /^https?:\/\//, `${where}: serverAddress`);
-    assert.ok(Number(t.metadata.threshold) > 0, `${where}: threshold`);
-    const q = t.metadata.query as string;
-    assert.match(q, /\bdeepq_queue_jobs\{/, `${where}: queries deepq_queue_jobs`);
-    assert.ok(
-      q.includes(`queue="${subagentQueueName(role)}"`),
-      `${where}: query is on queue ${subagentQueueName(role)}: ${q}`,
-    );
-    const states = /state=~"([^"]+)"/.exec(q)?.[1]?.split('|') ?? [];
-    assert.deepEqual([...states].sort(), ['prioritized', 'waiting'], `${where}: backlog = waiting + prioritized`);
-    // The reflector reports every queue and workers their own: avoid counting a queue twice.
-    assert.ok(
-      /\bmax\s+by\s*\(\s*queue\s*,\s*state\s*\)|\bmax\s*\(|service="/.test(q),
-      `${where}: query must de-duplicate reporters (max by (queue, state) or a service filter): ${q}`,
-    );
+    checkScaledObjectTriggers(so.spec.triggers as Obj[], role, where);
   }
   assert.deepEqual([...scaledRoles].sort(), [...roles].sort(), `${label}: ScaledObjects match the roles one-to-one`);
 
@@ -1087,6 +1106,93 @@ describe('Kubernetes manifests', () => {
         assert.equal(obj.metadata.namespace, 'deepq', `${obj.kind} ${obj.metadata.name} in namespace deepq`);
     }
     assert.notEqual(o.pods[0]!.image, b.pods[0]!.image, 'the overlay sets the image');
+  });
+});
+
+describe('autoscaling', () => {
+  // Queue counts as the fleet reports them: the reflector and the role's workers each report
+  // the role's queue (the queries must count it once), another queue is noise.
+  const SCENARIOS = [
+    { name: '3 replicas busy, nothing waits', active: 24, waiting: 0, prioritized: 0, replicas: 3 },
+    { name: '3 replicas busy, 16 wait', active: 24, waiting: 10, prioritized: 6, replicas: 5 },
+    { name: 'idle', active: 0, waiting: 0, prioritized: 0, replicas: 0 },
+  ];
+
+  /** The HPA's desired replicas under KEDA: the largest ceil(query / threshold) of the triggers. */
+  function desiredReplicasExpr(triggers: Obj[]): string {
+    const each = triggers.map(
+      (t, i) => `label_replace(ceil((${t.metadata.query}) / ${Number(t.metadata.threshold)}), "t", "${i}", "", "")`,
+    );
+    return `max(${each.join(' or ')})`;
+  }
+
+  function scenarioTest(queue: string, role: string, expr: string, sc: (typeof SCENARIOS)[number]): Obj {
+    const series = [];
+    for (const service of ['reflector', `worker-${role}`])
+      for (const state of ['active', 'waiting', 'prioritized'] as const)
+        series.push({
+          series: `deepq_queue_jobs{queue="${queue}",state="${state}",service="${service}"}`,
+          values: `${sc[state]}x10`,
+        });
+    series.push({ series: 'deepq_queue_jobs{queue="plan",state="active",service="reflector"}', values: '99x10' });
+    return {
+      interval: '1m',
+      name: `${role}: ${sc.name}`,
+      input_series: series,
+      promql_expr_test: [{ expr, eval_time: '5m', exp_samples: [{ labels: '{}', value: sc.replicas }] }],
+    };
+  }
+
+  test('KEDA keeps the replicas that run jobs and gives a role one per 8 jobs it has (promtool)', async (t) => {
+    const promtool = onPath('promtool');
+    if (!promtool) {
+      t.skip('promtool is not on PATH');
+      return;
+    }
+    const tests: Obj[] = [];
+    for (const so of byKind(rawBase(), 'ScaledObject')) {
+      const role = String(so.spec.scaleTargetRef.name).replace(/^worker-/, '');
+      const expr = desiredReplicasExpr(so.spec.triggers as Obj[]);
+      for (const sc of SCENARIOS) tests.push(scenarioTest(subagentQueueName(role), role, expr, sc));
+    }
+    const dir = mkdtempSync(join(tmpdir(), 'deepq-keda-'));
+    try {
+      const file = join(dir, 'keda.test.yml');
+      writeFileSync(file, YAML.stringify({ rule_files: [], evaluation_interval: '1m', tests }));
+      const out = await run(promtool, ['test', 'rules', file], { timeout: 30_000 }).catch(
+        (err: { stdout?: string; stderr?: string }) => ({ stdout: `${err.stdout ?? ''}${err.stderr ?? err}` }),
+      );
+      assert.match(out.stdout, /SUCCESS/, `the triggers' replica counts (exp = wanted, got = KEDA's):\n${out.stdout}`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('the HPA example scales each role on the same two metrics, both defined by its adapter rules', () => {
+    const text = readFileSync(join(K8S, 'extras/hpa-example.yaml'), 'utf8');
+    // The prometheus-adapter rules quoted in the header comment.
+    const lines = text.split('\n');
+    const from = lines.indexOf('#   externalRules:');
+    assert.ok(from >= 0, 'the header quotes the adapter rules (externalRules:)');
+    const block = lines.slice(from, lines.indexOf('#', from)).map((l) => l.slice(1));
+    const rules = YAML.parse(block.join('\n')).externalRules as Obj[];
+    const statesByMetric = new Map<string, string>(
+      rules.map((r) => [r.name.as, triggerStates({ metadata: { query: r.metricsQuery } })]),
+    );
+    assert.equal(statesByMetric.get('deepq_queue_backlog'), 'prioritized|waiting');
+    assert.equal(statesByMetric.get('deepq_queue_demand'), 'active|prioritized|waiting');
+    const roles = byKind(rawBase(), 'ScaledObject').map((so) => so.spec.scaleTargetRef.name as string);
+    const hpas = parseYamlDocs(text, 'k8s/extras/hpa-example.yaml');
+    assert.deepEqual(hpas.map((h) => h.spec.scaleTargetRef.name).sort(), [...roles].sort(), 'an HPA per role');
+    for (const h of hpas) {
+      const metrics = (h.spec.metrics as Obj[]).map((m) => m.external);
+      assert.deepEqual(metrics.map((m) => m.metric.name).sort(), ['deepq_queue_backlog', 'deepq_queue_demand']);
+      const queue = subagentQueueName(String(h.spec.scaleTargetRef.name).replace(/^worker-/, ''));
+      for (const m of metrics) {
+        assert.deepEqual(m.metric.selector.matchLabels, { queue }, `${h.metadata.name}: ${m.metric.name} selector`);
+        assert.deepEqual(m.target, { type: 'AverageValue', averageValue: '8' }, `${h.metadata.name}: target`);
+      }
+    }
   });
 });
 
