@@ -246,8 +246,9 @@ export class GoalClient extends GoalReader {
     return { record: d.record, pendingLeft: d.pendingLeft };
   }
 
-  async list(status?: string) {
-    const goals = await this.goals.list({ status });
+  /** The newest `limit` goals (in `status`, when given), as `deepq goals` shows them. */
+  async list(status?: string, limit?: number) {
+    const goals = await this.goals.list({ status, limit });
     return goals.map((g) => ({
       goalId: g.goalId,
       status: g.status,

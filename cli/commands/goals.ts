@@ -6,6 +6,7 @@
 
 import { join } from 'node:path';
 import { type Command, Option } from 'commander';
+import { GOAL_STATUSES } from '../../shared/goal/status.ts';
 import { int, num, onBudget } from '../args.ts';
 import { client, connection, reader } from '../connect.ts';
 import type { GoalClient } from '../goal-client.ts';
@@ -179,14 +180,23 @@ async function writeArtifacts(c: GoalClient, goalId: string, files: { name: stri
 const GOAL_COLUMNS = [14, 16, 6, 10, 25, 8];
 const goalRow = (cells: string[]) => cells.map((s, i) => safeLine(s).padEnd(GOAL_COLUMNS[i] ?? 0)).join('');
 
+/** How many goals `deepq goals` lists, newest first. */
+const GOALS_SHOWN = 1000;
+
 function registerGoals(program: Command): void {
   program
     .command('goals')
     .description('list goals')
-    .option('--status <status>', 'only goals in this status')
+    .addOption(new Option('--status <status>', 'only goals in this status').choices(GOAL_STATUSES))
     .option('--json', 'print JSON')
     .action(async (o) => {
-      const rows = await (await client()).list(o.status);
+      // One more than shown: whether the list is cut.
+      const rows = await (await client()).list(o.status, GOALS_SHOWN + 1);
+      if (rows.length > GOALS_SHOWN) {
+        rows.length = GOALS_SHOWN;
+        const which = o.status ? `goals in status ${o.status}` : 'goals (--status S narrows the list)';
+        process.stderr.write(`deepq: showing the newest ${GOALS_SHOWN} ${which}; older ones are not listed\n`);
+      }
       if (o.json) {
         printJson(rows);
         return;

@@ -195,16 +195,39 @@ export class GoalStore {
     return (await runScript(this.redis, 'usageAdd', keys, args)) !== 0;
   }
 
+  /**
+   * The newest goals first, at most `limit` (1000). With `status`, the newest `limit` in that
+   * status: the index is read a page at a time until enough match, so a goal older than the
+   * newest `limit` (one still awaiting a human, say) is found too.
+   */
   async list(opts: { status?: string; limit?: number } = {}): Promise<GoalRecord[]> {
-    const ids = await this.redis.zrevrange(this.keys.goalsIndex(), 0, (opts.limit ?? 1000) - 1);
+    const limit = opts.limit ?? 1000;
     const out: GoalRecord[] = [];
-    for (const id of ids) {
-      const g = await this.get(id);
-      if (g && (!opts.status || g.status === opts.status)) out.push(g);
+    // Goals created while paging shift the index: a goal seen on one page may be on the next.
+    const seen = new Set<string>();
+    for (let start = 0; out.length < limit; start += LIST_PAGE) {
+      const ids = await this.redis.zrevrange(this.keys.goalsIndex(), start, start + LIST_PAGE - 1);
+      const fresh = ids.filter((id) => !seen.has(id));
+      for (const id of fresh) seen.add(id);
+      for (const id of opts.status ? await this.inStatus(fresh, opts.status) : fresh) {
+        const g = await this.get(id);
+        if (g && (!opts.status || g.status === opts.status)) out.push(g);
+        if (out.length >= limit) break;
+      }
+      if (ids.length < LIST_PAGE) break;
     }
     return out;
   }
+
+  /** Those of `ids` whose goal is in `status` now (its status field alone, not the record). */
+  private async inStatus(ids: string[], status: string): Promise<string[]> {
+    const statuses = await Promise.all(ids.map((id) => this.redis.hget(this.keys.goal(id), 'status')));
+    return ids.filter((_, i) => statuses[i] === status);
+  }
 }
+
+/** Goal ids read from the index per request when listing. */
+const LIST_PAGE = 500;
 
 /** A brief from its fields in getBrief's order; null when the goal is gone. */
 function briefOf(goalId: string, fields: (string | null)[]): GoalBrief | null {

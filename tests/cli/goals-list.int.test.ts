@@ -1,0 +1,58 @@
+// `deepq goals`: the newest 1000 goals, saying so when there are more; `--status S` finds the
+// newest goals in that status however old (a goal awaiting a human for weeks is still listed);
+// an unknown status is refused, naming the valid ones.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { newGoalId } from '../../shared/goal/ids.ts';
+import { loadConfig } from '../../shared/runtime/config.ts';
+import { openState } from '../../shared/runtime/state.ts';
+import { runCli, testEnv } from '../../testing/fleet.ts';
+import { useRedis } from '../../testing/redis.ts';
+
+const redis = useRedis();
+
+test('goals --status finds an old goal past the newest 1000, and a cut list is said to be cut', {
+  timeout: 120_000,
+}, async () => {
+  await redis.ready;
+  const env = testEnv(redis.url);
+  const state = openState(loadConfig(env), 'test');
+  let oldest: string;
+  try {
+    oldest = newGoalId();
+    await state.goals.create(oldest, 'the oldest goal, awaiting a human', {}, false);
+    // A stand-in for a goal paused long ago: only its status matters here.
+    await state.redis.hset(state.goals.keys.goal(oldest), 'status', 'awaiting_human');
+    // Older by the index's score (its creation time), not tied with the next ones.
+    await new Promise((r) => setTimeout(r, 5));
+    for (let i = 0; i < 1000; i += 50) {
+      await Promise.all(
+        Array.from({ length: 50 }, (_, j) => state.goals.create(newGoalId(), `goal ${i + j}`, {}, false)),
+      );
+    }
+  } finally {
+    await state.close();
+  }
+  const waiting = await runCli(['goals', '--status', 'awaiting_human', '--json'], env);
+  assert.equal(waiting.code, 0, waiting.stderr);
+  const rows = JSON.parse(waiting.stdout) as { goalId: string; status: string }[];
+  assert.deepEqual(
+    rows.map((r) => [r.goalId, r.status]),
+    [[oldest, 'awaiting_human']],
+  );
+  assert.equal(waiting.stderr, '');
+  const all = await runCli(['goals'], env);
+  assert.equal(all.code, 0, all.stderr);
+  assert.equal(all.stdout.trim().split('\n').length, 1 + 1000, 'header and 1000 goals');
+  assert.doesNotMatch(all.stdout, new RegExp(oldest));
+  assert.match(all.stderr, /^deepq: showing the newest 1000 goals \(--status S narrows the list\); older ones/);
+});
+
+test('goals --status with an unknown status is refused, naming the valid ones', async () => {
+  await redis.ready;
+  const r = await runCli(['goals', '--status', 'bogus'], testEnv(redis.url));
+  assert.equal(r.code, 1, r.stdout);
+  assert.match(r.stderr, /argument 'bogus' is invalid\. Allowed choices are queued, planning, running, reflecting, /);
+  assert.match(r.stderr, /awaiting_human, done, failed, cancelled, budget_exceeded/);
+  assert.equal(r.stdout, '');
+});
