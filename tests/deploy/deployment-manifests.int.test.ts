@@ -7,6 +7,7 @@ import { execFile } from 'node:child_process';
 import {
   accessSync,
   constants,
+  cpSync,
   existsSync,
   mkdtempSync,
   readdirSync,
@@ -623,6 +624,32 @@ function checkCluster(objs: Obj[], label: string): { pods: DeepqPod[]; roles: st
   return { pods, roles };
 }
 
+/** A kustomize env file: NAME=value lines, # comments. */
+function parseEnvFile(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of text.split('\n')) {
+    if (!line.trim() || line.trimStart().startsWith('#')) continue;
+    const i = line.indexOf('=');
+    out[line.slice(0, i)] = line.slice(i + 1);
+  }
+  return out;
+}
+
+const OPERATOR_SECRETS = {
+  ANTHROPIC_API_KEY: 'sk-ant-operator-key',
+  REDIS_PASSWORD: 'operatorPassw0rd',
+  REDIS_URL: 'redis://:operatorPassw0rd@redis:6379',
+};
+
+/** A copy of k8s/ whose example overlay has the operator's secrets.env; returns its k8s dir. */
+function withOperatorSecrets(): string {
+  const copy = join(mkdtempSync(join(tmpdir(), 'deepq-k8s-')), 'k8s');
+  cpSync(K8S, copy, { recursive: true });
+  const lines = Object.entries(OPERATOR_SECRETS).map(([k, v]) => `${k}=${v}`);
+  writeFileSync(join(copy, 'overlays/example/secrets.env'), `${lines.join('\n')}\n`);
+  return copy;
+}
+
 // ---------------------------------------------------------------------------------------
 // Tests
 
@@ -1082,6 +1109,32 @@ describe('Kubernetes manifests', () => {
     assert.doesNotMatch(data.ANTHROPIC_API_KEY!, /^sk-ant-[A-Za-z0-9_-]{20,}/, 'no real-looking API key');
   });
 
+  // Applying the overlay must set the operator's values, every time: a placeholder Secret in
+  // the applied build overwrote a Secret made by hand on each `kubectl apply -k`.
+  test('the example overlay replaces the placeholder Secret with one from a git-ignored file', async () => {
+    const overlayDir = join(K8S, 'overlays/example');
+    const kust = parseYamlFile(join(overlayDir, 'kustomization.yaml'))[0]!;
+    const gen = ((kust.secretGenerator ?? []) as Obj[]).find((g) => g.name === 'deepq-secrets');
+    assert.ok(gen, 'overlays/example generates deepq-secrets (secretGenerator)');
+    assert.equal(gen.behavior, 'replace', "it replaces the base's placeholder Secret");
+    const sources = [...((gen.envs ?? []) as string[]), ...((gen.files ?? []) as string[])];
+    assert.ok(sources.length > 0 && !gen.literals, 'its values come from files, not from kustomization.yaml');
+    for (const f of sources) {
+      const path = join(overlayDir, f.split('=').pop()!);
+      await run('git', ['check-ignore', '-q', path], { cwd: ROOT }).catch(() =>
+        assert.fail(`${rel(path)}: not ignored`),
+      );
+      const example = parseEnvFile(readFileSync(`${path}.example`, 'utf8'));
+      const base = secretData(find(rawBase(), 'Secret', 'deepq-secrets')!);
+      assert.deepEqual(Object.keys(example).sort(), Object.keys(base).sort(), `${rel(path)}.example: the keys`);
+    }
+    // The docs no longer have the operator make deepq-secrets by hand (the apply overwrote it).
+    for (const doc of ['k8s/README.md', 'deploy/RUN_AT_SCALE.md', 'README.md']) {
+      assert.doesNotMatch(readText(doc), /create secret generic deepq-secrets/, `${doc}: kubectl create deepq-secrets`);
+      assert.match(readText(doc), /secrets\.env\.example/, `${doc}: says where the secrets go`);
+    }
+  });
+
   test('kubectl kustomize builds k8s/base and k8s/overlays/example', async (t) => {
     const kubectl = onPath('kubectl');
     if (!kubectl) {
@@ -1089,15 +1142,30 @@ describe('Kubernetes manifests', () => {
       t.skip('kubectl is not on PATH');
       return;
     }
-    const build = async (dir: string) => {
-      const { stdout } = await run(kubectl, ['kustomize', join(K8S, dir)], {
+    const build = async (root: string, dir: string) => {
+      const { stdout } = await run(kubectl, ['kustomize', join(root, dir)], {
         cwd: ROOT,
         timeout: 20_000,
         maxBuffer: 16 * 1024 * 1024,
       });
       return parseYamlDocs(stdout, `kubectl kustomize k8s/${dir}`);
     };
-    const [base, overlay] = await Promise.all([build('base'), build('overlays/example')]);
+    // The overlay needs the operator's secrets.env (git-ignored): build a copy that has one.
+    const copy = withOperatorSecrets();
+    let base: Obj[];
+    let overlay: Obj[];
+    try {
+      [base, overlay] = await Promise.all([build(K8S, 'base'), build(copy, 'overlays/example')]);
+    } finally {
+      rmSync(dirname(copy), { recursive: true, force: true });
+    }
+    const secrets = byKind(overlay, 'Secret').filter((x) => x.metadata.name === 'deepq-secrets');
+    assert.equal(secrets.length, 1, 'the overlay builds one deepq-secrets');
+    assert.deepEqual(
+      secretData(secrets[0]!),
+      OPERATOR_SECRETS,
+      "the overlay's Secret holds secrets.env, no placeholder",
+    );
     const b = checkCluster(base, 'kustomize k8s/base');
     const o = checkCluster(overlay, 'kustomize k8s/overlays/example');
     assert.deepEqual(o.roles, b.roles);
