@@ -1,10 +1,15 @@
 // Commander argument parsers: a bad value fails the command, naming the flag and the rule.
 import { InvalidArgumentError } from 'commander';
 
-export function int(name: string, min = 1) {
+/** The longest `--max-seconds` (ten years): MAX_BUDGET_SECONDS in shared/goal/budgets.ts, which
+ *  --help must not load. A time past a timer's range failed only after the goal was stored. */
+export const MAX_SECONDS = 315_360_000;
+
+export function int(name: string, min = 1, max = Number.MAX_SAFE_INTEGER) {
   return (v: string) => {
     const n = Number(v);
     if (!Number.isInteger(n) || n < min) throw new InvalidArgumentError(`${name} must be an integer ≥ ${min}`);
+    if (n > max) throw new InvalidArgumentError(`${name} must be at most ${max}`);
     return n;
   };
 }

@@ -7,7 +7,7 @@
 import { join } from 'node:path';
 import { type Command, Option } from 'commander';
 import { GOAL_STATUSES } from '../../shared/goal/status.ts';
-import { int, num, onBudget } from '../args.ts';
+import { int, MAX_SECONDS, num, onBudget } from '../args.ts';
 import { client, connection, reader } from '../connect.ts';
 import type { GoalClient } from '../goal-client.ts';
 import type { GoalReader } from '../goal-reader.ts';
@@ -49,7 +49,7 @@ export function registerGoalCommands(program: Command): void {
     .option('--note <text>', 'a note for the planner (always re-plans)')
     .option('--max-tokens <n>', 'raise the token budget to n', int('--max-tokens'))
     .option('--max-steps <n>', 'raise the cycle budget to n', int('--max-steps'))
-    .option('--max-seconds <n>', 'give it n more seconds from now', num('--max-seconds'))
+    .option('--max-seconds <n>', 'give it n more seconds from now', num('--max-seconds', MAX_SECONDS))
     .action(async (goalId: string, o) => {
       const raise = { maxTokens: o.maxTokens, maxSteps: o.maxSteps, maxSeconds: o.maxSeconds };
       const r = await (await client()).resume(goalId, o.note, raise);
@@ -74,7 +74,7 @@ function registerEnqueue(program: Command): void {
     .option('--review', 'pause in awaiting_human after every reflection')
     .option('--max-tokens <n>', 'token budget', int('--max-tokens'))
     .option('--max-steps <n>', 'cycle budget', int('--max-steps'))
-    .option('--max-seconds <n>', 'wall-clock budget', num('--max-seconds'))
+    .option('--max-seconds <n>', 'wall-clock budget', num('--max-seconds', MAX_SECONDS))
     .option('--on-budget <mode>', 'at a budget: end (the default) or pause until resumed with more', onBudget)
     .addOption(redisTimeout())
     .action(async (goal: string, o) => {

@@ -23,11 +23,18 @@ import { TOKEN_KINDS, totalTokens, usageArgs } from './store.ts';
 export const ON_BUDGET = ['end', 'pause'] as const;
 export type OnBudget = (typeof ON_BUDGET)[number];
 
+/**
+ * The longest time budget, in seconds (ten years): its deadline is a delayed job, and a delay
+ * past what a timer can hold (1e306 s is Infinity in ms) failed in BullMQ's script after the
+ * goal was stored. cli/args.ts bounds `--max-seconds` by the same figure.
+ */
+export const MAX_BUDGET_SECONDS = 315_360_000;
+
 /** A goal's limits; each is optional. Set per goal, with defaults from the config. */
 export const BudgetsSchema = z.object({
   maxTokens: z.number().int().positive().optional(),
   maxSteps: z.number().int().positive().optional(),
-  maxSeconds: z.number().positive().optional(),
+  maxSeconds: z.number().positive().max(MAX_BUDGET_SECONDS, `at most ${MAX_BUDGET_SECONDS} (ten years)`).optional(),
   /** At a limit: end the goal `budget_exceeded` (the default) or pause it for a human. */
   onBudget: z.enum(ON_BUDGET).optional(),
 });

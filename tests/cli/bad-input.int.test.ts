@@ -158,6 +158,10 @@ test('unknown commands and flags name the offender and print usage, not a stack'
     [['enqueue', 'a goal', '--frobnicate'], /error: unknown option '--frobnicate'/],
     [['status'], /error: missing required argument 'goalId'/],
     [['enqueue', 'a goal', '--max-steps', 'many'], /--max-steps must be an integer/],
+    // Budgets past what a deadline job or a counter can hold: refused before anything is stored.
+    [['enqueue', 'a goal', '--max-seconds', '1e306'], /argument '1e306' is invalid\. --max-seconds must be at most/],
+    [['enqueue', 'a goal', '--max-tokens', '1e300'], /--max-tokens must be at most 9007199254740991/],
+    [['resume', 'abcdef123456', '--max-seconds', '1e306'], /--max-seconds must be at most 315360000/],
     [['worker'], /error: required option '--role <role>' not specified/],
     [['--bogus-global'], /error: unknown option '--bogus-global'/],
   ];
