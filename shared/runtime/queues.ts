@@ -73,15 +73,22 @@ export class Queues {
     return this.flowProducer;
   }
 
-  /** At the time budget's end, the reflector's maintenance worker checks the goal. */
+  /**
+   * At the time budget's end, the reflector's maintenance worker checks the goal. Replaces the
+   * goal's pending deadline (a resume's new limit): BullMQ ignores an add whose id it holds, so
+   * the old one would fire at the old limit. One firing right now cannot be removed; it reads
+   * the goal's budgets as they are, and the reconciler adds a deadline a goal lacks.
+   */
   async addDeadline(goalId: string, delayMs: number): Promise<void> {
+    const queue = this.get(MAINTENANCE_QUEUE);
     const opts = {
       jobId: deadlineJobId(goalId),
       delay: Math.max(0, delayMs),
       removeOnComplete: true,
       removeOnFail: 100,
     };
-    await this.get(MAINTENANCE_QUEUE).add(MAINTENANCE_JOBS.deadline, { goalId }, opts);
+    await (await queue.getJob(opts.jobId))?.remove().catch(() => {});
+    await queue.add(MAINTENANCE_JOBS.deadline, { goalId }, opts);
   }
 
   async addPlan(data: PlanJob, attempt = 0): Promise<void> {
