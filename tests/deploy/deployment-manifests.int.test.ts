@@ -401,6 +401,16 @@ function containerEnv(objs: Obj[], c: Obj, where: string): Record<string, string
   return env;
 }
 
+/** The keys a container gets from Secrets through envFrom. */
+function envFromSecretKeys(objs: Obj[], c: Obj): Set<string> {
+  const keys = new Set<string>();
+  for (const ef of (c.envFrom ?? []) as Obj[]) {
+    const secret = ef.secretRef && find(objs, 'Secret', ef.secretRef.name);
+    if (secret) for (const k of Object.keys(secretData(secret))) keys.add(k);
+  }
+  return keys;
+}
+
 function probePort(c: Obj, probe: Obj): number {
   const p = probe.httpGet.port;
   if (typeof p === 'number') return p;
@@ -480,7 +490,10 @@ function checkCluster(objs: Obj[], label: string): { pods: DeepqPod[]; roles: st
       assert.deepEqual(c.command, imageEntrypoint(), `${where}: command must keep the image's entrypoint`);
     const args = (c.args ?? []).map(String) as string[];
     const env = containerEnv(objs, c, where);
-    for (const k of Object.keys(env)) assert.ok(KNOWN_VARS.has(k), `${where}: sets ${k}, which deepq does not read`);
+    // A Secret's keys (envFrom) are the operator's: REDIS_PASSWORD feeds the Redis StatefulSet too.
+    const passedThrough = envFromSecretKeys(objs, c);
+    for (const k of Object.keys(env))
+      assert.ok(KNOWN_VARS.has(k) || passedThrough.has(k), `${where}: sets ${k}, which deepq does not read`);
     for (const k of MUST_SET_EVERYWHERE) assert.ok(env[k], `${where}: ${k} must be set`);
 
     // Metrics port, probes, scrape annotations.
@@ -1107,6 +1120,23 @@ describe('Kubernetes manifests', () => {
     const data = secretData(secret);
     for (const k of ['ANTHROPIC_API_KEY', 'REDIS_URL']) assert.ok(data[k], `Secret has ${k}`);
     assert.doesNotMatch(data.ANTHROPIC_API_KEY!, /^sk-ant-[A-Za-z0-9_-]{20,}/, 'no real-looking API key');
+  });
+
+  // deploy/ENV.md: a provider's key or an MCP server's { env: NAME } value goes into deepq-secrets.
+  test('a variable added to deepq-secrets reaches every pod that calls models or tools, never the ui', () => {
+    const objs = rawBase();
+    const secret = find(objs, 'Secret', 'deepq-secrets')!;
+    secret.stringData = { ...secret.stringData, LOCAL_API_KEY: 'sk-local-1', SEARCH_MCP_AUTH: 'Bearer t' };
+    for (const d of byKind(objs, 'Deployment')) {
+      const where = `k8s Deployment ${d.metadata.name}`;
+      const env = containerEnv(objs, d.spec.template.spec.containers[0], where);
+      if (d.metadata.name === 'ui') {
+        assert.equal(env.LOCAL_API_KEY, undefined, `${where}: the inspector gets no secret it does not need`);
+        continue;
+      }
+      assert.equal(env.LOCAL_API_KEY, 'sk-local-1', `${where}: LOCAL_API_KEY from deepq-secrets`);
+      assert.equal(env.SEARCH_MCP_AUTH, 'Bearer t', `${where}: SEARCH_MCP_AUTH from deepq-secrets`);
+    }
   });
 
   // Applying the overlay must set the operator's values, every time: a placeholder Secret in
