@@ -9,6 +9,7 @@ import { randomInt } from 'node:crypto';
 import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { AgentCheckpoint, ApprovalDecisionStatus } from '../agent/approval.ts';
+import { ValidationError } from '../errors.ts';
 import type { Queues } from '../runtime/queues.ts';
 import { runScript } from '../runtime/scripts.ts';
 import type { TimelineEventBody } from './events.ts';
@@ -65,6 +66,8 @@ export type DecideOutcome =
 
 export const CALL_ID_RE = /^ap-[0-9a-z]{10}$/;
 export const INPUT_PREVIEW_CHARS = 300;
+/** The longest reason a human may give with a decision (the model reads it). */
+export const APPROVAL_REASON_MAX_CHARS = 1000;
 const BASE36 = '0123456789abcdefghijklmnopqrstuvwxyz';
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
@@ -135,9 +138,12 @@ export class ApprovalStore {
     reason?: string,
     now = Date.now(),
   ): Promise<DecideOutcome> {
+    if (reason && reason.length > APPROVAL_REASON_MAX_CHARS)
+      throw new ValidationError(`the reason is ${reason.length} characters long: at most ${APPROVAL_REASON_MAX_CHARS}`);
     const k = this.keys;
     const keys = [k.goal(goalId), k.approvals(goalId), k.events(goalId), k.approvalsPending()];
-    const args = [callId, decision, reason ? cutText(reason, 1000) : '', now, this.opts.eventsMaxLen, goalId];
+    const given = reason ? cutText(reason, APPROVAL_REASON_MAX_CHARS) : '';
+    const args = [callId, decision, given, now, this.opts.eventsMaxLen, goalId];
     const reply = (await runScript(this.redis, 'approvalDecide', keys, args)) as [string, string?, number?];
     const [kind, raw, left] = reply;
     if (kind === 'no_goal' || kind === 'no_call') return { kind };

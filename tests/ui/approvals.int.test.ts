@@ -99,6 +99,15 @@ test('pending tool calls are decisions on the goal page: approve, reject with a 
     'awaiting_approval',
   );
 
+  // A reason longer than the model is given is refused whole, not cut: the form says its limit.
+  assert.equal(await card(page, first).locator('textarea[name=reason]').getAttribute('maxlength'), '1000');
+  const tooLong =
+    await page.evaluate<number>(`(() => { const body = new FormData(); body.set('reason', 'r'.repeat(1500));
+    return fetch('/goals/${goalId}/approvals/${first}/reject', { method: 'POST', body,
+    headers: { 'x-csrf-token': document.querySelector('meta[name="csrf-token"]').content } }).then((r) => r.status); })()`);
+  assert.equal(tooLong, 409);
+  problems.splice(0); // the browser logs that 409: this test asked for it
+  assert.equal((await client.approvals.records(goalId)).find((r) => r.callId === first)?.status, 'pending');
   await card(page, first).locator('textarea[name=reason]').fill('write to the staging bucket instead');
   await card(page, first).locator('button.danger').click();
   await page.waitForURL(`${ui.url}/goals/${goalId}`);

@@ -2,17 +2,18 @@
 // page (303). A refusal by deepq's rules (unknown goal, nothing to resume, a call decided
 // before) is the user's to read (404/409); anything else (Redis away) is the app's error.
 import type { Context } from 'hono';
-import { DeepqError, UnknownGoalError, userMessage } from '../../../shared/errors.ts';
+import { DeepqError, UnknownGoalError, userMessage, ValidationError } from '../../../shared/errors.ts';
 import { isGoalId } from '../../../shared/goal/ids.ts';
 import { chromeOf } from '../chrome.ts';
 import type { UiContext, UiEnv } from '../context.ts';
 import { errorPage } from '../views/error-page.ts';
 import { path } from '../views/html.ts';
 
-/** A text field of the posted form, trimmed and cut; empty means absent. */
+/** A text field of the posted form, trimmed; empty means absent. Longer than `max` is refused, not cut. */
 export async function formText(c: Context<UiEnv>, name: string, max: number): Promise<string | undefined> {
   const v = (await c.req.parseBody())[name];
-  const text = typeof v === 'string' ? v.trim().slice(0, max) : '';
+  const text = typeof v === 'string' ? v.trim() : '';
+  if (text.length > max) throw new ValidationError(`the ${name} is ${text.length} characters long: at most ${max}`);
   return text || undefined;
 }
 

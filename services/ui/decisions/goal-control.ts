@@ -37,7 +37,7 @@ function awaitingHuman(goal: GoalRecord): DecisionView {
       {
         label: review ? `Resume (${decision}; with a note: re-plan)` : 'Resume (re-plan)',
         path: path`/goals/${goal.goalId}/resume`,
-        fields: [{ name: 'note', label: 'Note for the planner (optional)', kind: 'text' }],
+        fields: [{ name: 'note', label: 'Note for the planner (optional)', kind: 'text', maxChars: NOTE_MAX_CHARS }],
         tone: 'primary',
       },
       cancelAction(goal.goalId),

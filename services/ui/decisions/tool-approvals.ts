@@ -3,13 +3,11 @@
 // to reject with a reason the model reads. The buttons call GoalClient.decide, what
 // `deepq approve|reject` call.
 import type { Context } from 'hono';
-import { isCallId } from '../../../shared/goal/approvals.ts';
+import { APPROVAL_REASON_MAX_CHARS, isCallId } from '../../../shared/goal/approvals.ts';
 import type { UiEnv } from '../context.ts';
 import { path } from '../views/html.ts';
 import { act, formText } from './act.ts';
 import type { DecisionProvider } from './types.ts';
-
-const REASON_MAX_CHARS = 1000;
 
 export const toolApprovals: DecisionProvider = {
   async pending(ctx, goal) {
@@ -29,7 +27,14 @@ export const toolApprovals: DecisionProvider = {
           {
             label: 'Reject',
             path: `${base}/reject`,
-            fields: [{ name: 'reason', label: 'Reason (the model reads it)', kind: 'text' }],
+            fields: [
+              {
+                name: 'reason',
+                label: 'Reason (the model reads it)',
+                kind: 'text',
+                maxChars: APPROVAL_REASON_MAX_CHARS,
+              },
+            ],
             tone: 'danger',
           },
         ],
@@ -42,7 +47,7 @@ export const toolApprovals: DecisionProvider = {
       const callId = c.req.param('callId') ?? '';
       if (!isCallId(callId)) return c.text('unknown approval id\n', 404);
       return act(c, ctx, decision === 'approved' ? 'approve' : 'reject', async (goalId) => {
-        const reason = decision === 'rejected' ? await formText(c, 'reason', REASON_MAX_CHARS) : undefined;
+        const reason = decision === 'rejected' ? await formText(c, 'reason', APPROVAL_REASON_MAX_CHARS) : undefined;
         return ctx.client.decide(goalId, callId, decision, reason);
       });
     };

@@ -10,6 +10,8 @@ export interface DecisionField {
   name: string;
   label: string;
   kind: 'text' | 'number';
+  /** Text: the most characters it takes (the form says so; the server refuses more). */
+  maxChars?: number;
   /** Numbers: `1` for whole numbers, `any` for fractions too. The server checks again. */
   step?: '1' | 'any';
 }

@@ -181,7 +181,7 @@ function usageRow(u) {
 function field(f) {
   const input =
     f.kind === 'text'
-      ? el('textarea', { name: f.name, rows: 2, maxlength: 2000 })
+      ? el('textarea', { name: f.name, rows: 2, maxlength: f.maxChars ?? 2000 })
       : el('input', { type: 'number', name: f.name, min: 0, step: f.step ?? 'any' });
   return el('label', {}, f.label, input);
 }

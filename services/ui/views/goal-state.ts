@@ -36,7 +36,7 @@ export function usageRow(u: UsageLine): Html {
 function field(f: DecisionField): Html {
   const input =
     f.kind === 'text'
-      ? html`<textarea name="${f.name}" rows="2" maxlength="2000"></textarea>`
+      ? html`<textarea name="${f.name}" rows="2" maxlength="${f.maxChars ?? 2000}"></textarea>`
       : html`<input type="number" name="${f.name}" min="0" step="${f.step ?? 'any'}" />`;
   return html`<label>${f.label}${input}</label>`;
 }
