@@ -8,6 +8,7 @@
 // written into a temporary directory and moved into place: one rename when DIR is new, one
 // rename per file when it exists. A failure removes the temporary directory: DIR never
 // holds a half-written file.
+import { randomBytes } from 'node:crypto';
 import { lstat, mkdir, mkdtemp, readlink, realpath, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, posix, resolve, sep } from 'node:path';
 import { ValidationError } from '../../shared/errors.ts';
@@ -158,7 +159,7 @@ export async function exportArtifacts(
   // directory inside it (same filesystem, no need to write its parent). Its name starts with
   // a dot, which no artifact name can.
   const made = existed ? undefined : await mkdir(dirname(root), { recursive: true });
-  const tmp = await mkdtemp(existed ? join(root, '.deepq-artifacts-') : join(dirname(root), `.${basename(root)}.tmp-`));
+  const tmp = existed ? await mkdtemp(join(root, '.deepq-artifacts-')) : await newDirBeside(root);
   let moved = false;
   try {
     const written = await writeAll(out, tmp, plan.placements, read);
@@ -170,6 +171,22 @@ export async function exportArtifacts(
     if (!moved) await rm(tmp, { recursive: true, force: true });
     // Parent directories created for a DIR that never came to be.
     if (made && !moved) await rm(made, { recursive: true, force: true });
+  }
+}
+
+/**
+ * The directory that becomes a new DIR: made with mkdir, so its mode is the usual one (0777 less
+ * the umask), as its subdirectories' are; mkdtemp's 0700 would stay on DIR after the rename.
+ */
+async function newDirBeside(root: string): Promise<string> {
+  for (;;) {
+    const tmp = join(dirname(root), `.${basename(root)}.tmp-${randomBytes(6).toString('hex')}`);
+    try {
+      await mkdir(tmp);
+      return tmp;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
   }
 }
 

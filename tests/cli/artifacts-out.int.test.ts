@@ -161,6 +161,12 @@ test('a normal set is written whole: into a new DIR (parents made), and into an 
   }
   // No temporary directory is left beside DIR.
   assert.deepEqual(readdirSync(join(parent, 'new')), ['out']);
+  // DIR has the mode any new directory gets here (0777 less the umask), like its subdirectories.
+  const probe = join(parent, 'probe');
+  mkdirSync(probe);
+  const usual = statSync(probe).mode & 0o777;
+  assert.equal((statSync(out).mode & 0o777).toString(8), usual.toString(8));
+  assert.equal((statSync(join(out, 'sub')).mode & 0o777).toString(8), usual.toString(8));
   // Into an existing DIR: others' files stay, an artifact's earlier copy is replaced.
   const existing = scratch();
   writeFileSync(join(existing, 'keep.txt'), 'mine');
