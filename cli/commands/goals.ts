@@ -20,7 +20,7 @@ export function registerGoalCommands(program: Command): void {
   registerStatus(program);
   program
     .command('watch')
-    .description('follow a goal live until it is terminal')
+    .description('follow a goal live until it is terminal or awaits a human; exit 0 only when it is done')
     .argument('<goalId>')
     .addOption(redisTimeout())
     .action(async (goalId: string, o) => {
@@ -69,7 +69,7 @@ function registerEnqueue(program: Command): void {
     .command('enqueue')
     .description('submit a goal; prints its id')
     .argument('<goal>', 'the goal text')
-    .option('--wait', 'wait until the goal is terminal; exit 0 only when it is done')
+    .option('--wait', 'wait until the goal is terminal or awaits a human; exit 0 only when it is done')
     .option('--json', 'print the status object as the last line')
     .option('--review', 'pause in awaiting_human after every reflection')
     .option('--max-tokens <n>', 'token budget', int('--max-tokens'))
