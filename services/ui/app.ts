@@ -1,7 +1,7 @@
 // The inspector's HTTP app. In order: a log line per request, a loopback Host when there is no
 // token (DNS rebinding), security headers, the CSRF cookie, a cap on request bodies, the token
 // (when set), the CSRF check on state-changing requests, then the pages.
-import { Hono } from 'hono';
+import { type Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { chromeOf } from './chrome.ts';
 import type { UiContext, UiEnv } from './context.ts';
@@ -21,7 +21,11 @@ import { securityHeaders } from './security/headers.ts';
 import { loopbackHostOnly } from './security/host-check.ts';
 import { errorPage } from './views/error-page.ts';
 
-const MAX_BODY_BYTES = 256 * 1024;
+/**
+ * A goal's text is at most 100 KB (cli/goal-request.ts), and a form sends it URL-encoded: each
+ * byte outside ASCII as three. The largest goal, in any script, fits; nothing else is bigger.
+ */
+const MAX_BODY_BYTES = 3 * 100 * 1024 + 16 * 1024;
 
 export function createApp(ctx: UiContext): Hono<UiEnv> {
   const app = new Hono<UiEnv>();
@@ -29,8 +33,7 @@ export function createApp(ctx: UiContext): Hono<UiEnv> {
   app.use(loopbackHostOnly(ctx.token));
   app.use(securityHeaders());
   app.use(csrfCookie());
-  // A goal's text is at most 100 KB; nothing the app accepts is bigger.
-  app.use(bodyLimit({ maxSize: MAX_BODY_BYTES, onError: (c) => c.text('request body too large\n', 413) }));
+  app.use(bodyLimit({ maxSize: MAX_BODY_BYTES, onError: (c) => tooLarge(c, ctx) }));
   app.use(
     requireToken(ctx.token, ctx.signIn, (c) => loginRequired(c, ctx)),
     csrfCheck(),
@@ -52,4 +55,10 @@ export function createApp(ctx: UiContext): Hono<UiEnv> {
     return c.html(errorPage(chromeOf(c, ctx), 'Something went wrong', message), 500);
   });
   return app;
+}
+
+/** Over the body limit: a page that says what the limit is, not a bare status. */
+function tooLarge(c: Context<UiEnv>, ctx: UiContext): Response | Promise<Response> {
+  const message = `The request is over ${Math.round(MAX_BODY_BYTES / 1024)} KiB: a goal's text is at most 100 KB.`;
+  return c.html(errorPage(chromeOf(c, ctx), 'Request too large', message), 413);
 }

@@ -121,6 +121,17 @@ test('the enqueue form: "pause for review" ticked makes a goal with review on', 
   await page.close();
 });
 
+test('the enqueue form takes a goal of up to 100 KB in any script (its URL-encoded form is 3x that)', async () => {
+  const page = await browser.newPage();
+  const goal = `${'漢'.repeat(30_000)} done`; // 90 KB of UTF-8, 270 KB as a form sends it
+  await page.goto(`${ui.url}/`);
+  await page.fill('form.enqueue textarea[name=goal]', goal);
+  await page.click('form.enqueue button');
+  await page.waitForURL(/\/goals\/[a-z0-9]{12}$/);
+  assert.equal((await client.get(page.url().split('/').pop()!)).goal, goal);
+  await page.close();
+});
+
 test("a cycle's subtask attempt, duration and tokens; usage rows whose counts are estimated", async () => {
   const id = await storedGoal('Attempts and durations');
   const role = 'research-specialist';
@@ -263,7 +274,7 @@ test("the ui process's /metrics count its requests and live streams; /healthz an
   const m = await metrics();
   assert.equal(sample(m, ...served), before + 3);
   assert.ok(sample(m, 'deepq_ui_request_duration_seconds_count', { route: '/queues-overview' }) >= 3);
-  assert.equal(sample(m, 'deepq_ui_actions_total', { action: 'enqueue', outcome: 'ok' }), 2, "the form's two goals");
+  assert.equal(sample(m, 'deepq_ui_actions_total', { action: 'enqueue', outcome: 'ok' }), 3, "the form's three goals");
   assert.match(m, /^# TYPE deepq_ui_live_streams gauge$/m);
   assert.match(m, /^# TYPE deepq_ui_stream_readers gauge$/m);
 
