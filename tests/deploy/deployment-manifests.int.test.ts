@@ -9,6 +9,7 @@ import {
   constants,
   cpSync,
   existsSync,
+  mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
@@ -22,6 +23,7 @@ import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import YAML from 'yaml';
+import { SandboxSchema } from '../../shared/agent/sandbox/config.ts';
 import { CONFIG_ENV_VARS, ConfigSchema, loadConfig } from '../../shared/runtime/config.ts';
 import { Metrics } from '../../shared/runtime/metrics.ts';
 import { subagentQueueName } from '../../shared/runtime/queues.ts';
@@ -1379,6 +1381,77 @@ describe('the run_code sandbox (bubblewrap) in containers', () => {
     assert.equal(c.securityContext.procMount, 'Unmasked');
     assert.equal(c.securityContext.allowPrivilegeEscalation, false);
     assert.deepEqual(c.securityContext.capabilities.drop, ['ALL']);
+  });
+
+  // One job's run may use memoryMb before deepq stops it, and a worker runs `concurrency` jobs:
+  // a limit below that let the kernel kill the whole worker (every running job) instead.
+  const WORKER_OWN_MIB = 250;
+  const toMiB = (q: string) => {
+    const m = /^(\d+)(Mi|Gi)$/.exec(q);
+    assert.ok(m, `memory quantity ${q}: expected Mi or Gi`);
+    return Number(m[1]) * (m[2] === 'Gi' ? 1024 : 1);
+  };
+
+  test('the sandbox patch sizes memory for concurrency x sandbox.memoryMb, and says how', () => {
+    const patch = parseYamlFile(join(K8S, 'extras/sandbox-worker-patch.yaml'))[0]!;
+    const target = find(rawBase(), 'Deployment', patch.metadata.name)!;
+    const c = patch.spec.template.spec.containers[0] as Obj;
+    const args = (target.spec.template.spec.containers[0].args as string[]).map(String);
+    const fromArgs = args.includes('--concurrency') ? Number(args[args.indexOf('--concurrency') + 1]) : undefined;
+    const fromEnv = ((c.env ?? []) as Obj[]).find((e) => e.name === 'DEEPQ_CONCURRENCY')?.value;
+    const concurrency = fromArgs ?? Number(fromEnv ?? ConfigSchema.parse({}).concurrency);
+    const memoryMb = SandboxSchema.parse({}).memoryMb;
+    const limit = toMiB(c.resources?.limits?.memory ?? target.spec.template.spec.containers[0].resources.limits.memory);
+    assert.ok(
+      limit >= WORKER_OWN_MIB + concurrency * memoryMb,
+      `limit ${limit} MiB < ${WORKER_OWN_MIB} + ${concurrency} x ${memoryMb} MiB: one busy worker is OOM-killed`,
+    );
+    const header = readFileSync(join(K8S, 'extras/sandbox-worker-patch.yaml'), 'utf8');
+    assert.match(header, /250 MiB \+ concurrency x memoryMb/, 'the header states the sizing rule');
+    assert.match(readText('k8s/README.md'), /~250 MiB \+ concurrency × `memoryMb`/, 'k8s/README.md states it');
+  });
+
+  test('the lines its header gives build: the patched worker and its ScaledObject agree (kubectl)', async (t) => {
+    const kubectl = onPath('kubectl');
+    if (!kubectl) {
+      t.skip('kubectl is not on PATH');
+      return;
+    }
+    const header = readFileSync(join(K8S, 'extras/sandbox-worker-patch.yaml'), 'utf8').split('\n');
+    const from = header.indexOf('#   patches:');
+    assert.ok(from >= 0, 'the header shows the overlay lines (patches:)');
+    const to = header.findIndex((l, i) => i > from && !l.startsWith('#   '));
+    const overlay = YAML.parse(
+      header
+        .slice(from, to)
+        .map((l) => l.slice(1))
+        .join('\n'),
+    );
+    const copy = withOperatorSecrets();
+    try {
+      // An overlay of the operator's, as the header says: the patch file copied beside it.
+      const dir = join(copy, 'overlays/sandbox');
+      mkdirSync(dir);
+      cpSync(join(copy, 'extras/sandbox-worker-patch.yaml'), join(dir, 'sandbox-worker-patch.yaml'));
+      writeFileSync(join(dir, 'kustomization.yaml'), YAML.stringify({ resources: ['../example'], ...overlay }));
+      const { stdout } = await run(kubectl, ['kustomize', dir], { timeout: 20_000, maxBuffer: 16 << 20 });
+      const objs = parseYamlDocs(stdout, 'kubectl kustomize (sandbox overlay)');
+      checkCluster(objs, 'sandbox overlay');
+      const d = find(objs, 'Deployment', 'worker-code-writer')!;
+      const c = d.spec.template.spec.containers[0] as Obj;
+      const concurrency = (c.env as Obj[]).find((e) => e.name === 'DEEPQ_CONCURRENCY')?.value;
+      assert.ok(concurrency, 'the patched worker has DEEPQ_CONCURRENCY');
+      assert.ok(
+        (c.env as Obj[]).some((e) => e.name === 'REDIS_URL'),
+        'the patch merges into env, not over it',
+      );
+      assert.equal(d.spec.template.spec.hostUsers, false);
+      const so = find(objs, 'ScaledObject', 'worker-code-writer')!;
+      for (const tr of so.spec.triggers as Obj[])
+        assert.equal(tr.metadata.threshold, concurrency, 'the ScaledObject targets the patched concurrency');
+    } finally {
+      rmSync(dirname(copy), { recursive: true, force: true });
+    }
   });
 });
 
