@@ -403,6 +403,21 @@ function containerEnv(objs: Obj[], c: Obj, where: string): Record<string, string
   return env;
 }
 
+/** A Kubernetes memory quantity ("1Gi", "768Mi", "1G") in bytes. */
+function toBytes(q: string): number {
+  const m = /^(\d+)(Ki|Mi|Gi|K|M|G)?$/.exec(q);
+  assert.ok(m, `memory quantity ${q}`);
+  const unit = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, K: 1e3, M: 1e6, G: 1e9 }[m[2] ?? ''] ?? 1;
+  return Number(m[1]) * unit;
+}
+/** A redis.conf memory size ("512mb" = 512 MiB, "512m" = 512 MB) in bytes. */
+function redisBytes(v: string): number {
+  const m = /^(\d+)(kb|mb|gb|k|m|g)?$/i.exec(v);
+  assert.ok(m, `Redis memory size ${v}`);
+  const units: Record<string, number> = { kb: 2 ** 10, mb: 2 ** 20, gb: 2 ** 30, k: 1e3, m: 1e6, g: 1e9 };
+  return Number(m[1]) * (units[(m[2] ?? '').toLowerCase()] ?? 1);
+}
+
 /** The keys a container gets from Secrets through envFrom. */
 function envFromSecretKeys(objs: Obj[], c: Obj): Set<string> {
   const keys = new Set<string>();
@@ -613,6 +628,12 @@ function checkCluster(objs: Obj[], label: string): { pods: DeepqPod[]; roles: st
   const argAfter = (flag: string) => rargs[rargs.indexOf(flag) + 1];
   assert.equal(argAfter('--appendonly'), 'yes', `${label}: Redis AOF on`);
   assert.equal(argAfter('--maxmemory-policy'), 'noeviction', `${label}: Redis noeviction`);
+  // Persistence forks: the child's copy-on-write pages share the container's limit with maxmemory.
+  const limitBytes = toBytes(rc.resources.limits.memory);
+  assert.ok(
+    redisBytes(argAfter('--maxmemory')!) <= 0.6 * limitBytes,
+    `${label}: Redis --maxmemory ${argAfter('--maxmemory')} over 60 % of its ${rc.resources.limits.memory} limit`,
+  );
   assert.ok(rargs.includes('--requirepass'), `${label}: Redis password`);
   assert.ok(redis.spec.volumeClaimTemplates?.length, `${label}: Redis persistence (volumeClaimTemplates)`);
   const renv = containerEnv(objs, rc, `${label} StatefulSet redis`);
