@@ -104,7 +104,8 @@ test('pending tool calls are decisions on the goal page: approve, reject with a 
   const tooLong =
     await page.evaluate<number>(`(() => { const body = new FormData(); body.set('reason', 'r'.repeat(1500));
     return fetch('/goals/${goalId}/approvals/${first}/reject', { method: 'POST', body,
-    headers: { 'x-csrf-token': document.querySelector('meta[name="csrf-token"]').content } }).then((r) => r.status); })()`);
+    headers: { 'x-csrf-token': document.querySelector('meta[name="csrf-token"]').content } })
+    .then((r) => r.status); })()`);
   assert.equal(tooLong, 409);
   problems.splice(0); // the browser logs that 409: this test asked for it
   assert.equal((await client.approvals.records(goalId)).find((r) => r.callId === first)?.status, 'pending');
