@@ -4,7 +4,7 @@ import { type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { Logger } from 'pino';
 import { type AgentCheckpoint, ApprovalPause, approvalGate } from '../../shared/agent/approval.ts';
 import { type AgentRun, checkpointBeforeRateLimit } from '../../shared/agent/create-agent.ts';
-import { contractFor } from '../../shared/agent/output-contracts.ts';
+import { contractFor, type OutputContract } from '../../shared/agent/output-contracts.ts';
 import { ModelCallError } from '../../shared/agent/providers/types.ts';
 import type { RoleSpec } from '../../shared/agent/roles.ts';
 import { type GoalRunOutcome, runForGoal } from '../../shared/agent/run-for-goal.ts';
@@ -180,7 +180,7 @@ async function runSubtask(
     const status = await pauseForApproval(p, err); // throws DelayedError unless the goal ended
     return skippedResult(base, `skipped: goal is ${status}`, status);
   }
-  return afterRun(rt, p, base, res);
+  return afterRun(rt, p, base, res, contractFor(role.contract));
 }
 
 /**
@@ -200,6 +200,7 @@ async function afterRun(
   p: PausedJob,
   base: ResultBase,
   res: GoalRunOutcome<unknown>,
+  contract: OutputContract,
 ): Promise<SubagentJobResult> {
   const { data, job, token } = p;
   if (res.kind === 'over_budget') return skippedResult(base, res.reason, 'budget_exceeded');
@@ -209,7 +210,10 @@ async function afterRun(
     return parkForBudget(rt, job, token, data.goalId);
   }
   const transcript = res.kind === 'ok' ? res.transcript : undefined;
-  return recordResult(rt, data, String(job.id), { run: res.run, transcript, base, tokens: p.tokens }, p.log);
+  // An accepted answer is stored as its contract says (a code block as the code it holds).
+  const content = res.run.ok ? (contract.artifact?.(res.run.value) ?? res.run.text) : res.run.text;
+  const recorded = { run: res.run, content, transcript, base, tokens: p.tokens };
+  return recordResult(rt, data, String(job.id), recorded, p.log);
 }
 
 /**
@@ -247,7 +251,7 @@ async function recordResult(
   rt: Runtime,
   data: SubagentJob,
   writer: string,
-  r: { run: AgentRun; transcript?: TranscriptWrite; base: ResultBase; tokens?: number },
+  r: { run: AgentRun; content: string; transcript?: TranscriptWrite; base: ResultBase; tokens?: number },
   log: Logger,
 ): Promise<SubagentJobResult> {
   const { run, transcript, base } = r;
@@ -256,7 +260,7 @@ async function recordResult(
   const status = run.ok ? 'done' : run.partial ? 'active' : 'failed';
   const retried = run.contractRetries ? 'accepted after one contract retry' : null;
   const notes = run.ok ? retried : (run.problem ?? 'failed').slice(0, 200);
-  const bytes = run.text ? Buffer.byteLength(run.text, 'utf8') : 0;
+  const bytes = Buffer.byteLength(r.content, 'utf8');
   const partial = run.partial ? { partial: true } : {};
   const result: SubagentJobResult = { ...base, status, notes, bytes, finishedAt: Date.now(), ...partial };
   const event: TimelineEventBody = {
@@ -272,7 +276,8 @@ async function recordResult(
     ...(notes ? { reason: notes } : {}),
     ...partial,
   };
-  if (run.text) {
+  const content = r.content;
+  if (content) {
     // A revision (a new version of a done artifact) keeps the old version in the history; one
     // that did not finish leaves the done version current (its output goes to the history).
     const keep = status === 'done' ? { keepHistory: true } : { keepDone: true };
@@ -280,7 +285,7 @@ async function recordResult(
     // A refused write still stores the transcript (VirtualFs.write): the run happened. A refusal
     // another attempt would meet again (the goal's file count, a done artifact, the name) ends the
     // job now rather than running the whole agent once per attempt first.
-    await rt.vfs.write(goalId, data.expected_artifact, run.text, { ...meta, event, transcript }).catch((err) => {
+    await rt.vfs.write(goalId, data.expected_artifact, content, { ...meta, event, transcript }).catch((err) => {
       throw err instanceof VfsLimitError && err.permanent ? new UnrecoverableError(err.message) : err;
     });
   } else {

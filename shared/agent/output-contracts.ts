@@ -5,7 +5,13 @@ import { extractJson, formatZodIssues } from '../zod.ts';
 import type { RoleContract } from './roles.ts';
 
 export type ContractResult<T = unknown> = { ok: true; value: T } | { ok: false; problem: string };
-export type OutputContract<T = unknown> = { name: string; describe: string; check(text: string): ContractResult<T> };
+export type OutputContract<T = unknown> = {
+  name: string;
+  describe: string;
+  check(text: string): ContractResult<T>;
+  /** The artifact an accepted answer is stored as, when not the answer's text itself. */
+  artifact?(value: T): string;
+};
 
 const CritiqueSchema = z.array(
   z.object({ line: z.number().int(), issue: z.string().min(1), severity: z.string().min(1) }),
@@ -49,9 +55,13 @@ export const codeContract: OutputContract<string> = {
           'expected exactly one fenced code block, ' +
           `found ${Math.floor(fences / 2)} block(s) (${fences} fence lines)`,
       };
-    if (!/^```[\w+-]*\n[\s\S]*\n```$/.test(t)) return { ok: false, problem: 'text outside the fenced code block' };
-    return { ok: true, value: t };
+    // Any info string on the opening fence (```c#, ```js title="a.js"): the language is not checked.
+    const block = /^```[^\n`]*\n([\s\S]*)\n```$/.exec(t);
+    if (!block) return { ok: false, problem: 'text outside the fenced code block' };
+    return { ok: true, value: block[1]! };
   },
+  // The code itself, runnable as the file it is stored as (a fence line would be a syntax error).
+  artifact: (code) => `${code}\n`,
 };
 
 export const critiqueContract: OutputContract<z.infer<typeof CritiqueSchema>> = {

@@ -85,8 +85,13 @@ test('research-specialist: a non-empty summary', () => {
 });
 
 test('code-writer: exactly one fenced code block and nothing else', () => {
-  accepts(codeContract, '```python\ndef f():\n    return 1\n```');
-  accepts(codeContract, '\n```\nplain\n```\n');
+  // The value is the code the block holds; stored as a file, it ends with a newline.
+  assert.equal(accepts(codeContract, '```python\ndef f():\n    return 1\n```'), 'def f():\n    return 1');
+  assert.equal(codeContract.artifact?.('def f():\n    return 1'), 'def f():\n    return 1\n');
+  assert.equal(accepts(codeContract, '\n```\nplain\n```\n'), 'plain');
+  // Any info string on the opening fence: a language with a symbol, attributes, a trailing space.
+  for (const open of ['```c#', '```js title="a.js"', '```python ', '```objective-c++'])
+    assert.equal(accepts(codeContract, `${open}\nx\n\`\`\``), 'x', open);
   assert.match(problemOf(codeContract, 'def f(): return 1'), /exactly one fenced code block, found 0/);
   assert.match(problemOf(codeContract, '```py\na\n```\n\n```py\nb\n```'), /found 2 block/);
   assert.match(problemOf(codeContract, 'Here is the code:\n```py\na\n```'), /outside the fenced code block/);

@@ -160,7 +160,8 @@ test('a subagent greps and edits through the real loop; tool_called events, metr
   assert.equal(await rt.vfs.read(goalId, 'src/app.py'), 'def add(a, b):\n    return a + b\n');
   const e = (await rt.vfs.stat(goalId, 'src/app.py'))!;
   assert.deepEqual([e.version, e.writer, e.step, e.role], [2, `${goalId}:2:1`, 2, 'code-writer']);
-  assert.equal(await rt.vfs.read(goalId, 'fix.py'), FIXED);
+  // Stored as the code the block holds: a file that runs, not one that starts with a fence line.
+  assert.equal(await rt.vfs.read(goalId, 'fix.py'), 'def add(a, b):\n    return a + b\n');
 
   // One tool_called event per call, in order, with no input or output in it.
   const events = (await rt.goals.events(goalId)).map((x) => x.event);
@@ -200,7 +201,7 @@ test('a subagent greps and edits through the real loop; tool_called events, metr
     subtasks: [{ index: 1, role: 'code-writer', artifact: 'fix.py' }],
   });
   for (const x of events) view.apply(x);
-  assert.match(view.render(), /\[1\] code-writer\s+fix\.py\s+done {2}\(6 tool calls, \d+\.\d\ds, \d+ B\)/);
+  assert.match(view.render(), /\[1\] code-writer\s+fix\.py\s+done {2}\(6 tool calls, \d+\.\d\ds, \d+ B(, \d+ tok)?\)/);
 
   // The metrics: counted under the configured names; the invented one as `unknown`.
   const scrape = await rt.metrics.registry.metrics();
