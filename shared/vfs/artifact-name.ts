@@ -16,6 +16,10 @@ export function artifactNameProblem(name: unknown): string | null {
   if (!ARTIFACT_NAME_RE.test(name)) {
     return `artifact name ${JSON.stringify(name)} has characters outside [A-Za-z0-9_.-/]`;
   }
+  // A file's path as `artifacts --out` writes it: `a/` or `a//b` would be no file, or the same one twice.
+  if (name.endsWith('/')) return `artifact name ${JSON.stringify(name)} ends with "/": name a file, not a folder`;
+  if (name.split('/').some((part) => part === '' || part === '.'))
+    return `artifact name ${JSON.stringify(name)} has an empty or "." path segment`;
   return null;
 }
 

@@ -101,6 +101,11 @@ test('a leading "/" is refused', async () => {
   for (const name of ['/etc/passwd', '/x', '//x']) await refused(name, /starts with "\/"/);
 });
 
+test('a name is a file path: no trailing "/", no empty or "." segment (--out could not write it)', async () => {
+  for (const name of ['src/', 'a.txt/']) await refused(name, /ends with "\/": name a file/);
+  for (const name of ['x//y', 'a/./b', 'a/.']) await refused(name, /an empty or "\." path segment/);
+});
+
 test('control characters are refused: NUL, newline, CR, tab, ESC, DEL', async () => {
   for (const name of ['a\u0000b', 'a\nb', 'report.md\n', '\nx', 'a\rb', 'a\tb', 'a\u001bb', 'a\u007fb', 'a\u0001']) {
     await refused(name, /control characters/);
