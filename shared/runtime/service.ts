@@ -58,6 +58,7 @@ type ActiveJobs = Map<string, { job: Job; token?: string; goalId?: string }>;
 
 export async function startService(opts: ServiceOptions): Promise<RunningService> {
   const { rt } = opts;
+  exitIfOrphanedWhileStarting(rt.logger);
   const active: ActiveJobs = new Map();
   const workers = createWorkers(opts, active);
   const [worker] = workers;
@@ -336,5 +337,22 @@ export function stopOnSignals(svc: { stop(): Promise<void>; drainTimeoutMs: numb
   }
   // The channel only reports the parent leaving; it must not keep the process alive itself.
   process.channel.unref();
+  process.off('disconnect', exitOrphanedStart);
   process.once('disconnect', orphaned);
+}
+
+/**
+ * Before stopOnSignals takes over: a supervisor that leaves while this process still waits for
+ * Redis (nothing started, nothing to drain) ends it at once, or it would wait for ever.
+ */
+function exitIfOrphanedWhileStarting(logger: Runtime['logger']): void {
+  if (typeof process.send !== 'function') return;
+  startLogger = logger;
+  process.once('disconnect', exitOrphanedStart);
+}
+
+let startLogger: Runtime['logger'] | undefined;
+function exitOrphanedStart(): void {
+  startLogger?.warn('supervisor gone (IPC channel closed) before this service started: exiting');
+  process.exit(1);
 }

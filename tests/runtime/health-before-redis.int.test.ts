@@ -1,13 +1,16 @@
-// A service answers /healthz before Redis does (a failover, a cluster start, Redis loading its
-// AOF): Kubernetes' startup probe must not kill it while it waits. Checked for the worker of a
-// role with a fleet-wide cap, whose start sets that cap in Redis.
+// A service waiting for Redis at start (a failover, a cluster start, Redis loading its AOF)
+// answers /healthz, so Kubernetes' startup probe does not kill it (checked for the worker of a
+// role with a fleet-wide cap, whose start sets that cap in Redis); and started by `deepq up`, it
+// exits when its supervisor leaves meanwhile, instead of waiting for ever.
 
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { freePort } from '../../cli/private-redis.ts';
+import { BIN } from '../../cli/supervisor.ts';
 import { DEFAULT_ROLES } from '../../shared/agent/roles.ts';
 import { type ServiceProc, startProcess, testEnv } from '../../testing/fleet.ts';
 
@@ -34,4 +37,21 @@ test('a capped role worker answers /healthz while Redis is unreachable', async (
   assert.equal(status, 200, `no /healthz within 20 s; output: ${svc.output().slice(-500)}`);
   const ready = await fetch(`http://127.0.0.1:${svc.port}/readyz`);
   assert.equal(ready.status, 503, 'not ready without Redis');
+});
+
+test('a service started by a supervisor exits when the supervisor leaves while it still waits for Redis', async () => {
+  const env = testEnv(`redis://127.0.0.1:${await freePort()}`);
+  // The channel `deepq up` gives its children: closing it is the supervisor leaving.
+  const child = spawn(process.execPath, [BIN, 'planner'], { env, stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (out += d));
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  await new Promise((r) => setTimeout(r, 1500));
+  assert.equal(child.exitCode, null, `it is still starting: ${out.slice(-300)}`);
+  child.disconnect();
+  const code = await Promise.race([exited, new Promise<'running'>((r) => setTimeout(() => r('running'), 10_000))]);
+  if (code === 'running') child.kill('SIGKILL');
+  assert.notEqual(code, 'running', 'still running 10 s after its supervisor left');
+  assert.match(out, /supervisor gone \(IPC channel closed\) before this service started/);
 });
