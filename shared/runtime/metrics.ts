@@ -137,6 +137,11 @@ export class Metrics {
     help: 'Tool calls waiting for a human decision, across all goals (read from Redis at scrape time)',
     registers: [this.registry],
   });
+  readonly redisUp = new Gauge({
+    name: 'deepq_redis_up',
+    help: 'Whether this process reached Redis at its last scrape (1) or not (0: the queue gauges are stale)',
+    registers: [this.registry],
+  });
   readonly sandboxRuns = new Counter({
     name: 'deepq_sandbox_runs_total',
     help:

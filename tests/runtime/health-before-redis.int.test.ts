@@ -37,6 +37,11 @@ test('a capped role worker answers /healthz while Redis is unreachable', async (
   assert.equal(status, 200, `no /healthz within 20 s; output: ${svc.output().slice(-500)}`);
   const ready = await fetch(`http://127.0.0.1:${svc.port}/readyz`);
   assert.equal(ready.status, 503, 'not ready without Redis');
+  // A scrape says Redis is away, at once, rather than serving old queue depths as current.
+  const started = Date.now();
+  const metrics = await (await fetch(`http://127.0.0.1:${svc.port}/metrics`)).text();
+  assert.match(metrics, /^deepq_redis_up\{service="worker-critic"\} 0$/m);
+  assert.ok(Date.now() - started < 3000, `the scrape took ${Date.now() - started} ms`);
 });
 
 test('a service started by a supervisor exits when the supervisor leaves while it still waits for Redis', async () => {
