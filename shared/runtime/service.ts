@@ -358,6 +358,8 @@ export function stopOnSignals(svc: { stop(): Promise<void>; drainTimeoutMs: numb
 function exitIfOrphanedWhileStarting(logger: Runtime['logger']): void {
   if (typeof process.send !== 'function') return;
   startLogger = logger;
+  // Gone already, while this process loaded its modules: the event will not come again.
+  if (!process.connected) exitOrphanedStart();
   process.once('disconnect', exitOrphanedStart);
 }
 
