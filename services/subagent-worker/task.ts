@@ -52,9 +52,14 @@ function cutMarker(f: TaskFile, budget: number, whole: number, partial: number, 
   const start = `the first ${partial} chars of line ${whole + 1}`;
   let shown = `lines 1-${whole}${partial ? ` and ${start}` : ''} are shown above`;
   if (!whole) shown = `only ${start} are shown above`;
+  // A line cut part way goes on from its next char; whole lines from the next line.
+  const readRest = partial
+    ? `Read on with the read_file tool: {"name":${JSON.stringify(f.name)},"offset":${whole},"char_offset":${partial}}` +
+      '; each page names the next.'
+    : readOn(f.name, whole, limit);
   return (
     `[deepq: ${f.name} is cut here to keep the task within ${budget} chars. ` +
-    `${sizeOf(lines, content.length)}; ${shown}. ${readOn(f.name, whole, limit)}]`
+    `${sizeOf(lines, content.length)}; ${shown}. ${readRest}]`
   );
 }
 

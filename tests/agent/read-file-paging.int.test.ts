@@ -88,15 +88,24 @@ test('a spilled artifact far bigger than the task budget is read whole, page by 
   assert.equal(await tool.run({ name: 'report.md' }), content);
 });
 
-test('a line longer than a page shows its start, says so, and paging goes on past it', async () => {
+test('a line longer than a page is read in parts with char_offset, and paging goes on past it', async () => {
   const goalId = await t.newGoal();
-  const long = 'x'.repeat(READ_PAGE_MAX_CHARS + 5000);
+  // A one-line JSON or minified file: every char of it can be read, a page at a time.
+  const long = `${'x'.repeat(READ_PAGE_MAX_CHARS)}${'y'.repeat(4999)}z`;
   await t.rt.vfs.write(goalId, 'wide.txt', `head\n${long}\ntail\n`, meta);
   const tool = readTool(goalId);
   const page = await tool.run({ name: 'wide.txt', offset: 1, limit: 2 });
-  const note = `line 2 is ${long.length} chars long: only its first ${READ_PAGE_MAX_CHARS} are shown`;
-  assert.equal(page, `[wide.txt: lines 2-2 of 3; ${note}; next page: offset 2]\n${long.slice(0, READ_PAGE_MAX_CHARS)}`);
+  const first = `line 2 of 3, chars 1-${READ_PAGE_MAX_CHARS} of ${long.length}`;
+  const next = `next page: offset 1 char_offset ${READ_PAGE_MAX_CHARS}`;
+  assert.equal(page, `[wide.txt: ${first}; ${next}]\n${long.slice(0, READ_PAGE_MAX_CHARS)}`);
+  const rest = await tool.run({ name: 'wide.txt', offset: 1, char_offset: READ_PAGE_MAX_CHARS });
+  const where = `line 2 of 3, chars ${READ_PAGE_MAX_CHARS + 1}-${long.length} of ${long.length}`;
+  assert.equal(rest, `[wide.txt: ${where}; next page: offset 2]\n${'y'.repeat(4999)}z`);
   assert.equal(await tool.run({ name: 'wide.txt', offset: 2 }), '[wide.txt: lines 3-3 of 3; end of file]\ntail');
+  await assert.rejects(
+    tool.run({ name: 'wide.txt', offset: 0, char_offset: 4 }),
+    /char_offset 4 is past the end of line 1 of wide\.txt: it has 4 chars/,
+  );
 });
 
 test('bad offsets and limits are refused with a clear error', async () => {

@@ -233,6 +233,10 @@ test('a very long first line is shown in part, and read_file reads on from that 
   ).exec(body);
   assert.ok(m, body.slice(-400));
   assert.equal(body.slice(0, Number(m[1])), huge.slice(0, Number(m[1])));
+  // The marker says where the line goes on, and read_file reads on from exactly there.
+  assert.match(body, new RegExp(`\\{"name":"one-line\\.json","offset":0,"char_offset":${m[1]}\\}`));
+  const next = await readTool(goalId).run({ name: 'one-line.json', offset: 0, char_offset: Number(m[1]) });
+  assert.match(next, new RegExp(`^\\[one-line\\.json: line 1 of 2, chars ${Number(m[1]) + 1}-`));
   assert.match(
     await readTool(goalId).run({ name: 'one-line.json', offset: 1 }),
     /lines 2-2 of 2; end of file\]\nsecond line$/,

@@ -43,8 +43,8 @@ export function suggestedLimit(chars: number, lines: number, from: number): numb
 /**
  * Lines `offset` .. `offset + limit - 1` (0-based) of an artifact, after a header naming them
  * 1-based (`lines 101-200 of 5000`) and the offset of the next page. A page is cut at a line
- * boundary to pageMaxChars (the header then says so); a single line longer than that shows
- * only its start.
+ * boundary to pageMaxChars (the header then says so); a single line longer than that is read a
+ * page at a time from `charOffset` (0-based, within line `offset`), the header naming the next.
  */
 export function readPage(
   name: string,
@@ -52,6 +52,7 @@ export function readPage(
   offset: number,
   limit: number | undefined,
   pageMaxChars = READ_PAGE_MAX_CHARS,
+  charOffset = 0,
 ): string {
   const lines = splitLines(content);
   const total = lines.length;
@@ -64,6 +65,7 @@ export function readPage(
       `offset ${offset} is past the end of ${name}: it has ${total} lines, so offset must be 0-${total - 1}`,
     );
   }
+  if (charOffset > 0) return readInLine(name, lines, offset, charOffset, pageMaxChars);
   const want = Math.min(limit ?? total, total - offset);
   const out: string[] = [];
   let chars = 0;
@@ -75,13 +77,30 @@ export function readPage(
     chars += cost;
   }
   const notes: string[] = [];
-  if (out[0]!.length > pageMaxChars) {
-    notes.push(`line ${offset + 1} is ${out[0]!.length} chars long: only its first ${pageMaxChars} are shown`);
-    out[0] = cutChars(out[0]!, pageMaxChars);
-  } else if (out.length < want) {
+  if (out[0]!.length > pageMaxChars) return readInLine(name, lines, offset, 0, pageMaxChars);
+  if (out.length < want) {
     notes.push(`page cut to ${pageMaxChars} chars: ${out.length} of the ${want} lines asked for`);
   }
   const next = offset + out.length;
   notes.push(next < total ? `next page: offset ${next}` : 'end of file');
   return `[${name}: lines ${offset + 1}-${next} of ${total}; ${notes.join('; ')}]\n${out.join('\n')}`;
+}
+
+/** Part of one long line, from `from` (0-based chars) to at most pageMaxChars on; the header names the next part. */
+function readInLine(name: string, lines: string[], offset: number, from: number, pageMaxChars: number): string {
+  const line = lines[offset]!;
+  if (from >= line.length)
+    throw new Error(
+      `char_offset ${from} is past the end of line ${offset + 1} of ${name}: it has ${line.length} chars`,
+    );
+  const part = cutChars(line.slice(from), pageMaxChars);
+  const end = from + part.length;
+  const next =
+    end < line.length
+      ? `next page: offset ${offset} char_offset ${end}`
+      : offset + 1 < lines.length
+        ? `next page: offset ${offset + 1}`
+        : 'end of file';
+  const where = `line ${offset + 1} of ${lines.length}, chars ${from + 1}-${end} of ${line.length}`;
+  return `[${name}: ${where}; ${next}]\n${part}`;
 }

@@ -48,6 +48,12 @@ const ReadInput = z
       .min(1, 'limit must be 1 or more (a number of lines)')
       .optional()
       .describe('Number of lines to return (default: to the end).'),
+    char_offset: z
+      .number()
+      .int()
+      .min(0, 'char_offset must be 0 or more')
+      .optional()
+      .describe('Within a line too long for one page: the first char to return, 0-based (the header names it).'),
   })
   .strict();
 const WriteInput = z.object({ name: Name, content: z.string().describe('The whole new content.') }).strict();
@@ -116,14 +122,15 @@ function readFile(vfs: VirtualFs, opts: VfsToolOptions) {
     description:
       'Read an artifact of this goal by name. For a large artifact, read it a page at a time: offset is ' +
       'the first line to return (0-based), limit the number of lines. A page starts with a header such as ' +
-      '"[report.md: lines 101-200 of 5000; next page: offset 200]". Without offset and limit the whole ' +
-      'artifact is returned (long results are truncated).',
+      '"[report.md: lines 101-200 of 5000; next page: offset 200]"; a line too long for a page is read in ' +
+      'parts with char_offset, as its header says. Without offset and limit the whole artifact is returned ' +
+      '(long results are truncated).',
     input: ReadInput,
-    async run({ name, offset, limit }, ctx) {
+    async run({ name, offset, limit, char_offset }, ctx) {
       // Names are checked before any key is built: a name cannot reach another goal.
       const content = await mustRead(vfs, ctx.goalId, name);
-      if (offset === undefined && limit === undefined) return content;
-      return readPage(name, content, offset ?? 0, limit, opts.pageMaxChars);
+      if (offset === undefined && limit === undefined && char_offset === undefined) return content;
+      return readPage(name, content, offset ?? 0, limit, opts.pageMaxChars, char_offset);
     },
   });
 }
