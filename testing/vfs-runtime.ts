@@ -77,3 +77,24 @@ export function writeMeta(writer: string, extra: Record<string, unknown> = {}) {
     ...extra,
   };
 }
+
+/**
+ * Walks a goal through one cycle (planning, running, reflecting) to awaiting_human with the
+ * reflector's `decision`, through the real transitions; false from any move fails the caller.
+ */
+export async function reflectToHuman(
+  rt: Runtime,
+  goalId: string,
+  decision: 'end' | 'escalate',
+  pausedFor: 'review' | 'escalation',
+): Promise<boolean> {
+  const lc = rt.lifecycle;
+  const plan = { subtasks: [{ role: 'critic', instruction: 'i', expected_artifact: 'a.md', read_files: [] }] };
+  const d = { step: 1, reflection: { decision, reason: 'a reason' }, outcomes: [] };
+  return (
+    !!(await lc.beginPlanning(goalId)) &&
+    !!(await lc.dispatch(goalId, 1, plan)) &&
+    !!(await lc.beginReflecting(goalId)) &&
+    (await lc.awaitHuman(goalId, d, pausedFor))
+  );
+}

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { runScript } from '../../shared/runtime/scripts.ts';
 import { useRedis } from '../../testing/redis.ts';
-import { useVfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
+import { reflectToHuman, useVfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
 
 const redis = useRedis();
 let t: VfsTestRuntime;
@@ -61,12 +61,7 @@ test('a goal awaiting a human keeps its keys; leaving that status sets the TTL a
   const goalId = await t.newGoal();
   await t.rt.vfs.write(goalId, 'a.md', 'x', { status: 'done', step: 1, writer: 'w' });
   const lc = t.rt.lifecycle;
-  const plan = { subtasks: [{ role: 'critic', instruction: 'i', expected_artifact: 'a.md', read_files: [] }] };
-  assert.ok(await lc.beginPlanning(goalId));
-  assert.ok(await lc.dispatch(goalId, 1, plan));
-  assert.ok(await lc.beginReflecting(goalId));
-  const d = { step: 1, reflection: { decision: 'escalate' as const, reason: 'ask' }, outcomes: [] };
-  assert.ok(await lc.awaitHuman(goalId, d, 'escalation'));
+  assert.ok(await reflectToHuman(t.rt, goalId, 'escalate', 'escalation'));
   const k = t.rt.goals.keys;
   for (const key of [k.goal(goalId), k.events(goalId), k.files(goalId), k.content(goalId)]) {
     assert.equal(await t.rt.redis.ttl(key), -1, `${key} must not expire while a human decides`);

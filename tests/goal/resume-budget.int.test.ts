@@ -8,7 +8,7 @@ import { GoalClient } from '../../cli/goal-client.ts';
 import type { Budgets } from '../../shared/goal/budgets.ts';
 import { newGoalId } from '../../shared/goal/ids.ts';
 import { useRedis } from '../../testing/redis.ts';
-import { useVfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
+import { reflectToHuman, useVfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
 
 const redis = useRedis();
 let t: VfsTestRuntime;
@@ -23,13 +23,7 @@ after(async () => client?.close());
 async function escalated(budgets: Budgets): Promise<string> {
   const goalId = newGoalId();
   await t.rt.goals.create(goalId, 'escalated', budgets, false);
-  const lc = t.rt.lifecycle;
-  const plan = { subtasks: [{ role: 'critic', instruction: 'i', expected_artifact: 'a.md', read_files: [] }] };
-  assert.ok(await lc.beginPlanning(goalId));
-  assert.ok(await lc.dispatch(goalId, 1, plan));
-  assert.ok(await lc.beginReflecting(goalId));
-  const d = { step: 1, reflection: { decision: 'escalate' as const, reason: 'unsure' }, outcomes: [] };
-  assert.ok(await lc.awaitHuman(goalId, d, 'escalation'));
+  assert.ok(await reflectToHuman(t.rt, goalId, 'escalate', 'escalation'));
   return goalId;
 }
 

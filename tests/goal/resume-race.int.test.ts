@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { GoalClient } from '../../cli/goal-client.ts';
 import { useRedis } from '../../testing/redis.ts';
-import { useVfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
+import { reflectToHuman, useVfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
 
 const redis = useRedis();
 let t: VfsTestRuntime;
@@ -20,13 +20,7 @@ after(async () => client?.close());
 /** A goal paused for review after a reflection that chose `end`, through the real transitions. */
 async function reviewedEnd(): Promise<string> {
   const goalId = await t.newGoal('reviewed');
-  const lc = t.rt.lifecycle;
-  const plan = { subtasks: [{ role: 'critic', instruction: 'i', expected_artifact: 'a.md', read_files: [] }] };
-  assert.ok(await lc.beginPlanning(goalId));
-  assert.ok(await lc.dispatch(goalId, 1, plan));
-  assert.ok(await lc.beginReflecting(goalId));
-  const d = { step: 1, reflection: { decision: 'end' as const, reason: 'met' }, outcomes: [] };
-  assert.ok(await lc.awaitHuman(goalId, d, 'review'));
+  assert.ok(await reflectToHuman(t.rt, goalId, 'end', 'review'));
   return goalId;
 }
 
