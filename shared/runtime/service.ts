@@ -347,7 +347,7 @@ export function stopOnSignals(svc: { stop(): Promise<void>; drainTimeoutMs: numb
   }
   // The channel only reports the parent leaving; it must not keep the process alive itself.
   process.channel.unref();
-  process.off('disconnect', exitOrphanedStart);
+  if (exitOrphanedStart) process.off('disconnect', exitOrphanedStart);
   process.once('disconnect', orphaned);
 }
 
@@ -357,14 +357,14 @@ export function stopOnSignals(svc: { stop(): Promise<void>; drainTimeoutMs: numb
  */
 function exitIfOrphanedWhileStarting(logger: Runtime['logger']): void {
   if (typeof process.send !== 'function') return;
-  startLogger = logger;
+  exitOrphanedStart ??= () => {
+    logger.warn('supervisor gone (IPC channel closed) before this service started: exiting');
+    process.exit(1);
+  };
   // Gone already, while this process loaded its modules: the event will not come again.
   if (!process.connected) exitOrphanedStart();
   process.once('disconnect', exitOrphanedStart);
 }
 
-let startLogger: Runtime['logger'] | undefined;
-function exitOrphanedStart(): void {
-  startLogger?.warn('supervisor gone (IPC channel closed) before this service started: exiting');
-  process.exit(1);
-}
+/** The start's listener for the supervisor leaving; stopOnSignals replaces it with a drain. */
+let exitOrphanedStart: (() => void) | undefined;
