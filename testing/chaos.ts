@@ -8,6 +8,7 @@ import { buildSubagentTask } from '../services/subagent-worker/task.ts';
 import { contractFor } from '../shared/agent/output-contracts.ts';
 import { ScriptedProvider } from '../shared/agent/providers/scripted.ts';
 import { responseText } from '../shared/agent/providers/types.ts';
+import type { SubtaskOutcomeRef, SubtaskRef, TimelineEvent } from '../shared/goal/events.ts';
 import { isTerminal } from '../shared/goal/status.ts';
 import { loadConfig } from '../shared/runtime/config.ts';
 import type { SubagentJob } from '../shared/runtime/jobs.ts';
@@ -54,7 +55,7 @@ export interface ChaosReport {
   lost: number;
   /**
    * Side effects that happened twice: an artifact at version > 1, an extra artifact name,
-   * a goal finished twice, a cycle reflected twice.
+   * a goal finished twice, a cycle reflected twice, a subtask run started or ended twice.
    */
   duplicates: number;
   /** Goals that needed an extra cycle because a subtask failed for good (recovered, not lost). */
@@ -209,14 +210,105 @@ export interface VerifyResult {
   reExecutions: ChaosReport['reExecutions'];
 }
 
+/** Each cycle's subtasks, from its first `dispatched` event (a re-dispatch repeats the same ones). */
+export function dispatchedCycles(events: TimelineEvent[]): Map<number, SubtaskRef[]> {
+  const cycles = new Map<number, SubtaskRef[]>();
+  for (const e of events) if (e.type === 'dispatched' && !cycles.has(e.step)) cycles.set(e.step, e.subtasks);
+  return cycles;
+}
+
+export interface TimelineCheck {
+  problems: string[];
+  duplicates: number;
+  /** Subtask runs beyond the first per (step, index). */
+  subtaskReruns: number;
+  /** Cycles dispatched again by a re-delivered plan job. */
+  redispatches: number;
+}
+
+type EventOf<T extends TimelineEvent['type']> = Extract<TimelineEvent, { type: T }>;
+
+/**
+ * What a goal's timeline must show: one `finished`; each dispatched cycle planned once and
+ * reflected exactly once (all of a done goal's cycles, and every cycle before a failed goal's
+ * last); each subtask of a reflected cycle ended (`subtask_finished` or `subtask_failed`), and
+ * no run of it started or ended twice. A subtask may end more than once, from different runs:
+ * a run that recorded its end and died before its job was acked runs again (at-least-once),
+ * and a job that then failed for good adds a `subtask_failed` without a thread. One may not
+ * end at all only when the reflection saw it failed: a job that failed for good whose process
+ * died before recording it, or a run skipped (the budget ran out, the goal ended).
+ */
+export function checkTimeline(goalId: string, status: string, events: TimelineEvent[]): TimelineCheck {
+  const out: TimelineCheck = { problems: [], duplicates: 0, subtaskReruns: 0, redispatches: 0 };
+  const problem = (what: string, duplicate = false) => {
+    out.problems.push(`goal ${goalId}: ${what}`);
+    if (duplicate) out.duplicates++;
+  };
+  const finished = events.filter((e) => e.type === 'finished').length;
+  if (finished !== 1) problem(`${finished} finished events`, finished > 1);
+  const cycles = dispatchedCycles(events);
+  const last = Math.max(0, ...cycles.keys());
+  for (const [step, subtasks] of cycles) {
+    const ofStep = events.filter((e) => 'step' in e && e.step === step);
+    const reflected = ofStep.filter((e): e is EventOf<'reflected'> => e.type === 'reflected');
+    if (reflected.length > 1) problem(`cycle ${step} reflected ${reflected.length} times`, true);
+    // A cycle is reflected on before the next is planned, and before its goal is done.
+    if (reflected.length === 0 && (status === 'done' || step < last))
+      problem(`cycle ${step} was dispatched but never reflected on`);
+    const planned = ofStep.filter((e) => e.type === 'planned').length;
+    if (planned > 1) problem(`cycle ${step} planned ${planned} times (a concurrent duplicate delivery)`);
+    out.redispatches += ofStep.filter((e) => e.type === 'dispatched' && e.redelivered).length;
+    for (const t of subtasks) checkSubtask(step, t, ofStep, reflected[0]?.outcomes, problem, out);
+  }
+  return out;
+}
+
+/** One dispatched subtask's runs: each started and ended at most once; ended, if its cycle was reflected. */
+function checkSubtask(
+  step: number,
+  t: SubtaskRef,
+  ofStep: TimelineEvent[],
+  outcomes: SubtaskOutcomeRef[] | undefined,
+  problem: (what: string, duplicate?: boolean) => void,
+  out: TimelineCheck,
+): void {
+  const k = `${step}:${t.index}`;
+  const mine = ofStep.filter((e) => 'index' in e && e.index === t.index);
+  const runs = new Set<string>();
+  for (const e of mine) {
+    if (e.type !== 'subtask_started') continue;
+    // A run (its thread) starts once: a second event of it is a re-sent write applied twice.
+    if (runs.has(e.threadId)) problem(`subtask ${k} run ${e.threadId} started twice`, true);
+    runs.add(e.threadId);
+  }
+  out.subtaskReruns += Math.max(0, runs.size - 1);
+  const ends = new Map<string, number>();
+  for (const e of mine) {
+    if (e.type !== 'subtask_finished' && e.type !== 'subtask_failed') continue;
+    // Without a thread: the failure recorded after the job failed for good (once per job).
+    const run = e.threadId ?? '';
+    ends.set(run, (ends.get(run) ?? 0) + 1);
+    if (e.threadId && !runs.has(e.threadId)) problem(`subtask ${k} run ${e.threadId} ended but never started`);
+  }
+  for (const [run, n] of ends) {
+    if (n > 1) problem(`subtask ${k} ${run ? `run ${run} ended` : 'was recorded failed for good'} ${n} times`, true);
+  }
+  const outcome = outcomes?.find((o) => o.index === t.index)?.status;
+  if (outcomes && ends.size === 0 && outcome !== 'failed')
+    problem(
+      `subtask ${k} (${t.artifact}) never ended (no subtask_finished or subtask_failed; outcome ${outcome ?? 'none'})`,
+    );
+}
+
 /**
  * Checks every goal: status done; its files hash holds exactly the expected names, each at
  * version 1, written by its subtask's job, status done, with bytes matching the content and
  * the content exactly what the scripted model answers for that subtask (so complete, and
- * passing the role's output contract); the timeline shows one finish and one reflection per
- * cycle. Counts re-executions from the timeline and from BullMQ's job records.
+ * passing the role's output contract); the timeline shows one finish, one reflection per
+ * cycle and an end of each subtask (checkTimeline). Counts re-executions from the timeline and
+ * from BullMQ's job records.
  */
-export async function verifyGoals(fleet: Fleet, goalIds: string[]): Promise<VerifyResult> {
+export async function verifyGoals(fleet: Pick<Fleet, 'client' | 'cfg'>, goalIds: string[]): Promise<VerifyResult> {
   const { client, cfg } = fleet;
   const scripted = new ScriptedProvider({ latencyMs: 0, roles: cfg.roles });
   const problems: string[] = [];
@@ -280,12 +372,9 @@ export async function verifyGoals(fleet: Fleet, goalIds: string[]): Promise<Veri
     // Which subtasks (job ids) each artifact name was dispatched to, over all cycles. Normally
     // one; more when a subtask failed for good and the planner asked for the file again.
     const targets = new Map<string, { step: number; index: number; role: string }[]>();
-    const seenCycles = new Set<number>();
-    for (const e of events) {
-      if (e.type !== 'dispatched' || seenCycles.has(e.step)) continue;
-      seenCycles.add(e.step);
-      for (const t of e.subtasks) {
-        targets.set(t.artifact, [...(targets.get(t.artifact) ?? []), { step: e.step, index: t.index, role: t.role }]);
+    for (const [step, subtasks] of dispatchedCycles(events)) {
+      for (const t of subtasks) {
+        targets.set(t.artifact, [...(targets.get(t.artifact) ?? []), { step, index: t.index, role: t.role }]);
       }
     }
 
@@ -355,37 +444,11 @@ export async function verifyGoals(fleet: Fleet, goalIds: string[]): Promise<Veri
         );
     }
 
-    const finished = events.filter((e) => e.type === 'finished');
-    if (finished.length !== 1) {
-      problems.push(`goal ${goalId}: ${finished.length} finished events`);
-      if (finished.length > 1) duplicates++;
-    }
-    for (const step of seenCycles) {
-      const reflected = events.filter((e) => e.type === 'reflected' && e.step === step).length;
-      if (reflected > 1) {
-        problems.push(`goal ${goalId}: cycle ${step} reflected ${reflected} times`);
-        duplicates++;
-      }
-      const planned = events.filter((e) => e.type === 'planned' && e.step === step).length;
-      if (planned > 1)
-        problems.push(`goal ${goalId}: cycle ${step} planned ${planned} times (a concurrent duplicate delivery)`);
-      redispatches += events.filter((e) => e.type === 'dispatched' && e.step === step && e.redelivered).length;
-    }
-    const starts = new Map<string, number>();
-    const runs = new Set<string>();
-    for (const e of events) {
-      if (e.type !== 'subtask_started') continue;
-      const k = `${e.step}:${e.index}`;
-      // A run (its thread) starts once: a second event of it is a re-sent write applied twice.
-      if (runs.has(e.threadId)) {
-        problems.push(`goal ${goalId}: subtask ${k} run ${e.threadId} started twice`);
-        duplicates++;
-        continue;
-      }
-      runs.add(e.threadId);
-      starts.set(k, (starts.get(k) ?? 0) + 1);
-    }
-    for (const n of starts.values()) subtaskReruns += n - 1;
+    const timeline = checkTimeline(goalId, g.status, events);
+    problems.push(...timeline.problems);
+    duplicates += timeline.duplicates;
+    subtaskReruns += timeline.subtaskReruns;
+    redispatches += timeline.redispatches;
   }
 
   // Job-level re-executions, straight from BullMQ's records.
