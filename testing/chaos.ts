@@ -182,6 +182,52 @@ export async function waitForGoals(fleet: Fleet, goalIds: string[], timeoutMs: n
   }
 }
 
+/** The states of a job still to run or running. */
+const LIVE_JOB_STATES = ['active', 'waiting', 'delayed', 'prioritized', 'waiting-children'] as const;
+
+/** The live jobs of these goals, as `<queue>/<job id> (<state>)`. */
+async function liveJobs(fleet: Pick<Fleet, 'client' | 'cfg'>, goalIds: Set<string>): Promise<string[]> {
+  const queues = [PLAN_QUEUE, REFLECT_QUEUE, ...fleet.cfg.roles.map((r) => subagentQueueName(r.name))];
+  const out: string[] = [];
+  for (const name of queues) {
+    const queue = fleet.client.queues.get(name);
+    for (const state of LIVE_JOB_STATES) {
+      for (const job of await queue.getJobs([state], 0, -1)) {
+        if (job && goalIds.has(job.data?.goalId)) out.push(`${name}/${job.id} (${state})`);
+      }
+    }
+  }
+  return out;
+}
+
+/**
+ * After the goals' statuses are final, their jobs may still run: a job whose process was killed
+ * near the end comes back once its lock expires and the stalled check sees it. Waits until no
+ * job of these goals is live, for at most `boundMs`; returns the jobs still live then.
+ */
+export async function waitForJobsToSettle(
+  fleet: Pick<Fleet, 'client' | 'cfg'>,
+  goalIds: string[],
+  boundMs: number,
+): Promise<string[]> {
+  const deadline = Date.now() + boundMs;
+  const ours = new Set(goalIds);
+  for (;;) {
+    const live = await liveJobs(fleet, ours);
+    if (live.length === 0 || Date.now() >= deadline) return live;
+    await sleep(250);
+  }
+}
+
+/**
+ * How long a late re-delivery can take to settle: the lock of a killed process's job expires,
+ * the stalled check (up to two intervals) puts it back, and it runs again (a restarted process
+ * boots, the model answers).
+ */
+export function settleBoundMs(opts: Pick<ChaosOptions, 'lockDurationMs' | 'stalledIntervalMs' | 'latencyMs'>): number {
+  return opts.lockDurationMs + 2 * opts.stalledIntervalMs + 10_000 + 10 * opts.latencyMs;
+}
+
 interface ExpectedArtifact {
   name: string;
   step: number;
@@ -537,10 +583,16 @@ export async function runChaos(redisUrl: string, opts: ChaosOptions): Promise<Ch
   const open = [...status.values()].filter((s) => !isTerminal(s)).length;
   log(
     `chaos: goals settled after ${wallSeconds.toFixed(1)} s (${open} still open); ` +
-      `${chaos.kills} kills, ${chaos.restarts} restarts; verifying`,
+      `${chaos.kills} kills, ${chaos.restarts} restarts; waiting for their jobs to settle, then verifying`,
   );
   try {
+    // Only goals that ended: a goal still open is lost already, its jobs need not settle.
+    const ended = goalIds.filter((id) => isTerminal(status.get(id) ?? ''));
+    const bound = settleBoundMs(opts);
+    const stillLive = await waitForJobsToSettle(fleet, ended, bound);
+    if (stillLive.length) log(`chaos: ${stillLive.length} job(s) still live ${bound} ms after the goals settled`);
     const v = await verifyGoals(fleet, goalIds);
+    const late = stillLive.map((j) => `job ${j} is still live ${bound} ms after its goal ended`);
     return {
       goals: goalIds.length,
       done: v.done,
@@ -551,7 +603,7 @@ export async function runChaos(redisUrl: string, opts: ChaosOptions): Promise<Ch
       restarts: chaos.restarts,
       unexpectedExits: chaos.unexpectedExits,
       reExecutions: v.reExecutions,
-      problems: v.problems,
+      problems: [...late, ...v.problems],
       failures: v.failures,
       ...(faults ? { faults: faults.counts } : {}),
       wallSeconds: Math.round(wallSeconds * 10) / 10,

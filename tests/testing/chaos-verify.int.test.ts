@@ -1,9 +1,11 @@
 // The chaos verifier against goals a real fleet ran: a clean goal passes; a done goal whose
-// cycle-1 `reflected` event is gone is reported.
+// cycle-1 `reflected` event is gone is reported. And the wait for late re-deliveries: it lasts
+// until no job of the goals is live, and names the jobs still live at its bound.
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { verifyGoals, waitForGoals } from '../../testing/chaos.ts';
+import { PLAN_QUEUE } from '../../shared/runtime/queues.ts';
+import { verifyGoals, waitForGoals, waitForJobsToSettle } from '../../testing/chaos.ts';
 import { type Fleet, startFleet } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
 
@@ -43,4 +45,21 @@ test('a done goal whose cycle-1 reflected event is missing is reported', async (
   await fleet.client.redis.xdel(key, row[0]);
   const v = await verifyGoals(fleet, [goalId]);
   assert.deepEqual(v.problems, [`goal ${goalId}: cycle 1 was dispatched but never reflected on`]);
+});
+
+test('waiting for late jobs lasts until none of the goals is live, and names those live at the bound', async () => {
+  const goalId = goals[0]!;
+  const plan = fleet.client.queues.get(PLAN_QUEUE);
+  // A plan job of the done goal delivered late (the planner drops it: the goal ended).
+  await plan.add('plan', { goalId, step: 1 }, { jobId: `${goalId}:1:late`, delay: 1500 });
+  const t0 = Date.now();
+  assert.deepEqual(await waitForJobsToSettle(fleet, [goalId], 20_000), []);
+  assert.ok(Date.now() - t0 >= 1400, `returned after ${Date.now() - t0} ms, before the late job ran`);
+  assert.equal(await (await plan.getJob(`${goalId}:1:late`))?.getState(), 'completed');
+
+  await plan.add('plan', { goalId, step: 1 }, { jobId: `${goalId}:1:later`, delay: 60_000 });
+  const other = goals[1]!;
+  assert.deepEqual(await waitForJobsToSettle(fleet, [other], 500), [], "another goal's job was counted");
+  assert.deepEqual(await waitForJobsToSettle(fleet, [goalId], 500), [`${PLAN_QUEUE}/${goalId}:1:later (delayed)`]);
+  await (await plan.getJob(`${goalId}:1:later`))?.remove();
 });
