@@ -8,7 +8,8 @@
 // fleet reaches Redis through a fault proxy that loses replies to deepq's scripts, cuts every
 // connection now and then, and Redis is restarted once mid-run. Prints a
 // summary (goals, kills, restarts, lost, duplicates, re-executions, wall time), writes it as
-// JSON, and exits 1 when a goal was lost, an effect duplicated, or a process died by itself.
+// JSON, and exits 1 when a goal was lost, an effect duplicated, a process died by itself, or
+// the verifier listed any other problem (testing/chaos.ts chaosFailures), saying which.
 // Exits 2 when it could not run (bad arguments, no redis-server).
 
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -16,7 +17,7 @@ import { availableParallelism, cpus } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import { hasRedisServer, startPrivateRedis } from '../cli/private-redis.ts';
-import { type ChaosOptions, type ChaosReport, formatReport, runChaos } from '../testing/chaos.ts';
+import { type ChaosOptions, type ChaosReport, chaosFailures, formatReport, runChaos } from '../testing/chaos.ts';
 
 const count = (v: string) => {
   const n = Number(v);
@@ -148,9 +149,10 @@ async function main(): Promise<number> {
   }
   printReport(report);
   writeReport(out, report);
-  const ok =
-    report.lost === 0 && report.duplicates === 0 && report.unexpectedExits.length === 0 && report.done === report.goals;
-  return ok ? 0 : 1;
+  const failed = chaosFailures(report);
+  if (failed.length) process.stderr.write(`chaos: FAILED: ${failed.join('; ')}\n`);
+  else process.stdout.write('chaos: passed\n');
+  return failed.length ? 1 : 0;
 }
 
 main().then(

@@ -636,6 +636,24 @@ export function formatReport(r: ChaosReport): string {
   ].join('\n');
 }
 
+/**
+ * Why a chaos run failed, one reason a line; none when it passed. Any problem the verifier
+ * lists fails it (a cycle planned twice, a done goal without its `finished` event, content
+ * without an index entry, a missing job, a job still live after its goal ended...), not only
+ * lost and duplicated work. Jobs that failed for good do not by themselves: the stall guard
+ * (`DEEPQ_MAX_STALLED_COUNT`) is expected to fire under this much killing, and a goal it cost
+ * is counted lost.
+ */
+export function chaosFailures(r: ChaosReport): string[] {
+  const reasons: string[] = [];
+  if (r.unexpectedExits.length) reasons.push(`${r.unexpectedExits.length} process(es) exited without being killed`);
+  if (r.done !== r.goals) reasons.push(`${r.goals - r.done} of ${r.goals} goals did not end done`);
+  if (r.lost) reasons.push(`${r.lost} goal(s) lost`);
+  if (r.duplicates) reasons.push(`${r.duplicates} effect(s) happened twice`);
+  if (r.problems.length) reasons.push(`the verifier found ${r.problems.length} problem(s)`);
+  return reasons;
+}
+
 /** What every chaos run must show: no process died by itself, every goal done, nothing lost or twice. */
 export function assertNothingLost(report: ChaosReport): void {
   assert.deepEqual(
