@@ -19,20 +19,26 @@ export const pct = (xs: number[], p: number) => {
 export const round = (x: number, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
 
 /**
- * Steady-state rate from completion times: the middle 80 % of completions over the time
- * they took, so pipeline fill and drain (one goal is 7 jobs in a chain) do not count.
+ * Steady-state rate of a closed loop of `inFlight` goals from its completion times: the
+ * completions while the loop was full, over the time they took. The first 10 % are the pipeline
+ * filling (one goal is 7 jobs in a chain). The last `inFlight - 1` are the drain: once the loop
+ * has started its last goal, each completion leaves one goal fewer in flight. A run too short to
+ * have such a stretch (n ≤ inFlight + 10 or so) has no steady state: its rate is the middle 80 %
+ * of the batch, drain included.
  */
-export function steadyRate(finishedAt: number[]): number {
+export function steadyRate(finishedAt: number[], inFlight: number): number {
   const t = [...finishedAt].sort((a, b) => a - b);
   if (t.length < 10) return t.length / Math.max(0.001, (t[t.length - 1]! - t[0]!) / 1000);
   const lo = Math.floor(t.length * 0.1);
-  const hi = Math.ceil(t.length * 0.9) - 1;
+  // Completion n - inFlight + 1 (index n - inFlight) is the last one the full loop made.
+  let hi = t.length - Math.max(1, inFlight);
+  if (hi - lo < 10) hi = Math.ceil(t.length * 0.9) - 1;
   return (hi - lo) / Math.max(0.001, (t[hi]! - t[lo]!) / 1000);
 }
 
 /**
  * A closed loop: `inFlight` goals at a time, a new one as each finishes, `n` in all. The
- * rate counts the middle 80 % of completions, so pipeline fill and drain do not count.
+ * rate counts the completions while the loop was full (steadyRate): not the fill, nor the drain.
  */
 export async function runGoals(
   fleet: Fleet,
@@ -62,7 +68,7 @@ export async function runGoals(
     if (ended.length) pollCommands += await readEnded(fleet, ended, live, finished);
     await sleep(10);
   }
-  return { seconds: (performance.now() - t0) / 1000, rate: steadyRate(finished), ids, pollCommands };
+  return { seconds: (performance.now() - t0) / 1000, rate: steadyRate(finished, inFlight), ids, pollCommands };
 }
 
 /** Reads the status of goals that may have ended; a done one leaves `live`, a stuck one throws. */

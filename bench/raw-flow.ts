@@ -16,6 +16,8 @@ const PREFIX = 'rawbench';
 const OPTS = { removeOnComplete: { age: 3600 } };
 const QUEUES = ['plan', 'reflect', 'sub-research', 'sub-code', 'sub-critic'];
 const DONE_LIST = `${PREFIX}:done`;
+/** Goals in flight in the closed loop, as in deepq's (bench/common.ts runGoals). */
+const IN_FLIGHT = 64;
 
 /** The processor of each queue; a goal's last reflection calls `done`. */
 function processors(conn: Redis, done: (goalId: string) => Promise<void>) {
@@ -50,7 +52,7 @@ function processors(conn: Redis, done: (goalId: string) => Promise<void>) {
   };
 }
 
-/** A closed loop of 64 goals in flight, `n` in all; `finished(goalId)` resolves when that goal is done. */
+/** A closed loop of IN_FLIGHT goals, `n` in all; `finished(goalId)` resolves when that goal is done. */
 async function closedLoop(conn: Redis, n: number, finished: (goalId: string) => Promise<void>): Promise<number> {
   const planQ = new Queue('plan', { connection: conn, prefix: PREFIX });
   const at: number[] = [];
@@ -63,9 +65,9 @@ async function closedLoop(conn: Redis, n: number, finished: (goalId: string) => 
     at.push(Date.now());
     if (started < n) await one();
   };
-  await Promise.all(Array.from({ length: Math.min(64, n) }, () => one()));
+  await Promise.all(Array.from({ length: Math.min(IN_FLIGHT, n) }, () => one()));
   await planQ.close();
-  return steadyRate(at);
+  return steadyRate(at, IN_FLIGHT);
 }
 
 /** In the bench's process: in-process workers, completions seen in-process. */
