@@ -710,8 +710,15 @@ async function main() {
     `| cancel_latency_ms p50 | ${cl.p50} | |`,
     `| cancel_latency_ms p99 | ${cl.p99 ?? 'a call was not aborted'} | ≤ ${cl.target_p99} |`,
   );
-  const vfs = results.vfs as Record<string, unknown> | undefined;
-  if (vfs?.summary) out.push('', '```', JSON.stringify(vfs.summary, null, 2), '```');
+  const vfs = results.vfs as Awaited<ReturnType<typeof import('./vfs.ts').benchVfs>> | undefined;
+  if (vfs) {
+    const { goalRedisBytesAtStep50: bytes, plannerPromptRatio: prompt, usedMemoryWithin10Percent: mem } = vfs.targets;
+    out.push(
+      `| vfs: one goal's Redis bytes at step 50 | ${bytes.value} | ≤ ${bytes.limit} |`,
+      `| vfs: planner prompt at step 50 vs step 1 | ${prompt.value} | ≤ ${prompt.limit} |`,
+      `| vfs: used_memory the sweep left of the soak's growth | ${mem.value} | ≤ ${mem.limit} |`,
+    );
+  }
   const { cycle_ms: cycle } = p;
   const { goals_per_second: gps, redis_commands_per_goal: cmds, redis_cpu_us_per_goal: cpu } = t;
   const scaled = s.goals_per_second;
