@@ -33,7 +33,6 @@ export const BACKLOGS = quick ? [64, 500, 2000] : [64, 1000, 10_000];
 const LOOP_GOALS = quick ? 150 : 300;
 /** Goals run before anything is measured: the services' code is hot (JIT) by then. */
 const WARM_UP_GOALS = quick ? 100 : 200;
-const LIVE_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'waiting-children'] as const;
 const TERMINAL = new Set(['done', 'failed', 'cancelled', 'budget_exceeded', 'awaiting_human']);
 /** A drain with no job finishing for this long is stuck: the bench says so rather than wait. */
 const STUCK_MS = 60_000;
@@ -43,6 +42,7 @@ interface GoalEnd {
   finishedAt: number;
 }
 
+/** One HMGET per goal: the bench's own commands, counted by the caller. */
 async function readGoals(client: GoalClient, ids: string[]): Promise<GoalEnd[]> {
   const out: GoalEnd[] = [];
   for (let i = 0; i < ids.length; i += 2000) {
@@ -103,27 +103,54 @@ function cpuAt(samples: { t: number; cpu: number }[], t: number): number {
 }
 
 /**
+ * Jobs alive and finished in `queues`: one LLEN or ZCARD per state and queue, plain commands the
+ * caller counts as the bench's own (BullMQ's getJobCounts runs a script whose inner commands
+ * INFO commandstats counts too, so they could not be told from deepq's).
+ */
+export async function jobCounts(
+  client: GoalClient,
+  queues: string[],
+): Promise<{ live: number; finished: number; commands: number }> {
+  const p = client.redis.pipeline();
+  for (const q of queues) {
+    const k = client.queues.get(q).keys;
+    p.llen(k.wait).llen(k.active).zcard(k.delayed).zcard(k.prioritized).zcard(k['waiting-children']);
+    p.zcard(k.completed).zcard(k.failed);
+  }
+  const n = ((await p.exec()) ?? []).map(([err, v]) => {
+    if (err) throw err;
+    return Number(v);
+  });
+  let [live, finished] = [0, 0];
+  for (let i = 0; i < n.length; i += 7) {
+    live += n[i]! + n[i + 1]! + n[i + 2]! + n[i + 3]! + n[i + 4]!;
+    finished += n[i + 5]! + n[i + 6]!;
+  }
+  return { live, finished, commands: n.length };
+}
+
+/**
  * Polls until no job of `queues` is alive and every goal has ended. Samples the peak used_memory
- * and the CPU clock meanwhile.
+ * and the CPU clock meanwhile (INFO, which commandStats leaves out). Returns the Redis commands
+ * it sent, which are the bench's, not deepq's.
  */
 async function waitDrained(fleet: Fleet, r: Redis, queues: string[], ids: string[], cpu: CpuClock) {
   let peak = 0;
   let finishedBefore = -1;
   let progressAt = Date.now();
+  let pollCommands = 0;
   const samples = [{ t: Date.now(), cpu: (await cpu()).total }];
   for (;;) {
     await sleep(250);
     samples.push({ t: Date.now(), cpu: (await cpu()).total });
     peak = Math.max(peak, await usedMemory(r));
-    const counts = await Promise.all(
-      queues.map((q) => fleet.client.queues.get(q).getJobCounts(...LIVE_STATES, 'completed', 'failed')),
-    );
-    const live = counts.reduce((s, c) => s + LIVE_STATES.reduce((t, k) => t + (c[k] ?? 0), 0), 0);
-    const finished = counts.reduce((s, c) => s + (c.completed ?? 0) + (c.failed ?? 0), 0);
+    const { live, finished, commands } = await jobCounts(fleet.client, queues);
+    pollCommands += commands;
     if (finished !== finishedBefore) [finishedBefore, progressAt] = [finished, Date.now()];
     if (live === 0) {
       const goals = await readGoals(fleet.client, ids);
-      if (goals.every((g) => TERMINAL.has(g.status))) return { goals, peak, samples };
+      pollCommands += ids.length;
+      if (goals.every((g) => TERMINAL.has(g.status))) return { goals, peak, samples, pollCommands };
     }
     if (Date.now() - progressAt > STUCK_MS)
       throw new Error(`backlog of ${ids.length}: no job finished for ${STUCK_MS / 1000} s, ${live} jobs alive`);
@@ -144,9 +171,12 @@ async function drainBacklog(fleet: Fleet, r: Redis, n: number) {
   const enqueueSeconds = (performance.now() - t0) / 1000;
   const [memQueued, keysQueued] = [await usedMemory(r), await r.dbsize()];
   const perKey = await queuedGoalKeys(r, cfg.prefix, ids[0]!);
+  // The bench's own commands since cmd0: the DBSIZE and the 3 MEMORY USAGE just sent, then its polling.
+  let benchCommands = 4;
   const releasedAt = Date.now();
   await planQueue.resume();
-  const { goals, peak, samples } = await waitDrained(fleet, r, queues, ids, cpu);
+  const { goals, peak, samples, pollCommands } = await waitDrained(fleet, r, queues, ids, cpu);
+  benchCommands += pollCommands;
   const [cmd1, cpu1, memAfter] = [await commandStats(r), await cpu(), await usedMemory(r)];
   const driver = process.cpuUsage(driver0);
   const done = goals.filter((g) => g.status === 'done');
@@ -189,7 +219,9 @@ async function drainBacklog(fleet: Fleet, r: Redis, n: number) {
       queued_mib: round((memQueued - mem0) / 2 ** 20, 1),
       peak_during_drain_mib: round((peak - mem0) / 2 ** 20, 1),
       retained_per_finished_goal_bytes: Math.round((memAfter - mem0) / n),
-      commands_per_goal: Math.round((cmd1.calls - cmd0.calls) / n),
+      // deepq's alone: the bench's own commands (its polling, its reads of the goals) left out.
+      commands_per_goal: Math.round((cmd1.calls - cmd0.calls - benchCommands) / n),
+      bench_commands_per_goal: round(benchCommands / n, 2),
       cpu_us_per_goal: Math.round((cmd1.usec - cmd0.usec) / n),
     },
   };
@@ -199,11 +231,12 @@ async function drainBacklog(fleet: Fleet, r: Redis, n: number) {
 async function closedLoop(fleet: Fleet, r: Redis, label: string) {
   const cpu = cpuClock(fleet, r);
   const [cpu0, cmd0, driver0] = [await cpu(), await commandStats(r), process.cpuUsage()];
-  const { rate } = await runGoals(fleet, LOOP_GOALS, label);
+  const { rate, pollCommands } = await runGoals(fleet, LOOP_GOALS, label);
   const driver = process.cpuUsage(driver0);
   return {
     rate,
     commandsPerGoal: Math.round(((await commandStats(r)).calls - cmd0.calls) / LOOP_GOALS),
+    pollCommandsPerGoal: round(pollCommands / LOOP_GOALS, 2),
     cpu: cpuPerGoal(cpu0, await cpu(), LOOP_GOALS),
     driverCpuMsPerGoal: round((driver.user + driver.system) / 1000 / LOOP_GOALS, 2),
   };
@@ -253,8 +286,11 @@ export async function benchScale(url: string) {
         goals_per_second: { before: round(before.rate, 1), after: round(after.rate, 1) },
         cpu_ms_per_goal: { before: before.cpu, after: after.cpu },
         driver_cpu_ms_per_goal: { before: before.driverCpuMsPerGoal, after: after.driverCpuMsPerGoal },
-        // The loop's own polling (one HMGET per goal in flight every 10 ms) is in these.
+        // The loop's own polling is in these (runGoals: a ZMSCORE of the goals in flight every 10 ms,
+        // an HMGET per goal that left the live set, and every 50th poll one per goal in flight);
+        // bench_poll_commands_per_goal is that share.
         redis_commands_per_goal: { before: before.commandsPerGoal, after: after.commandsPerGoal },
+        bench_poll_commands_per_goal: { before: before.pollCommandsPerGoal, after: after.pollCommandsPerGoal },
         goals: LOOP_GOALS,
       },
       backlogs: drains,
@@ -265,6 +301,8 @@ export async function benchScale(url: string) {
         'the smaller backlogs); N ≥ 1000 = N goals queued behind a paused plan queue, ' +
         'released at once: N / (release → last goal done); work_rate_by_tenth = jobs finished per tenth of ' +
         "the drain ÷ jobs per goal ÷ seconds; memory = used_memory's growth while the N goals were queued; " +
+        "a backlog's commands_per_goal leaves out the bench's own (bench_commands_per_goal: its polling, " +
+        "7 LLEN/ZCARD per queue every 250 ms, and an HMGET per goal); the closed loop's include its polling; " +
         'cpu = user + system time of the 5 service processes and redis-server; driver = this process ' +
         '(enqueueing, and polling: every 10 ms in the closed loop, every 250 ms in a drain)',
     };
