@@ -33,7 +33,7 @@ test('a stored transcript elides text, tool results and inputs without splitting
   );
   assert.doesNotMatch(String(user?.content), LONE_SURROGATE);
   assert.match(String(user?.content), /chars elided/);
-  for (const block of assistant?.content as { text?: string; content?: string }[]) {
+  for (const block of (assistant?.content ?? []) as { text?: string; content?: string }[]) {
     assert.doesNotMatch(block.text ?? block.content ?? '', LONE_SURROGATE);
   }
 });
