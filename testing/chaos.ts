@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { buildSubagentTask } from '../services/subagent-worker/task.ts';
-import { contractFor } from '../shared/agent/output-contracts.ts';
+import { artifactOfAnswer, contractFor } from '../shared/agent/output-contracts.ts';
 import { ScriptedProvider } from '../shared/agent/providers/scripted.ts';
 import { responseText } from '../shared/agent/providers/types.ts';
 import type { SubtaskOutcomeRef, SubtaskRef, TimelineEvent } from '../shared/goal/events.ts';
@@ -394,10 +394,7 @@ export async function verifyGoals(fleet: Pick<Fleet, 'client' | 'cfg'>, goalIds:
       },
     );
     // Stored as the worker stores an accepted answer: a code block as the code it holds.
-    const answer = responseText(res);
-    const contract = contractFor(spec.contract);
-    const verdict = contract.check(answer);
-    return verdict.ok && contract.artifact ? contract.artifact(verdict.value) : answer;
+    return artifactOfAnswer(contractFor(spec.contract), responseText(res));
   };
 
   for (const goalId of goalIds) {

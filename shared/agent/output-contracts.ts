@@ -84,6 +84,12 @@ const ROLE_CONTRACTS: Record<RoleContract, OutputContract> = {
 };
 
 /** A subagent role's contract by name (the planner and reflector bring their own). */
+/** An answer as a subtask's artifact holds it: the contract's artifact of an accepted one, else the text. */
+export function artifactOfAnswer(contract: OutputContract, answer: string): string {
+  const verdict = contract.check(answer);
+  return verdict.ok && contract.artifact ? contract.artifact(verdict.value) : answer;
+}
+
 export function contractFor(name: RoleContract): OutputContract {
   return ROLE_CONTRACTS[name];
 }

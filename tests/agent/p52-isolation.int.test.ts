@@ -12,6 +12,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { plannerPrompt } from '../../services/planner/prompt.ts';
 import { REFLECTOR_PROMPT } from '../../services/reflector/prompt.ts';
+import { artifactOfAnswer, contractFor } from '../../shared/agent/output-contracts.ts';
 import type { Plan } from '../../shared/goal/plan.ts';
 import { anthropicEnv } from '../../testing/agent-harness.ts';
 import { type Fleet, startFleet } from '../../testing/fleet.ts';
@@ -144,7 +145,8 @@ test('every subagent request carries only its role prompt and its own fresh conv
           `a conversation for ${tk.role} → ${tk.artifact} (goal ${g}, cycle ${cycle}) ` +
             'that starts with exactly its task',
         );
-        written.set(`${g}|${tk.artifact}`, finalText(th));
+        // The artifact is the answer as stored (a code block as the code it holds).
+        written.set(`${g}|${tk.artifact}`, artifactOfAnswer(contractFor(roles.get(tk.role)!.contract), finalText(th)));
       }
     }
   }

@@ -59,7 +59,7 @@ test('approvalTimeoutSeconds comes from DEEPQ_APPROVAL_TIMEOUT_SECONDS and stays
   assert.equal(loadConfig({ DEEPQ_APPROVAL_TIMEOUT_SECONDS: '30' }).approvalTimeoutSeconds, 30);
   assert.throws(
     () => loadConfig({ DEEPQ_APPROVAL_TIMEOUT_SECONDS: '600', DEEPQ_GOAL_KEY_TTL_SECONDS: '600' }),
-    /approvalTimeoutSeconds: must be below goalKeyTtlSeconds \(600\)/,
+    /approvalTimeoutSeconds \(DEEPQ_APPROVAL_TIMEOUT_SECONDS\): must be below goalKeyTtlSeconds \(600\)/,
   );
   assert.throws(() => loadConfig({ DEEPQ_APPROVAL_TIMEOUT_SECONDS: 'soon' }), /expected an integer/);
 });

@@ -71,24 +71,6 @@ function assertRefused(r: { code: number | null; stdout: string; stderr: string 
   assert.equal(r.stdout, '', 'a refused export printed written files');
 }
 
-test('names that normalise to one path are refused before anything is written', { timeout: 60_000 }, async () => {
-  await redis.ready;
-  const goalId = await goalWith({ 'b/c.md': 'one', 'b//c.md': 'two', 'b/./c.md': 'three', 'a.md': 'fine' });
-  const parent = scratch();
-  const out = join(parent, 'out');
-  const r = await runCli(['artifacts', goalId, '--out', out], t.env);
-  assertRefused(r, /: ("b\/[./]*c\.md"(, | and )){2}"b\/[./]*c\.md" would all be written to b\/c\.md$/m);
-  for (const name of ['"b/c.md"', '"b//c.md"', '"b/./c.md"']) assert.ok(r.stderr.includes(name), r.stderr);
-  assert.equal(existsSync(out), false, 'DIR was created');
-  assert.deepEqual(readdirSync(parent), [], 'something was left next to DIR');
-  // An existing DIR stays exactly as it was.
-  mkdirSync(out);
-  writeFileSync(join(out, 'keep.txt'), 'mine');
-  const again = await runCli(['artifacts', goalId, '--out', out], t.env);
-  assertRefused(again, /would all be written to b\/c\.md/);
-  assert.deepEqual(tree(out), { 'keep.txt': 'mine' });
-});
-
 test('a name that is a file where another needs a directory (report, report/z.md) is refused clearly', {
   timeout: 60_000,
 }, async () => {

@@ -248,7 +248,7 @@ test('rediss:// URLs turn TLS on (config and ioredis options)', async () => {
   }
   assert.throws(
     () => loadConfig({ REDIS_URL: 'https://redis.example.com' }),
-    /redisUrl: must start with redis:\/\/ or rediss:\/\//,
+    /redisUrl \(REDIS_URL\): must start with redis:\/\/ or rediss:\/\//,
   );
 });
 
