@@ -12,6 +12,8 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { plannerPrompt } from '../../services/planner/prompt.ts';
 import { REFLECTOR_PROMPT } from '../../services/reflector/prompt.ts';
+import { artifactOfAnswer, contractFor } from '../../shared/agent/output-contracts.ts';
+import type { RoleContract } from '../../shared/agent/roles.ts';
 import type { Plan } from '../../shared/goal/plan.ts';
 import {
   type ChatCompletionsServer,
@@ -77,7 +79,7 @@ interface Expected {
 }
 
 /** What each subagent must have been given: the plans returned, with the read_files as written. */
-function expectedTasks(threads: ChatRecordedRequest[][]): Expected[] {
+function expectedTasks(threads: ChatRecordedRequest[][], contracts: Map<string, RoleContract>): Expected[] {
   const goalOf = (r: ChatRecordedRequest) => GOALS.findIndex((g) => r.rawBody.includes(g.split(' ').pop()!));
   const subThreads = threads.filter((th) => !isCoordinator(th[0]!));
   const expected: Expected[] = [];
@@ -103,7 +105,8 @@ function expectedTasks(threads: ChatRecordedRequest[][]): Expected[] {
           th,
           `a conversation for ${tk.role} → ${tk.artifact} (goal ${g}, cycle ${cycle}) that starts with its task`,
         );
-        written.set(`${g}|${tk.artifact}`, finalText(th));
+        // The artifact is the answer as stored (a code block as the code it holds).
+        written.set(`${g}|${tk.artifact}`, artifactOfAnswer(contractFor(contracts.get(tk.role)!), finalText(th)));
       }
       expected.push(...tasks);
     }
@@ -142,7 +145,7 @@ test('on the OpenAI provider, every agent sends only its own prompt and its own 
     [],
     'every request extends only its own conversation',
   );
-  const expected = expectedTasks(threads);
+  const expected = expectedTasks(threads, new Map(fleet.cfg.roles.map((r) => [r.name, r.contract])));
   assert.ok(
     expected.some((e) => e.task.includes('# critique.json\n')),
     'the run covered read_files',

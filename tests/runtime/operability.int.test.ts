@@ -89,7 +89,7 @@ test('watch renders the finished run as cycles and subtasks, then exits 0', asyn
   const r = await runCli(['watch', goalId], fleet.env);
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stdout, /cycle 1 planned 2 subtask\(s\): research-specialist→research\.md, code-writer→solution\.py/);
-  assert.match(r.stdout, /cycle 1 \[1\] code-writer finished solution\.py \(\d+ B, \d+\.\d\ds\)/);
+  assert.match(r.stdout, /cycle 1 \[1\] code-writer finished solution\.py \(\d+ B, \d+\.\d\ds, \d+ tok\)/);
   assert.match(r.stdout, /cycle 1 reflected: continue/);
   assert.match(r.stdout, /cycle 2 \[0\] critic finished critique\.json/);
   assert.match(r.stdout, /finished: done/);
