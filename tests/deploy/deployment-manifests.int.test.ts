@@ -820,7 +820,11 @@ describe('Dockerfile: an init is PID 1', () => {
     const c = spawn('sh', ['-c', sh], { stdio: ['ignore', 'pipe', 'ignore'] });
     c.stdout.once('data', () => {
       c.kill('SIGKILL');
-      setTimeout(() => console.log(JSON.stringify({ pid: process.pid, zombies: zombies() })), 2000);
+      // Then out at once: the orphaned sleep still holds the pipe, which would keep node up 30 s.
+      setTimeout(() => {
+        console.log(JSON.stringify({ pid: process.pid, zombies: zombies() }));
+        process.exit(0);
+      }, 2000);
     });`;
 
   /** The init part of the entrypoint: everything before `node`. */
