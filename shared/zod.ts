@@ -2,8 +2,15 @@
 import { z } from 'zod';
 import { ValidationError } from './errors.ts';
 
-export function formatZodIssues(error: z.ZodError): string {
-  return error.issues.map((i) => `${i.path.length ? i.path.join('.') : '(root)'}: ${i.message}`).join('; ');
+/** Each issue as `path: message`; `nameOf` may add a name for a path (the env var that set it). */
+export function formatZodIssues(error: z.ZodError, nameOf: (path: string) => string | undefined = () => undefined) {
+  return error.issues
+    .map((i) => {
+      const path = i.path.join('.');
+      const name = nameOf(path);
+      return `${path || '(root)'}${name ? ` (${name})` : ''}: ${i.message}`;
+    })
+    .join('; ');
 }
 
 /** Parse or throw a ValidationError that names each bad field. */

@@ -133,6 +133,7 @@ async function runSubtask(
   const { data, threadId, log, job } = p;
   const { goalId, step, index } = data;
   const writer = String(job.id);
+  const contract = contractFor(role.contract);
   let res: GoalRunOutcome<unknown>;
   try {
     res = await runForGoal<unknown>(rt, {
@@ -147,7 +148,7 @@ async function runSubtask(
         log,
       ),
       toolCalled: (call) => ({ type: 'tool_called', step, index, role: role.name, threadId, ...call }),
-      contract: contractFor(role.contract),
+      contract,
       ctx: {
         role: role.name,
         kind: 'subagent',
@@ -180,7 +181,7 @@ async function runSubtask(
     const status = await pauseForApproval(p, err); // throws DelayedError unless the goal ended
     return skippedResult(base, `skipped: goal is ${status}`, status);
   }
-  return afterRun(rt, p, base, res, contractFor(role.contract));
+  return afterRun(rt, p, base, res, contract);
 }
 
 /**

@@ -3,6 +3,7 @@
 // (when set), the CSRF check on state-changing requests, then the pages.
 import { type Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
+import { GOAL_MAX_BYTES } from '../../cli/goal-request.ts';
 import { chromeOf } from './chrome.ts';
 import type { UiContext, UiEnv } from './context.ts';
 import { registerDecisionRoutes } from './decisions/index.ts';
@@ -25,7 +26,7 @@ import { errorPage } from './views/error-page.ts';
  * A goal's text is at most 100 KB (cli/goal-request.ts), and a form sends it URL-encoded: each
  * byte outside ASCII as three. The largest goal, in any script, fits; nothing else is bigger.
  */
-const MAX_BODY_BYTES = 3 * 100 * 1024 + 16 * 1024;
+const MAX_BODY_BYTES = 3 * GOAL_MAX_BYTES + 16 * 1024;
 
 export function createApp(ctx: UiContext): Hono<UiEnv> {
   const app = new Hono<UiEnv>();

@@ -10,7 +10,7 @@ import { ProvidersSchema, providerEnvValues, providerIssues, usedProviders } fro
 import { AgentSpecSchema, MCP_TOOL_RE, RoleSpecSchema, resolveRoleOverrides } from '../agent/roles.ts';
 import { ConfigError } from '../errors.ts';
 import { BudgetsSchema } from '../goal/budgets.ts';
-import { timerMs } from '../zod.ts';
+import { formatZodIssues, timerMs } from '../zod.ts';
 
 const PriceSchema = z.object({
   inputPerMTok: z.number().nonnegative(),
@@ -382,7 +382,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Reco
   const parsed = ConfigSchema.safeParse(raw);
   if (!parsed.success) {
     const where = env.DEEPQ_CONFIG ? ` (file ${env.DEEPQ_CONFIG} and environment)` : '';
-    throw new ConfigError(`invalid config${where}: ${formatConfigIssues(parsed.error, env)}`);
+    throw new ConfigError(`invalid config${where}: ${formatZodIssues(parsed.error, envNameOf(env))}`);
   }
   const cfg = parsed.data;
   const { modelProvider, providerNotice } = chooseModelProvider(cfg);
@@ -396,15 +396,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Reco
   return { ...cfg, ...agents, models, modelProvider, providerNotice, providerEnv };
 }
 
-/** Each bad field by its config path and, when the environment set it, the variable's name. */
-function formatConfigIssues(error: z.ZodError, env: NodeJS.ProcessEnv): string {
-  return error.issues
-    .map((issue) => {
-      const path = issue.path.join('.');
-      const name = Object.keys(ENV_MAP).find((k) => env[k] !== undefined && ENV_MAP[k]!.path.join('.') === path);
-      return `${path || '(root)'}${name ? ` (${name})` : ''}: ${issue.message}`;
-    })
-    .join('; ');
+/** The environment variable that set a config path, if one did. */
+function envNameOf(env: NodeJS.ProcessEnv): (path: string) => string | undefined {
+  return (path) => Object.keys(ENV_MAP).find((k) => env[k] !== undefined && ENV_MAP[k]!.path.join('.') === path);
 }
 
 type ParsedConfig = z.infer<typeof ConfigSchema>;
