@@ -126,7 +126,14 @@ test("Ctrl-C on the demo stops its services, then its private Redis, and removes
   demo.stdout.on('data', (d) => (output += d));
   demo.stderr.on('data', (d) => (output += d));
   const exited = new Promise<number | null>((resolve) => demo.once('exit', (code) => resolve(code)));
-  const comm = (pid: number) => readFileSync(`/proc/${pid}/comm`, 'latin1').trim();
+  // A child may exit between the listing and this read (the demo's short-lived helpers).
+  const comm = (pid: number) => {
+    try {
+      return readFileSync(`/proc/${pid}/comm`, 'latin1').trim();
+    } catch {
+      return '';
+    }
+  };
   // The goal is running, with the five services and the private redis-server up.
   const children = await until(
     () => {
