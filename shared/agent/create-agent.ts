@@ -143,7 +143,7 @@ export function createAgent(spec: AgentSpec, deps: AgentDeps): Agent {
         const first = await runTurns(conv, resume);
         resume = undefined;
         if ('stop' in first) return result(stopped(conv, first.stop, 0));
-        const verdict = opts.contract.check(first.text);
+        const verdict = judge(conv, first, opts.contract);
         if (verdict.ok) return result({ ok: true, text: first.text, value: verdict.value as T, contractRetries: 0 });
         // Reject and retry once with a reminder naming what was wrong (seed 000).
         deps.metrics?.contractRejections.inc({ role: ctx.role, outcome: 'retried' });
@@ -155,13 +155,35 @@ export function createAgent(spec: AgentSpec, deps: AgentDeps): Agent {
       }
       const second = await runTurns(conv, resume);
       if ('stop' in second) return result(stopped(conv, second.stop, 1));
-      const verdict = opts.contract.check(second.text);
+      const verdict = judge(conv, second, opts.contract);
       if (verdict.ok) return result({ ok: true, text: second.text, value: verdict.value as T, contractRetries: 1 });
       deps.metrics?.contractRejections.inc({ role: ctx.role, outcome: 'failed' });
-      const problem = `output broke the ${opts.contract.name} contract twice: ${verdict.problem}`;
+      const problem = verdict.unfinished
+        ? `${verdict.problem}, on the retry too`
+        : `output broke the ${opts.contract.name} contract twice: ${verdict.problem}`;
       return result({ ok: false, text: second.text, problem, contractRetries: 1 });
     },
   };
+}
+
+/**
+ * The verdict on a final answer. One the model did not finish (cut at the role's maxTokens, or a
+ * refusal) is no answer whatever its text: a text contract would take a cut-off summary whole.
+ */
+function judge<T>(
+  c: Conversation,
+  end: FinalText,
+  contract: OutputContract<T>,
+): { ok: true; value: T } | { ok: false; problem: string; unfinished?: boolean } {
+  if (end.stopReason === 'max_tokens') {
+    const problem = `the answer was cut off at the role's maxTokens (${c.spec.maxTokens} output tokens)`;
+    return { ok: false, problem, unfinished: true };
+  }
+  if (end.stopReason === 'refusal') {
+    const said = end.text.trim() ? `: ${cutChars(end.text.trim(), 200)}` : '';
+    return { ok: false, problem: `the model declined to answer (stop reason refusal)${said}`, unfinished: true };
+  }
+  return contract.check(end.text);
 }
 
 /** A run that ended without an accepted answer: at the turn limit, or at its token cap (partial). */
@@ -257,7 +279,9 @@ interface Conversation {
   inputRatio: number;
 }
 
-type TurnsEnd = { text: string } | { stop: 'turns' | 'cap' };
+/** A final answer, with why the model stopped (max_tokens, refusal: not a finished answer). */
+type FinalText = { text: string; stopReason: string | null };
+type TurnsEnd = FinalText | { stop: 'turns' | 'cap' };
 
 /**
  * Turns until the model stops calling tools (its final text), the turn limit, or the token cap.
@@ -289,7 +313,7 @@ async function runTurns(c: Conversation, resume?: AgentCheckpoint): Promise<Turn
     if (kept.length) c.messages.push({ role: 'assistant', content: kept });
     // An answer the cap cut short is what the run has, not a finished answer.
     if (final && c.cap && res.stop_reason === 'max_tokens' && maxTokens < c.spec.maxTokens) return { stop: 'cap' };
-    if (final) return { text: responseText(res) };
+    if (final) return { text: responseText(res), stopReason: res.stop_reason };
     // The last turn the limit allows asked for tools: no call would read their results, so
     // they are not run (nor put to a human for approval).
     if (c.phaseTurns >= c.spec.maxTurns) break;

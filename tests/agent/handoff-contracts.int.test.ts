@@ -258,7 +258,45 @@ test('an answer cut off mid tool call (max_tokens) is retried with a request the
   const { run, reqs } = await runScripted(role('code-writer'), codeContract, [cut, text('```py\nx = 1\n```')]);
   assert.equal(reqs[1]!.response?.kind, 'message', `retry was rejected: ${JSON.stringify(reqs[1]!.response?.body)}`);
   assert.equal(run.ok, true, run.problem);
-  assert.match(lastMessageText(reqs[1]!), /fenced code block/);
+  assert.match(lastMessageText(reqs[1]!), /cut off at the role's maxTokens \(\d+ output tokens\)/);
+});
+
+test("an answer cut off at the role's maxTokens is no answer: retried, then failed naming the limit", async () => {
+  const spec = role('research-specialist');
+  const cut: MessageReply = {
+    ...text('Summary: the first half of the background is that the algo'),
+    stop_reason: 'max_tokens',
+  };
+  // A text contract would accept the cut summary whole: the stop reason decides, not the text.
+  const retried = await runScripted(spec, summaryContract, [cut, text('A short summary [1].')]);
+  assert.equal(retried.run.ok, true, retried.run.problem);
+  assert.equal(retried.run.text, 'A short summary [1].');
+  const reminder = lastMessageText(retried.reqs[1]!);
+  assert.match(
+    reminder,
+    new RegExp(
+      `^Your answer was rejected: the answer was cut off at the role's maxTokens \\(${spec.maxTokens} output tokens\\)`,
+    ),
+  );
+  const twice = await runScripted(spec, summaryContract, [cut, cut]);
+  assert.equal(twice.run.ok, false);
+  assert.equal(twice.reqs.length, 2);
+  assert.equal(
+    twice.run.problem,
+    `the answer was cut off at the role's maxTokens (${spec.maxTokens} output tokens), on the retry too`,
+  );
+  assert.match(twice.run.text, /the algo$/, 'the cut text is what the run has (stored failed, not done)');
+});
+
+test('a refusal is no answer: retried once, then failed saying the model declined', async () => {
+  const refusal: MessageReply = { ...text('I cannot help with that.'), stop_reason: 'refusal' };
+  const { run, reqs } = await runScripted(role('research-specialist'), summaryContract, [refusal, refusal]);
+  assert.equal(run.ok, false);
+  assert.equal(reqs.length, 2);
+  assert.equal(
+    run.problem,
+    'the model declined to answer (stop reason refusal): I cannot help with that., on the retry too',
+  );
 });
 
 // ---- through real service processes ----------------------------------------------------

@@ -225,6 +225,12 @@ test('stop reasons, and what lax servers send: no ids, arguments that are not JS
   const partsBody = { choices: [{ finish_reason: 'stop', message: { role: 'assistant', content: parts } }] };
   server.setHandler(() => ({ status: 200, body: partsBody }));
   assert.deepEqual((await provider().createMessage(REQ, CTX)).content, [{ type: 'text', text: 'THE ANSWER' }]);
+  // A refusal in its own field (content null): a refusal with its text, not an empty answer.
+  const refused = { role: 'assistant', content: null, refusal: 'I can not help with that.' };
+  server.setHandler(() => ({ status: 200, body: { choices: [{ finish_reason: 'stop', message: refused }] } }));
+  const res2 = await provider().createMessage(REQ, CTX);
+  assert.equal(res2.stop_reason, 'refusal');
+  assert.deepEqual(res2.content, [{ type: 'text', text: 'I can not help with that.' }]);
 });
 
 function laxCompletion() {

@@ -75,7 +75,7 @@ interface WireCompletion {
   model?: unknown;
   choices?: {
     finish_reason?: unknown;
-    message?: { content?: unknown; tool_calls?: WireToolCall[] };
+    message?: { content?: unknown; tool_calls?: WireToolCall[]; refusal?: unknown };
   }[];
   usage?: {
     prompt_tokens?: unknown;
@@ -99,10 +99,13 @@ export function fromChatCompletion(body: unknown, req: ModelRequest): ModelRespo
   if (text !== '') content.push({ type: 'text', text });
   for (const call of Array.isArray(message.tool_calls) ? message.tool_calls : []) content.push(toToolUse(call));
   const calls = content.some((b) => b.type === 'tool_use');
+  // A refusal comes in its own field, the content null: the run reports it, not an empty answer.
+  const refusal = !calls && typeof message.refusal === 'string' && message.refusal.trim() ? message.refusal : '';
+  if (refusal && text === '') content.push({ type: 'text', text: refusal });
   return {
     model: typeof c.model === 'string' && c.model ? c.model : req.model,
     content,
-    stop_reason: stopReason(c.choices![0]!.finish_reason, calls),
+    stop_reason: refusal ? 'refusal' : stopReason(c.choices![0]!.finish_reason, calls),
     usage: usageOf(c.usage) ?? estimatedUsage(req, content),
   };
 }
