@@ -1,8 +1,8 @@
 // One MCP server as seen from a worker process: a client over stdio or streamable HTTP that
-// connects, lists the server's tools (again on its list-changed notification), pings it, and
-// reconnects with backoff when it dies or stops answering. Calls wait for a reconnection,
-// all within the server's timeoutMs; past it, or when the caller's signal aborts, the request
-// is cancelled (the SDK sends notifications/cancelled to the server).
+// connects, lists the server's tools (again on its list-changed notification), pings it while
+// idle, and reconnects with backoff when it dies or stops answering. Calls wait for a
+// reconnection, all within the server's timeoutMs; past it, or when the caller's signal aborts,
+// the request is cancelled (the SDK sends notifications/cancelled to the server).
 
 import { readFile } from 'node:fs/promises';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -51,8 +51,10 @@ export interface ConnectionOptions {
   metrics?: McpMetrics;
   /** Reconnect delays: base × 2^failures, capped, ±20 % jitter. */
   backoff?: { baseMs: number; maxMs: number };
-  /** A live connection is pinged this often; a failed ping reconnects. */
+  /** An idle live connection is pinged this often (default 15 s); a failed ping reconnects. */
   pingIntervalMs?: number;
+  /** A ping unanswered this long fails (default: the server's timeoutMs, at most 10 s). */
+  pingTimeoutMs?: number;
   /** Called when the state or the tool list changes. */
   onChange?: () => void;
 }
@@ -73,7 +75,7 @@ export class McpConnection {
   tools: McpToolInfo[] | null = null;
   /** Why the connection is down (scrubbed). */
   lastError: string | undefined;
-  /** The stdio server's process id while connected. */
+  /** The stdio server's process id from its start (so a failed attempt's process is stopped too). */
   pid: number | null = null;
   private client?: Client;
   private transport?: Transport;
@@ -86,6 +88,10 @@ export class McpConnection {
   private pingTimer?: NodeJS.Timeout;
   /** The generation whose ping is in flight (-1: none). */
   private pinging = -1;
+  /** Calls of the current generation awaiting their result. */
+  private callsInFlight = 0;
+  /** Calls ever sent: a ping sees whether one was sent while it waited. */
+  private callsSent = 0;
   private refreshing: Promise<void> | undefined;
   private refreshAgain = false;
   private readonly waiters = new Set<() => void>();
@@ -161,11 +167,14 @@ export class McpConnection {
     this.transport = transport;
     this.setState('connecting');
     try {
-      await client.connect(transport, { timeout: this.server.timeoutMs });
+      const connecting = client.connect(transport, { timeout: this.server.timeoutMs });
+      // The SDK spawns a stdio server synchronously in connect() and forgets its pid when the
+      // attempt fails: taken now, so down() stops a failed attempt's process tree as well.
+      this.pid = transport instanceof StdioClientTransport ? transport.pid : null;
+      await connecting;
       const tools = await this.listTools(client);
       if (gen !== this.gen) return;
       this.tools = tools;
-      this.pid = transport instanceof StdioClientTransport ? transport.pid : null;
       this.lastError = undefined;
       this.everUp = true;
       this.upSince = Date.now();
@@ -242,15 +251,28 @@ export class McpConnection {
     this.pingTimer.unref();
   }
 
+  /**
+   * Checks the server answers. A server busy with a call may answer nothing until the call is
+   * done (a tool blocking its event loop), and calls have their own timeouts: it is pinged only
+   * while idle, and a ping that timed out while a call was sent is no verdict.
+   */
   private async ping(gen: number): Promise<void> {
     const client = this.client;
     if (this.pinging === gen || gen !== this.gen || this.state !== 'up' || !client) return;
+    if (this.callsInFlight > 0) {
+      this.schedulePing(gen);
+      return;
+    }
     this.pinging = gen;
+    const sentBefore = this.callsSent;
     try {
-      await client.ping({ timeout: Math.min(this.server.timeoutMs, 10_000) });
+      await client.ping({ timeout: this.opts.pingTimeoutMs ?? Math.min(this.server.timeoutMs, 10_000) });
       if (gen === this.gen) this.schedulePing(gen);
     } catch (err) {
-      this.lost(gen, `ping failed: ${this.describe(err)}`);
+      const timedOut = err instanceof McpError && err.code === ErrorCode.RequestTimeout;
+      const busy = this.callsSent !== sentBefore || this.callsInFlight > 0;
+      if (!(timedOut && busy)) this.lost(gen, `ping failed: ${this.describe(err)}`);
+      else if (gen === this.gen) this.schedulePing(gen);
     } finally {
       if (this.pinging === gen) this.pinging = -1;
     }
@@ -273,6 +295,7 @@ export class McpConnection {
     this.transport = undefined;
     const oldPid = this.pid;
     this.pid = null;
+    this.callsInFlight = 0;
     clearTimeout(this.pingTimer);
     void closeClient(old, oldPid);
     // A stdio server that fails to start usually says why on stderr: its last line goes with the reason.
@@ -349,6 +372,8 @@ export class McpConnection {
     const ac = new AbortController();
     const onAbort = () => ac.abort(signal?.reason);
     signal?.addEventListener('abort', onAbort, { once: true });
+    this.callsInFlight++;
+    this.callsSent++;
     try {
       const timeout = Math.max(1, deadline - Date.now());
       return (await client.callTool({ name: tool, arguments: args }, undefined, {
@@ -359,6 +384,8 @@ export class McpConnection {
       throw this.callError(err, what, signal, gen);
     } finally {
       signal?.removeEventListener('abort', onAbort);
+      // A lost generation's count was reset with it.
+      if (gen === this.gen) this.callsInFlight--;
     }
   }
 
@@ -388,6 +415,7 @@ export class McpConnection {
     this.client = undefined;
     this.transport = undefined;
     this.pid = null;
+    this.callsInFlight = 0;
     this.setState('closed');
     if (transport instanceof StreamableHTTPClientTransport && transport.sessionId) {
       await withTimeout(transport.terminateSession(), 1000);
