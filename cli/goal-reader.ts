@@ -5,6 +5,7 @@ import type { Redis } from 'ioredis';
 import { UnknownGoalError } from '../shared/errors.ts';
 import { type ApprovalRecord, type ApprovalStore, isAwaitingDecision } from '../shared/goal/approvals.ts';
 import { GoalIdSchema } from '../shared/goal/ids.ts';
+import { isTerminal } from '../shared/goal/status.ts';
 import type { GoalRecord, GoalStore } from '../shared/goal/store.ts';
 import type { Config } from '../shared/runtime/config.ts';
 import { openStores, type Stores } from '../shared/runtime/stores.ts';
@@ -74,19 +75,30 @@ export class GoalReader {
     return this.vfs.read(goalId, name);
   }
 
-  /** Calls waiting for a human: one goal's (oldest first), or every goal's (soonest timeout first). */
+  /**
+   * Calls waiting for a human: one goal's (oldest first), or every goal's (soonest timeout first).
+   * An ended goal's are left out: still pending until they are released, but no decision runs them.
+   */
   async pendingApprovals(goalId?: string): Promise<(ApprovalRecord & { goalId: string })[]> {
     if (goalId) {
-      await this.get(goalId);
+      if (isTerminal((await this.get(goalId)).status)) return [];
       const records = await this.approvals.records(goalId);
       return records.filter((r) => isAwaitingDecision(r)).map((r) => ({ ...r, goalId }));
     }
     const out: (ApprovalRecord & { goalId: string })[] = [];
+    const live = new Map<string, boolean>();
     for (const p of await this.approvals.pendingAll()) {
-      const r = await this.approvals.record(p.goalId, p.callId);
+      if (!live.has(p.goalId)) live.set(p.goalId, await this.isLive(p.goalId));
+      const r = live.get(p.goalId) ? await this.approvals.record(p.goalId, p.callId) : null;
       if (r && isAwaitingDecision(r)) out.push({ ...r, goalId: p.goalId });
     }
     return out;
+  }
+
+  /** The goal exists and has not ended. */
+  private async isLive(goalId: string): Promise<boolean> {
+    const status = await this.redis.hget(this.goals.keys.goal(goalId), 'status');
+    return status !== null && !isTerminal(status);
   }
 }
 

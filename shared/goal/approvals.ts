@@ -130,7 +130,11 @@ export class ApprovalStore {
     throw new Error(`approvalRequest: unexpected reply ${JSON.stringify(reply)}`);
   }
 
-  /** Decides a pending call; reports an unknown goal or call, or a call decided before. */
+  /**
+   * Decides a pending call; reports an unknown goal or call, or a call decided before. A human's
+   * decision (approved, rejected) on a goal that has ended is refused, a ValidationError saying
+   * so: the call never runs, whatever is decided (its job ends as skipped).
+   */
   async decide(
     goalId: string,
     callId: string,
@@ -144,10 +148,11 @@ export class ApprovalStore {
     const keys = [k.goal(goalId), k.approvals(goalId), k.events(goalId), k.approvalsPending()];
     const given = reason ? cutText(reason, APPROVAL_REASON_MAX_CHARS) : '';
     const args = [callId, decision, given, now, this.opts.eventsMaxLen, goalId];
-    const reply = (await runScript(this.redis, 'approvalDecide', keys, args)) as [string, string?, number?];
+    const reply = (await runScript(this.redis, 'approvalDecide', keys, args)) as [string, string?, (number | string)?];
     const [kind, raw, left] = reply;
     if (kind === 'no_goal' || kind === 'no_call') return { kind };
     const record = JSON.parse(raw ?? '{}') as ApprovalRecord;
+    if (kind === 'ended') throw endedGoalDecision(goalId, callId, decision, String(left));
     if (kind === 'decided' || kind === 'expired') return { kind, record };
     if (kind === 'ok') return { kind, record, pendingLeft: Number(left ?? 0) };
     throw new Error(`approvalDecide: unexpected reply ${JSON.stringify(reply)}`);
@@ -233,6 +238,15 @@ export function isAwaitingDecision(r: Pick<ApprovalRecord, 'status' | 'expiresAt
 /** Why a call was refused by itself: its own timeout, read from the record (workers may differ). */
 export function timeoutReason(r: Pick<ApprovalRecord, 'requestedAt' | 'expiresAt'>): string {
   return `no decision within ${Math.round((r.expiresAt - r.requestedAt) / 1000)} s (approvalTimeoutSeconds)`;
+}
+
+/** Why a human's decision on an ended goal's call is refused (no tool name: that is model text). */
+function endedGoalDecision(goalId: string, callId: string, decision: string, status: string): ValidationError {
+  const verb = decision === 'approved' ? 'approve' : 'reject';
+  return new ValidationError(
+    `goal ${goalId} has ended (${status}): too late to ${verb} ${callId}, ` +
+      'the call never runs and its subtask does not go on',
+  );
 }
 
 function requestedEvent(r: ApprovalRecord): TimelineEventBody {

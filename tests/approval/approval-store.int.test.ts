@@ -161,6 +161,54 @@ test('hostile tool input survives the scripts, and a request on an ended goal st
   assert.equal(await t.rt.approvals.checkpoint(ended, `${ended}:1:0`), null);
 });
 
+test('a human decision on an ended goal is refused and changes nothing; timeout and cancel still land', async () => {
+  const goalId = await t.newGoal();
+  const jobId = `${goalId}:1:0`;
+  const recs = records(goalId, jobId, 2);
+  await t.rt.approvals.request(goalId, jobId, checkpoint(recs), recs);
+  const [a, b] = recs.map((r) => r.callId) as [string, string];
+  // Ended by a path that released nothing yet (the reconciler would, later).
+  assert.ok(await t.rt.lifecycle.exceedBudget(goalId, 'token budget exceeded', 1));
+
+  await assert.rejects(t.rt.approvals.decide(goalId, a, 'approved'), {
+    name: 'ValidationError',
+    message:
+      `goal ${goalId} has ended (budget_exceeded): too late to approve ${a}, ` +
+      'the call never runs and its subtask does not go on',
+  });
+  await assert.rejects(
+    t.rt.approvals.decide(goalId, a, 'rejected', 'no'),
+    /has ended \(budget_exceeded\): too late to reject/,
+  );
+  assert.equal((await t.rt.approvals.record(goalId, a))?.status, 'pending');
+  assert.deepEqual(
+    (await approvalEvents(goalId)).map((e) => e.type),
+    ['approval_requested', 'approval_requested'],
+  );
+
+  const cancelled = await t.rt.approvals.decide(goalId, a, 'cancelled', 'the goal is budget_exceeded');
+  assert.equal(cancelled.kind === 'ok' && cancelled.pendingLeft, 1);
+  assert.equal((await t.rt.approvals.decide(goalId, b, 'timeout', 'no decision')).kind, 'ok');
+  assert.equal((await t.rt.approvals.pendingAll()).filter((p) => p.goalId === goalId).length, 0);
+});
+
+test("readers leave out an ended goal's calls, still pending until released", async () => {
+  const ended = await t.newGoal();
+  const live = await t.newGoal();
+  for (const goalId of [ended, live]) {
+    const recs = records(goalId, `${goalId}:1:0`, 1);
+    await t.rt.approvals.request(goalId, `${goalId}:1:0`, checkpoint(recs), recs);
+  }
+  assert.ok(await t.rt.lifecycle.fail(ended, 'a planner failure', 1));
+  const reader = new GoalReader(t.rt.cfg, t.rt.redis);
+  assert.deepEqual(await reader.pendingApprovals(ended), []);
+  assert.deepEqual((await reader.summary(ended)).approvals, []);
+  const all = new Set((await reader.pendingApprovals()).map((r) => r.goalId));
+  assert.ok(all.has(live) && !all.has(ended), [...all].join(','));
+  assert.equal((await reader.pendingApprovals(live)).length, 1);
+  assert.equal((await t.rt.approvals.records(ended))[0]?.status, 'pending');
+});
+
 test('a request refreshes every goal key TTL; the sweep keeps a waiting goal, then removes its keys', async () => {
   const goalId = await t.newGoal();
   const jobId = `${goalId}:1:0`;

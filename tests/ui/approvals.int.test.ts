@@ -130,3 +130,24 @@ test('pending tool calls are decisions on the goal page: approve, reject with a 
   assert.equal(again, 409);
   await page.close();
 });
+
+test("an ended goal's waiting call is no decision on its page, and approving it is refused", async () => {
+  const goalId = await runningGoal();
+  const callId = await requestApproval(goalId, 0);
+  // Ended by a path that released nothing yet: the call is still pending in Redis.
+  assert.ok(await client.lifecycle.exceedBudget(goalId, 'token budget exceeded', 1));
+  const page = await browser.newPage();
+  await page.goto(`${ui.url}/goals/${goalId}`);
+  await page.locator('#live-state').waitFor();
+  assert.equal(await page.locator('#decisions .decision-card[data-kind="approval"]').count(), 0);
+  const refused = await page.evaluate<{
+    status: number;
+    body: string;
+  }>(`fetch('/goals/${goalId}/approvals/${callId}/approve',
+    { method: 'POST', headers: { 'x-csrf-token': document.querySelector('meta[name="csrf-token"]').content } })
+    .then(async (r) => ({ status: r.status, body: await r.text() }))`);
+  assert.equal(refused.status, 409);
+  assert.match(refused.body, /has ended \(budget_exceeded\): too late to approve/);
+  assert.equal((await client.approvals.record(goalId, callId))?.status, 'pending');
+  await page.close();
+});

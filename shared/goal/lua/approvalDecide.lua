@@ -2,14 +2,18 @@
 -- changes; the decision, its timeline event and the removal from the global pending set land
 -- together. A human's decision (approved, rejected) at or after the call's expiresAt is refused
 -- and changes nothing: the call is timed out (by the reflector's sweep, or the job's resume).
+-- So is a human's decision on a goal that has ended: its calls never run, they are cancelled
+-- (releaseApprovals, the job's wake-up or the reconciler); timeout and cancelled still land.
 -- Reports what happened, and how many calls of the same job still wait.
 -- KEYS[1] goal hash, KEYS[2] approvals hash, KEYS[3] events stream, KEYS[4] global pending zset
 -- ARGV[1] call id, ARGV[2] decision, ARGV[3] reason ('' for none), ARGV[4] now (ms)
 -- ARGV[5] events max length, ARGV[6] goal id
 -- Returns {'no_goal'}, {'no_call'}, {'decided', record} (already decided: the record as it
--- is), {'expired', record} (a human's decision after expiresAt) or {'ok', record, pending calls
--- of its job left}.
-if redis.call('EXISTS', KEYS[1]) == 0 then return { 'no_goal' } end
+-- is), {'ended', record, goal status} (a human's decision on an ended goal), {'expired', record}
+-- (a human's decision after expiresAt) or {'ok', record, pending calls of its job left}.
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then return { 'no_goal' } end
+--- @include "includes/terminal.lua"
 local raw = redis.call('HGET', KEYS[2], ARGV[1])
 if not raw then return { 'no_call' } end
 local rec = cjson.decode(raw)
@@ -17,6 +21,7 @@ if rec.status ~= 'pending' then return { 'decided', raw } end
 
 local now = tonumber(ARGV[4])
 local human = ARGV[2] == 'approved' or ARGV[2] == 'rejected'
+if human and terminal[status] then return { 'ended', raw, status } end
 if human and now >= tonumber(rec.expiresAt) then return { 'expired', raw } end
 rec.status = ARGV[2]
 rec.decidedAt = now
