@@ -4,6 +4,7 @@
 // report a broken contract as data.
 import type { Logger } from 'pino';
 import { BudgetExceededError } from '../errors.ts';
+import { releaseApprovals } from '../goal/approvals.ts';
 import { GoalEndedError, type GoalUsage, goalCallBudget, goalUsage, onBudgetOf } from '../goal/budgets.ts';
 import type { TimelineEventBody } from '../goal/events.ts';
 import type { GoalRecord } from '../goal/store.ts';
@@ -119,6 +120,9 @@ async function atBudget<T>(rt: Runtime, o: GoalRunOptions<T>, err: unknown): Pro
     o.log.info({ reason: hit.message }, 'budget reached: the goal waits for a human to raise it');
     return { kind: 'paused', reason: hit.message, checkpoint: err.checkpoint };
   }
-  await rt.lifecycle.exceedBudget(goalId, hit.message, o.ctx.step, hit.kind);
+  // Calls of sibling subtasks waiting for a human are cancelled and their jobs woken (they end
+  // as skipped), as at the time budget's end: no approval of an ended goal is left to take.
+  if (await rt.lifecycle.exceedBudget(goalId, hit.message, o.ctx.step, hit.kind))
+    await releaseApprovals(rt, goalId, `the goal ended budget_exceeded: ${hit.message}`);
   return { kind: 'over_budget', reason: hit.message };
 }
