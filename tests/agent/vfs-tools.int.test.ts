@@ -1,8 +1,9 @@
 // The built-in virtual-FS tools, each over a real VirtualFs on a private Redis (blob store
-// included): edit_file's exact replacement (0, 1, many matches, replace_all) writing new
-// versions, grep's bounds (matches, line length, scanned text, time) and errors, list_files
-// with a glob, delete_file's tombstone, and read_file's paging kept. Each tool's errors are
-// thrown with a message naming the problem (the agent loop turns them into is_error results).
+// included): edit_file's exact replacement (0, 1, many matches, replace_all, a result over the
+// artifact limit refused before it is built) writing new versions, grep's bounds (matches, line
+// length, scanned text, time) and errors, list_files with a glob, delete_file's tombstone, and
+// read_file's paging kept. Each tool's errors are thrown with a message naming the problem (the
+// agent loop turns them into is_error results).
 
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
@@ -100,6 +101,39 @@ test('edit_file edits a spilled artifact (read from and written back to the blob
   assert.ok(after.blobRef && after.blobRef !== before.blobRef);
   assert.equal(await t.rt.vfs.read(goalId, 'big.txt'), big.replace('MARKER', 'EDITED'));
   assert.ok(!existsSync(join(t.rt.cfg.vfs.blobDir, t.rt.cfg.prefix, before.blobRef!)), 'the old blob is gone');
+});
+
+test("edit_file refuses a result over the artifact limit before building it, with the write's message", async () => {
+  // 1 MB of "a"; each "a" becoming 10 "€" (30 bytes) would make 30 MB, and a longer new_string gigabytes.
+  const goalId = await goalWith({ 'big.txt': 'a'.repeat(1_000_000), 'two.txt': 'MARK\nMARK\n' });
+  const { edit_file } = toolsOf(goalId);
+  const max = t.rt.vfs.opts.maxArtifactBytes;
+  const vfs = t.rt.vfs;
+  const write = vfs.write;
+  let writes = 0;
+  vfs.write = (...args) => {
+    writes++;
+    return write.apply(vfs, args);
+  };
+  try {
+    const growth = 29;
+    const overAt = Math.floor((max - 1_000_000) / growth) + 1;
+    // Counting stops at the occurrence that takes it over: "at least", and no string of 30 MB is made.
+    await assert.rejects(
+      edit_file!.run({ name: 'big.txt', old_string: 'a', new_string: '€'.repeat(10), replace_all: true }),
+      { message: `artifact big.txt is at least ${1_000_000 + overAt * growth} bytes (max ${max})` },
+    );
+    // Counted to the end: exactly the write's message. One replacement fits, two do not.
+    const huge = 'x'.repeat(3_000_000);
+    await assert.rejects(edit_file!.run({ name: 'two.txt', old_string: 'MARK', new_string: huge, replace_all: true }), {
+      message: `artifact two.txt is ${10 + 2 * (3_000_000 - 4)} bytes (max ${max})`,
+    });
+    assert.equal(writes, 0, 'refused before any write was tried');
+    assert.equal((await vfs.stat(goalId, 'big.txt'))!.version, 1, 'no new version');
+    assert.match(await edit_file!.run({ name: 'two.txt', old_string: 'MARK\nMARK', new_string: huge }), /replaced 1 /);
+  } finally {
+    vfs.write = write;
+  }
 });
 
 // ---- grep --------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 // The built-in virtual-FS tools, each scoped to its job's goal: every name is checked before
 // a key is built, and every write goes through VirtualFs's versioned, idempotent writes.
 import { z } from 'zod';
-import { ErrorCode, hasCode } from '../../errors.ts';
+import { ErrorCode, hasCode, VfsLimitError } from '../../errors.ts';
 import type { FileEntry, VirtualFs, WriteMeta } from '../../vfs/vfs.ts';
 import { formatIndex } from '../../vfs/vfs.ts';
 import { MCP_TOOL_RE, SANDBOX_TOOL_NAMES, TOOL_NAMES } from '../roles.ts';
@@ -147,11 +147,36 @@ function writeFile(vfs: VirtualFs) {
   });
 }
 
-/** Where `needle` occurs in `text` (non-overlapping, left to right). */
-function occurrences(text: string, needle: string): number[] {
-  const at: number[] = [];
-  for (let i = text.indexOf(needle); i !== -1; i = text.indexOf(needle, i + needle.length)) at.push(i);
-  return at;
+/**
+ * How often `needle` occurs in `text` (non-overlapping, left to right) and where the first `keep`
+ * are, counting no further than `stop`: a 4 MB file holds 4 million one-char matches.
+ */
+function occurrences(text: string, needle: string, keep: number, stop = Number.POSITIVE_INFINITY) {
+  const first: number[] = [];
+  let count = 0;
+  let i = text.indexOf(needle);
+  for (; i !== -1 && count < stop; i = text.indexOf(needle, i + needle.length)) {
+    if (count++ < keep) first.push(i);
+  }
+  return { count, first, more: i !== -1 };
+}
+
+/**
+ * Refuses, before it is built, an edit whose result would be over the artifact limit, with the
+ * write's message: replace_all of one char by a hundred turns 4 MB into gigabytes, which the
+ * write would refuse only after the whole string was made (memory, and the event loop blocked
+ * for seconds). For replace_all, counting stops at the occurrence that takes it past the limit.
+ */
+function checkEditSize(vfs: VirtualFs, name: string, content: string, edit: z.infer<typeof EditInput>) {
+  const max = vfs.opts.maxArtifactBytes;
+  const bytes = Buffer.byteLength(content, 'utf8');
+  const growth = Buffer.byteLength(edit.new_string, 'utf8') - Buffer.byteLength(edit.old_string, 'utf8');
+  if (growth <= 0) return; // no larger than now: the write's own check is enough
+  const overAt = Math.max(1, Math.floor((max - bytes) / growth) + 1);
+  const n = edit.replace_all ? occurrences(content, edit.old_string, 0, overAt) : { count: 1, more: false };
+  if (n.count < overAt) return;
+  const atLeast = n.more ? 'at least ' : '';
+  throw new VfsLimitError(`artifact ${name} is ${atLeast}${bytes + n.count * growth} bytes (max ${max})`);
 }
 
 const lineOf = (text: string, index: number) => text.slice(0, index).split('\n').length;
@@ -164,35 +189,38 @@ function editFile(vfs: VirtualFs) {
       'whitespace and line breaks included) becomes new_string. old_string must occur exactly once, unless ' +
       'replace_all is true; give more surrounding lines to make it unique. Writes a new version.',
     input: EditInput,
-    async run({ name, old_string, new_string, replace_all }, ctx) {
+    async run(edit, ctx) {
+      const { name, old_string, new_string, replace_all } = edit;
       vfs.check(name, '');
       // The version first, then the content: a write in between makes ours a version conflict.
       const before = await vfs.stat(ctx.goalId, name);
       const content = live(before) ? await vfs.read(ctx.goalId, name) : null;
       if (!live(before) || content === null) return noSuchFile(vfs, ctx.goalId, name);
       if (old_string === new_string) throw new Error('old_string and new_string are the same: nothing to change');
-      const at = occurrences(content, old_string);
-      if (at.length === 0) {
+      const at = occurrences(content, old_string, 10, replace_all ? 1 : Number.POSITIVE_INFINITY);
+      if (at.count === 0) {
         throw new Error(
           `old_string was not found in ${name}; nothing was changed. Read the file and copy the text exactly, ` +
             'whitespace and line breaks included',
         );
       }
-      if (at.length > 1 && !replace_all) {
-        const lines = at.slice(0, 10).map((i) => lineOf(content, i));
-        const where = `at lines ${lines.join(', ')}${at.length > 10 ? ', …' : ''}`;
+      if (at.count > 1 && !replace_all) {
+        const lines = at.first.map((i) => lineOf(content, i));
+        const where = `at lines ${lines.join(', ')}${at.count > 10 ? ', …' : ''}`;
         throw new Error(
-          `old_string occurs ${at.length} times in ${name} (${where}); nothing was changed. ` +
+          `old_string occurs ${at.count} times in ${name} (${where}); nothing was changed. ` +
             'Include more surrounding text so it occurs once, or set replace_all: true',
         );
       }
-      const next = replace_all
-        ? content.split(old_string).join(new_string)
-        : content.slice(0, at[0]) + new_string + content.slice(at[0]! + old_string.length);
+      checkEditSize(vfs, name, content, edit);
+      const parts = replace_all ? content.split(old_string) : null;
+      const next = parts
+        ? parts.join(new_string)
+        : content.slice(0, at.first[0]) + new_string + content.slice(at.first[0]! + old_string.length);
       const e = await vfs
         .write(ctx.goalId, name, next, toolWriteMeta(ctx, name, before.version))
         .catch((err) => conflict(err, name, 'edited'));
-      const n = replace_all ? at.length : 1;
+      const n = parts ? parts.length - 1 : 1;
       return `edited ${name}: replaced ${n} occurrence${n === 1 ? '' : 's'} (${e.bytes} bytes, version ${e.version})`;
     },
   });
