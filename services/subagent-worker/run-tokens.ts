@@ -7,6 +7,8 @@ export function noteRunTokens(err: unknown, tokens: number): void {
   if (err !== null && typeof err === 'object') spent.set(err, tokens);
 }
 
+/** The tokens noted on the error, or on its cause (a refused call's error made unrecoverable). */
 export function runTokensOf(err: unknown): number | undefined {
-  return err !== null && typeof err === 'object' ? spent.get(err) : undefined;
+  if (err === null || typeof err !== 'object') return undefined;
+  return spent.get(err) ?? runTokensOf((err as { cause?: unknown }).cause);
 }

@@ -12,6 +12,7 @@ import {
   Worker,
 } from 'bullmq';
 import type { Redis } from 'ioredis';
+import { ModelCallError } from '../agent/providers/types.ts';
 import { isTerminal } from '../goal/status.ts';
 import { scrubSecrets } from './logger.ts';
 import { startOpsServer } from './ops-server.ts';
@@ -147,12 +148,22 @@ function instrumented(rt: Runtime, queue: string, role: string, handler: JobHand
     } catch (err) {
       const back = await handedBack(rt, job, token, signal);
       rt.metrics.jobs.inc({ queue, role, status: back ? 'handed_back' : (notFailed(err) ?? 'failed') });
-      throw back ?? err;
+      throw back ?? unrecoverableIfRefused(err);
     } finally {
       active.delete(String(job.id));
       rt.metrics.jobDuration.observe({ queue, role }, (performance.now() - started) / 1000);
     }
   };
+}
+
+/**
+ * A model call the provider refused as bad (400, 401, 404: a prompt too long, a wrong key or
+ * model) would be refused again: the job fails now, not after every attempt replays its turns.
+ */
+function unrecoverableIfRefused(err: unknown): unknown {
+  if (!(err instanceof ModelCallError) || err.kind !== 'client') return err;
+  // The cause keeps what was noted on the error (a failed run's tokens) for the final-failure hook.
+  return Object.assign(new UnrecoverableError(err.message), { cause: err });
 }
 
 /** A job handed back to the queue on purpose is no failure: a 429 pause, or a wait for a human. */

@@ -159,7 +159,8 @@ test('the fault matrix maps each fault to what the retry policy needs', { timeou
       retryAfterMs: 1000,
       retryable: true,
     },
-    { name: '529 overloaded', result: apiError(529, 'overloaded'), kind: 'server', status: 529, retryable: true },
+    // Overloaded: the provider asks every client to back off, as with a 429.
+    { name: '529 overloaded', result: apiError(529, 'overloaded'), kind: 'rate_limit', status: 529, retryable: true },
     { name: '408', result: apiError(408, 'request timeout'), kind: 'server', status: 408, retryable: true },
     { name: 'connection reset', result: 'reset', kind: 'connection', retryable: true },
     { name: 'timeout', result: 'hang', kind: 'timeout', retryable: true },
@@ -214,7 +215,11 @@ const PLAYBOOK: Record<string, Partial<Record<DeepqRole, (HandlerResult | 'contr
   // One of each transient fault, each on a different agent, plus one contract break.
   MARKTRANSIENT: {
     planner: [apiError(429, 'slow down', { 'retry-after': '0' })],
-    research: [apiError(429, 'slow down', { 'retry-after': '0' }), apiError(500, 'internal')],
+    research: [
+      apiError(429, 'slow down', { 'retry-after': '0' }),
+      apiError(529, 'Overloaded'),
+      apiError(500, 'internal'),
+    ],
     code: ['reset', 'contract'],
     critic: [{ status: 200, body: '{"id": "msg_x", "content": [' }, 'stall'],
     reflector: ['hang'],
@@ -222,6 +227,8 @@ const PLAYBOOK: Record<string, Partial<Record<DeepqRole, (HandlerResult | 'contr
   // A subagent whose every call fails: bounded retries, then the subtask fails and the
   // reflector (told to stop) sees why.
   MARKDEADSUB: { code: Array(50).fill(apiError(500, 'internal, for good')) },
+  // A request the provider refuses as bad: asked once, not once per job attempt.
+  MARKREFUSED: { code: Array(50).fill(apiError(400, 'prompt is too long')) },
   // A reflector whose every answer is malformed: the goal fails with the reason.
   MARKDEADREFL: { reflector: Array(50).fill({ status: 200, body: '{"broken": ' }) },
 };
@@ -238,7 +245,7 @@ test('through the services: every fault is handled by its policy, goals end, no 
       const fault = PLAYBOOK[marker]![role]?.[n];
       if (fault === 'contract') return text("I'll decompose this into subtasks first.");
       if (fault) return fault;
-      if (marker === 'MARKDEADSUB' && role === 'reflector')
+      if ((marker === 'MARKDEADSUB' || marker === 'MARKREFUSED') && role === 'reflector')
         return text(JSON.stringify({ decision: 'end', reason: 'the code-writer is down; stopping' }));
     }
     return defaultHandler(body, i, rec);
@@ -250,7 +257,9 @@ test('through the services: every fault is handled by its policy, goals end, no 
   t.after(() => fleet.stop());
   const c = fleet.client;
   const ids = await Promise.all(Object.keys(PLAYBOOK).map((m) => c.enqueue({ goal: `Write a sorting function ${m}` })));
-  const [transient, deadSub, deadRefl] = await Promise.all(ids.map((id) => c.waitFor(id, { timeoutMs: 90_000 })));
+  const [transient, deadSub, refused, deadRefl] = await Promise.all(
+    ids.map((id) => c.waitFor(id, { timeoutMs: 90_000 })),
+  );
   const reqsOf = (marker: string, role: DeepqRole) =>
     server.requests.filter((r) => r.rawBody.includes(marker) && roleOf(r.body) === role);
 
@@ -272,8 +281,8 @@ test('through the services: every fault is handled by its policy, goals end, no 
   );
   assert.deepEqual(
     seen('research'),
-    ['429', '500', 'ok', 'ok'],
-    'the 429 paused the queue and the job ran again; the 500 was retried in place',
+    ['429', '529', '500', 'ok', 'ok'],
+    'the 429 and the 529 paused the queue and the job ran again; the 500 was retried in place',
   );
   assert.deepEqual(seen('code'), ['reset', 'ok', 'ok'], 'the reset was retried, the contract break reminded');
   assert.deepEqual(seen('critic'), ['200', 'stall', 'ok', 'ok'], 'the malformed body and the stalled one were retried');
@@ -300,6 +309,15 @@ test('through the services: every fault is handled by its policy, goals end, no 
   assert.equal(refl.length, 1);
   assert.match(firstUserText(refl[0]!.body), /^- solution\.py \(code-writer\): failed: .*500/m);
   assert.match(firstUserText(refl[0]!.body), /^- research\.md \(research-specialist\): done$/m);
+
+  // A 400: one request, no retry in place nor another job attempt; the subtask failed with it.
+  assert.equal(refused!.status, 'done');
+  assert.equal(reqsOf('MARKREFUSED', 'code').length, 1, 'a refused request is not sent again');
+  const refusedRefl = reqsOf('MARKREFUSED', 'reflector');
+  assert.match(
+    firstUserText(refusedRefl[0]!.body),
+    /^- solution\.py \(code-writer\): failed: .*400 .*prompt is too long/m,
+  );
 
   // A reflector that always answers garbage: bounded, then the goal fails with the reason.
   assert.equal(deadRefl!.status, 'failed');

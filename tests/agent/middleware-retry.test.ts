@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { createAgent } from '../../shared/agent/create-agent.ts';
 import type { MiddlewareDeps } from '../../shared/agent/middleware/index.ts';
-import { backoffMs, MAX_QUEUE_PAUSE_MS } from '../../shared/agent/middleware/retry.ts';
+import { backoffMs, MAX_QUEUE_PAUSE_MS, RATE_LIMIT_RETRIES } from '../../shared/agent/middleware/retry.ts';
 import { textContract } from '../../shared/agent/output-contracts.ts';
 import { ModelCallError } from '../../shared/agent/providers/types.ts';
 import { type AgentSpec, RoleSpecSchema } from '../../shared/agent/roles.ts';
@@ -82,7 +82,7 @@ test('backoff is exponential with jitter, capped', () => {
 });
 
 test('5xx answers are retried with backoff until one succeeds', async () => {
-  const o = await callThrough([apiError(500, 'boom'), apiError(503, 'unavailable'), apiError(529, 'overloaded')]);
+  const o = await callThrough([apiError(500, 'boom'), apiError(503, 'unavailable'), apiError(502, 'bad gateway')]);
   assert.equal(o.ok, true, String(o.err));
   assert.equal(o.text, 'fine');
   assert.equal(o.requests, 4, 'one HTTP request per attempt: the SDK does not retry on its own');
@@ -192,6 +192,23 @@ test('in a worker, a 429 becomes a queue-wide rate limit with retry-after (0 inc
   // Other faults are still retried in place.
   const o2 = await callThrough([apiError(500, 'x')], { retry: { rateLimitToQueue: true } });
   assert.equal(o2.ok, true);
+});
+
+test('a 529 (overloaded) is a rate limit: the queue pauses in a worker; in place it outlasts maxRetries', async () => {
+  const overloaded = apiError(529, 'Overloaded');
+  const queued = await callThrough([overloaded], { retry: { rateLimitToQueue: true } });
+  assert.equal(queued.requests, 1, 'not retried in place: the queue pauses instead');
+  assert.ok(queued.err instanceof ProviderRateLimitError, String(queued.err));
+  // The planner and the reflector wait it out: more retries than a fault gets, then the error.
+  const patient = await callThrough(Array(RATE_LIMIT_RETRIES).fill(overloaded), { retry: { maxRetries: 3 } });
+  assert.equal(patient.ok, true, String(patient.err));
+  assert.equal(patient.requests, RATE_LIMIT_RETRIES + 1);
+  assert.ok(patient.retries.every((l) => l.kind === 'rate_limit'));
+  const gaveUp = await callThrough(Array(RATE_LIMIT_RETRIES + 1).fill(overloaded), { retry: { maxRetries: 3 } });
+  assert.equal(gaveUp.requests, RATE_LIMIT_RETRIES + 1);
+  assert.equal((gaveUp.err as ModelCallError).kind, 'rate_limit');
+  // A fault that is not a rate limit still stops at maxRetries.
+  assert.equal((await callThrough(Array(10).fill(apiError(500, 'x')), { retry: { maxRetries: 3 } })).requests, 4);
 });
 
 test('an abort during the backoff stops retrying', async () => {

@@ -1,6 +1,8 @@
 // Retry with exponential backoff and jitter on 429, 5xx, timeouts, connection errors and
-// malformed bodies; honours retry-after (0 included). In a worker, a 429 is not retried
-// here: it becomes ProviderRateLimitError so the whole queue pauses (fleet flow control).
+// malformed bodies; honours retry-after (0 included). In a worker, a 429 (or a 529, overloaded)
+// is not retried here: it becomes ProviderRateLimitError so the whole queue pauses (fleet flow
+// control). Elsewhere (planner, reflector) it is retried in place more patiently than a fault:
+// an overload lasting a minute or two must not fail the goal.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ProviderRateLimitError } from '../../errors.ts';
 import { ModelCallError } from '../providers/types.ts';
@@ -13,6 +15,8 @@ export function backoffMs(attempt: number, base: number, max: number, random = M
 
 /** The longest a 429 pauses a role's queue (subagent workers hand 429s to their queue). */
 export const MAX_QUEUE_PAUSE_MS = 5 * 60_000;
+/** Retries in place of a rate limit at least: with the default delays, about 90 s of waiting. */
+export const RATE_LIMIT_RETRIES = 8;
 
 export function retry(deps: Pick<MiddlewareDeps, 'retry' | 'logger'>): ModelMiddleware {
   const maxRetries = deps.retry?.maxRetries ?? 3;
@@ -30,7 +34,7 @@ export function retry(deps: Pick<MiddlewareDeps, 'retry' | 'logger'>): ModelMidd
           const pause = Math.min(err.retryAfterMs ?? backoffMs(attempt, base, max), MAX_QUEUE_PAUSE_MS);
           throw new ProviderRateLimitError(err.message, pause);
         }
-        if (attempt >= maxRetries) throw err;
+        if (attempt >= (err.kind === 'rate_limit' ? Math.max(maxRetries, RATE_LIMIT_RETRIES) : maxRetries)) throw err;
         // Capped at the max delay; the log says what is really waited.
         const wait = Math.min(err.retryAfterMs ?? backoffMs(attempt, base, max), max);
         deps.logger.info(
