@@ -3,6 +3,7 @@
 // user and the model wrote is printed with its control characters escaped (cli/terminal.ts).
 
 import { constants as osConstants } from 'node:os';
+import { join } from 'node:path';
 import type { GoalRecord } from '../shared/goal/store.ts';
 import type { Config } from '../shared/runtime/config.ts';
 import { loadConfig } from '../shared/runtime/config.ts';
@@ -105,7 +106,10 @@ async function demoRedis(out: Out): Promise<{ env: NodeJS.ProcessEnv; priv?: Pri
   // the demo stops first.
   const priv = await startPrivateRedis({ ownProcessGroup: true });
   out(`deepq demo: started a private redis-server on port ${priv.port}`);
-  return { env: { REDIS_URL: priv.url }, priv };
+  // Its spilled artifacts go with it: in the default blob dir, a deployment's sweep elsewhere
+  // (another Redis, the same dir) would find them orphaned, as this demo's would find that one's.
+  const blobs = process.env.DEEPQ_BLOB_DIR ? {} : { DEEPQ_BLOB_DIR: join(priv.dir, 'blobs') };
+  return { env: { REDIS_URL: priv.url, ...blobs }, priv };
 }
 
 /** Prints one line per event until the goal is terminal or awaiting a human; returns its record. */

@@ -15,6 +15,7 @@
 // name that is not a goal id (`<goalId>:files`, say) is ignored, never swept, so no name can
 // make the sweep touch another goal's keys.
 
+import { randomUUID } from 'node:crypto';
 import { isGoalId } from '../../shared/goal/ids.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
 import { releaseIdleRateLimits } from '../../shared/runtime/queue-rate-limit.ts';
@@ -82,9 +83,29 @@ async function collectGoalIds(rt: Runtime): Promise<{ ids: string[]; blobGoals: 
   for await (const batch of rt.redis.scanStream({ match: `${rt.cfg.prefix}:goal:*`, count: 1000 })) {
     for (const key of batch as string[]) ids.add(idOfKey(rt, key));
   }
-  const blobGoals = (await rt.vfs.blobs.listGoals()).filter(isGoalId);
+  const blobGoals = (await ownsBlobStore(rt)) ? (await rt.vfs.blobs.listGoals()).filter(isGoalId) : [];
   for (const goalId of blobGoals) ids.add(goalId);
   return { ids: [...ids].filter(isGoalId), blobGoals };
+}
+
+/**
+ * Whether the blob store is this deployment's. Another deployment's goals (the same blob dir
+ * and prefix, another Redis: a demo beside `deepq up`) have no hash here, and would be swept
+ * as orphans with their spilled artifacts; a store claimed by another is left alone.
+ */
+async function ownsBlobStore(rt: Runtime): Promise<boolean> {
+  const key = rt.goals.keys.deployment();
+  await rt.redis.set(key, randomUUID(), 'NX');
+  const id = (await rt.redis.get(key))!;
+  const owner = await rt.vfs.blobs.claimOwner(id);
+  if (owner === id) return true;
+  rt.logger.warn(
+    { blobDir: rt.cfg.vfs.blobDir, prefix: rt.cfg.prefix, owner, deployment: id },
+    'the blob store belongs to another deployment (the same DEEPQ_BLOB_DIR and DEEPQ_PREFIX, another Redis): ' +
+      'its goal folders are not swept; give each deployment its own DEEPQ_BLOB_DIR (if this Redis lost its data, ' +
+      "remove the store's .owner file to claim it)",
+  );
+  return false;
 }
 
 /** Which goals go: finished before the cutoff, or with no goal hash at all. */

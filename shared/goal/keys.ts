@@ -71,6 +71,10 @@ export class Keys {
   goalsIndex(): string {
     return `${this.prefix}:goals`;
   }
+  /** This deployment's id (made once): it claims the blob store, which another Redis must not sweep. */
+  deployment(): string {
+    return `${this.prefix}:deployment`;
+  }
   /** Sorted set of the goals not yet ended, by creation time: what the reconciler looks at. */
   liveGoals(): string {
     return `${this.prefix}:goals:live`;

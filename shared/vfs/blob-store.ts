@@ -8,7 +8,7 @@
 // (`<goalId>:files`, say) is neither listed nor deleted.
 import { randomBytes } from 'node:crypto';
 import type { Dirent, ReadStream } from 'node:fs';
-import { chmod, lstat, mkdir, open, readdir, readFile, rename, rm } from 'node:fs/promises';
+import { chmod, lstat, mkdir, open, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { GOAL_ID_PATTERN, isGoalId } from '../goal/ids.ts';
 
@@ -24,8 +24,15 @@ export interface BlobStore {
    * last modified before `olderThan` (epoch ms). Returns how many files went.
    */
   pruneGoal(goalId: string, keep: ReadonlySet<string>, olderThan: number): Promise<number>;
+  /**
+   * The store's owner, a deployment id: `id` claims a store that has none. Returns the owner, so
+   * a sweep can tell a store another deployment (another Redis, the same dir and prefix) uses.
+   */
+  claimOwner(id: string): Promise<string>;
 }
 
+/** The owner's deployment id, beside the goal folders (not a goal id: never listed as one). */
+const OWNER_FILE = '.owner';
 const DIR_MODE = 0o700;
 const FILE_MODE = 0o600;
 const BLOB_NAME = '[a-f0-9]{64}';
@@ -127,6 +134,28 @@ export class DirBlobStore implements BlobStore {
   async deleteGoal(goalId: string): Promise<void> {
     if (!isGoalId(goalId)) return;
     await rm(join(this.root, goalId), { recursive: true, force: true });
+  }
+
+  async claimOwner(id: string): Promise<string> {
+    await this.ensureRoot();
+    const file = join(this.root, OWNER_FILE);
+    try {
+      await writeFile(file, id, { flag: 'wx', mode: FILE_MODE });
+      return id;
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      // The root was removed under us: made again, it has no owner yet.
+      if (code === 'ENOENT') return this.reclaim(id);
+      if (code !== 'EEXIST') throw err;
+    }
+    return (await readFile(file, 'utf8')).trim();
+  }
+
+  private async reclaim(id: string): Promise<string> {
+    this.rootReady = undefined;
+    await this.ensureRoot();
+    await writeFile(join(this.root, OWNER_FILE), id, { flag: 'wx', mode: FILE_MODE }).catch(() => {});
+    return (await readFile(join(this.root, OWNER_FILE), 'utf8')).trim();
   }
 
   async listGoals(): Promise<string[]> {

@@ -181,6 +181,30 @@ test('keys and blobs of goals that no longer exist are swept', async () => {
   }
 });
 
+test("another deployment's goals in a shared blob dir (same prefix, another Redis) are never swept", async () => {
+  // This file's deployment owns the store once it has swept; its spilled goal is live.
+  await sweep(t.rt);
+  const ours = await populatedGoal();
+  const ourBlobs = readdirSync(t.blobDirOf(ours));
+  // A second deployment: the same blob dir and prefix, another Redis (DB 1), where that goal has no keys.
+  const other = vfsRuntime(`${redis.url}/1`, { DEEPQ_PREFIX: t.rt.cfg.prefix, DEEPQ_BLOB_DIR: t.env.DEEPQ_BLOB_DIR });
+  try {
+    assert.equal(other.blobDirOf(ours), t.blobDirOf(ours));
+    const report = await other.rt.vfs.blobs.listGoals();
+    assert.ok(report.includes(ours), 'the other deployment sees the folder');
+    const swept = await sweep(other.rt, Date.now() + 365 * DAY);
+    assert.equal(swept.orphans, 0, 'not an orphan of the other deployment');
+    assert.deepEqual(readdirSync(t.blobDirOf(ours)).sort(), ourBlobs.sort(), 'its spilled artifacts are all there');
+    assert.equal((await t.rt.vfs.read(ours, 'big.csv'))?.length, t.rt.cfg.vfs.spillBytes + 1);
+    // Its own deployment still sweeps it once it is gone from its Redis.
+    await t.rt.redis.unlink(...(await keysOfGoal(t.rt, ours)));
+    await sweep(t.rt);
+    assert.equal(existsSync(t.blobDirOf(ours)), false);
+  } finally {
+    await other.rt.close(); // not other.close(): the blob dir is this file's
+  }
+});
+
 test('the sweep touches nothing outside the goal namespace of its prefix', async () => {
   const p = t.rt.cfg.prefix;
   const foreign = [
