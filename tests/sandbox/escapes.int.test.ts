@@ -222,6 +222,18 @@ test('files deleted while held open count against the files limit: past it, the 
   assert.ok(Date.now() - started < 12_000, 'killed at the limit, not at the end of its sleep');
 });
 
+test("folders count against the work dir's entries cap: a run making only empty folders is killed at it", async () => {
+  const goalId = await t.newGoal();
+  const code = 'import os, time\nfor i in range(5100):\n    os.mkdir("d%05d" % i)\ntime.sleep(12)\nprint("survived")\n';
+  // Files and CPU limits high enough that only the entries cap can stop it (mkdir is CPU time).
+  const limits = { fileBytes: 64 * 1024 * 1024, cpuSeconds: 20, wallSeconds: 20 };
+  const out = await runCode(goalId, { limits }).run(py(code));
+  assert.match(out, /^limit hit: files written \(64 MiB or 5000 entries in the work dir\), the run was killed\n/);
+  assert.doesNotMatch(out, /survived/);
+  const seconds = Number(/^run_code: python, ([\d.]+) s/m.exec(out)?.[1]);
+  assert.ok(seconds < 12, `killed at the cap, not at the end of its sleep: ${seconds} s`);
+});
+
 test('a CPU loop is stopped at the CPU limit, a sleeper at the wall limit', async () => {
   const goalId = await t.newGoal();
   const cpu = await runCode(goalId).run(py('while True: pass'));

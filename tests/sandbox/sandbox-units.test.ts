@@ -1,8 +1,9 @@
 // The sandbox's pure parts: how a finished run is judged (limit, outcome, verdict line), what
 // bubblewrap's failures mean to an operator, where bwrap is looked for, the command line (bwrap
-// starts with an empty environment), the output tail and run_tests' default command.
+// starts with an empty environment), the output tail, run_tests' default command and the work
+// dir's walk (folders counted against its cap).
 import assert from 'node:assert/strict';
-import { chmodSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -13,6 +14,7 @@ import { type Exit, limitOf, outcomeOf, SANDBOX_OUTCOMES } from '../../shared/ag
 import { Tail } from '../../shared/agent/sandbox/output.ts';
 import { explainBwrapFailure } from '../../shared/agent/sandbox/probe.ts';
 import type { SandboxResult } from '../../shared/agent/sandbox/run.ts';
+import { walkWorkDir } from '../../shared/agent/sandbox/workdir.ts';
 import { verdictLine } from '../../shared/agent/tools/run-report.ts';
 import { defaultTestCommand } from '../../shared/agent/tools.ts';
 
@@ -159,4 +161,22 @@ test("run_tests' default command follows the files given", () => {
   assert.equal(defaultTestCommand(['app.py', 'test_app.py']), 'python3 -m unittest discover -v');
   assert.equal(defaultTestCommand(['lib.mjs', 'lib.test.mjs']), 'node --test');
   assert.throws(() => defaultTestCommand(['README.md']), /no default test command/);
+});
+
+test('the walk counts folders as entries and bytes: only empty folders still reach the cap', async () => {
+  const root = mkdtempSync(join(tmpdir(), 'deepq-walk-'));
+  for (let i = 0; i < 30; i++) mkdirSync(join(root, `d${i}`));
+  mkdirSync(join(root, 'd0', 'inner'));
+  writeFileSync(join(root, 'd0', 'inner', 'f.txt'), 'hello');
+  // 32 entries (31 folders, one file): a cap of 32 holds them all, one less stops the walk.
+  const all = await walkWorkDir(root, 32);
+  assert.equal(all.truncated, false);
+  assert.deepEqual(
+    all.entries.map((e) => [e.name, e.bytes]),
+    [['d0/inner/f.txt', 5]],
+  );
+  assert.ok(all.bytes > 5, `folders take bytes too: ${all.bytes}`);
+  const capped = await walkWorkDir(root, 31);
+  assert.equal(capped.truncated, true, 'past the cap with folders alone');
+  rmSync(root, { recursive: true });
 });
