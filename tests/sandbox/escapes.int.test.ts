@@ -311,8 +311,21 @@ test('bad inputs are refused before anything runs; a missing or too large one co
   assert.equal(await sample('error'), errors);
   // A missing or too large input: a run that could not start.
   await assert.rejects(runCode(goalId).run(py('1', { files: ['nope.py'] })), /no such file: nope\.py/);
-  const small = { limits: { fileBytes: 100_000 } };
-  await assert.rejects(runCode(goalId, small).run(py('1', { files: ['data/big.txt'] })), /over the sandbox's 100000/);
+  // Too large by the index's sizes: refused before any of it is read.
+  const vfs = t.rt.vfs;
+  const read = vfs.read;
+  let reads = 0;
+  vfs.read = (...args) => {
+    reads++;
+    return read.apply(vfs, args);
+  };
+  try {
+    const small = { limits: { fileBytes: 100_000 } };
+    await assert.rejects(runCode(goalId, small).run(py('1', { files: ['data/big.txt'] })), /over the sandbox's 100000/);
+  } finally {
+    vfs.read = read;
+  }
+  assert.equal(reads, 0, 'no input was read');
   assert.equal(await sample('error'), errors + 2);
 });
 

@@ -89,22 +89,42 @@ interface RunJob {
   stdin?: string;
 }
 
-/** Reads every input artifact first: a missing one fails the call before anything runs. */
-async function readInputs(vfs: VirtualFs, goalId: string, names: string[]): Promise<Map<string, string>> {
-  const out = new Map<string, string>();
-  for (const name of new Set(names)) {
+const missingInput = (name: string) => new Error(`no such file: ${name} (files must name artifacts of this goal)`);
+
+/**
+ * The input artifacts, read only once their total size (from the index) fits the work dir's
+ * limit: a call naming too much is refused without reading any of it. A missing one fails the
+ * call before anything runs.
+ */
+async function readInputs(
+  vfs: VirtualFs,
+  goalId: string,
+  names: string[],
+  limits: SandboxConfig,
+): Promise<Map<string, string>> {
+  const unique = [...new Set(names)];
+  let indexed = 0;
+  for (const name of unique) {
     vfs.check(name, '');
-    const content = await vfs.read(goalId, name);
-    if (content === null) throw new Error(`no such file: ${name} (files must name artifacts of this goal)`);
-    out.set(name, content);
+    const e = await vfs.stat(goalId, name);
+    if (e === null || e.status === 'evicted') throw missingInput(name);
+    indexed += e.bytes;
   }
+  checkInputSize(indexed, limits);
+  const out = new Map<string, string>();
+  let bytes = 0;
+  for (const name of unique) {
+    const content = await vfs.read(goalId, name);
+    if (content === null) throw missingInput(name);
+    out.set(name, content);
+    bytes += Buffer.byteLength(content);
+  }
+  checkInputSize(bytes, limits); // a write since the stat may have grown one
   return out;
 }
 
 /** The copies must fit in the work dir's limit: refused before anything is written. */
-function checkInputSize(inputs: Map<string, string>, limits: SandboxConfig): void {
-  let bytes = 0;
-  for (const c of inputs.values()) bytes += Buffer.byteLength(c);
+function checkInputSize(bytes: number, limits: SandboxConfig): void {
   if (bytes > limits.fileBytes) {
     throw new Error(`files hold ${bytes} bytes in all, over the sandbox's ${limits.fileBytes}: name fewer files`);
   }
@@ -144,8 +164,7 @@ async function runJob(deps: SandboxToolDeps, ctx: ToolContext, job: RunJob): Pro
 
 /** Before the program starts: the inputs read and checked, a work dir holding them and the program. */
 async function prepare(deps: SandboxToolDeps, ctx: ToolContext, job: RunJob) {
-  const inputs = await readInputs(deps.vfs, ctx.goalId, job.files);
-  checkInputSize(inputs, deps.limits);
+  const inputs = await readInputs(deps.vfs, ctx.goalId, job.files, deps.limits);
   const root = process.getuid?.() === 0;
   const wd = await createWorkDir(root ? { uid: SANDBOX_UID, gid: SANDBOX_UID } : null);
   try {
