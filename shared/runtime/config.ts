@@ -419,11 +419,7 @@ function chooseModelProvider(cfg: ParsedConfig): Pick<Config, 'modelProvider' | 
         ? 'deepq: no ANTHROPIC_API_KEY: using the offline scripted model (canned outputs, not a real LLM)'
         : 'deepq: DEEPQ_MODEL_PROVIDER unset and no model is on anthropic: using the configured providers';
   }
-  if (modelProvider === 'anthropic' && needsKey && !cfg.anthropicApiKey) {
-    throw new ConfigError(
-      'invalid config: anthropicApiKey (ANTHROPIC_API_KEY) is required when DEEPQ_MODEL_PROVIDER=anthropic',
-    );
-  }
+  // The key itself is checked where a provider is built (a service's start): the CLI needs none.
   return { modelProvider, providerNotice };
 }
 

@@ -6,6 +6,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { createProvider } from '../../shared/agent/providers/index.ts';
 import { ConfigError } from '../../shared/errors.ts';
 import { loadConfig } from '../../shared/runtime/config.ts';
 
@@ -44,10 +45,13 @@ test('without a key the provider is scripted, with a notice; with a key, anthrop
   );
 });
 
-test('asking for anthropic without a key stops at start naming the field', () => {
+test('asking for anthropic without a key stops a service at start naming the field; the CLI needs no key', () => {
+  // The CLI loads the config only: it never calls a model, so the deployment's env is enough.
+  const cfg = loadConfig({ DEEPQ_MODEL_PROVIDER: 'anthropic' });
+  assert.equal(cfg.modelProvider, 'anthropic');
   assert.throws(
-    () => loadConfig({ DEEPQ_MODEL_PROVIDER: 'anthropic' }),
-    (e: Error) => e instanceof ConfigError && /ANTHROPIC_API_KEY/.test(e.message),
+    () => createProvider(cfg),
+    (e: Error) => e instanceof ConfigError && /anthropicApiKey \(ANTHROPIC_API_KEY\) is required/.test(e.message),
   );
 });
 

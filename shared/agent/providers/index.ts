@@ -32,8 +32,13 @@ export function createProvider(cfg: Config, hooks: ProviderHooks = {}): ModelPro
 
 function buildProvider(cfg: Config, name: string, hooks: ProviderHooks): ModelProvider {
   if (name === DEFAULT_PROVIDER) {
+    if (!cfg.anthropicApiKey) {
+      throw new ConfigError(
+        'invalid config: anthropicApiKey (ANTHROPIC_API_KEY) is required when DEEPQ_MODEL_PROVIDER=anthropic',
+      );
+    }
     return new AnthropicProvider({
-      apiKey: cfg.anthropicApiKey!,
+      apiKey: cfg.anthropicApiKey,
       baseURL: cfg.anthropicBaseUrl,
       timeoutMs: cfg.modelTimeoutMs,
     });
