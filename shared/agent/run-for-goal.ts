@@ -40,7 +40,7 @@ export interface GoalRunOptions<T> {
    * write does not happen. A rejected run's is stored here either way.
    */
   transcriptWithResult?: boolean;
-  /** Told each model call's input plus output tokens as they are booked (a subtask sums its own). */
+  /** Told each model call's tokens, every kind, as they are booked (a subtask sums its own). */
   onTokens?: (tokens: number) => void;
 }
 
@@ -63,7 +63,8 @@ export async function runForGoal<T>(rt: Runtime, o: GoalRunOptions<T>): Promise<
     models: rt.cfg.models,
     metrics: rt.metrics,
     usageSink: (ctx, model, u, reservation, origin) => {
-      o.onTokens?.(u.input + u.output);
+      // Every kind, as the token cap and the goal's totals count them (cache reads and writes too).
+      o.onTokens?.(u.input + u.output + u.cache_read + u.cache_write);
       return usage.sink(ctx, model, u, reservation, origin);
     },
     // The previous call's usage is booked before the next call goes out.

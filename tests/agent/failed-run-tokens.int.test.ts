@@ -17,12 +17,16 @@ const redis = useRedis();
 test("a run that fails after a model call reports that call's tokens in subtask_failed", async () => {
   await redis.ready;
   let researchCalls = 0;
-  // The research subtask's first call lists files (120 tokens); its second is refused for good.
+  // The research subtask's first call lists files (155 tokens, cache reads and writes included, as
+  // the token cap and the goal's totals count them); its second is refused for good.
   const api = await startMessagesApiServer({
     handler: (body, i, req) => {
       if (roleOf(body) !== 'research') return defaultHandler(body, i, req);
       if (researchCalls++ === 0)
-        return { ...toolUse('list_files', {}), usage: { input_tokens: 100, output_tokens: 20 } };
+        return {
+          ...toolUse('list_files', {}),
+          usage: { input_tokens: 100, output_tokens: 20, cache_read_input_tokens: 30, cache_creation_input_tokens: 5 },
+        };
       return apiError(400, 'this request is malformed');
     },
   });
@@ -34,7 +38,7 @@ test("a run that fails after a model call reports that call's tokens in subtask_
     const failed = events.find((e) => e.type === 'subtask_failed' && e.role === 'research-specialist');
     assert.ok(failed?.type === 'subtask_failed', JSON.stringify(events.map((e) => e.type)));
     assert.match(String(failed.reason), /malformed/);
-    assert.equal(failed.tokens, 120, 'the failed run spent its first call');
+    assert.equal(failed.tokens, 155, 'the failed run spent its first call');
     assert.equal(researchCalls, 2);
   } finally {
     await fleet.stop();
