@@ -11,11 +11,12 @@
 import { spawn } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { type Checkout, sourceCheckout } from '../testing/compiled-checkout.ts';
-import { startFleet } from '../testing/fleet.ts';
+import { type Fleet, startFleet } from '../testing/fleet.ts';
 import {
   defaultAnswer,
   firstUserText,
   goalOf,
+  type MessagesApiServer,
   type MessagesBody,
   plannerRoles,
   type RecordedRequest,
@@ -82,6 +83,51 @@ function runCancel(co: Checkout, env: NodeJS.ProcessEnv, goalId: string): Promis
   return exit;
 }
 
+/** Calls the bench's goals are held in, the cancel channel as seen here, and the CLI to cancel with. */
+interface Rig {
+  server: MessagesApiServer;
+  fleet: Fleet;
+  co: Checkout;
+  env: NodeJS.ProcessEnv;
+  /** When this process's subscriber saw each goal's cancel message. */
+  published: Map<string, number>;
+}
+
+/** Goal `k`: enqueued, its 5 calls held, then `deepq cancel` timed until every call has ended. */
+async function cancelOneGoal(rig: Rig, k: number): Promise<Sample> {
+  const { server, fleet, co, env, published } = rig;
+  const tag = tagOf(k);
+  const goalId = await fleet.client.enqueue({ goal: `Cancel bench goal ${tag}` });
+  const mine = (r: RecordedRequest) =>
+    r.body && roleOf(r.body) !== 'planner' && roleOf(r.body) !== 'reflector' && firstUserText(r.body).includes(tag);
+  const calls = await until(
+    () => {
+      const held = server.requests.filter(mine);
+      return held.length >= SUBTASKS && held;
+    },
+    30_000,
+    `the 5 model calls of goal ${k}`,
+    2,
+  );
+  const t0 = Date.now();
+  const exited = runCancel(co, env, goalId);
+  await until(
+    () => calls.every((c) => c.abortedAt !== undefined || c.response !== undefined),
+    30_000,
+    `the 5 calls of goal ${k} to end`,
+    2,
+  );
+  const cliExit = await exited;
+  const aborts = calls.map((c) => (c.abortedAt === undefined ? Number.POSITIVE_INFINITY : c.abortedAt - t0));
+  return {
+    latencyMs: Math.max(...aborts),
+    firstAbortMs: Math.min(...aborts),
+    publishMs: (published.get(goalId) ?? Number.NaN) - t0,
+    cliExitMs: cliExit - t0,
+    heldMs: t0 - Math.min(...calls.map((c) => c.receivedAt)),
+  };
+}
+
 export async function benchCancel(redisUrl: string) {
   const server = await startMessagesApiServer({ handler: (body) => handler(body) });
   const co = sourceCheckout();
@@ -91,42 +137,14 @@ export async function benchCancel(redisUrl: string) {
   const published = new Map<string, number>();
   sub.on('message', (_channel, goalId: string) => published.set(goalId, Date.now()));
   await sub.subscribe(fleet.client.goals.keys.cancelChannel());
-  const env = { ...fleet.env, LOG_LEVEL: 'error' };
+  const rig: Rig = { server, fleet, co, env: { ...fleet.env, LOG_LEVEL: 'error' }, published };
   const samples: Sample[] = [];
   const load = { start: loadAverage(), end: [] as number[] };
   try {
     for (let k = 0; k < WARM_UP + GOALS; k++) {
-      const tag = tagOf(k);
-      const goalId = await fleet.client.enqueue({ goal: `Cancel bench goal ${tag}` });
-      const mine = (r: RecordedRequest) =>
-        r.body && roleOf(r.body) !== 'planner' && roleOf(r.body) !== 'reflector' && firstUserText(r.body).includes(tag);
-      const calls = await until(
-        () => {
-          const held = server.requests.filter(mine);
-          return held.length >= SUBTASKS && held;
-        },
-        30_000,
-        `the 5 model calls of goal ${k}`,
-        2,
-      );
-      const t0 = Date.now();
-      const exited = runCancel(co, env, goalId);
-      await until(
-        () => calls.every((c) => c.abortedAt !== undefined || c.response !== undefined),
-        30_000,
-        `the 5 calls of goal ${k} to end`,
-        2,
-      );
-      const cliExit = await exited;
+      const sample = await cancelOneGoal(rig, k);
       if (k < WARM_UP) continue;
-      const aborts = calls.map((c) => (c.abortedAt === undefined ? Number.POSITIVE_INFINITY : c.abortedAt - t0));
-      samples.push({
-        latencyMs: Math.max(...aborts),
-        firstAbortMs: Math.min(...aborts),
-        publishMs: (published.get(goalId) ?? Number.NaN) - t0,
-        cliExitMs: cliExit - t0,
-        heldMs: t0 - Math.min(...calls.map((c) => c.receivedAt)),
-      });
+      samples.push(sample);
       // Let the workers finish the cancelled jobs before the next goal starts.
       await sleep(150);
     }
@@ -137,6 +155,11 @@ export async function benchCancel(redisUrl: string) {
     await server.close();
     co.remove();
   }
+  return cancelReport(samples, load);
+}
+
+/** The measured goals' cancel latencies, and the parts of it: the CLI's publish, the aborts after it. */
+function cancelReport(samples: Sample[], load: { start: number[]; end: number[] }) {
   const lat = samples.map((s) => s.latencyMs);
   const finite = (xs: number[]) => xs.filter(Number.isFinite);
   const p99 = pct(lat, 99);

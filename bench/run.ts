@@ -14,10 +14,11 @@ import { createAgent } from '../shared/agent/create-agent.ts';
 import { contractFor } from '../shared/agent/output-contracts.ts';
 import type { Message, ModelProvider } from '../shared/agent/providers/types.ts';
 import { createVfsTools } from '../shared/agent/tools.ts';
-import type { Plan, Reflection } from '../shared/goal/plan.ts';
-import { loadConfig, roleNames } from '../shared/runtime/config.ts';
+import type { Plan, Reflection, Subtask } from '../shared/goal/plan.ts';
+import type { GoalRecord } from '../shared/goal/store.ts';
+import { type Config, loadConfig, roleNames } from '../shared/runtime/config.ts';
 import { PLAN_QUEUE, subagentQueueName } from '../shared/runtime/queues.ts';
-import { createRuntime } from '../shared/runtime/runtime.ts';
+import { createRuntime, type Runtime } from '../shared/runtime/runtime.ts';
 import { type Fleet, startFleet } from '../testing/fleet.ts';
 import {
   defaultAnswer,
@@ -34,10 +35,12 @@ const LATENCY = 200;
 /** Goals each side of the throughput comparison runs before it is measured. */
 const WARM_UP_GOALS = quick ? 200 : 1000;
 
-/** One cycle of 5 subtasks: deepq's fan-out against the seed's sequential in-process loop. */
-async function parallelSpeedup(url: string) {
-  const env = { DEEPQ_SCRIPTED_LATENCY_MS: String(LATENCY), DEEPQ_SCRIPTED_FANOUT: '5', LOG_LEVEL: 'warn' };
-  const fleet = await startFleet(url, env);
+/** Model latency and fan-out of the scripted model, for deepq's fleet and the sequential loop alike. */
+const FAN_OUT_ENV = { DEEPQ_SCRIPTED_LATENCY_MS: String(LATENCY), DEEPQ_SCRIPTED_FANOUT: '5', LOG_LEVEL: 'warn' };
+
+/** deepq's first cycles (the first one unmeasured): created → reflected, and dispatch → last subtask done. */
+async function deepqCycles(url: string) {
+  const fleet = await startFleet(url, FAN_OUT_ENV);
   const cycles: number[] = [];
   const fanouts: number[] = [];
   try {
@@ -65,79 +68,100 @@ async function parallelSpeedup(url: string) {
   } finally {
     await fleet.stop();
   }
+  return { cycles, fanouts };
+}
 
-  // The seed's loop: planner, then each subtask in turn, then reflection, in one process.
+/** One planned subtask run by its role's agent in this process, its answer written as its artifact. */
+async function sequentialSubtask(rt: Runtime, cfg: Config, goal: GoalRecord, t: Subtask, index: number) {
+  const goalId = goal.goalId;
+  const deps = { provider: rt.provider, logger: rt.logger, models: cfg.models };
+  const role = cfg.roles.find((r) => r.name === t.role)!;
+  const tools = createVfsTools(
+    rt.vfs,
+    { goalId, step: 1, role: role.name, threadId: 'seq', writer: `seq-${index}` },
+    role.tools,
+  );
+  const run = await createAgent(role, deps).run({
+    task: await buildSubagentTask(rt, { goalId, step: 1, index, ...t }),
+    tools,
+    contract: contractFor(role.contract),
+    ctx: {
+      role: role.name,
+      kind: 'subagent',
+      goalId,
+      step: 1,
+      subject: { goal: goal.goal, instruction: t.instruction },
+    },
+  });
+  await rt.vfs.write(goalId, t.expected_artifact, run.text, {
+    status: 'done',
+    step: 1,
+    role: role.name,
+    writer: `seq-${index}`,
+  });
+}
+
+/** The seed's loop for one goal: planner, then each subtask in turn, then reflection; the cycle and its subtasks. */
+async function sequentialCycle(rt: Runtime, cfg: Config, i: number) {
+  const goalId = `seq${String(i).padStart(9, '0')}`;
+  await rt.goals.create(goalId, `Fan-out goal ${i}`, {}, false);
+  const deps = { provider: rt.provider, logger: rt.logger, models: cfg.models };
+  const t0 = performance.now();
+  const goal = (await rt.goals.get(goalId))!;
+  const plan = await createAgent(plannerSpec(cfg), deps).run<Plan>({
+    task: plannerMessage(goal, 1, await rt.vfs.index(goalId)),
+    contract: planContract(roleNames(cfg), []),
+    ctx: { role: 'planner', kind: 'planner', goalId, step: 1, subject: { goal: goal.goal, plan: null, files: [] } },
+  });
+  const t1 = performance.now();
+  for (const [index, t] of plan.value!.subtasks.entries()) await sequentialSubtask(rt, cfg, goal, t, index);
+  const t2 = performance.now();
+  await createAgent(reflectorSpec(cfg), deps).run<Reflection>({
+    task: reflectorMessage({ ...goal, plan: plan.value! }, 1, [], await rt.vfs.index(goalId)),
+    contract: reflectionContract,
+    ctx: {
+      role: 'reflector',
+      kind: 'reflector',
+      goalId,
+      step: 1,
+      subject: {
+        goal: goal.goal,
+        plan: plan.value!,
+        files: (await rt.vfs.index(goalId)).filter((e) => e.status !== 'evicted').map((e) => e.name),
+      },
+    },
+  });
+  return { cycle: performance.now() - t0, fanout: t2 - t1 };
+}
+
+/** The seed's loop, in one process, on the same scripted model. */
+async function sequentialCycles(url: string) {
   const cfg = loadConfig({
     REDIS_URL: url,
     DEEPQ_PREFIX: 'seqbench',
     DEEPQ_MODEL_PROVIDER: 'scripted',
-    ...env,
+    ...FAN_OUT_ENV,
     LOG_LEVEL: 'silent',
   });
   const rt = createRuntime(cfg, 'bench');
-  const seqCycles: number[] = [];
-  const seqFanouts: number[] = [];
+  const cycles: number[] = [];
+  const fanouts: number[] = [];
   try {
     for (let i = 0; i < (quick ? 1 : 3); i++) {
-      const goalId = `seq${String(i).padStart(9, '0')}`;
-      await rt.goals.create(goalId, `Fan-out goal ${i}`, {}, false);
-      const deps = { provider: rt.provider, logger: rt.logger, models: cfg.models };
-      const t0 = performance.now();
-      const goal = (await rt.goals.get(goalId))!;
-      const plan = await createAgent(plannerSpec(cfg), deps).run<Plan>({
-        task: plannerMessage(goal, 1, await rt.vfs.index(goalId)),
-        contract: planContract(roleNames(cfg), []),
-        ctx: { role: 'planner', kind: 'planner', goalId, step: 1, subject: { goal: goal.goal, plan: null, files: [] } },
-      });
-      const t1 = performance.now();
-      for (const [index, t] of plan.value!.subtasks.entries()) {
-        const role = cfg.roles.find((r) => r.name === t.role)!;
-        const tools = createVfsTools(
-          rt.vfs,
-          { goalId, step: 1, role: role.name, threadId: 'seq', writer: `seq-${index}` },
-          role.tools,
-        );
-        const run = await createAgent(role, deps).run({
-          task: await buildSubagentTask(rt, { goalId, step: 1, index, ...t }),
-          tools,
-          contract: contractFor(role.contract),
-          ctx: {
-            role: role.name,
-            kind: 'subagent',
-            goalId,
-            step: 1,
-            subject: { goal: goal.goal, instruction: t.instruction },
-          },
-        });
-        await rt.vfs.write(goalId, t.expected_artifact, run.text, {
-          status: 'done',
-          step: 1,
-          role: role.name,
-          writer: `seq-${index}`,
-        });
-      }
-      const t2 = performance.now();
-      await createAgent(reflectorSpec(cfg), deps).run<Reflection>({
-        task: reflectorMessage({ ...goal, plan: plan.value! }, 1, [], await rt.vfs.index(goalId)),
-        contract: reflectionContract,
-        ctx: {
-          role: 'reflector',
-          kind: 'reflector',
-          goalId,
-          step: 1,
-          subject: {
-            goal: goal.goal,
-            plan: plan.value!,
-            files: (await rt.vfs.index(goalId)).filter((e) => e.status !== 'evicted').map((e) => e.name),
-          },
-        },
-      });
-      seqCycles.push(performance.now() - t0);
-      seqFanouts.push(t2 - t1);
+      const { cycle, fanout } = await sequentialCycle(rt, cfg, i);
+      cycles.push(cycle);
+      fanouts.push(fanout);
     }
   } finally {
     await rt.close();
   }
+  return { cycles, fanouts };
+}
+
+/** One cycle of 5 subtasks: deepq's fan-out against the seed's sequential in-process loop. */
+async function parallelSpeedup(url: string) {
+  const { cycles, fanouts } = await deepqCycles(url);
+  const { cycles: seqCycles, fanouts: seqFanouts } = await sequentialCycles(url);
   const cycle = median(cycles);
   const seq = median(seqCycles);
   return {
@@ -492,42 +516,43 @@ function tenTurnModel(files: string[]) {
   };
 }
 
-/** The code writer's 10-turn tool loop over the real SDK and the local Messages-API server. */
-async function promptCaching(url: string) {
+/** A module of 40 small functions for the code writer to read: the loop's growing history. */
+const moduleSource = (name: string) =>
+  `# ${name}\n` +
+  Array.from({ length: 40 }, (_, i) => `def step_${i}(values):\n    return [v * ${i + 2} for v in values]\n`).join('');
+
+/** Without the history breakpoint: the same requests, with only system and tools marked. */
+const systemAndToolsOnly = (p: ModelProvider): ModelProvider => ({
+  name: p.name,
+  createMessage: (req, ctx) =>
+    p.createMessage(
+      {
+        ...req,
+        messages: JSON.parse(JSON.stringify(req.messages), (k, v) =>
+          k === 'cache_control' ? undefined : v,
+        ) as Message[],
+      },
+      ctx,
+    ),
+});
+
+/** The code writer's 10-turn loop, run with the history breakpoint and without: each loop's request bodies. */
+async function recordToolLoops(url: string): Promise<Record<string, MessagesBody[]>> {
   const server = await startMessagesApiServer();
   const cfg = loadConfig({ REDIS_URL: url, DEEPQ_PREFIX: 'cachebench', LOG_LEVEL: 'silent', ...server.env() });
   const rt = createRuntime(cfg, 'bench');
   const spec = cfg.roles.find((r) => r.name === 'code-writer')!;
   const files = Array.from({ length: 8 }, (_, i) => `module${i + 1}.py`);
-  const source = (name: string) =>
-    `# ${name}\n` +
-    Array.from({ length: 40 }, (_, i) => `def step_${i}(values):\n    return [v * ${i + 2} for v in values]\n`).join(
-      '',
-    );
   const task =
     'Write sort_pipeline.py: a module that applies the steps of module1..module8 in order and sorts the result.\n\n' +
     `# spec.md\n${'The pipeline takes a list of integers and returns them transformed and sorted. '.repeat(30)}`;
-  // Without the history breakpoint: the same requests, with only system and tools marked.
-  const systemAndToolsOnly = (p: ModelProvider): ModelProvider => ({
-    name: p.name,
-    createMessage: (req, ctx) =>
-      p.createMessage(
-        {
-          ...req,
-          messages: JSON.parse(JSON.stringify(req.messages), (k, v) =>
-            k === 'cache_control' ? undefined : v,
-          ) as Message[],
-        },
-        ctx,
-      ),
-  });
   const loops: Record<string, MessagesBody[]> = {};
   try {
     server.setHandler(tenTurnModel(files));
     for (const variant of ['history', 'system_and_tools'] as const) {
       const goalId = `cachebench${variant === 'history' ? 'h' : 's'}`;
       for (const name of files)
-        await rt.vfs.write(goalId, name, source(name), { status: 'done', step: 1, writer: 'seed' });
+        await rt.vfs.write(goalId, name, moduleSource(name), { status: 'done', step: 1, writer: 'seed' });
       const from = server.requests.length;
       const provider = variant === 'history' ? rt.provider : systemAndToolsOnly(rt.provider);
       const run = await createAgent(spec, { provider, logger: rt.logger, models: cfg.models }).run({
@@ -547,6 +572,12 @@ async function promptCaching(url: string) {
     await rt.close();
     await server.close();
   }
+  return loops;
+}
+
+/** The code writer's 10-turn tool loop over the real SDK and the local Messages-API server. */
+async function promptCaching(url: string) {
+  const loops = await recordToolLoops(url);
   const withHistory = simulatePromptCache(loops.history!);
   const without = simulatePromptCache(loops.system_and_tools!);
   const noMinimum = simulatePromptCache(loops.history!, 0);
@@ -610,11 +641,13 @@ function onlySections(): string[] | undefined {
   return names;
 }
 
-async function main() {
-  const only = onlySections();
+type Results = Record<string, unknown>;
+
+/** The chosen sections on a private redis-server, with the environment they ran in. */
+async function runSections(only: string[] | undefined): Promise<Results> {
   const started = performance.now();
   const redis = await startPrivateRedis();
-  const results: Record<string, unknown> = {};
+  const results: Results = {};
   try {
     const info = await new Redis(redis.url).info('server');
     results.environment = {
@@ -638,17 +671,15 @@ async function main() {
     load_average_at_end: loadAverage(),
     bench_seconds: Math.round((performance.now() - started) / 1000),
   });
-  if (only) {
-    process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
-    return;
-  }
-  mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
-  writeFileSync(new URL('./results/latest.json', import.meta.url), `${JSON.stringify(results, null, 2)}\n`);
+  return results;
+}
+
+/** The table's rows for the parallel, throughput, scaling and prompt-cache figures. */
+function headlineRows(results: Results): string[] {
   const p = results.parallel as Awaited<ReturnType<typeof parallelSpeedup>>;
   const t = results.throughput as Awaited<ReturnType<typeof throughputAndDispatch>>;
   const s = results.scaling as Awaited<ReturnType<typeof scaling>>;
   const c = results.prompt_cache as Awaited<ReturnType<typeof promptCaching>>;
-  const env = results.environment as { node: string; redis: string; cores: number };
   const rows: [string, string, string][] = [
     [
       'parallel_speedup (whole cycle vs seed loop)',
@@ -679,67 +710,77 @@ async function main() {
       `system and tools only: ${c.system_and_tools_only_share}`,
     ],
   ];
-  const out = [
-    `deepq bench: Node ${env.node}, Redis ${env.redis}, ${env.cores} cores${quick ? ' (quick)' : ''}`,
-    '',
-    '| figure | value | target |',
-    '| --- | --- | --- |',
-    ...rows.map((r) => `| ${r.join(' | ')} |`),
-  ];
+  return rows.map((r) => `| ${r.join(' | ')} |`);
+}
+
+/** The table's rows for CLI start and service readiness, when that section ran. */
+function startupRows(results: Results): string[] {
   const up = results.startup as Awaited<ReturnType<typeof import('./startup.ts').benchStartup>> | undefined;
-  if (up) {
-    const pair = (f: { compiled: { wall_s: number }; sources: { wall_s: number } }) =>
-      `${f.compiled.wall_s} s (sources: ${f.sources.wall_s} s)`;
-    out.push(
-      `| deepq --help wall, compiled | ${pair(up.cli_help)} | ≤ ${up.cli_help.target_wall_s} s |`,
-      `| deepq status wall, compiled | ${pair(up.cli_status)} | ≤ ${up.cli_status.target_wall_s} s |`,
-      `| service ready, compiled | ${pair(up.service_ready)} | ≤ ${up.service_ready.target_compiled_s} s |`,
-    );
-  }
+  if (!up) return [];
+  const pair = (f: { compiled: { wall_s: number }; sources: { wall_s: number } }) =>
+    `${f.compiled.wall_s} s (sources: ${f.sources.wall_s} s)`;
+  return [
+    `| deepq --help wall, compiled | ${pair(up.cli_help)} | ≤ ${up.cli_help.target_wall_s} s |`,
+    `| deepq status wall, compiled | ${pair(up.cli_status)} | ≤ ${up.cli_status.target_wall_s} s |`,
+    `| service ready, compiled | ${pair(up.service_ready)} | ≤ ${up.service_ready.target_compiled_s} s |`,
+  ];
+}
+
+/** The table's rows for the scale curve and the cancel latency. */
+function scaleAndCancelRows(results: Results): string[] {
   const sc = results.scale as Awaited<ReturnType<typeof import('./scale.ts').benchScale>>;
-  const cx = results.cancel as Awaited<ReturnType<typeof import('./cancel.ts').benchCancel>>;
+  const cl = (results.cancel as Awaited<ReturnType<typeof import('./cancel.ts').benchCancel>>).cancel_latency_ms;
   const perGoal = Object.entries(sc.redis_memory_per_queued_goal_bytes)
     .map(([n, b]) => `${n}: ${b} B`)
     .join(', ');
-  const big = sc.backlogs.at(-1)!;
-  const cl = cx.cancel_latency_ms;
-  out.push(
+  return [
     `| throughput at ${sc.largest} in flight vs 64 | ${sc.throughput_ratio_largest_vs_64} | ≥ ${sc.target_ratio} |`,
     `| CPU per goal at ${sc.largest} in flight vs 64 | ${sc.cpu_ratio_largest_vs_64} | |`,
     `| Redis used_memory per queued goal | ${perGoal} | reported |`,
     `| cancel_latency_ms p50 | ${cl.p50} | |`,
     `| cancel_latency_ms p99 | ${cl.p99 ?? 'a call was not aborted'} | ≤ ${cl.target_p99} |`,
-  );
+  ];
+}
+
+/** The table's rows for the virtual FS bounds, when that section ran. */
+function vfsRows(results: Results): string[] {
   const vfs = results.vfs as Awaited<ReturnType<typeof import('./vfs.ts').benchVfs>> | undefined;
-  if (vfs) {
-    const { goalRedisBytesAtStep50: bytes, plannerPromptRatio: prompt, usedMemoryWithin10Percent: mem } = vfs.targets;
-    out.push(
-      `| vfs: one goal's Redis bytes at step 50 | ${bytes.value} | ≤ ${bytes.limit} |`,
-      `| vfs: planner prompt at step 50 vs step 1 | ${prompt.value} | ≤ ${prompt.limit} |`,
-      `| vfs: used_memory the sweep left of the soak's growth | ${mem.value} | ≤ ${mem.limit} |`,
-    );
-  }
-  const { cycle_ms: cycle } = p;
+  if (!vfs) return [];
+  const { goalRedisBytesAtStep50: bytes, plannerPromptRatio: prompt, usedMemoryWithin10Percent: mem } = vfs.targets;
+  return [
+    `| vfs: one goal's Redis bytes at step 50 | ${bytes.value} | ≤ ${bytes.limit} |`,
+    `| vfs: planner prompt at step 50 vs step 1 | ${prompt.value} | ≤ ${prompt.limit} |`,
+    `| vfs: used_memory the sweep left of the soak's growth | ${mem.value} | ≤ ${mem.limit} |`,
+  ];
+}
+
+/** The lines under the table: the raw figures behind the cycle, throughput and prompt-cache ratios. */
+function throughputDetails(results: Results): string[] {
+  const { cycle_ms: cycle } = results.parallel as Awaited<ReturnType<typeof parallelSpeedup>>;
+  const t = results.throughput as Awaited<ReturnType<typeof throughputAndDispatch>>;
+  const scaled = (results.scaling as Awaited<ReturnType<typeof scaling>>).goals_per_second;
+  const c = results.prompt_cache as Awaited<ReturnType<typeof promptCaching>>;
   const { goals_per_second: gps, redis_commands_per_goal: cmds, redis_cpu_us_per_goal: cpu } = t;
-  const scaled = s.goals_per_second;
-  out.push(
-    '',
+  return [
     `cycle ms: deepq ${cycle.deepq}, sequential ${cycle.sequential}; ` +
       `goals/s: deepq ${gps.deepq}, raw BullMQ ${gps.raw_bullmq} ` +
       `(rounds: ${t.rounds.map((x) => `${x.deepq}/${x.raw_bullmq} = ${x.ratio}`).join(', ')}); ` +
       `scaling goals/s ${scaled.one_process_per_service} → ${scaled.four_processes_per_service}`,
-  );
-  out.push(
     `Redis commands per goal: deepq ${cmds.deepq}, raw BullMQ ${cmds.raw_bullmq}; ` +
       `Redis CPU per goal: deepq ${cpu.deepq} µs, raw ${cpu.raw_bullmq} µs`,
-  );
-  out.push(
     `prompt cache, 10-turn tool loop: ${c.tokens.cache_read} of ${c.tokens.input} input tokens read from the cache ` +
       `(already sent: ${c.already_sent_share}); input cost vs no caching ${c.input_cost_vs_uncached.history} ` +
       `(system and tools only: ${c.input_cost_vs_uncached.system_and_tools_only}); ` +
       `at most ${c.max_breakpoints} breakpoints per request`,
-  );
-  out.push(
+  ];
+}
+
+/** The lines under the table for the scale curve's largest backlog and the cancel latency's parts. */
+function scaleAndCancelDetails(results: Results): string[] {
+  const sc = results.scale as Awaited<ReturnType<typeof import('./scale.ts').benchScale>>;
+  const parts = (results.cancel as Awaited<ReturnType<typeof import('./cancel.ts').benchCancel>>).parts_ms;
+  const big = sc.backlogs.at(-1)!;
+  return [
     `scale, goals/s by goals in flight: ${Object.entries(sc.goals_per_second)
       .map(([n, g]) => `${n}: ${g}`)
       .join(', ')}; ` +
@@ -750,16 +791,47 @@ async function main() {
       .map(([n, c]) => `${n}: ${c}`)
       .join(', ')}; ${big.in_flight} queued: ${big.redis.queued_mib} MiB, ` +
       `peak while draining ${big.redis.peak_during_drain_mib} MiB`,
-  );
-  const parts = cx.parts_ms;
-  out.push(
     `cancel: deepq cancel start → publish p50 ${parts.cli_start_to_publish_p50} ms, publish → last abort p50 ` +
       `${parts.publish_to_last_abort_p50} ms (p99 ${parts.publish_to_last_abort_p99} ms)`,
-  );
-  const e = results.environment as { load_average_at_start: number[]; load_average_at_end: number[] };
-  out.push(`load average at start ${e.load_average_at_start.join(' ')}, at end ${e.load_average_at_end.join(' ')}`);
-  out.push('full figures: bench/results/latest.json');
-  process.stdout.write(`${out.join('\n')}\n`);
+  ];
+}
+
+/** The full run's summary: the figures against their targets, then the numbers behind them. */
+function summary(results: Results): string[] {
+  const env = results.environment as {
+    node: string;
+    redis: string;
+    cores: number;
+    load_average_at_start: number[];
+    load_average_at_end: number[];
+  };
+  return [
+    `deepq bench: Node ${env.node}, Redis ${env.redis}, ${env.cores} cores${quick ? ' (quick)' : ''}`,
+    '',
+    '| figure | value | target |',
+    '| --- | --- | --- |',
+    ...headlineRows(results),
+    ...startupRows(results),
+    ...scaleAndCancelRows(results),
+    ...vfsRows(results),
+    '',
+    ...throughputDetails(results),
+    ...scaleAndCancelDetails(results),
+    `load average at start ${env.load_average_at_start.join(' ')}, at end ${env.load_average_at_end.join(' ')}`,
+    'full figures: bench/results/latest.json',
+  ];
+}
+
+async function main() {
+  const only = onlySections();
+  const results = await runSections(only);
+  if (only) {
+    process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
+    return;
+  }
+  mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
+  writeFileSync(new URL('./results/latest.json', import.meta.url), `${JSON.stringify(results, null, 2)}\n`);
+  process.stdout.write(`${summary(results).join('\n')}\n`);
 }
 
 await main();

@@ -157,6 +157,28 @@ async function waitDrained(fleet: Fleet, r: Redis, queues: string[], ids: string
   }
 }
 
+/**
+ * Work done per tenth of a drain from `releasedAt` to `end`, in goals/s (jobs finished ÷ jobs per
+ * goal ÷ seconds) and in goals per CPU second (the same ÷ the CPU the services and Redis used in that tenth).
+ */
+function workByTenth(
+  jobs: number[],
+  jobsPerGoal: number,
+  samples: { t: number; cpu: number }[],
+  releasedAt: number,
+  end: number,
+) {
+  const tenth = (end - releasedAt) / 10;
+  const perTenth = Array.from({ length: 10 }, () => 0);
+  for (const t of jobs) perTenth[Math.min(9, Math.floor((t - releasedAt) / tenth))]!++;
+  const rate = perTenth.map((k) => round(k / jobsPerGoal / (tenth / 1000), 1));
+  const perCpuSecond = perTenth.map((k, i) => {
+    const used = cpuAt(samples, releasedAt + (i + 1) * tenth) - cpuAt(samples, releasedAt + i * tenth);
+    return round(k / jobsPerGoal / Math.max(0.001, used / 1000), 1);
+  });
+  return { rate, perCpuSecond };
+}
+
 /** N goals queued behind a paused plan queue, released at once, drained to the last one. */
 async function drainBacklog(fleet: Fleet, r: Redis, n: number) {
   const { client, cfg } = fleet;
@@ -184,16 +206,7 @@ async function drainBacklog(fleet: Fleet, r: Redis, n: number) {
   const seconds = (end - releasedAt) / 1000;
   const jobs = (await jobFinishTimes(r, cfg.prefix, queues, releasedAt)).filter((t) => t <= end);
   const jobsPerGoal = jobs.length / n;
-  // Work done per tenth of the drain, in goals/s (jobs finished ÷ jobs per goal ÷ seconds) and in
-  // goals per CPU second (the same ÷ the CPU the services and Redis used in that tenth).
-  const tenth = (end - releasedAt) / 10;
-  const perTenth = Array.from({ length: 10 }, () => 0);
-  for (const t of jobs) perTenth[Math.min(9, Math.floor((t - releasedAt) / tenth))]!++;
-  const rate = perTenth.map((k) => round(k / jobsPerGoal / (tenth / 1000), 1));
-  const perCpuSecond = perTenth.map((k, i) => {
-    const used = cpuAt(samples, releasedAt + (i + 1) * tenth) - cpuAt(samples, releasedAt + i * tenth);
-    return round(k / jobsPerGoal / Math.max(0.001, used / 1000), 1);
-  });
+  const { rate, perCpuSecond } = workByTenth(jobs, jobsPerGoal, samples, releasedAt, end);
   const latencies = done.map((g) => (g.finishedAt - releasedAt) / 1000);
   return {
     in_flight: n,
@@ -242,6 +255,57 @@ async function closedLoop(fleet: Fleet, r: Redis, label: string) {
   };
 }
 
+type Drain = Awaited<ReturnType<typeof drainBacklog>>;
+type ClosedLoop = Awaited<ReturnType<typeof closedLoop>>;
+
+/** The curve: each level's goals/s, CPU and memory per goal, the largest backlog against the 64 loops' mean. */
+function scaleReport(drains: Drain[], before: ClosedLoop, after: ClosedLoop, load: { start: number[]; end: number[] }) {
+  const at64 = (before.rate + after.rate) / 2;
+  const cpu64 = (before.cpu.total + after.cpu.total) / 2;
+  const largest = drains.at(-1)!;
+  const gps: Record<string, number> = { '64': round(at64, 1) };
+  const cpuByLevel: Record<string, number> = { '64': round(cpu64, 1) };
+  const memory: Record<string, number> = {};
+  for (const d of drains) {
+    memory[String(d.in_flight)] = d.redis.used_memory_per_queued_goal_bytes;
+    if (d.in_flight === 64) continue;
+    gps[String(d.in_flight)] = d.goals_per_second;
+    cpuByLevel[String(d.in_flight)] = d.cpu_ms_per_goal.total;
+  }
+  return {
+    largest: largest.in_flight,
+    throughput_ratio_largest_vs_64: round(largest.goals_per_second / at64),
+    target_ratio: 0.8,
+    goals_per_second: gps,
+    cpu_ms_per_goal: cpuByLevel,
+    cpu_ratio_largest_vs_64: round(largest.cpu_ms_per_goal.total / cpu64),
+    redis_memory_per_queued_goal_bytes: memory,
+    closed_loop_64: {
+      goals_per_second: { before: round(before.rate, 1), after: round(after.rate, 1) },
+      cpu_ms_per_goal: { before: before.cpu, after: after.cpu },
+      driver_cpu_ms_per_goal: { before: before.driverCpuMsPerGoal, after: after.driverCpuMsPerGoal },
+      // The loop's own polling is in these (runGoals: a ZMSCORE of the goals in flight every 10 ms,
+      // an HMGET per goal that left the live set, and every 50th poll one per goal in flight);
+      // bench_poll_commands_per_goal is that share.
+      redis_commands_per_goal: { before: before.commandsPerGoal, after: after.commandsPerGoal },
+      bench_poll_commands_per_goal: { before: before.pollCommandsPerGoal, after: after.pollCommandsPerGoal },
+      goals: LOOP_GOALS,
+    },
+    backlogs: drains,
+    load_average: load,
+    note:
+      'zero model latency, scripted model, one process per service (concurrency 8); 64 = the closed loop ' +
+      `(mean of just before and just after the largest backlog, after ${WARM_UP_GOALS} goals of warm-up and ` +
+      'the smaller backlogs); N ≥ 1000 = N goals queued behind a paused plan queue, ' +
+      'released at once: N / (release → last goal done); work_rate_by_tenth = jobs finished per tenth of ' +
+      "the drain ÷ jobs per goal ÷ seconds; memory = used_memory's growth while the N goals were queued; " +
+      "a backlog's commands_per_goal leaves out the bench's own (bench_commands_per_goal: its polling, " +
+      "7 LLEN/ZCARD per queue every 250 ms, and an HMGET per goal); the closed loop's include its polling; " +
+      'cpu = user + system time of the 5 service processes and redis-server; driver = this process ' +
+      '(enqueueing, and polling: every 10 ms in the closed loop, every 250 ms in a drain)',
+  };
+}
+
 export async function benchScale(url: string) {
   const r = new Redis(url);
   const fleet = await startFleet(url, { LOG_LEVEL: 'warn' });
@@ -262,50 +326,7 @@ export async function benchScale(url: string) {
     log('  64 in flight again…');
     const after = await closedLoop(fleet, r, 'Closed loop after');
     load.end = loadAverage();
-    const at64 = (before.rate + after.rate) / 2;
-    const cpu64 = (before.cpu.total + after.cpu.total) / 2;
-    const largest = drains.at(-1)!;
-    const gps: Record<string, number> = { '64': round(at64, 1) };
-    const cpuByLevel: Record<string, number> = { '64': round(cpu64, 1) };
-    const memory: Record<string, number> = {};
-    for (const d of drains) {
-      memory[String(d.in_flight)] = d.redis.used_memory_per_queued_goal_bytes;
-      if (d.in_flight === 64) continue;
-      gps[String(d.in_flight)] = d.goals_per_second;
-      cpuByLevel[String(d.in_flight)] = d.cpu_ms_per_goal.total;
-    }
-    return {
-      largest: largest.in_flight,
-      throughput_ratio_largest_vs_64: round(largest.goals_per_second / at64),
-      target_ratio: 0.8,
-      goals_per_second: gps,
-      cpu_ms_per_goal: cpuByLevel,
-      cpu_ratio_largest_vs_64: round(largest.cpu_ms_per_goal.total / cpu64),
-      redis_memory_per_queued_goal_bytes: memory,
-      closed_loop_64: {
-        goals_per_second: { before: round(before.rate, 1), after: round(after.rate, 1) },
-        cpu_ms_per_goal: { before: before.cpu, after: after.cpu },
-        driver_cpu_ms_per_goal: { before: before.driverCpuMsPerGoal, after: after.driverCpuMsPerGoal },
-        // The loop's own polling is in these (runGoals: a ZMSCORE of the goals in flight every 10 ms,
-        // an HMGET per goal that left the live set, and every 50th poll one per goal in flight);
-        // bench_poll_commands_per_goal is that share.
-        redis_commands_per_goal: { before: before.commandsPerGoal, after: after.commandsPerGoal },
-        bench_poll_commands_per_goal: { before: before.pollCommandsPerGoal, after: after.pollCommandsPerGoal },
-        goals: LOOP_GOALS,
-      },
-      backlogs: drains,
-      load_average: load,
-      note:
-        'zero model latency, scripted model, one process per service (concurrency 8); 64 = the closed loop ' +
-        `(mean of just before and just after the largest backlog, after ${WARM_UP_GOALS} goals of warm-up and ` +
-        'the smaller backlogs); N ≥ 1000 = N goals queued behind a paused plan queue, ' +
-        'released at once: N / (release → last goal done); work_rate_by_tenth = jobs finished per tenth of ' +
-        "the drain ÷ jobs per goal ÷ seconds; memory = used_memory's growth while the N goals were queued; " +
-        "a backlog's commands_per_goal leaves out the bench's own (bench_commands_per_goal: its polling, " +
-        "7 LLEN/ZCARD per queue every 250 ms, and an HMGET per goal); the closed loop's include its polling; " +
-        'cpu = user + system time of the 5 service processes and redis-server; driver = this process ' +
-        '(enqueueing, and polling: every 10 ms in the closed loop, every 250 ms in a drain)',
-    };
+    return scaleReport(drains, before, after, load);
   } finally {
     await fleet.stop();
     r.disconnect();

@@ -20,7 +20,7 @@ import { sweep } from '../services/reflector/sweep.ts';
 import type { Message } from '../shared/agent/providers/types.ts';
 import { saveTranscript } from '../shared/agent/transcripts.ts';
 import { newGoalId } from '../shared/goal/ids.ts';
-import type { Plan } from '../shared/goal/plan.ts';
+import type { Plan, Subtask } from '../shared/goal/plan.ts';
 import { loadConfig } from '../shared/runtime/config.ts';
 import { createRuntime, type Runtime } from '../shared/runtime/runtime.ts';
 import { formatIndex } from '../shared/vfs/vfs.ts';
@@ -154,173 +154,218 @@ interface StepRow {
   blobFiles: number;
 }
 
+/** The planner's request for cycle `step` (system prompt + plannerMessage), in bytes. */
+async function plannerPromptBytes(rt: Runtime, goalId: string, step: number): Promise<number> {
+  const goal = await rt.goals.mustGet(goalId);
+  return utf8(plannerSpec(rt.cfg).systemPrompt) + utf8(plannerMessage(goal, step, await rt.vfs.index(goalId)));
+}
+
+/** Files the goal has spilled to its blob directory (none yet: no directory). */
+function blobCount(rt: Runtime, goalId: string): number {
+  try {
+    return readdirSync(join(rt.cfg.vfs.blobDir, rt.cfg.prefix, goalId)).length;
+  } catch {
+    return 0;
+  }
+}
+
+/** Planner: reads the index (never contents), stores and dispatches its plan. */
+async function planCycle(rt: Runtime, goalId: string, goalText: string, step: number, rand: () => number) {
+  await moved('beginPlanning', rt.lifecycle.beginPlanning(goalId));
+  const index = await rt.vfs.index(goalId);
+  const live = index.filter((e) => e.status !== 'evicted').map((e) => e.name);
+  const arts = cycleArtifacts(step, rand);
+  const plan = planFor(goalText, step, arts, live);
+  await saveTranscript(rt, goalId, `goal-${goalId}--planner-b${step}`, 'planner', [
+    { role: 'user', content: plannerMessage(await rt.goals.mustGet(goalId), step, index) },
+    { role: 'assistant', content: [{ type: 'text', text: JSON.stringify(plan) }] },
+  ]);
+  await moved(
+    'dispatch',
+    rt.lifecycle.dispatch(goalId, step, plan, { threadId: `goal-${goalId}--planner-bench${step}` }),
+  );
+  return { arts, plan };
+}
+
+/** Subagent `i` of cycle `step`: one artifact, as processSubagentJob writes it, with its events and transcript. */
+async function writeArtifact(
+  rt: Runtime,
+  goalId: string,
+  step: number,
+  subtask: Subtask,
+  a: ArtifactSpec,
+  i: number,
+  rand: () => number,
+) {
+  const threadId = `goal-${goalId}--${a.role}-b${step}i${i}`;
+  await rt.goals.appendEvent(goalId, {
+    type: 'subtask_started',
+    step,
+    index: i,
+    role: a.role,
+    artifact: a.name,
+    threadId,
+    attempt: 1,
+  });
+  const content = text(rand, a.bytes, `# ${a.name}`);
+  const task = [...subtask.read_files.map((n) => `# ${n}\n(contents of ${n})`), `## Task\n${subtask.instruction}`].join(
+    '\n\n',
+  );
+  // The transcript the agent loop would save: the task and the final answer.
+  const messages: Message[] = [
+    { role: 'user', content: task },
+    { role: 'assistant', content: [{ type: 'text', text: content }] },
+  ];
+  await saveTranscript(rt, goalId, threadId, a.role, messages);
+  const entry = await rt.vfs.write(goalId, a.name, content, {
+    status: a.status,
+    step,
+    role: a.role,
+    threadId,
+    writer: `${goalId}:${step}:${i}`,
+  });
+  const outcome: SubtaskOutcome = {
+    index: i,
+    role: a.role,
+    artifact: a.name,
+    status: a.status,
+    bytes: entry.bytes,
+    ...(a.status === 'failed' ? { reason: 'output broke the critique contract twice' } : {}),
+  };
+  await rt.goals.appendEvent(goalId, {
+    type: a.status === 'done' ? 'subtask_finished' : 'subtask_failed',
+    step,
+    index: i,
+    role: a.role,
+    artifact: a.name,
+    threadId,
+    bytes: entry.bytes,
+    ms: 1000,
+  });
+  return { entry, outcome };
+}
+
+/** Reflector: evicts before reflecting, then stores its decision. Returns what it evicted and its prompt's bytes. */
+async function reflectCycle(rt: Runtime, goalId: string, step: number, outcomes: SubtaskOutcome[]) {
+  await moved('beginReflecting', rt.lifecycle.beginReflecting(goalId));
+  const evicted = (await rt.vfs.evict(goalId, step)).length;
+  const goalNow = await rt.goals.mustGet(goalId);
+  const reflectorPromptBytes =
+    utf8(reflectorSpec(rt.cfg).systemPrompt) +
+    utf8(reflectorMessage(goalNow, step, outcomes, await rt.vfs.index(goalId)));
+  const doneCount = outcomes.filter((o) => o.status === 'done').length;
+  const reflection = {
+    decision: 'continue' as const,
+    reason:
+      `cycle ${step} produced ${doneCount} of 5 artifacts; ` +
+      'the model still misses the segment breakdown, continue with the next revision',
+  };
+  await moved(
+    'requeue',
+    rt.lifecycle.requeue(goalId, {
+      step,
+      reflection,
+      threadId: `goal-${goalId}--reflector-b${step}`,
+      outcomes: outcomes.map((o) => ({ index: o.index, status: o.status })),
+    }),
+  );
+  return { evicted, reflectorPromptBytes };
+}
+
+/** Measure after cycle `step`: the goal's keys, and the prompt the planner sends for the next cycle. */
+async function measureCycle(rt: Runtime, goalId: string, step: number, reflectorPromptBytes: number): Promise<StepRow> {
+  const usage = await memoryUsage(rt, await goalKeys(rt, goalId));
+  const k = rt.goals.keys;
+  const byKey = {
+    goal: usage[k.goal(goalId)] ?? 0,
+    files: usage[k.files(goalId)] ?? 0,
+    content: usage[k.content(goalId)] ?? 0,
+    events: usage[k.events(goalId)] ?? 0,
+  };
+  // Every key under the goal counts, transcripts (and their index) included.
+  const stateBytes = Object.values(usage).reduce((s, n) => s + n, 0);
+  const transcriptBytes = Object.entries(usage)
+    .filter(([key]) => key.includes(':thread'))
+    .reduce((s, [, n]) => s + n, 0);
+  const after = await rt.vfs.index(goalId);
+  return {
+    step,
+    goalRedisBytes: stateBytes,
+    byKey,
+    transcriptBytes,
+    indexEntries: {
+      live: after.filter((e) => e.status !== 'evicted').length,
+      tombstones: after.filter((e) => e.status === 'evicted').length,
+    },
+    indexBytes: utf8(formatIndex(after)),
+    plannerPromptBytes: await plannerPromptBytes(rt, goalId, step + 1),
+    reflectorPromptBytes,
+    blobFiles: blobCount(rt, goalId),
+  };
+}
+
+/** What the long goal did over all its cycles, and what it measured after each. */
+interface LongGoalRun {
+  goalId: string;
+  steps: number;
+  rows: StepRow[];
+  coldStartPromptBytes: number;
+  evictedTotal: number;
+  spilledWrites: number;
+  bytesWritten: number;
+}
+
 async function longGoal(rt: Runtime, log: (s: string) => void, steps: number) {
   const rand = prng(51);
   const goalId = newGoalId();
   const goalText = 'Build and validate a revenue forecasting model for ACME from its last 10-K filings, with tests';
   await rt.goals.create(goalId, goalText, {}, false);
-  const systemPrompt = plannerSpec(rt.cfg).systemPrompt;
-  const reflectorSystem = reflectorSpec(rt.cfg).systemPrompt;
-  const promptBytes = async (step: number) => {
-    const goal = await rt.goals.mustGet(goalId);
-    return utf8(systemPrompt) + utf8(plannerMessage(goal, step, await rt.vfs.index(goalId)));
+  const run: LongGoalRun = {
+    goalId,
+    steps,
+    rows: [],
+    coldStartPromptBytes: await plannerPromptBytes(rt, goalId, 1),
+    evictedTotal: 0,
+    spilledWrites: 0,
+    bytesWritten: 0,
   };
-  const blobDir = join(rt.cfg.vfs.blobDir, rt.cfg.prefix, goalId);
-  const countBlobs = () => {
-    try {
-      return readdirSync(blobDir).length;
-    } catch {
-      return 0;
-    }
-  };
-
-  const coldStartPromptBytes = await promptBytes(1);
-  const rows: StepRow[] = [];
-  let evictedTotal = 0;
-  let spilledWrites = 0;
-  let bytesWritten = 0;
   for (let step = 1; step <= steps; step++) {
-    // Planner: reads the index (never contents), stores and dispatches its plan.
-    await moved('beginPlanning', rt.lifecycle.beginPlanning(goalId));
-    const index = await rt.vfs.index(goalId);
-    const live = index.filter((e) => e.status !== 'evicted').map((e) => e.name);
-    const arts = cycleArtifacts(step, rand);
-    const plan = planFor(goalText, step, arts, live);
-    await saveTranscript(rt, goalId, `goal-${goalId}--planner-b${step}`, 'planner', [
-      { role: 'user', content: plannerMessage(await rt.goals.mustGet(goalId), step, index) },
-      { role: 'assistant', content: [{ type: 'text', text: JSON.stringify(plan) }] },
-    ]);
-    await moved(
-      'dispatch',
-      rt.lifecycle.dispatch(goalId, step, plan, { threadId: `goal-${goalId}--planner-bench${step}` }),
+    const { arts, plan } = await planCycle(rt, goalId, goalText, step, rand);
+    const written = await Promise.all(
+      arts.map((a, i) => writeArtifact(rt, goalId, step, plan.subtasks[i]!, a, i, rand)),
     );
-
-    // Subagents: one artifact each, as processSubagentJob writes it.
-    const outcomes: SubtaskOutcome[] = [];
-    await Promise.all(
-      arts.map(async (a, i) => {
-        const threadId = `goal-${goalId}--${a.role}-b${step}i${i}`;
-        await rt.goals.appendEvent(goalId, {
-          type: 'subtask_started',
-          step,
-          index: i,
-          role: a.role,
-          artifact: a.name,
-          threadId,
-          attempt: 1,
-        });
-        const content = text(rand, a.bytes, `# ${a.name}`);
-        const task = [
-          ...plan.subtasks[i]!.read_files.map((n) => `# ${n}\n(contents of ${n})`),
-          `## Task\n${plan.subtasks[i]!.instruction}`,
-        ].join('\n\n');
-        // The transcript the agent loop would save: the task and the final answer.
-        const messages: Message[] = [
-          { role: 'user', content: task },
-          { role: 'assistant', content: [{ type: 'text', text: content }] },
-        ];
-        await saveTranscript(rt, goalId, threadId, a.role, messages);
-        const e = await rt.vfs.write(goalId, a.name, content, {
-          status: a.status,
-          step,
-          role: a.role,
-          threadId,
-          writer: `${goalId}:${step}:${i}`,
-        });
-        if (e.blobRef) spilledWrites++;
-        bytesWritten += e.bytes;
-        outcomes.push({
-          index: i,
-          role: a.role,
-          artifact: a.name,
-          status: a.status,
-          bytes: e.bytes,
-          ...(a.status === 'failed' ? { reason: 'output broke the critique contract twice' } : {}),
-        });
-        await rt.goals.appendEvent(goalId, {
-          type: a.status === 'done' ? 'subtask_finished' : 'subtask_failed',
-          step,
-          index: i,
-          role: a.role,
-          artifact: a.name,
-          threadId,
-          bytes: e.bytes,
-          ms: 1000,
-        });
-      }),
-    );
-    outcomes.sort((x, y) => x.index - y.index);
-
-    // Reflector: evicts before reflecting, then stores its decision.
-    await moved('beginReflecting', rt.lifecycle.beginReflecting(goalId));
-    evictedTotal += (await rt.vfs.evict(goalId, step)).length;
-    const goalNow = await rt.goals.mustGet(goalId);
-    const reflectorPromptBytes =
-      utf8(reflectorSystem) + utf8(reflectorMessage(goalNow, step, outcomes, await rt.vfs.index(goalId)));
-    const doneCount = outcomes.filter((o) => o.status === 'done').length;
-    const reflection = {
-      decision: 'continue' as const,
-      reason:
-        `cycle ${step} produced ${doneCount} of 5 artifacts; ` +
-        'the model still misses the segment breakdown, continue with the next revision',
-    };
-    await moved(
-      'requeue',
-      rt.lifecycle.requeue(goalId, {
-        step,
-        reflection,
-        threadId: `goal-${goalId}--reflector-b${step}`,
-        outcomes: outcomes.map((o) => ({ index: o.index, status: o.status })),
-      }),
-    );
-
-    // Measure: the goal's keys, and the prompt the planner sends for the next cycle.
-    const usage = await memoryUsage(rt, await goalKeys(rt, goalId));
-    const k = rt.goals.keys;
-    const byKey = {
-      goal: usage[k.goal(goalId)] ?? 0,
-      files: usage[k.files(goalId)] ?? 0,
-      content: usage[k.content(goalId)] ?? 0,
-      events: usage[k.events(goalId)] ?? 0,
-    };
-    // Every key under the goal counts, transcripts (and their index) included.
-    const stateBytes = Object.values(usage).reduce((s, n) => s + n, 0);
-    const transcriptBytes = Object.entries(usage)
-      .filter(([key]) => key.includes(':thread'))
-      .reduce((s, [, n]) => s + n, 0);
-    const after = await rt.vfs.index(goalId);
-    rows.push({
+    for (const { entry } of written) {
+      if (entry.blobRef) run.spilledWrites++;
+      run.bytesWritten += entry.bytes;
+    }
+    const { evicted, reflectorPromptBytes } = await reflectCycle(
+      rt,
+      goalId,
       step,
-      goalRedisBytes: stateBytes,
-      byKey,
-      transcriptBytes,
-      indexEntries: {
-        live: after.filter((e) => e.status !== 'evicted').length,
-        tombstones: after.filter((e) => e.status === 'evicted').length,
-      },
-      indexBytes: utf8(formatIndex(after)),
-      plannerPromptBytes: await promptBytes(step + 1),
-      reflectorPromptBytes,
-      blobFiles: countBlobs(),
-    });
+      written.map((w) => w.outcome),
+    );
+    run.evictedTotal += evicted;
+    run.rows.push(await measureCycle(rt, goalId, step, reflectorPromptBytes));
   }
-
   // Finish the goal (it waits for its next plan: cancelling is how a queued goal ends); the
   // sweep before the soak removes it.
   await moved('cancel', rt.lifecycle.cancel(goalId, steps));
-  const first = rows[0]!;
-  const last = rows[rows.length - 1]!;
-  const ratio = last.plannerPromptBytes / first.plannerPromptBytes;
+  logStepTable(rt, log, run);
+  logPromptFigures(log, run);
+  return longGoalReport(rt, run);
+}
 
+/** Part 1's table: every cycle up to 5, then every fifth. */
+function logStepTable(rt: Runtime, log: (s: string) => void, run: LongGoalRun) {
   log(
-    `\nvfs bench, part 1: one goal, ${steps} cycles x 5 artifacts ` +
-      `(${spilledWrites} spilled over ${kb(rt.cfg.vfs.spillBytes)}, ${kb(bytesWritten)} written in all)`,
+    `\nvfs bench, part 1: one goal, ${run.steps} cycles x 5 artifacts ` +
+      `(${run.spilledWrites} spilled over ${kb(rt.cfg.vfs.spillBytes)}, ${kb(run.bytesWritten)} written in all)`,
   );
   log(
     'step  all goal keys (hash / files / content / events)           ' +
       'transcripts  live+tomb  blobs  planner prompt  reflector prompt',
   );
-  for (const r of rows) {
+  for (const r of run.rows) {
     if (r.step <= 5 || r.step % 5 === 0) {
       const byKey = [r.byKey.goal, r.byKey.files, r.byKey.content, r.byKey.events].map(kb).join(' / ');
       const redisColumns = `${String(r.step).padStart(4)}  ${kb(r.goalRedisBytes).padStart(9)}   (${byKey})`;
@@ -334,6 +379,14 @@ async function longGoal(rt: Runtime, log: (s: string) => void, steps: number) {
       log(redisColumns.padEnd(72) + otherColumns.join('  '));
     }
   }
+}
+
+/** What the prompt figures measure, and part 1's figures against their targets. */
+function logPromptFigures(log: (s: string) => void, run: LongGoalRun) {
+  const { steps, coldStartPromptBytes } = run;
+  const first = run.rows[0]!;
+  const last = run.rows[run.rows.length - 1]!;
+  const ratio = last.plannerPromptBytes / first.plannerPromptBytes;
   const coldStartMultiple = (last.plannerPromptBytes / coldStartPromptBytes).toFixed(2);
   log(
     'Prompt at step k = the planner request (system prompt + plannerMessage) ' +
@@ -365,14 +418,21 @@ async function longGoal(rt: Runtime, log: (s: string) => void, steps: number) {
       `${ratio.toFixed(2)}x (target <= ${TARGET_PROMPT_RATIO}x): ${verdict(ratio <= TARGET_PROMPT_RATIO)}`,
   );
   log(`of which transcripts (capped per goal and per block, included above): ${kb(last.transcriptBytes)}`);
+}
 
+/** Part 1's figures: the goal's Redis bytes and planner prompt at the last step against the first. */
+function longGoalReport(rt: Runtime, run: LongGoalRun) {
+  const { coldStartPromptBytes, rows } = run;
+  const first = rows[0]!;
+  const last = rows[rows.length - 1]!;
+  const ratio = last.plannerPromptBytes / first.plannerPromptBytes;
   return {
-    goalId,
-    steps: steps,
+    goalId: run.goalId,
+    steps: run.steps,
     artifactsPerStep: 5,
-    spilledWrites,
-    bytesWritten,
-    evictedTotal,
+    spilledWrites: run.spilledWrites,
+    bytesWritten: run.bytesWritten,
+    evictedTotal: run.evictedTotal,
     spillBytes: rt.cfg.vfs.spillBytes,
     evictDoneAfterSteps: rt.cfg.vfs.evictDoneAfterSteps,
     evictAnyAfterSteps: rt.cfg.vfs.evictAnyAfterSteps,
@@ -413,6 +473,81 @@ export function memoryDrift(m: { before: number; afterRun: number; afterSweep: n
   return (m.afterSweep - m.before) / growth;
 }
 
+/** One soak goal, planned, written (one in forty spills), reflected and completed in a single cycle. */
+async function soakGoal(rt: Runtime, goalId: string, n: number, rand: () => number) {
+  await rt.goals.create(goalId, `soak goal ${n}: summarise and test a small module`, {}, false);
+  const arts: [string, number][] = [
+    ['research.md', 3000 + Math.floor(rand() * 4000)],
+    ['solution.py', 2000 + Math.floor(rand() * 6000)],
+    ['critique.json', 800],
+  ];
+  if (n % 40 === 0) arts.push(['data.csv', 120 * 1024]); // one goal in forty spills
+  const plan: Plan = {
+    subtasks: arts.map(([name]) => ({
+      role: 'research-specialist',
+      instruction: `Write ${name}`,
+      expected_artifact: name,
+      read_files: [],
+    })),
+  };
+  await moved('beginPlanning', rt.lifecycle.beginPlanning(goalId));
+  await moved('dispatch', rt.lifecycle.dispatch(goalId, 1, plan, { threadId: `goal-${goalId}--planner-s1` }));
+  for (const [k, [name, bytes]] of arts.entries()) {
+    const threadId = `goal-${goalId}--worker-s${k}`;
+    await rt.vfs.write(goalId, name, text(rand, bytes, `# ${name}`), {
+      status: 'done',
+      step: 1,
+      role: 'research-specialist',
+      threadId,
+      writer: `${goalId}:1:${k}`,
+    });
+    await rt.goals.appendEvent(goalId, {
+      type: 'subtask_finished',
+      step: 1,
+      index: k,
+      role: 'research-specialist',
+      artifact: name,
+      threadId,
+      bytes,
+    });
+  }
+  await saveTranscript(rt, goalId, `goal-${goalId}--planner-s0`, 'planner', [
+    { role: 'user', content: text(rand, 1500) },
+    { role: 'assistant', content: [{ type: 'text', text: text(rand, 500) }] },
+  ]);
+  await rt.vfs.evict(goalId, 1);
+  await moved('beginReflecting', rt.lifecycle.beginReflecting(goalId));
+  await moved(
+    'complete',
+    rt.lifecycle.complete(goalId, {
+      step: 1,
+      reflection: { decision: 'end', reason: 'the goal is met' },
+      outcomes: arts.map((_, index) => ({ index, status: 'done' as const })),
+    }),
+  );
+}
+
+type SoakResult = Awaited<ReturnType<typeof soak>>;
+
+/** Part 2's figures as a reader checks them: used_memory at each point, what the sweep left. */
+function logSoak(log: (s: string) => void, r: SoakResult, drift: number) {
+  log(
+    `\nvfs bench, part 2: soak of ${r.goals} finished goals ` +
+      `(run ${r.runSeconds.toFixed(1)} s, sweep ${r.sweepSeconds.toFixed(2)} s: ` +
+      `${r.sweep.expired} expired, ${r.sweep.orphans} orphans, ${r.sweep.keysDeleted} keys)`,
+  );
+  log('(baseline: this Redis with no goal of the bench prefix, the scripts cached, after a 2 s settle)');
+  log(
+    `used_memory before ${kb(r.usedMemoryBefore)}, after the run ${kb(r.usedMemoryAfterRun)}, ` +
+      `right after the sweep ${kb(r.usedMemoryAfterSweepImmediate)}, 2 s later ${kb(r.usedMemoryAfterSweep)}`,
+  );
+  log(`left after the sweep: ${r.keysLeft} goal keys, ${r.blobDirsLeft} blob dirs`);
+  log(
+    `used_memory left after the sweep, of what the soak added: ${(drift * 100).toFixed(2)} % ` +
+      `(target within ${TARGET_MEMORY_DRIFT * 100} %): ${verdict(Math.abs(drift) <= TARGET_MEMORY_DRIFT)}`,
+  );
+}
+
 async function soak(rt: Runtime, log: (s: string) => void, goalCount: number) {
   const rand = prng(52);
   const settle = () => new Promise((r) => setTimeout(r, 2000));
@@ -420,65 +555,10 @@ async function soak(rt: Runtime, log: (s: string) => void, goalCount: number) {
   await settle();
   const before = await usedMemory(rt);
   const startedAt = Date.now();
-  const ids: string[] = [];
   const batch = 100;
   for (let i = 0; i < goalCount; i += batch) {
     await Promise.all(
-      Array.from({ length: Math.min(batch, goalCount - i) }, async (_, j) => {
-        const n = i + j;
-        const goalId = newGoalId();
-        ids.push(goalId);
-        await rt.goals.create(goalId, `soak goal ${n}: summarise and test a small module`, {}, false);
-        const arts: [string, number][] = [
-          ['research.md', 3000 + Math.floor(rand() * 4000)],
-          ['solution.py', 2000 + Math.floor(rand() * 6000)],
-          ['critique.json', 800],
-        ];
-        if (n % 40 === 0) arts.push(['data.csv', 120 * 1024]); // one goal in forty spills
-        const plan: Plan = {
-          subtasks: arts.map(([name]) => ({
-            role: 'research-specialist',
-            instruction: `Write ${name}`,
-            expected_artifact: name,
-            read_files: [],
-          })),
-        };
-        await moved('beginPlanning', rt.lifecycle.beginPlanning(goalId));
-        await moved('dispatch', rt.lifecycle.dispatch(goalId, 1, plan, { threadId: `goal-${goalId}--planner-s1` }));
-        for (const [k, [name, bytes]] of arts.entries()) {
-          const threadId = `goal-${goalId}--worker-s${k}`;
-          await rt.vfs.write(goalId, name, text(rand, bytes, `# ${name}`), {
-            status: 'done',
-            step: 1,
-            role: 'research-specialist',
-            threadId,
-            writer: `${goalId}:1:${k}`,
-          });
-          await rt.goals.appendEvent(goalId, {
-            type: 'subtask_finished',
-            step: 1,
-            index: k,
-            role: 'research-specialist',
-            artifact: name,
-            threadId,
-            bytes,
-          });
-        }
-        await saveTranscript(rt, goalId, `goal-${goalId}--planner-s0`, 'planner', [
-          { role: 'user', content: text(rand, 1500) },
-          { role: 'assistant', content: [{ type: 'text', text: text(rand, 500) }] },
-        ]);
-        await rt.vfs.evict(goalId, 1);
-        await moved('beginReflecting', rt.lifecycle.beginReflecting(goalId));
-        await moved(
-          'complete',
-          rt.lifecycle.complete(goalId, {
-            step: 1,
-            reflection: { decision: 'end', reason: 'the goal is met' },
-            outcomes: arts.map((_, index) => ({ index, status: 'done' as const })),
-          }),
-        );
-      }),
+      Array.from({ length: Math.min(batch, goalCount - i) }, (_, j) => soakGoal(rt, newGoalId(), i + j, rand)),
     );
   }
   const runSeconds = (Date.now() - startedAt) / 1000;
@@ -497,23 +577,7 @@ async function soak(rt: Runtime, log: (s: string) => void, goalCount: number) {
     keysLeft += (b as string[]).length;
   const blobDirsLeft = (await rt.vfs.blobs.listGoals()).length;
   const drift = memoryDrift({ before, afterRun, afterSweep });
-
-  log(
-    `\nvfs bench, part 2: soak of ${goalCount} finished goals ` +
-      `(run ${runSeconds.toFixed(1)} s, sweep ${sweepSeconds.toFixed(2)} s: ` +
-      `${report.expired} expired, ${report.orphans} orphans, ${report.keysDeleted} keys)`,
-  );
-  log('(baseline: this Redis with no goal of the bench prefix, the scripts cached, after a 2 s settle)');
-  log(
-    `used_memory before ${kb(before)}, after the run ${kb(afterRun)}, ` +
-      `right after the sweep ${kb(afterSweepImmediate)}, 2 s later ${kb(afterSweep)}`,
-  );
-  log(`left after the sweep: ${keysLeft} goal keys, ${blobDirsLeft} blob dirs`);
-  log(
-    `used_memory left after the sweep, of what the soak added: ${(drift * 100).toFixed(2)} % ` +
-      `(target within ${TARGET_MEMORY_DRIFT * 100} %): ${verdict(Math.abs(drift) <= TARGET_MEMORY_DRIFT)}`,
-  );
-  return {
+  const result = {
     goals: goalCount,
     runSeconds,
     sweepSeconds,
@@ -534,6 +598,8 @@ async function soak(rt: Runtime, log: (s: string) => void, goalCount: number) {
       },
     },
   };
+  logSoak(log, result, drift);
+  return result;
 }
 
 /**
