@@ -346,155 +346,232 @@ function checkSubtask(
     );
 }
 
-/**
- * Checks every goal: status done; its files hash holds exactly the expected names, each at
- * version 1, written by its subtask's job, status done, with bytes matching the content and
- * the content exactly what the scripted model answers for that subtask (so complete, and
- * passing the role's output contract); the timeline shows one finish, one reflection per
- * cycle and an end of each subtask (checkTimeline). Counts re-executions from the timeline and
- * from BullMQ's job records.
- */
-export async function verifyGoals(fleet: Pick<Fleet, 'client' | 'cfg'>, goalIds: string[]): Promise<VerifyResult> {
-  const { client, cfg } = fleet;
-  const scripted = new ScriptedProvider({ latencyMs: 0, roles: cfg.roles });
-  const problems: string[] = [];
-  const lostGoals = new Set<string>();
-  let duplicates = 0;
-  let done = 0;
-  let subtaskReruns = 0;
-  let redispatches = 0;
-  let replanned = 0;
-  const roleSpec = (name: string) => cfg.roles.find((r) => r.name === name)!;
+/** How one goal's checks report: a problem, one that costs the goal (lost), or one that is an effect twice. */
+interface Findings {
+  problem(what: string): void;
+  lose(what: string): void;
+  duplicate(what: string): void;
+}
 
-  const expectedContent = async (goal: string, goalId: string, a: ExpectedArtifact): Promise<string | null> => {
-    const job = await client.queues.get(subagentQueueName(a.role)).getJob(subtaskJobId(goalId, a.step, a.index));
-    if (!job) return null;
-    const data = job.data as SubagentJob;
-    // The critic's task embeds solution.py, as the worker built it.
-    const task = await buildSubagentTask({ vfs: client.vfs, cfg }, data);
-    const spec = roleSpec(a.role);
-    // Ask for the final answer (the tool turn is not the artifact).
-    const res = await scripted.createMessage(
-      {
-        model: 'scripted',
-        system: spec.systemPrompt,
-        messages: [
-          { role: 'user', content: task },
-          { role: 'assistant', content: 'ok' },
-          { role: 'user', content: 'go on' },
-        ],
-        max_tokens: 1000,
-      },
-      {
-        role: a.role,
-        kind: 'subagent',
-        contract: spec.contract,
-        tier: spec.tier,
-        subject: { goal, instruction: data.instruction },
-      },
-    );
-    // Stored as the worker stores an accepted answer: a code block as the code it holds.
-    return artifactOfAnswer(contractFor(spec.contract), responseText(res));
+/** What verifyGoals adds up over the goals. */
+interface Tally {
+  problems: string[];
+  lostGoals: Set<string>;
+  duplicates: number;
+  done: number;
+  replanned: number;
+  subtaskReruns: number;
+  redispatches: number;
+}
+
+function findingsFor(goalId: string, tally: Tally): Findings {
+  const problem = (what: string) => {
+    tally.problems.push(`goal ${goalId}: ${what}`);
   };
+  return {
+    problem,
+    lose: (what) => {
+      problem(what);
+      tally.lostGoals.add(goalId);
+    },
+    duplicate: (what) => {
+      problem(what);
+      tally.duplicates++;
+    },
+  };
+}
 
-  for (const goalId of goalIds) {
-    const lose = (what: string) => {
-      problems.push(`goal ${goalId}: ${what}`);
-      lostGoals.add(goalId);
-    };
-    const g = await client.goals.get(goalId);
-    if (!g) {
-      lose('missing');
+/** A subtask an artifact name was dispatched to. */
+interface DispatchTarget {
+  step: number;
+  index: number;
+  role: string;
+}
+
+/** An entry of a goal's files hash, as the verifier reads it. */
+interface ArtifactEntry {
+  status: string;
+  version: number;
+  bytes: number;
+  writer?: string;
+  step: number;
+  role?: string;
+}
+
+/**
+ * Which subtasks (job ids) each artifact name was dispatched to, over all cycles. Normally
+ * one; more when a subtask failed for good and the planner asked for the file again.
+ */
+function artifactTargets(events: TimelineEvent[]): Map<string, DispatchTarget[]> {
+  const targets = new Map<string, DispatchTarget[]>();
+  for (const [step, subtasks] of dispatchedCycles(events)) {
+    for (const t of subtasks) {
+      targets.set(t.artifact, [...(targets.get(t.artifact) ?? []), { step, index: t.index, role: t.role }]);
+    }
+  }
+  return targets;
+}
+
+/** The scripted model's answer for artifact `a`'s subtask, stored as the worker stores it; null: its job is gone. */
+async function scriptedArtifact(
+  fleet: Pick<Fleet, 'client' | 'cfg'>,
+  scripted: ScriptedProvider,
+  goal: string,
+  goalId: string,
+  a: ExpectedArtifact,
+): Promise<string | null> {
+  const { client, cfg } = fleet;
+  const job = await client.queues.get(subagentQueueName(a.role)).getJob(subtaskJobId(goalId, a.step, a.index));
+  if (!job) return null;
+  const data = job.data as SubagentJob;
+  // The critic's task embeds solution.py, as the worker built it.
+  const task = await buildSubagentTask({ vfs: client.vfs, cfg }, data);
+  const spec = cfg.roles.find((r) => r.name === a.role)!;
+  // Ask for the final answer (the tool turn is not the artifact).
+  const res = await scripted.createMessage(
+    {
+      model: 'scripted',
+      system: spec.systemPrompt,
+      messages: [
+        { role: 'user', content: task },
+        { role: 'assistant', content: 'ok' },
+        { role: 'user', content: 'go on' },
+      ],
+      max_tokens: 1000,
+    },
+    {
+      role: a.role,
+      kind: 'subagent',
+      contract: spec.contract,
+      tier: spec.tier,
+      subject: { goal, instruction: data.instruction },
+    },
+  );
+  // Stored as the worker stores an accepted answer: a code block as the code it holds.
+  return artifactOfAnswer(contractFor(spec.contract), responseText(res));
+}
+
+/** The files hash holds no name the script does not produce, and no content lacks its index entry. */
+function checkArtifactNames(
+  files: Record<string, string>,
+  contents: Record<string, string>,
+  expected: ExpectedArtifact[],
+  f: Findings,
+): void {
+  for (const name of Object.keys(files)) {
+    if (!expected.some((a) => a.name === name)) f.duplicate(`unexpected artifact ${JSON.stringify(name)}`);
+  }
+  for (const name of Object.keys(contents)) {
+    if (!files[name]) f.problem(`content without an index entry: ${JSON.stringify(name)}`);
+  }
+}
+
+/** An artifact's index entry: written once per subtask that targeted it, done, by one of those subtasks. */
+function checkEntry(
+  goalId: string,
+  a: ExpectedArtifact,
+  e: ArtifactEntry,
+  dispatched: DispatchTarget[],
+  f: Findings,
+): DispatchTarget | undefined {
+  const writer = dispatched.find((t) => subtaskJobId(goalId, t.step, t.index) === e.writer);
+  // Each dispatched subtask writes its file once, whatever its re-executions: a version
+  // beyond the number of subtasks that targeted the name is a duplicate write.
+  if (e.version > Math.max(1, dispatched.length)) {
+    f.duplicate(
+      `${a.name} is at version ${e.version} ` +
+        `after ${dispatched.length} subtask(s) targeted it (written more than once)`,
+    );
+  }
+  if (e.status !== 'done') f.lose(`${a.name} has status ${e.status}`);
+  if (!writer) {
+    const dispatchedIds = dispatched.map((t) => subtaskJobId(goalId, t.step, t.index)).join(', ');
+    f.lose(`${a.name} was written by ${e.writer}, not by a subtask dispatched for it (${dispatchedIds || 'none'})`);
+    return undefined;
+  }
+  if (e.step !== writer.step || e.role !== a.role || writer.role !== a.role)
+    f.lose(`${a.name}: step ${e.step} role ${e.role}, its job is step ${writer.step} role ${writer.role}`);
+  return writer;
+}
+
+/** An artifact's content (`a` at its writer's step and index): its bytes, its contract, the scripted answer. */
+async function checkContent(
+  fleet: Pick<Fleet, 'client' | 'cfg'>,
+  scripted: ScriptedProvider,
+  goal: string,
+  goalId: string,
+  a: ExpectedArtifact,
+  e: ArtifactEntry,
+  f: Findings,
+): Promise<void> {
+  const content = await fleet.client.vfs.read(goalId, a.name);
+  if (content === null) {
+    f.lose(`${a.name} has no content`);
+    return;
+  }
+  if (Buffer.byteLength(content, 'utf8') !== e.bytes)
+    f.lose(`${a.name}: ${Buffer.byteLength(content, 'utf8')} bytes stored, entry says ${e.bytes}`);
+  // An artifact stored as the answer itself must keep its contract (code is checked against
+  // the scripted answer's code below).
+  const spec = fleet.cfg.roles.find((r) => r.name === a.role)!;
+  const contract = contractFor(spec.contract);
+  const verdict = contract.artifact ? { ok: true as const } : contract.check(content);
+  if (!verdict.ok) f.lose(`${a.name} breaks the ${spec.contract} contract: ${verdict.problem}`);
+  const want = await scriptedArtifact(fleet, scripted, goal, goalId, a);
+  if (want === null) f.lose(`${a.name}: the job ${e.writer} is gone, cannot check its content`);
+  else if (content !== want)
+    f.lose(
+      `${a.name}: content differs from the scripted answer for ${e.writer} ` +
+        `(${content.length} vs ${want.length} chars)`,
+    );
+}
+
+/** One goal: its status, its artifacts (names, entries, contents) and its timeline, added to `tally`. */
+async function verifyGoal(
+  fleet: Pick<Fleet, 'client' | 'cfg'>,
+  scripted: ScriptedProvider,
+  goalId: string,
+  tally: Tally,
+): Promise<void> {
+  const { client } = fleet;
+  const f = findingsFor(goalId, tally);
+  const g = await client.goals.get(goalId);
+  if (!g) {
+    f.lose('missing');
+    return;
+  }
+  if (g.status !== 'done') f.lose(`status ${g.status}${g.reason ? ` (${g.reason})` : ''}`);
+  else tally.done++;
+  if (g.step > 2) tally.replanned++;
+
+  const events = (await client.goals.events(goalId, '-', 10_000)).map((x) => x.event);
+  const targets = artifactTargets(events);
+  const files = await client.redis.hgetall(client.goals.keys.files(goalId));
+  const contents = await client.redis.hgetall(client.goals.keys.content(goalId));
+  const expected = expectedArtifacts();
+  checkArtifactNames(files, contents, expected, f);
+  for (const a of expected) {
+    const raw = files[a.name];
+    if (!raw) {
+      f.lose(`artifact ${a.name} is missing`);
       continue;
     }
-    if (g.status !== 'done') lose(`status ${g.status}${g.reason ? ` (${g.reason})` : ''}`);
-    else done++;
-    if (g.step > 2) replanned++;
-
-    const events = (await client.goals.events(goalId, '-', 10_000)).map((x) => x.event);
-    // Which subtasks (job ids) each artifact name was dispatched to, over all cycles. Normally
-    // one; more when a subtask failed for good and the planner asked for the file again.
-    const targets = new Map<string, { step: number; index: number; role: string }[]>();
-    for (const [step, subtasks] of dispatchedCycles(events)) {
-      for (const t of subtasks) {
-        targets.set(t.artifact, [...(targets.get(t.artifact) ?? []), { step, index: t.index, role: t.role }]);
-      }
-    }
-
-    const files = await client.redis.hgetall(client.goals.keys.files(goalId));
-    const contents = await client.redis.hgetall(client.goals.keys.content(goalId));
-    const expected = expectedArtifacts();
-    for (const name of Object.keys(files)) {
-      if (!expected.some((a) => a.name === name)) {
-        problems.push(`goal ${goalId}: unexpected artifact ${JSON.stringify(name)}`);
-        duplicates++;
-      }
-    }
-    for (const name of Object.keys(contents)) {
-      if (!files[name]) problems.push(`goal ${goalId}: content without an index entry: ${JSON.stringify(name)}`);
-    }
-    for (const a of expected) {
-      const raw = files[a.name];
-      if (!raw) {
-        lose(`artifact ${a.name} is missing`);
-        continue;
-      }
-      const e = JSON.parse(raw) as {
-        status: string;
-        version: number;
-        bytes: number;
-        writer?: string;
-        step: number;
-        role?: string;
-      };
-      const dispatched = targets.get(a.name) ?? [];
-      const writer = dispatched.find((t) => subtaskJobId(goalId, t.step, t.index) === e.writer);
-      // Each dispatched subtask writes its file once, whatever its re-executions: a version
-      // beyond the number of subtasks that targeted the name is a duplicate write.
-      if (e.version > Math.max(1, dispatched.length)) {
-        problems.push(
-          `goal ${goalId}: ${a.name} is at version ${e.version} ` +
-            `after ${dispatched.length} subtask(s) targeted it (written more than once)`,
-        );
-        duplicates++;
-      }
-      if (e.status !== 'done') lose(`${a.name} has status ${e.status}`);
-      if (!writer) {
-        const dispatchedIds = dispatched.map((t) => subtaskJobId(goalId, t.step, t.index)).join(', ');
-        lose(`${a.name} was written by ${e.writer}, not by a subtask dispatched for it (${dispatchedIds || 'none'})`);
-        continue;
-      }
-      if (e.step !== writer.step || e.role !== a.role || writer.role !== a.role)
-        lose(`${a.name}: step ${e.step} role ${e.role}, its job is step ${writer.step} role ${writer.role}`);
-      const content = await client.vfs.read(goalId, a.name);
-      if (content === null) {
-        lose(`${a.name} has no content`);
-        continue;
-      }
-      if (Buffer.byteLength(content, 'utf8') !== e.bytes)
-        lose(`${a.name}: ${Buffer.byteLength(content, 'utf8')} bytes stored, entry says ${e.bytes}`);
-      // An artifact stored as the answer itself must keep its contract (code is checked against
-      // the scripted answer's code below).
-      const contract = contractFor(roleSpec(a.role).contract);
-      const verdict = contract.artifact ? { ok: true as const } : contract.check(content);
-      if (!verdict.ok) lose(`${a.name} breaks the ${roleSpec(a.role).contract} contract: ${verdict.problem}`);
-      const want = await expectedContent(g.goal, goalId, { ...a, step: writer.step, index: writer.index });
-      if (want === null) lose(`${a.name}: the job ${e.writer} is gone, cannot check its content`);
-      else if (content !== want)
-        lose(
-          `${a.name}: content differs from the scripted answer for ${e.writer} ` +
-            `(${content.length} vs ${want.length} chars)`,
-        );
-    }
-
-    const timeline = checkTimeline(goalId, g.status, events);
-    problems.push(...timeline.problems);
-    duplicates += timeline.duplicates;
-    subtaskReruns += timeline.subtaskReruns;
-    redispatches += timeline.redispatches;
+    const e = JSON.parse(raw) as ArtifactEntry;
+    const writer = checkEntry(goalId, a, e, targets.get(a.name) ?? [], f);
+    if (writer)
+      await checkContent(fleet, scripted, g.goal, goalId, { ...a, step: writer.step, index: writer.index }, e, f);
   }
 
-  // Job-level re-executions, straight from BullMQ's records.
+  const timeline = checkTimeline(goalId, g.status, events);
+  tally.problems.push(...timeline.problems);
+  tally.duplicates += timeline.duplicates;
+  tally.subtaskReruns += timeline.subtaskReruns;
+  tally.redispatches += timeline.redispatches;
+}
+
+/** Job-level re-executions of these goals' jobs, straight from BullMQ's records, and the jobs that failed for good. */
+async function jobReExecutions(fleet: Pick<Fleet, 'client' | 'cfg'>, goalIds: string[]) {
+  const { client, cfg } = fleet;
   const ours = new Set(goalIds);
   const jobs = { plan: 0, reflect: 0, subagent: 0 };
   let stalled = 0;
@@ -519,24 +596,97 @@ export async function verifyGoals(fleet: Pick<Fleet, 'client' | 'cfg'>, goalIds:
       }
     }
   }
-  // Every goal's deterministic job ids exist (nothing was dispatched under another id).
+  return { jobs, stalled, failedJobs, failures };
+}
+
+/** Every goal's deterministic job ids exist (nothing was dispatched under another id), for the first five goals. */
+async function missingJobIds(fleet: Pick<Fleet, 'client'>, goalIds: string[]): Promise<string[]> {
+  const problems: string[] = [];
   for (const goalId of goalIds.slice(0, 5)) {
     for (const [queue, id] of [
       [PLAN_QUEUE, planJobId(goalId, 1)],
       [REFLECT_QUEUE, reflectJobId(goalId, 1)],
     ] as const) {
-      if (!(await client.queues.get(queue).getJob(id))) problems.push(`goal ${goalId}: job ${queue}/${id} not found`);
+      if (!(await fleet.client.queues.get(queue).getJob(id)))
+        problems.push(`goal ${goalId}: job ${queue}/${id} not found`);
     }
   }
-  return {
-    done,
-    lost: lostGoals.size,
-    duplicates,
-    replanned,
-    problems,
-    failures,
-    reExecutions: { subtasks: subtaskReruns, jobs, stalled, failedJobs, redispatches },
+  return problems;
+}
+
+/**
+ * Checks every goal: status done; its files hash holds exactly the expected names, each at
+ * version 1, written by its subtask's job, status done, with bytes matching the content and
+ * the content exactly what the scripted model answers for that subtask (so complete, and
+ * passing the role's output contract); the timeline shows one finish, one reflection per
+ * cycle and an end of each subtask (checkTimeline). Counts re-executions from the timeline and
+ * from BullMQ's job records.
+ */
+export async function verifyGoals(fleet: Pick<Fleet, 'client' | 'cfg'>, goalIds: string[]): Promise<VerifyResult> {
+  const scripted = new ScriptedProvider({ latencyMs: 0, roles: fleet.cfg.roles });
+  const tally: Tally = {
+    problems: [],
+    lostGoals: new Set(),
+    duplicates: 0,
+    done: 0,
+    replanned: 0,
+    subtaskReruns: 0,
+    redispatches: 0,
   };
+  for (const goalId of goalIds) await verifyGoal(fleet, scripted, goalId, tally);
+  const { jobs, stalled, failedJobs, failures } = await jobReExecutions(fleet, goalIds);
+  tally.problems.push(...(await missingJobIds(fleet, goalIds)));
+  return {
+    done: tally.done,
+    lost: tally.lostGoals.size,
+    duplicates: tally.duplicates,
+    replanned: tally.replanned,
+    problems: tally.problems,
+    failures,
+    reExecutions: {
+      subtasks: tally.subtaskReruns,
+      jobs,
+      stalled,
+      failedJobs,
+      redispatches: tally.redispatches,
+    },
+  };
+}
+
+/** Enqueues the goals evenly over `enqueueSpreadMs`, so that kills land throughout the run. */
+async function enqueueSpread(
+  fleet: Fleet,
+  opts: Pick<ChaosOptions, 'goals' | 'enqueueSpreadMs'>,
+  seed: number,
+): Promise<string[]> {
+  const goalIds: string[] = [];
+  const gap = opts.goals > 1 ? opts.enqueueSpreadMs / (opts.goals - 1) : 0;
+  for (let i = 0; i < opts.goals; i++) {
+    goalIds.push(await fleet.client.enqueue({ goal: `Chaos goal ${i} (seed ${seed}): sort numbers #${i}` }));
+    if (gap) await sleep(gap);
+  }
+  return goalIds;
+}
+
+/**
+ * Once the goals' statuses are final: waits for the ended goals' jobs to settle, then verifies
+ * every goal. A job still live at the bound is a problem, listed before the verifier's.
+ */
+async function verifySettled(
+  fleet: Fleet,
+  goalIds: string[],
+  status: Map<string, string>,
+  opts: ChaosOptions,
+  log: (line: string) => void,
+): Promise<VerifyResult> {
+  // Only goals that ended: a goal still open is lost already, its jobs need not settle.
+  const ended = goalIds.filter((id) => isTerminal(status.get(id) ?? ''));
+  const bound = settleBoundMs(opts);
+  const stillLive = await waitForJobsToSettle(fleet, ended, bound);
+  if (stillLive.length) log(`chaos: ${stillLive.length} job(s) still live ${bound} ms after the goals settled`);
+  const v = await verifyGoals(fleet, goalIds);
+  const late = stillLive.map((j) => `job ${j} is still live ${bound} ms after its goal ended`);
+  return { ...v, problems: [...late, ...v.problems] };
 }
 
 /** The whole run: fleet, chaos, goals, verification. The caller owns the Redis. */
@@ -561,14 +711,10 @@ export async function runChaos(redisUrl: string, opts: ChaosOptions): Promise<Ch
   const t0 = performance.now();
   const chaos = startChaos(fleet, { killEveryMs: opts.killEveryMs, seed, log });
   faults?.begin();
-  const goalIds: string[] = [];
+  let goalIds: string[] = [];
   let status = new Map<string, string>();
   try {
-    const gap = opts.goals > 1 ? opts.enqueueSpreadMs / (opts.goals - 1) : 0;
-    for (let i = 0; i < opts.goals; i++) {
-      goalIds.push(await fleet.client.enqueue({ goal: `Chaos goal ${i} (seed ${seed}): sort numbers #${i}` }));
-      if (gap) await sleep(gap);
-    }
+    goalIds = await enqueueSpread(fleet, opts, seed);
     const enqueueSeconds = ((performance.now() - t0) / 1000).toFixed(1);
     log(`chaos: ${goalIds.length} goals enqueued after ${enqueueSeconds} s; ${chaos.kills} kills so far`);
     status = await waitForGoals(fleet, goalIds, opts.timeoutMs);
@@ -583,13 +729,7 @@ export async function runChaos(redisUrl: string, opts: ChaosOptions): Promise<Ch
       `${chaos.kills} kills, ${chaos.restarts} restarts; waiting for their jobs to settle, then verifying`,
   );
   try {
-    // Only goals that ended: a goal still open is lost already, its jobs need not settle.
-    const ended = goalIds.filter((id) => isTerminal(status.get(id) ?? ''));
-    const bound = settleBoundMs(opts);
-    const stillLive = await waitForJobsToSettle(fleet, ended, bound);
-    if (stillLive.length) log(`chaos: ${stillLive.length} job(s) still live ${bound} ms after the goals settled`);
-    const v = await verifyGoals(fleet, goalIds);
-    const late = stillLive.map((j) => `job ${j} is still live ${bound} ms after its goal ended`);
+    const v = await verifySettled(fleet, goalIds, status, opts, log);
     return {
       goals: goalIds.length,
       done: v.done,
@@ -600,7 +740,7 @@ export async function runChaos(redisUrl: string, opts: ChaosOptions): Promise<Ch
       restarts: chaos.restarts,
       unexpectedExits: chaos.unexpectedExits,
       reExecutions: v.reExecutions,
-      problems: [...late, ...v.problems],
+      problems: v.problems,
       failures: v.failures,
       ...(faults ? { faults: faults.counts } : {}),
       wallSeconds: Math.round(wallSeconds * 10) / 10,
