@@ -12,12 +12,19 @@ import { ConfigError } from '../errors.ts';
 import { BudgetsSchema } from '../goal/budgets.ts';
 import { formatZodIssues, timerMs } from '../zod.ts';
 
-const PriceSchema = z.object({
-  inputPerMTok: z.number().nonnegative(),
-  outputPerMTok: z.number().nonnegative(),
-  cacheReadPerMTok: z.number().nonnegative().default(0),
-  cacheWritePerMTok: z.number().nonnegative().default(0),
-});
+/** A price without cache prices charges cached tokens as input: never $0 for tokens that were billed. */
+const PriceSchema = z
+  .object({
+    inputPerMTok: z.number().nonnegative(),
+    outputPerMTok: z.number().nonnegative(),
+    cacheReadPerMTok: z.number().nonnegative().optional(),
+    cacheWritePerMTok: z.number().nonnegative().optional(),
+  })
+  .transform((p) => ({
+    ...p,
+    cacheReadPerMTok: p.cacheReadPerMTok ?? p.inputPerMTok,
+    cacheWritePerMTok: p.cacheWritePerMTok ?? p.inputPerMTok,
+  }));
 
 /** An environment variable's value, by name: secrets stay out of the config file. */
 const EnvRef = z.object({ env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/) }).strict();

@@ -135,7 +135,7 @@ test('every model on a configured provider: no Anthropic key needed, real provid
   // One anthropic model left: the key is needed again.
   const mixed = configFile({ providers: { local: LOCAL }, models: { HIGH: 'claude-x', LOW: 'local:small' } });
   assert.throws(
-    () => loadConfig({ DEEPQ_CONFIG: mixed, DEEPQ_MODEL_PROVIDER: 'anthropic' }),
+    () => createProvider(loadConfig({ DEEPQ_CONFIG: mixed, DEEPQ_MODEL_PROVIDER: 'anthropic', LOCAL_API_KEY: 'k' })),
     /ANTHROPIC_API_KEY\) is required/,
   );
 });

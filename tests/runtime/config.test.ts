@@ -140,3 +140,19 @@ test('a role is a config entry: a fourth role needs no code', () => {
     /3 to 8 roles/,
   );
 });
+
+test('a price without cache prices charges cached tokens at its input price, not $0', () => {
+  const p = file('prices.json', JSON.stringify({ prices: { 'local:m': { inputPerMTok: 2.5, outputPerMTok: 10 } } }));
+  const price = loadConfig({ DEEPQ_CONFIG: p }).prices['local:m'];
+  assert.deepEqual(price, { inputPerMTok: 2.5, outputPerMTok: 10, cacheReadPerMTok: 2.5, cacheWritePerMTok: 2.5 });
+  const set = file(
+    'p2.json',
+    JSON.stringify({ prices: { m: { inputPerMTok: 3, outputPerMTok: 15, cacheReadPerMTok: 0.3 } } }),
+  );
+  assert.deepEqual(loadConfig({ DEEPQ_CONFIG: set }).prices.m, {
+    inputPerMTok: 3,
+    outputPerMTok: 15,
+    cacheReadPerMTok: 0.3,
+    cacheWritePerMTok: 3,
+  });
+});
