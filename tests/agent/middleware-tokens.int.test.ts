@@ -179,6 +179,9 @@ test("an answer cut at the budget's grant (fewer tokens than asked) is the budge
   assert.equal(refused.hit.kind, 'tokens');
   assert.match(refused.message, /the answer was cut at the 300 output tokens left/);
   assert.equal(refused.checkpoint.turns, 0, 'the cut turn is asked again after a resume');
-  // Cut at the agent's own limit (the budget granted all it asked): the answer stands, as before.
-  assert.equal((await run(1024)).ok, true);
+  // Cut at the agent's own limit (the budget granted all it asked): not the budget, but no answer
+  // either (handoff-contracts: retried once, then failed naming the role's maxTokens).
+  const own = await run(1024);
+  assert.equal(own.ok, false);
+  assert.match(own.problem!, /cut off at the role's maxTokens \(1024 output tokens\), on the retry too/);
 });
