@@ -136,7 +136,9 @@ export class DirBlobStore implements BlobStore {
     await rm(join(this.root, goalId), { recursive: true, force: true });
   }
 
-  async claimOwner(id: string): Promise<string> {
+  async claimOwner(id: string, rootRemoved = false): Promise<string> {
+    // A root removed under us is made again, with no owner yet.
+    if (rootRemoved) this.rootReady = undefined;
     await this.ensureRoot();
     const file = join(this.root, OWNER_FILE);
     try {
@@ -144,18 +146,10 @@ export class DirBlobStore implements BlobStore {
       return id;
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
-      // The root was removed under us: made again, it has no owner yet.
-      if (code === 'ENOENT') return this.reclaim(id);
+      if (code === 'ENOENT' && !rootRemoved) return this.claimOwner(id, true);
       if (code !== 'EEXIST') throw err;
     }
     return (await readFile(file, 'utf8')).trim();
-  }
-
-  private async reclaim(id: string): Promise<string> {
-    this.rootReady = undefined;
-    await this.ensureRoot();
-    await writeFile(join(this.root, OWNER_FILE), id, { flag: 'wx', mode: FILE_MODE }).catch(() => {});
-    return (await readFile(join(this.root, OWNER_FILE), 'utf8')).trim();
   }
 
   async listGoals(): Promise<string[]> {

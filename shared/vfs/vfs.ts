@@ -97,10 +97,15 @@ export class VirtualFs {
     const problem = artifactNameProblem(name);
     if (problem) throw new VfsLimitError(problem, true);
     const bytes = Buffer.byteLength(content, 'utf8');
-    if (bytes > this.opts.maxArtifactBytes) {
-      throw new VfsLimitError(`artifact ${name} is ${bytes} bytes (max ${this.opts.maxArtifactBytes})`);
-    }
+    this.checkSize(name, bytes);
     return bytes;
+  }
+
+  /** Throws VfsLimitError when an artifact of `bytes` (at least, if counting stopped) is over the limit. */
+  checkSize(name: string, bytes: number, atLeast = false): void {
+    if (bytes <= this.opts.maxArtifactBytes) return;
+    const size = `${atLeast ? 'at least ' : ''}${bytes}`;
+    throw new VfsLimitError(`artifact ${name} is ${size} bytes (max ${this.opts.maxArtifactBytes})`);
   }
 
   /**

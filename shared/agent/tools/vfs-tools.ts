@@ -1,7 +1,7 @@
 // The built-in virtual-FS tools, each scoped to its job's goal: every name is checked before
 // a key is built, and every write goes through VirtualFs's versioned, idempotent writes.
 import { z } from 'zod';
-import { ErrorCode, hasCode, VfsLimitError } from '../../errors.ts';
+import { ErrorCode, hasCode } from '../../errors.ts';
 import type { FileEntry, VirtualFs, WriteMeta } from '../../vfs/vfs.ts';
 import { formatIndex } from '../../vfs/vfs.ts';
 import { MCP_TOOL_RE, SANDBOX_TOOL_NAMES, TOOL_NAMES } from '../roles.ts';
@@ -174,9 +174,7 @@ function checkEditSize(vfs: VirtualFs, name: string, content: string, edit: z.in
   if (growth <= 0) return; // no larger than now: the write's own check is enough
   const overAt = Math.max(1, Math.floor((max - bytes) / growth) + 1);
   const n = edit.replace_all ? occurrences(content, edit.old_string, 0, overAt) : { count: 1, more: false };
-  if (n.count < overAt) return;
-  const atLeast = n.more ? 'at least ' : '';
-  throw new VfsLimitError(`artifact ${name} is ${atLeast}${bytes + n.count * growth} bytes (max ${max})`);
+  if (n.count >= overAt) vfs.checkSize(name, bytes + n.count * growth, n.more);
 }
 
 const lineOf = (text: string, index: number) => text.slice(0, index).split('\n').length;
