@@ -225,6 +225,7 @@ function conversation(
     metrics: deps.metrics,
     onToolCall: opts.onToolCall,
     onResumedTurn: opts.onResumedTurn,
+    signal: opts.ctx.signal,
     approval: opts.approval,
     // P52: a run starts fresh with the task alone; a resumed one with its own saved messages.
     messages: cp ? [...cp.messages] : [{ role: 'user', content: opts.task }],
@@ -267,6 +268,8 @@ interface Conversation {
   metrics?: Metrics;
   onToolCall?: RunOptions['onToolCall'];
   onResumedTurn?: RunOptions['onResumedTurn'];
+  /** The job's abort (cancel, shutdown): a decided turn it cut short is not saved. */
+  signal?: AbortSignal;
   approval?: ApprovalGate;
   messages: Message[];
   /** Model calls in all, and in the current phase (each phase has maxTurns). */
@@ -293,6 +296,9 @@ async function runTurns(c: Conversation, resume?: AgentCheckpoint): Promise<Turn
     // Still undecided: the same pause again, nothing run (the job waits on).
     if (resume.awaiting.some((a) => !c.approval?.decisions?.has(a.index))) throw new ApprovalPause(resume);
     c.messages.push({ role: 'user', content: await runTools(c, resume.uses, resume.awaiting) });
+    // Results the abort cut short ("not run: the job was aborted") would stand for approved
+    // calls never made: the checkpoint keeps the decided turn, and the next start runs it again.
+    if (c.signal?.aborted) throw new ModelCallError('model call aborted', 'aborted');
     await c.onResumedTurn?.({ ...checkpointOf(c), uses: [], awaiting: [] });
   }
   while (c.phaseTurns < c.spec.maxTurns) {
