@@ -3,7 +3,7 @@
 import { type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { Logger } from 'pino';
 import { type AgentCheckpoint, ApprovalPause, approvalGate } from '../../shared/agent/approval.ts';
-import { type AgentRun, checkpointBeforeRateLimit } from '../../shared/agent/create-agent.ts';
+import { type AgentRun, checkpointBeforeFailedCall } from '../../shared/agent/create-agent.ts';
 import { contractFor, type OutputContract } from '../../shared/agent/output-contracts.ts';
 import { ModelCallError } from '../../shared/agent/providers/types.ts';
 import type { RoleSpec } from '../../shared/agent/roles.ts';
@@ -110,7 +110,10 @@ async function openJob(
   ]);
   const threadId = saved?.threadId ?? threadIdFor(goalId, role, shortId());
   const goesOn = !isTerminal(goal.status) && !isPausedForBudget(goal);
-  if (!saved && goesOn) await rt.goals.appendEvent(goalId, started(threadId));
+  // A new attempt after a failed one shows on the timeline, also when it goes on from where the
+  // failed one stopped (a resume after a pause or a 429 is the same attempt).
+  const newAttempt = !saved || saved.failedAttempt === job.attemptsMade;
+  if (newAttempt && goesOn) await rt.goals.appendEvent(goalId, started(threadId));
   return { saved, goal, threadId };
 }
 
@@ -173,9 +176,9 @@ async function runSubtask(
     // A failed attempt's tokens go with its error to the final-failure hook.
     noteRunTokens(err, p.tokens ?? 0);
     if (!(err instanceof ApprovalPause)) {
-      // A call answered 429: the job's next start goes on from the turn that was refused.
-      const beforeLimit = checkpointBeforeRateLimit(err);
-      if (beforeLimit) await saveConversation(p, beforeLimit, resume?.saved);
+      // A call answered 429, or failing past its retries: the job's next start goes on from that turn.
+      const before = checkpointBeforeFailedCall(err);
+      if (before) await saveConversation(p, before, resume?.saved, job.attemptsMade + 1);
       return handleRunError(deps, job, base, err, log);
     }
     const status = await pauseForApproval(p, err); // throws DelayedError unless the goal ended
@@ -190,9 +193,15 @@ async function runSubtask(
  * answered 429 (nor ask every earlier turn again), at a budget pause. A resumed job keeps its
  * checkpoint's calls and marks, their decisions counted once.
  */
-async function saveConversation(p: PausedJob, agent: AgentCheckpoint, resumed?: JobCheckpoint): Promise<void> {
+async function saveConversation(
+  p: PausedJob,
+  agent: AgentCheckpoint,
+  resumed?: JobCheckpoint,
+  failedAttempt?: number,
+): Promise<void> {
   const base = resumed ?? { threadId: p.threadId, startedAt: p.startedAt, calls: [] };
-  await p.rt.approvals.saveCheckpoint(p.data.goalId, String(p.job.id), { ...base, agent, tokens: p.tokens });
+  const cp: JobCheckpoint = { ...base, agent, tokens: p.tokens, failedAttempt };
+  await p.rt.approvals.saveCheckpoint(p.data.goalId, String(p.job.id), cp);
 }
 
 /** Records the run's artifact; a run the budget stopped is skipped, or parked with its messages. */

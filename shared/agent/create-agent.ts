@@ -47,12 +47,16 @@ export function nearCapNotice(used: number, cap: number): string {
 }
 
 /** The goal's budget refused a model call: nothing was spent, and the run can go on from `checkpoint`. */
-/** The conversation as it stood before a call answered 429: a retry of the job goes on from there. */
-const beforeRateLimit = new WeakMap<Error, AgentCheckpoint>();
+/**
+ * The conversation as it stood before a call that failed in a way worth another try (a 429, or
+ * a fault that outlasted the retries in place): a retry of the job goes on from there, neither
+ * asking the earlier turns again nor running their tools again.
+ */
+const beforeFailedCall = new WeakMap<Error, AgentCheckpoint>();
 
-/** The checkpoint taken when `err` (a ProviderRateLimitError from a run) stopped the run, if any. */
-export function checkpointBeforeRateLimit(err: unknown): AgentCheckpoint | undefined {
-  return err instanceof Error ? beforeRateLimit.get(err) : undefined;
+/** The checkpoint taken when `err` (a run's failed model call) stopped the run, if any. */
+export function checkpointBeforeFailedCall(err: unknown): AgentCheckpoint | undefined {
+  return err instanceof Error ? beforeFailedCall.get(err) : undefined;
 }
 
 export class BudgetRefused extends Error {
@@ -393,13 +397,14 @@ async function callWithin(c: Conversation, req: ModelRequest): Promise<ModelResp
     res = await c.call(req);
   } catch (err) {
     const refused = err instanceof BudgetExceededError;
-    if (!refused && !(err instanceof ProviderRateLimitError)) throw err;
+    const retryable = err instanceof ProviderRateLimitError || (err instanceof ModelCallError && err.retryable);
+    if (!refused && !retryable) throw err;
     // The call did nothing: not a turn. The run stops where it can go on from.
     c.turns--;
     c.phaseTurns--;
     const checkpoint = { ...checkpointOf(c), uses: [], awaiting: [] };
     if (refused) throw new BudgetRefused(err, checkpoint);
-    beforeRateLimit.set(err as Error, checkpoint);
+    beforeFailedCall.set(err as Error, checkpoint);
     throw err;
   }
   if (c.cap) c.cap.used += usageTotal(res.usage);

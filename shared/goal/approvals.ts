@@ -47,6 +47,12 @@ export interface JobCheckpoint {
   tokens?: number;
   /** The decisions were counted in deepq_approvals_total (a retried resume does not count them again). */
   counted?: boolean;
+  /**
+   * Saved by an attempt whose model call failed (its attemptsMade + 1): the next attempt goes
+   * on from it and appends its own subtask_started. A 429 hands the job back without using an
+   * attempt, so its resume starts no new one.
+   */
+  failedAttempt?: number;
 }
 
 export type RequestOutcome =

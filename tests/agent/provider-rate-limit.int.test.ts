@@ -1,5 +1,7 @@
 // Fleet-wide flow control: a provider 429 pauses the role's whole queue for retry-after
 // (BullMQ rate limit + RateLimitError), in every process, and the job goes back untouched.
+// A job stopped by a failed model call (a 429, or a fault past its retries in place) goes on
+// from that call on its next start: earlier turns are not asked again, their tools not re-run.
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -162,4 +164,31 @@ test('a 429 on a later turn: the job goes on from that turn, not from the start'
   const looks = events.filter((e) => e.type === 'tool_called' && e.role === 'research-specialist');
   assert.equal(looks.length, 1, "turn 1's tool ran again after the 429");
   assert.equal(events.filter((e) => e.type === 'subtask_started' && e.role === 'research-specialist').length, 1);
+});
+
+test('a 500 past the retries in place on a later turn: the next attempt goes on from that turn', async () => {
+  // Turn 2 of the research subagent is answered 500 four times: the first request and its 3
+  // retries in place, so the job's first attempt fails; its second gets an answer.
+  let faults = 0;
+  api.setHandler((body, i, req) => {
+    const later = roleOf(body) === 'research' && body.messages.length > 1;
+    if (later && firstUserText(body).includes('Turn two faulty') && faults++ < 4)
+      return apiError(500, 'internal error');
+    return defaultHandler(body, i, req);
+  });
+  const goalId = await fleet.client.enqueue({ goal: 'Turn two faulty' });
+  assert.equal((await fleet.client.waitFor(goalId, { timeoutMs: 60_000 })).status, 'done');
+  assert.equal(faults, 5, 'the faults were not served, or the failed turn not asked again');
+  const asked = api.messageRequests().filter((r) => roleOf(r.body) === 'research' && r.body.messages.length === 1);
+  const ofGoal = asked.filter((r) => firstUserText(r.body).includes('Turn two faulty'));
+  assert.equal(ofGoal.length, 1, 'turn 1 was asked again by the second attempt');
+  const events = (await fleet.client.goals.events(goalId)).map((e) => e.event);
+  const looks = events.filter((e) => e.type === 'tool_called' && e.role === 'research-specialist');
+  assert.equal(looks.length, 1, "turn 1's tool ran again in the second attempt");
+  const starts = events.filter((e) => e.type === 'subtask_started' && e.role === 'research-specialist');
+  assert.deepEqual(
+    starts.map((e) => e.type === 'subtask_started' && e.attempt),
+    [1, 2],
+    'the second attempt is not on the timeline',
+  );
 });
