@@ -69,7 +69,8 @@ export async function runForGoal<T>(rt: Runtime, o: GoalRunOptions<T>): Promise<
     },
     // The previous call's usage is booked before the next call goes out.
     budget: { ...budget, reserve: (req, ctx) => usage.flush().then(() => budget.reserve(req, ctx)) },
-    retry: { ...rt.cfg.modelRetry, rateLimitToQueue: o.rateLimitToQueue ?? false },
+    // A worker's job hands a failed call back to its queue; a plan or reflection failing fails the goal.
+    retry: { ...rt.cfg.modelRetry, rateLimitToQueue: o.rateLimitToQueue ?? false, patient: !o.rateLimitToQueue },
     toolResultMaxChars: rt.cfg.vfs.toolResultMaxChars,
   });
   let run: AgentRun<T>;

@@ -211,6 +211,23 @@ test('a 529 (overloaded) is a rate limit: the queue pauses in a worker; in place
   assert.equal((await callThrough(Array(10).fill(apiError(500, 'x')), { retry: { maxRetries: 3 } })).requests, 4);
 });
 
+test('a patient caller (planner, reflector) waits out a 5xx outage as long as a rate limit', async () => {
+  const outage = [apiError(500, 'down'), apiError(503, 'unavailable'), apiError(502, 'bad gateway')];
+  const faults = Array.from({ length: RATE_LIMIT_RETRIES }, (_, i) => outage[i % 3]!);
+  const patient = await callThrough(faults, { retry: { maxRetries: 3, patient: true } });
+  assert.equal(patient.ok, true, String(patient.err));
+  assert.equal(patient.requests, RATE_LIMIT_RETRIES + 1);
+  assert.ok(patient.retries.every((l) => l.kind === 'server'));
+  const gaveUp = await callThrough([...faults, apiError(500, 'still down')], {
+    retry: { maxRetries: 3, patient: true },
+  });
+  assert.equal(gaveUp.requests, RATE_LIMIT_RETRIES + 1);
+  assert.equal((gaveUp.err as ModelCallError).kind, 'server');
+  // A bad request is refused at once however patient the caller.
+  const bad = await callThrough([apiError(400, 'prompt too long')], { retry: { maxRetries: 3, patient: true } });
+  assert.equal(bad.requests, 1);
+});
+
 test('an abort during the backoff stops retrying', async () => {
   const ac = new AbortController();
   const pending = callThrough([apiError(500, 'x')], {

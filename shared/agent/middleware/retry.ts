@@ -1,8 +1,9 @@
 // Retry with exponential backoff and jitter on 429, 5xx, timeouts, connection errors and
 // malformed bodies; honours retry-after (0 included). In a worker, a 429 (or a 529, overloaded)
 // is not retried here: it becomes ProviderRateLimitError so the whole queue pauses (fleet flow
-// control). Elsewhere (planner, reflector) it is retried in place more patiently than a fault:
-// an overload lasting a minute or two must not fail the goal.
+// control). Elsewhere it is retried in place more patiently than a fault: an overload lasting a
+// minute or two must not fail the goal. The planner and reflector (`patient`) wait out a 5xx or a
+// dropped connection as long: their job failing for good fails the goal.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ProviderRateLimitError } from '../../errors.ts';
 import { ModelCallError } from '../providers/types.ts';
@@ -15,8 +16,14 @@ export function backoffMs(attempt: number, base: number, max: number, random = M
 
 /** The longest a 429 pauses a role's queue (subagent workers hand 429s to their queue). */
 export const MAX_QUEUE_PAUSE_MS = 5 * 60_000;
-/** Retries in place of a rate limit at least: with the default delays, about 90 s of waiting. */
+/** Retries in place of a rate limit (a patient caller's outage too) at least: about 90 s of waiting by default. */
 export const RATE_LIMIT_RETRIES = 8;
+
+/** A rate limit is waited out longer than a fault; for a patient caller, a 5xx or a reset too. */
+function retriesFor(err: ModelCallError, maxRetries: number, patient = false): number {
+  const outage = err.kind === 'server' || err.kind === 'connection';
+  return err.kind === 'rate_limit' || (patient && outage) ? Math.max(maxRetries, RATE_LIMIT_RETRIES) : maxRetries;
+}
 
 export function retry(deps: Pick<MiddlewareDeps, 'retry' | 'logger'>): ModelMiddleware {
   const maxRetries = deps.retry?.maxRetries ?? 3;
@@ -34,7 +41,7 @@ export function retry(deps: Pick<MiddlewareDeps, 'retry' | 'logger'>): ModelMidd
           const pause = Math.min(err.retryAfterMs ?? backoffMs(attempt, base, max), MAX_QUEUE_PAUSE_MS);
           throw new ProviderRateLimitError(err.message, pause);
         }
-        if (attempt >= (err.kind === 'rate_limit' ? Math.max(maxRetries, RATE_LIMIT_RETRIES) : maxRetries)) throw err;
+        if (attempt >= retriesFor(err, maxRetries, deps.retry?.patient)) throw err;
         // Capped at the max delay; the log says what is really waited.
         const wait = Math.min(err.retryAfterMs ?? backoffMs(attempt, base, max), max);
         deps.logger.info(

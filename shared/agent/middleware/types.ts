@@ -35,5 +35,12 @@ export interface MiddlewareDeps {
   models: { HIGH: string; LOW: string };
   usageSink?: UsageSink;
   budget?: CallBudget;
-  retry?: { maxRetries?: number; baseDelayMs?: number; maxDelayMs?: number; rateLimitToQueue?: boolean };
+  retry?: {
+    maxRetries?: number;
+    baseDelayMs?: number;
+    maxDelayMs?: number;
+    rateLimitToQueue?: boolean;
+    /** 5xx and dropped connections are retried in place as long as a rate limit (planner, reflector). */
+    patient?: boolean;
+  };
 }
