@@ -443,21 +443,49 @@ function pauseIfGated(c: Conversation, uses: ToolUseBlock[]): void {
  */
 async function runTools(c: Conversation, uses: ToolUseBlock[], decided?: AwaitingCall[]): Promise<ToolResultBlock[]> {
   const results: ToolResultBlock[] = [];
+  const turn = { left: c.maxChars * TURN_RESULTS_SHARE };
   for (const [i, use] of uses.entries()) {
     const tool = c.tools.get(use.name);
     const label = tool ? (tool.label ?? tool.def.name) : 'unknown';
     const refused = decided?.some((a) => a.index === i) ? refusal(c.approval?.decisions?.get(i)) : undefined;
+    // A turn's results past their share are not run (a decided call runs: a human approved it).
+    const spent = !refused && !decided && turn.left <= 0;
     const started = performance.now();
-    const result = refused ? refusedCall(c, use, refused) : tool ? await runTool(c, tool, use) : unknownTool(c, use);
+    const result = refused
+      ? refusedCall(c, use, refused)
+      : spent
+        ? turnFull(c, use)
+        : fitTurn(turn, tool ? await runTool(c, tool, use) : unknownTool(c, use));
     const ms = performance.now() - started;
     const ok = !result.is_error;
-    const status = refused ? 'refused' : ok ? 'ok' : 'error';
+    const status = refused ? 'refused' : spent ? 'not_run' : ok ? 'ok' : 'error';
     c.metrics?.toolCalls.inc({ role: c.role, tool: label, status });
     if (tool && !refused) c.metrics?.toolLatency.observe({ role: c.role, tool: label }, ms / 1000);
     results.push(result);
     await c.onToolCall?.({ tool: label, ms: Math.round(ms), ok });
   }
   return results;
+}
+
+/**
+ * All of one turn's tool results together: this many times a result's own limit. Each result
+ * goes into every later request of the run (and its checkpoint): a model asking for 100 files
+ * at once would send megabytes per call.
+ */
+export const TURN_RESULTS_SHARE = 4;
+
+/** Cuts a result to what is left of the turn's share (a call that ran keeps 1,000 chars at least). */
+function fitTurn(turn: { left: number }, result: ToolResultBlock): ToolResultBlock {
+  const text = result.content;
+  const fitted = text.length > turn.left ? truncate(text, Math.max(1000, turn.left)) : text;
+  turn.left -= text.length;
+  return fitted === text ? result : { ...result, content: fitted };
+}
+
+function turnFull(c: Conversation, use: ToolUseBlock): ToolResultBlock {
+  const limit = c.maxChars * TURN_RESULTS_SHARE;
+  const content = `not run: this turn's tool results reached their limit (${limit} chars); ask for fewer at a time`;
+  return { type: 'tool_result', tool_use_id: use.id, content, is_error: true };
 }
 
 /** A decision other than `approved`, or undefined when the call may run. */

@@ -145,6 +145,35 @@ test('each tool result is truncated at 50,000 characters with a marker', async (
   assert.equal(exactRes!.content, exact, 'a result of exactly the limit is not truncated');
 });
 
+test("a turn's results together stop at 4 results' limit: the rest are cut, then not run", async () => {
+  const s = setup('research-specialist');
+  // 30,000 chars a file, 10 reads in one turn: 200,000 fit in 6 and a bit.
+  for (let i = 0; i < 10; i++) {
+    await rt.vfs.write(s.goalId, `f${i}.txt`, String(i).repeat(30_000), { status: 'done', step: 1, writer: 'seed' });
+  }
+  const reads = Array.from({ length: 10 }, (_, i) => ({
+    type: 'tool_use' as const,
+    id: `toolu_f${i}`,
+    name: 'read_file',
+    input: { name: `f${i}.txt` },
+  }));
+  server.setHandler((body) =>
+    body.messages.length === 1 ? { content: reads, stop_reason: 'tool_use' } : text('summary of the files'),
+  );
+  const run = await s.agent.run({ task: 'Read them all', tools: s.tools, contract: summaryContract, ctx: s.ctx });
+  assert.equal(run.ok, true, run.problem);
+  const results = toolResults(s.reqs()[1]!.body.messages[2]);
+  assert.equal(results.length, 10, 'every call gets a result');
+  const sizes = results.map((r) => String(r.content).length);
+  for (const r of results.slice(0, 6)) assert.equal(r.content, String(r.tool_use_id.slice(-1)).repeat(30_000));
+  assert.equal(results[6]!.content, '6'.repeat(20_000) + TRUNCATION_MARKER, 'cut to what was left of the turn');
+  for (const r of results.slice(7)) {
+    assert.equal(r.is_error, true);
+    assert.match(String(r.content), /^not run: this turn's tool results reached their limit \(200000 chars\)/);
+  }
+  assert.ok(sizes.reduce((a, b) => a + b, 0) < 201_000, `the turn sent ${sizes.join('+')} chars`);
+});
+
 test('an unknown tool or bad arguments return an error result and the loop goes on', async () => {
   const s = setup('code-writer');
   server.setHandler((body) =>
