@@ -15,7 +15,6 @@
 // name that is not a goal id (`<goalId>:files`, say) is ignored, never swept, so no name can
 // make the sweep touch another goal's keys.
 
-import { randomUUID } from 'node:crypto';
 import { isGoalId } from '../../shared/goal/ids.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
 import { releaseIdleRateLimits } from '../../shared/runtime/queue-rate-limit.ts';
@@ -94,13 +93,10 @@ async function collectGoalIds(rt: Runtime): Promise<{ ids: string[]; blobGoals: 
  * as orphans with their spilled artifacts; a store claimed by another is left alone.
  */
 async function ownsBlobStore(rt: Runtime): Promise<boolean> {
-  const key = rt.goals.keys.deployment();
-  await rt.redis.set(key, randomUUID(), 'NX');
-  const id = (await rt.redis.get(key))!;
-  const owner = await rt.vfs.blobs.claimOwner(id);
-  if (owner === id) return true;
+  const { owner, deployment } = await rt.vfs.blobStoreOwner();
+  if (owner === deployment) return true;
   rt.logger.warn(
-    { blobDir: rt.cfg.vfs.blobDir, prefix: rt.cfg.prefix, owner, deployment: id },
+    { blobDir: rt.cfg.vfs.blobDir, prefix: rt.cfg.prefix, owner, deployment },
     'the blob store belongs to another deployment (the same DEEPQ_BLOB_DIR and DEEPQ_PREFIX, another Redis): ' +
       'its goal folders are not swept; give each deployment its own DEEPQ_BLOB_DIR (if this Redis lost its data, ' +
       "remove the store's .owner file to claim it)",

@@ -1,5 +1,6 @@
 // The virtual filesystem: a goal's artifacts in two Redis hashes (metadata, inline content),
 // large contents spilled to the blob store. Writes are atomic and idempotent (lua/vfsWrite.lua).
+import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { type TranscriptWrite, withTranscript } from '../agent/transcripts.ts';
 import { fromScriptError, VfsLimitError } from '../errors.ts';
@@ -92,6 +93,35 @@ export class VirtualFs {
     this.keys = new Keys(prefix);
   }
 
+  private blobStoreOwned: Promise<void> | undefined;
+
+  /**
+   * The blob store's owner and this deployment's id (made once per Redis and prefix): the first
+   * deployment to spill or sweep claims the store. Another one (the same DEEPQ_BLOB_DIR and
+   * prefix, another Redis) must neither sweep it (its goals have no hash there) nor write to it
+   * (the owner's sweep would take those blobs for orphans).
+   */
+  async blobStoreOwner(): Promise<{ owner: string; deployment: string }> {
+    const key = this.keys.deployment();
+    await this.redis.set(key, randomUUID(), 'NX');
+    const deployment = (await this.redis.get(key)) ?? '';
+    return { owner: await this.blobs.claimOwner(deployment), deployment };
+  }
+
+  /** Once per process, before its first spill: a store another deployment owns refuses the write. */
+  private ownBlobStore(): Promise<void> {
+    this.blobStoreOwned ??= this.blobStoreOwner().then(({ owner, deployment }) => {
+      if (owner !== deployment) throw new BlobStoreOwnedError(owner, deployment);
+    });
+    // Only a claim that held is kept: after a refusal (its owner may give the store up by
+    // removing .owner) or a failure, the next spill asks again.
+    const owned = this.blobStoreOwned;
+    owned.catch(() => {
+      if (this.blobStoreOwned === owned) this.blobStoreOwned = undefined;
+    });
+    return owned;
+  }
+
   /** Throws VfsLimitError naming the rule a name or size breaks. */
   check(name: string, content: string): number {
     const problem = artifactNameProblem(name);
@@ -119,6 +149,7 @@ export class VirtualFs {
   private async writeEntry(goalId: string, name: string, content: string, meta: WriteMeta): Promise<FileEntry> {
     const bytes = this.check(name, content);
     const spill = bytes > this.opts.spillBytes;
+    if (spill) await this.ownBlobStore();
     const blobRef = spill ? await this.blobs.put(goalId, content) : undefined;
     const entry: Omit<FileEntry, 'version' | 'name'> = {
       status: meta.status,
@@ -323,4 +354,18 @@ export function formatIndex(entries: FileEntry[]): string {
 function writeMode(meta: Omit<WriteMeta, 'status'>): string {
   if (meta.keepDone) return '3';
   return meta.keepHistory ? '1' : meta.refuseDone ? '2' : '0';
+}
+
+/** A spill refused: the blob store is another deployment's (the same blob dir and prefix, another Redis). */
+export class BlobStoreOwnedError extends Error {
+  override name = 'BlobStoreOwnedError';
+  constructor(
+    readonly owner: string,
+    readonly deployment: string,
+  ) {
+    super(
+      `the blob store belongs to another deployment (${owner}; this one is ${deployment}): the same ` +
+        'DEEPQ_BLOB_DIR and DEEPQ_PREFIX with another Redis; give each deployment its own DEEPQ_BLOB_DIR',
+    );
+  }
 }

@@ -6,7 +6,8 @@ import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import type { BlobStore } from '../../shared/vfs/blob-store.ts';
-import { VirtualFs } from '../../shared/vfs/vfs.ts';
+import { DirBlobStore } from '../../shared/vfs/blob-store.ts';
+import { BlobStoreOwnedError, VirtualFs } from '../../shared/vfs/vfs.ts';
 import { useRedis } from '../../testing/redis.ts';
 import { useVfsRuntime, type VfsTestRuntime, vfsRuntime } from '../../testing/vfs-runtime.ts';
 
@@ -180,4 +181,24 @@ test('a spilled artifact whose blob is missing fails loudly instead of reading a
   const e = await t.rt.vfs.write(goalId, 'lost.bin', content(KB100 + 1), meta('w'));
   rmSync(join(t.blobDirOf(goalId), e.blobRef!.split('/')[1]!));
   await assert.rejects(t.rt.vfs.read(goalId, 'lost.bin'), /lost\.bin .*is missing from the blob store/);
+});
+
+test("a spill into another deployment's blob store is refused, naming why; nothing is stored", async () => {
+  const goalId = await t.newGoal();
+  // This deployment spills first: the store is its own.
+  await t.rt.vfs.write(goalId, 'mine.csv', content(KB100 + 1), meta('w'));
+  // Another deployment (its own deployment id: here another prefix's) on the same blob dir and prefix.
+  const store = new DirBlobStore(t.rt.cfg.vfs.blobDir, t.rt.cfg.prefix);
+  const other = new VirtualFs(redis.client, `${t.rt.cfg.prefix}other`, store, t.rt.vfs.opts);
+  const before = blobs(goalId).length;
+  await assert.rejects(
+    other.write(goalId, 'theirs.csv', content(KB100 + 1, 'b'), meta('w')),
+    (err: Error) =>
+      err instanceof BlobStoreOwnedError &&
+      /belongs to another deployment .*give each deployment its own DEEPQ_BLOB_DIR/.test(err.message),
+  );
+  assert.equal(blobs(goalId).length, before, 'a blob was written into the store');
+  assert.equal(await redis.client.hexists(other.keys.files(goalId), 'theirs.csv'), 0);
+  // Its small artifacts (no blob) are written as ever.
+  assert.equal((await other.write(goalId, 'small.md', 'fine', meta('w'))).version, 1);
 });
