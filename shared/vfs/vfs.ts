@@ -365,7 +365,8 @@ export class BlobStoreOwnedError extends Error {
   ) {
     super(
       `the blob store belongs to another deployment (${owner}; this one is ${deployment}): the same ` +
-        'DEEPQ_BLOB_DIR and DEEPQ_PREFIX with another Redis; give each deployment its own DEEPQ_BLOB_DIR',
+        'DEEPQ_BLOB_DIR and DEEPQ_PREFIX with another Redis; give each deployment its own DEEPQ_BLOB_DIR ' +
+        "(if this Redis lost its data, remove the store's .owner file to claim it)",
     );
   }
 }
