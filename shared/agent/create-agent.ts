@@ -46,7 +46,6 @@ export function nearCapNotice(used: number, cap: number): string {
   );
 }
 
-/** The goal's budget refused a model call: nothing was spent, and the run can go on from `checkpoint`. */
 /**
  * The conversation as it stood before a call that failed in a way worth another try (a 429, or
  * a fault that outlasted the retries in place): a retry of the job goes on from there, neither
@@ -59,6 +58,7 @@ export function checkpointBeforeFailedCall(err: unknown): AgentCheckpoint | unde
   return err instanceof Error ? beforeFailedCall.get(err) : undefined;
 }
 
+/** The goal's budget refused a model call: nothing was spent, and the run can go on from `checkpoint`. */
 export class BudgetRefused extends Error {
   override name = 'BudgetRefused';
   constructor(
