@@ -126,12 +126,22 @@ async function decide(rt: Runtime, d: DecideInput): Promise<Decided | ReflectRes
       stalled: { reason: stalled, cycles, action },
     };
   }
-  if (depth >= rt.cfg.maxDepth) {
-    const since = step > depth ? ' since the last resume' : '';
-    const reason = `max depth ${rt.cfg.maxDepth} reached after ${depth} cycle(s)${since}: a human must decide`;
-    return { ...base, reflection: { decision: 'escalate', reason } };
-  }
-  return askModel(rt, d, base);
+  const decided = await askModel(rt, d, base);
+  return depth >= rt.cfg.maxDepth ? atMaxDepth(rt.cfg.maxDepth, decided) : decided;
+}
+
+/**
+ * The cycle that reaches the max depth still ends a finished goal (the model's `end`), but no
+ * cycle past it starts without a human: a `continue` or `replan` becomes an escalation.
+ */
+function atMaxDepth(maxDepth: number, decided: Decided | ReflectResult): Decided | ReflectResult {
+  if (!('reflection' in decided) || !['continue', 'replan'].includes(decided.reflection.decision)) return decided;
+  const { step, depth = step } = decided;
+  const since = step > depth ? ' since the last resume' : '';
+  const wanted = `${decided.reflection.decision}: ${decided.reflection.reason}`.slice(0, 1500);
+  const reached = `max depth ${maxDepth} reached after ${depth} cycle(s)${since}`;
+  const reason = `${reached}: a human must decide (the reflector would ${wanted})`;
+  return { ...decided, reflection: { decision: 'escalate', reason } };
 }
 
 async function askModel(
