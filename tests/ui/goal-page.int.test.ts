@@ -1,7 +1,8 @@
 // The inspector in a real browser against real services: a goal enqueued from the form fills
 // in cycle by cycle on its page without a reload, escalates at max depth (its reflector would go
 // on) and is resumed with a note from the page, then ends done; its artifacts (inline and
-// spilled) and transcripts open from it; another goal is cancelled from its page. One fleet (scripted model), one UI process, one browser.
+// spilled) and transcripts open from it; another goal is cancelled from its page. One fleet
+// (scripted model), one UI process, one browser.
 
 import assert from 'node:assert/strict';
 import { copyFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
