@@ -79,12 +79,14 @@ export class TimelineView {
         this.status = 'awaiting_human';
         this.finishedReason = pauseReason(e);
         break;
+      // A pause's reason is over once a human resumes; an end says its own (or none).
       case 'resumed':
         this.status = 'running';
+        this.finishedReason = undefined;
         break;
       case 'finished':
         this.status = e.status;
-        if (e.reason) this.finishedReason = e.reason;
+        this.finishedReason = e.reason;
         break;
     }
   }

@@ -103,6 +103,19 @@ test('decisions, failures, evictions and the final status appear as the goal goe
   assert.match(out, /\[1\] code-writer\s+solution\.py\s+failed {2}\(output broke the code contract twice\)/);
 });
 
+test("a pause's reason goes with the resume: a goal that then ends done shows no reason", () => {
+  const pausedAndDone: TimelineEvent[] = [
+    { type: 'paused', at: t0 + 600, step: 1, pausedFor: 'budget', reason: 'time budget exceeded', budget: 'seconds' },
+    { type: 'resumed', at: t0 + 700, step: 1, action: 'raise budget', budgets: { maxSeconds: 60 } },
+  ];
+  const v = new TimelineView();
+  for (const e of [...events, ...pausedAndDone]) v.apply(e);
+  assert.doesNotMatch(v.render(), /reason:/, 'a resumed goal still shows its pause reason');
+  v.apply({ type: 'finished', at: t0 + 800, status: 'done', step: 1 });
+  assert.match(v.render(), /\[done\]/);
+  assert.doesNotMatch(v.render(), /reason:|time budget/);
+});
+
 test('plain lines carry the time since the goal was created', () => {
   assert.equal(
     formatEventLine(events[5]!, t0),
