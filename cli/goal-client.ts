@@ -159,7 +159,15 @@ export class GoalClient extends GoalReader {
     if (g.status !== 'awaiting_human')
       throw new ValidationError(`goal ${goalId} is ${g.status}, not awaiting_human: nothing to resume`);
     const budgets = raisedBudgets(g, raise);
-    if (g.pausedFor === 'budget') return this.resumeFromBudget(g, budgets, raise);
+    if (g.pausedFor === 'budget') {
+      // It carries on mid-cycle: no planner would read a note now.
+      if (note)
+        throw new ValidationError(
+          `goal ${goalId} is paused at its budget and carries on from where it stopped: a --note is for a ` +
+            'review or an escalation (resume with a higher budget alone)',
+        );
+      return this.resumeFromBudget(g, budgets, raise);
+    }
     const decision = g.reflection?.decision;
     if (!note && g.pausedFor === 'review' && decision === 'end') {
       if (!(await this.lifecycle.approveEnd(goalId, g.step))) throw await this.changedWhileResuming(goalId);

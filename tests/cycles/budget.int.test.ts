@@ -221,6 +221,9 @@ test('--on-budget pause: at --max-tokens the goal waits, work kept; resumed with
   let r = await runCli(['resume', goalId], fleet.env);
   assert.equal(r.code, 1);
   assert.match(r.stderr, /paused at its budget .*: resume it with a higher --max-tokens/);
+  r = await runCli(['resume', goalId, '--max-tokens', '40000', '--note', 'focus'], fleet.env);
+  assert.equal(r.code, 1, 'a note no planner would read was taken');
+  assert.match(r.stderr, /paused at its budget and carries on from where it stopped: a --note is for a review/);
   r = await runCli(['resume', goalId, '--max-tokens', '100'], fleet.env);
   assert.match(r.stderr, new RegExp(`--max-tokens 100 is not above the ${used} tokens the goal has used`));
   r = await runCli(['resume', goalId, '--max-tokens', '40000'], fleet.env);
