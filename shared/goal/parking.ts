@@ -40,10 +40,17 @@ export async function parkForBudget(
   if (!token) throw new Error('a job parking at a budget needs its lock token (run it in a worker)');
   const key = s.goals.keys.parked(goalId);
   // The goal's own keys do not expire while it waits (up to its awaiting retention): nor may
-  // the list of its parked jobs, or a subtask's saved messages (its checkpoint, written before).
+  // the list of its parked jobs, a subtask's saved messages (its checkpoint, written before) or
+  // the decisions on its calls (a human may approve one during the pause).
   const ttl = Math.max(s.cfg.goalKeyTtlSeconds, s.cfg.awaitingRetentionSeconds + PARKED_MARGIN_SECONDS);
-  const checkpoints = s.goals.keys.checkpoints(goalId);
-  await s.redis.multi().hset(key, String(job.id), job.queueName).expire(key, ttl).expire(checkpoints, ttl).exec();
+  const k = s.goals.keys;
+  await s.redis
+    .multi()
+    .hset(key, String(job.id), job.queueName)
+    .expire(key, ttl)
+    .expire(k.checkpoints(goalId), ttl)
+    .expire(k.approvals(goalId), ttl)
+    .exec();
   await job.moveToDelayed(Date.now() + (s.cfg.awaitingRetentionSeconds + 60) * 1000, token);
   const goal = await s.goals.get(goalId);
   if (!goal || !isPausedForBudget(goal)) await job.promote().catch(() => {}); // already promoted: fine
