@@ -173,7 +173,10 @@ export const ConfigSchema = z
       .default(30 * 86_400),
     /** A tool call waiting for a human's approval longer than this is refused (`timeout`). */
     approvalTimeoutSeconds: z.number().int().positive().default(86_400),
-    /** Backstop EXPIRE on every goal key, refreshed on activity. */
+    /**
+     * Backstop EXPIRE on every goal key, renewed by the goal's moves once half of it has run
+     * (not by model calls or writes): it must outlast a cycle's longest stretch between moves.
+     */
     goalKeyTtlSeconds: z
       .number()
       .int()
