@@ -146,6 +146,7 @@ function instrumented(rt: Runtime, queue: string, role: string, handler: JobHand
       rt.metrics.jobs.inc({ queue, role, status: 'completed' });
       return res;
     } catch (err) {
+      scrubError(err, rt.secrets);
       const back = await handedBack(rt, job, token, signal);
       rt.metrics.jobs.inc({ queue, role, status: back ? 'handed_back' : (notFailed(err) ?? 'failed') });
       throw back ?? unrecoverableIfRefused(err);
@@ -164,6 +165,17 @@ function unrecoverableIfRefused(err: unknown): unknown {
   if (!(err instanceof ModelCallError) || err.kind !== 'client') return err;
   // The cause keeps what was noted on the error (a failed run's tokens) for the final-failure hook.
   return Object.assign(new UnrecoverableError(err.message), { cause: err });
+}
+
+/**
+ * BullMQ stores a failed job's message and stack (failedReason, stacktrace), which the reflector
+ * hands on (a cycle's outcomes, the next planner's prompt): a provider's error body that echoes
+ * the key must not take it there. Scrubbed in place, so the error keeps its class.
+ */
+function scrubError(err: unknown, secrets: string[]): void {
+  if (!(err instanceof Error)) return;
+  err.message = scrubSecrets(err.message, secrets);
+  if (err.stack) err.stack = scrubSecrets(err.stack, secrets);
 }
 
 /** A job handed back to the queue on purpose is no failure: a 429 pause, or a wait for a human. */
