@@ -18,6 +18,7 @@ import { scrubSecrets } from './logger.ts';
 import { startOpsServer } from './ops-server.ts';
 import { createRedis, pingRedis } from './redis.ts';
 import type { Runtime } from './runtime.ts';
+import { watchWorkerErrors } from './worker-errors.ts';
 
 /** `token` is the job's lock token: a handler that moves its job (job.moveToDelayed) needs it. */
 export type JobHandler = (job: Job, signal: AbortSignal, token?: string) => Promise<unknown>;
@@ -127,11 +128,7 @@ function createWorkers(opts: ServiceOptions, active: ActiveJobs): Worker[] {
         concurrency: q.concurrency,
       }),
   );
-  for (const w of [main, ...side]) {
-    w.on('error', (err) =>
-      rt.logger.error({ err: { message: scrubSecrets(err.message, rt.secrets) } }, 'worker error'),
-    );
-  }
+  for (const w of [main, ...side]) watchWorkerErrors(rt, w);
   return [main, ...side];
 }
 
