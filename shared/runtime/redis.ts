@@ -36,3 +36,12 @@ export async function pingRedis(client: Redis, timeoutMs = 1000): Promise<boolea
     return false;
   }
 }
+
+/**
+ * Redis's eviction policy, from INFO (CONFIG may be disabled on managed Redis). Anything but
+ * noeviction lets Redis drop keys under memory pressure: a goal, a queue, the sweep's schedule.
+ */
+export async function evictionPolicy(client: Redis): Promise<string | undefined> {
+  const info = await client.info('memory');
+  return /^maxmemory_policy:(\S+)/m.exec(info)?.[1];
+}

@@ -16,7 +16,7 @@ import { ModelCallError } from '../agent/providers/types.ts';
 import { isTerminal } from '../goal/status.ts';
 import { scrubSecrets } from './logger.ts';
 import { startOpsServer } from './ops-server.ts';
-import { createRedis, pingRedis } from './redis.ts';
+import { createRedis, evictionPolicy, pingRedis } from './redis.ts';
 import type { Runtime } from './runtime.ts';
 import { watchWorkerErrors } from './worker-errors.ts';
 
@@ -82,6 +82,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
   // The ops server is up before anything waits on Redis: /healthz answers while Redis is
   // away, and /readyz says so.
   const sub = await listenForCancels(rt, opts, worker!, active);
+  await warnIfEvicting(rt);
   await opts.beforeRun?.();
   for (const w of workers) {
     void w.run().catch((err) => rt.logger.error({ err }, 'worker stopped'));
@@ -104,6 +105,17 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     return stopped;
   };
   return { worker: worker!, port: ops.port, drainTimeoutMs: rt.cfg.drainTimeoutMs, stop };
+}
+
+/** Said at every start, in the structured log an operator reads (BullMQ's own line is plain text). */
+async function warnIfEvicting(rt: Runtime): Promise<void> {
+  const policy = await evictionPolicy(rt.redis).catch(() => undefined);
+  if (policy === undefined || policy === 'noeviction') return;
+  rt.logger.error(
+    { maxmemoryPolicy: policy },
+    `Redis maxmemory-policy is ${policy}: deepq needs noeviction, or Redis may drop goals, queued jobs and ` +
+      'schedules when memory runs short (set maxmemory-policy noeviction)',
+  );
 }
 
 function createWorkers(opts: ServiceOptions, active: ActiveJobs): Worker[] {
