@@ -140,7 +140,15 @@ function createWorkers(opts: ServiceOptions, active: ActiveJobs): Worker[] {
         concurrency: q.concurrency,
       }),
   );
-  for (const w of [main, ...side]) watchWorkerErrors(rt, w);
+  for (const w of [main, ...side]) {
+    watchWorkerErrors(rt, w);
+    // A job whose lock could not be renewed is the stalled check's to hand out again: its run
+    // here stops, rather than going on beside the next one (twice the calls and tokens).
+    w.on('lockRenewalFailed', (ids) => {
+      for (const id of ids) w.cancelJob(id, LOCK_LOST);
+      rt.logger.warn({ jobIds: ids }, 'lock lost (Redis too slow to renew it): stopping these runs');
+    });
+  }
   return [main, ...side];
 }
 
@@ -157,7 +165,12 @@ function instrumented(rt: Runtime, queue: string, role: string, handler: JobHand
     } catch (err) {
       scrubError(err, rt.secrets);
       const back = await handedBack(rt, job, token, signal);
-      rt.metrics.jobs.inc({ queue, role, status: back ? 'handed_back' : (notFailed(err) ?? 'failed') });
+      const lost = signal?.reason === LOCK_LOST;
+      rt.metrics.jobs.inc({
+        queue,
+        role,
+        status: back ? 'handed_back' : lost ? 'lock_lost' : (notFailed(err) ?? 'failed'),
+      });
       throw back ?? unrecoverableIfRefused(err);
     } finally {
       active.delete(String(job.id));
@@ -311,6 +324,8 @@ async function handBack(rt: Runtime, c: Closable): Promise<void> {
 
 /** The abort reason of jobs stopped by a shutdown's drain timeout. */
 const SHUTDOWN = 'shutdown';
+/** The abort reason of a job whose lock was lost: another delivery of it goes on. */
+const LOCK_LOST = 'lock lost';
 
 /**
  * A job its process aborted at the drain timeout goes back to wait before its processor
