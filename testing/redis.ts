@@ -34,3 +34,17 @@ export function useRedis(opts: { appendonly?: boolean; password?: string } = {})
   });
   return ctx;
 }
+
+/** Every value in a Redis, whatever its type, as one text: what a leak check searches. */
+export async function everyValue(client: Redis): Promise<string> {
+  const out: string[] = [];
+  for (const k of await client.keys('*')) {
+    const type = await client.type(k);
+    if (type === 'string') out.push(String(await client.get(k)));
+    else if (type === 'hash') out.push(JSON.stringify(await client.hgetall(k)));
+    else if (type === 'stream') out.push(JSON.stringify(await client.xrange(k, '-', '+')));
+    else if (type === 'list') out.push(JSON.stringify(await client.lrange(k, 0, -1)));
+    else if (type === 'zset') out.push(JSON.stringify(await client.zrange(k, '0', '-1')));
+  }
+  return out.join('\n');
+}

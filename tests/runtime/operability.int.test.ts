@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { assertCliExit, type Fleet, runCli, startFleet } from '../../testing/fleet.ts';
-import { useRedis } from '../../testing/redis.ts';
+import { everyValue, useRedis } from '../../testing/redis.ts';
 
 const PASSWORD = 'redis-Pa55word-xyz';
 const API_KEY = 'sk-ant-api03-FAKEKEY-must-never-leak-0123456789';
@@ -112,15 +112,7 @@ test('goals --json and status show tokens and an estimated cost', async () => {
 test('neither the API key nor the Redis password appears in logs, metrics, transcripts or job data', async () => {
   const haystack: string[] = fleet.procs.map((p) => p.output());
   for (const name of fleet.ports.keys()) haystack.push((await scrape(name)).body);
-  const keys = await redis.client.keys('*');
-  for (const k of keys) {
-    const type = await redis.client.type(k);
-    if (type === 'string') haystack.push(String(await redis.client.get(k)));
-    else if (type === 'hash') haystack.push(JSON.stringify(await redis.client.hgetall(k)));
-    else if (type === 'stream') haystack.push(JSON.stringify(await redis.client.xrange(k, '-', '+')));
-    else if (type === 'list') haystack.push(JSON.stringify(await redis.client.lrange(k, 0, -1)));
-    else if (type === 'zset') haystack.push(JSON.stringify(await redis.client.zrange(k, '0', '-1')));
-  }
+  haystack.push(await everyValue(redis.client));
   const all = haystack.join('\n');
   assert.ok(all.length > 10_000, 'too little was searched to mean anything');
   assert.ok(!all.includes(API_KEY), 'the API key leaked');

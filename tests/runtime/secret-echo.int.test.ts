@@ -14,7 +14,7 @@ import {
   roleOf,
   startMessagesApiServer,
 } from '../../testing/messages-api-server.ts';
-import { useRedis } from '../../testing/redis.ts';
+import { everyValue, useRedis } from '../../testing/redis.ts';
 
 const KEY = 'gw-Key-ECHOED-0123456789abcdef';
 const redis = useRedis();
@@ -39,20 +39,6 @@ after(async () => {
   await server?.close();
 });
 
-/** Every string in this Redis, whatever its type. */
-async function everything(): Promise<string> {
-  const out: string[] = [];
-  for (const k of await redis.client.keys('*')) {
-    const type = await redis.client.type(k);
-    if (type === 'string') out.push(String(await redis.client.get(k)));
-    else if (type === 'hash') out.push(JSON.stringify(await redis.client.hgetall(k)));
-    else if (type === 'stream') out.push(JSON.stringify(await redis.client.xrange(k, '-', '+')));
-    else if (type === 'list') out.push(JSON.stringify(await redis.client.lrange(k, 0, -1)));
-    else if (type === 'zset') out.push(JSON.stringify(await redis.client.zrange(k, '0', '-1')));
-  }
-  return out.join('\n');
-}
-
 test('a key echoed in provider errors is scrubbed from stored failures, outcomes, prompts and logs', {
   timeout: 90_000,
 }, async () => {
@@ -68,7 +54,7 @@ test('a key echoed in provider errors is scrubbed from stored failures, outcomes
     'no subtask failed',
   );
 
-  const stored = await everything();
+  const stored = await everyValue(redis.client);
   assert.match(stored, /invalid x-api-key: \*\*\*/, "the failures' text is stored, scrubbed");
   assert.ok(!stored.includes('ECHOED'), 'the key is stored in Redis');
   const sent = server.requests.map((r) => r.rawBody).join('\n');
