@@ -25,7 +25,8 @@ export async function connected(redis: Redis, url: string, timeoutMs = CONNECT_T
   let onError: (err: Error) => void = () => {};
   try {
     await new Promise<void>((resolve, reject) => {
-      const fail = () => reject(new Error(`cannot connect to Redis at ${redactUrl(url)}${last ? `: ${last}` : ''}`));
+      const fail = () =>
+        reject(new Error(`cannot connect to Redis at ${redactUrl(url)}${last ? `: ${last}${closedHint(last)}` : ''}`));
       const t = setTimeout(() => {
         last = `no connection within ${timeoutMs / 1000} s${last ? ` (${last})` : ''}`;
         fail();
@@ -49,6 +50,16 @@ export async function connected(redis: Redis, url: string, timeoutMs = CONNECT_T
   } finally {
     redis.off('error', onError);
   }
+}
+
+/**
+ * Redis closes a connection it will not serve (at its maxclients, its "ERR max number of clients
+ * reached" unread by the client) or one speaking plain text to a TLS port: the client sees a write
+ * fail, which alone names neither.
+ */
+function closedHint(message: string): string {
+  if (!/EPIPE|ECONNRESET/.test(message)) return '';
+  return '; Redis closed each connection: is it at its maxclients limit, or a TLS port reached without rediss://?';
 }
 
 let clientRef: GoalClient | undefined;
