@@ -191,6 +191,22 @@ export class GoalClient extends GoalReader {
   }
 
   /**
+   * A human judges the work of a goal awaiting them finished: a review or an escalation ends
+   * `done` (nothing runs at those pauses). A goal paused at a budget has work in flight: refused.
+   */
+  async endAsDone(goalId: string): Promise<{ status: string; action: string }> {
+    const g = await this.get(goalId);
+    if (g.status !== 'awaiting_human')
+      throw new ValidationError(`goal ${goalId} is ${g.status}, not awaiting_human: nothing to end`);
+    if (g.pausedFor === 'budget')
+      throw new ValidationError(
+        `goal ${goalId} is paused at its budget with work in flight: raise the budget to carry on, or cancel it`,
+      );
+    if (!(await this.lifecycle.approveEnd(goalId, g.step))) throw await this.changedWhileResuming(goalId);
+    return { status: 'done', action: 'end' };
+  }
+
+  /**
    * A goal paused at a budget carries on from where it stopped: its budgets raised (the one
    * that ran out must be), back to the status it left, its parked jobs woken.
    */

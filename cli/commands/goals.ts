@@ -6,6 +6,7 @@
 
 import { join } from 'node:path';
 import { type Command, Option } from 'commander';
+import { ValidationError } from '../../shared/errors.ts';
 import { GOAL_STATUSES } from '../../shared/goal/status.ts';
 import { int, MAX_SECONDS, num, onBudget } from '../args.ts';
 import { client, connection, reader } from '../connect.ts';
@@ -47,12 +48,17 @@ export function registerGoalCommands(program: Command): void {
     .description('carry on a goal awaiting a human')
     .argument('<goalId>')
     .option('--note <text>', 'a note for the planner (always re-plans)')
+    .option('--end', 'end it as done instead: its work is finished (after a review or an escalation)')
     .option('--max-tokens <n>', 'raise the token budget to n', int('--max-tokens'))
     .option('--max-steps <n>', 'raise the cycle budget to n', int('--max-steps'))
     .option('--max-seconds <n>', 'give it n more seconds from now', num('--max-seconds', MAX_SECONDS))
     .action(async (goalId: string, o) => {
       const raise = { maxTokens: o.maxTokens, maxSteps: o.maxSteps, maxSeconds: o.maxSeconds };
-      const r = await (await client()).resume(goalId, o.note, raise);
+      const raised = Object.values(raise).some((v) => v !== undefined);
+      if (o.end && (o.note !== undefined || raised))
+        throw new ValidationError('--end ends the goal: it takes no --note nor a raised budget');
+      const c = await client();
+      const r = o.end ? await c.endAsDone(goalId) : await c.resume(goalId, o.note, raise);
       print(`resumed ${goalId}: ${r.action} (status ${r.status})`);
     });
   registerGoals(program);

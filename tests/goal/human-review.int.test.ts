@@ -83,6 +83,27 @@ test('at max depth a reflector that would go on escalates; a resume grants that 
   assert.doesNotMatch(JSON.stringify(t1!.messages[0]), /Note from a human/);
 });
 
+test('resume --end: a human ends an escalated goal as done; refused with a note or on a goal not waiting', async () => {
+  const goalId = await fleet.client.enqueue({ goal: 'Deep goal ended by hand' });
+  const g = await fleet.client.waitFor(goalId, { timeoutMs: 20_000 });
+  assert.equal(g.pausedFor, 'escalation');
+  let r = await runCli(['resume', goalId, '--end', '--note', 'x'], fleet.env);
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /--end ends the goal: it takes no --note nor a raised budget/);
+  assert.equal((await fleet.client.get(goalId)).status, 'awaiting_human', 'a refused --end changed the goal');
+  r = await runCli(['resume', goalId, '--end'], fleet.env);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, new RegExp(`resumed ${goalId}: end \\(status done\\)`));
+  const done = await fleet.client.get(goalId);
+  assert.equal(done.status, 'done');
+  assert.equal(done.step, 1, 'a cycle ran after the end');
+  const types = (await fleet.client.goals.events(goalId)).map((e) => e.event.type);
+  assert.deepEqual(types.slice(-3), ['paused', 'resumed', 'finished']);
+  r = await runCli(['resume', goalId, '--end'], fleet.env);
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, new RegExp(`goal ${goalId} is done, not awaiting_human: nothing to end`));
+});
+
 test('resume refuses a goal that is not awaiting a human, naming its status', async () => {
   const goalId = await fleet.client.enqueue({ goal: 'Deep goal 2' });
   await fleet.client.waitFor(goalId, { timeoutMs: 20_000 });

@@ -310,6 +310,13 @@ test('a stall, partial subtasks with their caps, sandbox runs and approvals: liv
   assert.equal(await text(page, `${code} td.tokens`), '12,345');
   await assertStalled(page, 'escalate');
 
+  // A human may judge the work finished whatever the reflector chose: "End as done".
+  await card.locator('button', { hasText: 'End as done' }).click();
+  await page.waitForURL(new RegExp(`/goals/${goalId}$`));
+  await page.locator('#goal-status', { hasText: 'done' }).waitFor();
+  assert.equal((await fleet.client.get(goalId)).status, 'done');
+  assert.equal(await page.locator('#decisions .decision-card').count(), 0, 'nothing left to decide');
+
   // With `stall.action: fail` the goal ends failed, saying the same.
   const failed = await cycleThree('Summarise the flaky notes again');
   for (const e of cycleThreeEvents(failed)) await fleet.client.goals.appendEvent(failed, e);

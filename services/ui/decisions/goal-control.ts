@@ -1,7 +1,7 @@
 // The decisions every goal has: resume a goal that awaits a human (with an optional note for
-// the planner; after a budget pause, with the budget raised) and cancel a goal that has not
-// ended. Both call the CLI's own functions (GoalClient.resume / cancel), so the UI and
-// `deepq resume|cancel` behave the same.
+// the planner; after a budget pause, with the budget raised), end one a human judges finished,
+// and cancel a goal that has not ended. They call the CLI's own functions (GoalClient.resume /
+// endAsDone / cancel), so the UI and `deepq resume [--end]|cancel` behave the same.
 import { cycleCounts } from '../../../cli/budget-status.ts';
 import { isTerminal } from '../../../shared/goal/status.ts';
 import type { GoalRecord } from '../../../shared/goal/store.ts';
@@ -40,6 +40,8 @@ function awaitingHuman(goal: GoalRecord): DecisionView {
         fields: [{ name: 'note', label: 'Note for the planner (optional)', kind: 'text', maxChars: NOTE_MAX_CHARS }],
         tone: 'primary',
       },
+      // A human may judge the work finished whatever the reflector chose (deepq resume --end).
+      { label: 'End as done', path: path`/goals/${goal.goalId}/end`, tone: 'primary' },
       cancelAction(goal.goalId),
     ],
   };
@@ -64,6 +66,7 @@ export const goalControl: DecisionProvider = {
         return ctx.client.resume(goalId, note, raiseFromForm(await c.req.parseBody()));
       }),
     );
+    app.post('/goals/:id/end', (c) => act(c, ctx, 'end', (goalId) => ctx.client.endAsDone(goalId)));
     app.post('/goals/:id/cancel', (c) => act(c, ctx, 'cancel', (goalId) => ctx.client.cancel(goalId)));
   },
 };
