@@ -128,14 +128,16 @@ function createWorkers(opts: ServiceOptions, active: ActiveJobs): Worker[] {
     maxStalledCount: rt.cfg.maxStalledCount,
     autorun: false,
   };
-  const main = new Worker(opts.queueName, instrumented(rt, opts.queueName, opts.role, opts.handler, active), {
+  const hooked = new WeakSet<Job>();
+  const own = { queue: opts.queueName, role: opts.role, handler: opts.handler, onFinalFailure: opts.onFinalFailure };
+  const main = new Worker(opts.queueName, instrumented(rt, own, active, hooked), {
     ...base,
     concurrency: opts.concurrency,
   });
-  main.on('failed', (job, err) => onJobFailed(opts, job, err));
+  main.on('failed', (job, err) => onJobFailed(opts, job, err, hooked));
   const side = (opts.sideQueues ?? []).map(
     (q) =>
-      new Worker(q.queueName, instrumented(rt, q.queueName, q.role, q.handler, active), {
+      new Worker(q.queueName, instrumented(rt, { ...q, queue: q.queueName }, active, hooked), {
         ...base,
         concurrency: q.concurrency,
       }),
@@ -152,8 +154,17 @@ function createWorkers(opts: ServiceOptions, active: ActiveJobs): Worker[] {
   return [main, ...side];
 }
 
-/** Wraps a handler with job metrics and the active-jobs bookkeeping. */
-function instrumented(rt: Runtime, queue: string, role: string, handler: JobHandler, active: ActiveJobs): Processor {
+/** A queue's processor as instrumented() wraps it. */
+interface Processing {
+  queue: string;
+  role: string;
+  handler: JobHandler;
+  onFinalFailure?: ServiceOptions['onFinalFailure'];
+}
+
+/** Wraps a handler with job metrics, the active-jobs bookkeeping and the final-failure hook. */
+function instrumented(rt: Runtime, p: Processing, active: ActiveJobs, hooked: WeakSet<Job>): Processor {
+  const { queue, role, handler } = p;
   return async (job, token, signal) => {
     const started = performance.now();
     const goalId = typeof job.data?.goalId === 'string' ? job.data.goalId : undefined;
@@ -171,12 +182,27 @@ function instrumented(rt: Runtime, queue: string, role: string, handler: JobHand
         role,
         status: back ? 'handed_back' : lost ? 'lock_lost' : (notFailed(err) ?? 'failed'),
       });
-      throw back ?? unrecoverableIfRefused(err);
+      const failure = back ?? unrecoverableIfRefused(err);
+      if (!back && !lost && !notFailed(err)) await finalFailureFirst(rt, p, job, failure, hooked);
+      throw failure;
     } finally {
       active.delete(String(job.id));
       rt.metrics.jobDuration.observe({ queue, role }, (performance.now() - started) / 1000);
     }
   };
+}
+
+/**
+ * A job failing for good is recorded (its subtask_failed, a failed goal) before BullMQ moves it:
+ * the move releases its parent, whose reflection would otherwise run before the record lands.
+ * The 'failed' event skips a job recorded here; a job failed outside its processor (stalled too
+ * often) is recorded there.
+ */
+async function finalFailureFirst(rt: Runtime, p: Processing, job: Job, err: unknown, hooked: WeakSet<Job>) {
+  if (!p.onFinalFailure || !(err instanceof Error)) return;
+  if (!(err instanceof UnrecoverableError) && job.attemptsMade + 1 < (job.opts.attempts ?? 1)) return;
+  hooked.add(job);
+  await p.onFinalFailure(job, err).catch((e) => rt.logger.error({ err: e }, 'final-failure hook failed'));
 }
 
 /**
@@ -207,7 +233,7 @@ function notFailed(err: unknown): string | undefined {
   return undefined;
 }
 
-function onJobFailed(opts: ServiceOptions, job: Job | undefined, err: Error): void {
+function onJobFailed(opts: ServiceOptions, job: Job | undefined, err: Error, hooked: WeakSet<Job>): void {
   if (!job) return;
   const log = opts.rt.logger;
   const final = err instanceof UnrecoverableError || job.attemptsMade >= (job.opts.attempts ?? 1);
@@ -223,10 +249,10 @@ function onJobFailed(opts: ServiceOptions, job: Job | undefined, err: Error): vo
     { ...fields, reason: scrubSecrets(err.message, opts.rt.secrets) },
     final ? 'job failed for good' : 'job failed, will retry',
   );
-  if (final) opts.onFinalFailure?.(job, err).catch((e) => log.error({ err: e }, 'final-failure hook failed'));
+  if (final && !hooked.has(job))
+    opts.onFinalFailure?.(job, err).catch((e) => log.error({ err: e }, 'final-failure hook failed'));
 }
 
-/** Queue depths, and the calls waiting for a human (one ZCARD): every process reports both. */
 /**
  * Redis reachable or not, then (if it is) the queue depths and pending approvals: while Redis is
  * away a scrape says so at once, where it used to wait 5 s and serve the old depths as current.

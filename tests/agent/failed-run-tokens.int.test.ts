@@ -1,5 +1,6 @@
 // A subtask that fails for good after spending tokens says how many in its subtask_failed
-// event: the tokens of the failed run ride from the job to the final-failure hook with the error.
+// event: the tokens of the failed run ride from the job to the final-failure hook with the error,
+// which records it once, before the cycle's reflection.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { startFleet } from '../../testing/fleet.ts';
@@ -40,6 +41,10 @@ test("a run that fails after a model call reports that call's tokens in subtask_
     assert.match(String(failed.reason), /malformed/);
     assert.equal(failed.tokens, 155, 'the failed run spent its first call');
     assert.equal(researchCalls, 2);
+    // Recorded once, and before the move to failed released the reflection: it comes first.
+    const research = events.filter((e) => e.type === 'subtask_failed' && e.role === 'research-specialist');
+    assert.equal(research.length, 1, 'the failure was recorded twice');
+    assert.ok(events.indexOf(failed) < events.findIndex((e) => e.type === 'reflected'), 'reflected came first');
   } finally {
     await fleet.stop();
     await api.close();
