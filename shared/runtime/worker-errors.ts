@@ -15,15 +15,8 @@ const MAX_PAUSE_MS = 30_000;
 /** The same message is logged at most once per this interval. */
 const LOG_EVERY_MS = 10_000;
 
-export interface WorkerErrorOptions {
-  firstPauseMs?: number;
-  maxPauseMs?: number;
-  logEveryMs?: number;
-}
-
-export function watchWorkerErrors(rt: Runtime, worker: Worker, opts: WorkerErrorOptions = {}): void {
-  const log = throttledLog(rt, opts.logEveryMs ?? LOG_EVERY_MS);
-  const first = opts.firstPauseMs ?? FIRST_PAUSE_MS;
+export function watchWorkerErrors(rt: Runtime, worker: Worker): void {
+  const log = throttledLog(rt, LOG_EVERY_MS);
   let pauseMs = 0;
   // A job taken again: Redis accepts writes; the next OOM starts the backoff over.
   worker.on('active', () => {
@@ -32,7 +25,7 @@ export function watchWorkerErrors(rt: Runtime, worker: Worker, opts: WorkerError
   worker.on('error', (err) => {
     const message = scrubSecrets(err.message, rt.secrets);
     if (!OOM.test(message) || worker.closing || worker.isPaused()) return log(message);
-    pauseMs = Math.min(Math.max(first, pauseMs * 2), opts.maxPauseMs ?? MAX_PAUSE_MS);
+    pauseMs = Math.min(Math.max(FIRST_PAUSE_MS, pauseMs * 2), MAX_PAUSE_MS);
     log(message, { pausedMs: pauseMs, hint: 'Redis is at maxmemory: free memory or raise it' });
     void worker.pause(true);
     setTimeout(() => {
