@@ -3,35 +3,19 @@
 // retention, past the keys' TTL). Resumed with more time, the approved call runs.
 
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { anthropicEnv } from '../../testing/agent-harness.ts';
-import { type Fleet, runCli, startFleet } from '../../testing/fleet.ts';
-import { type MessagesApiServer, startMessagesApiServer } from '../../testing/messages-api-server.ts';
+import { test } from 'node:test';
+import { type Fleet, runCli } from '../../testing/fleet.ts';
+import type { MessagesApiServer } from '../../testing/messages-api-server.ts';
 import { useRedis } from '../../testing/redis.ts';
-import {
-  approvalModel,
-  goalFor,
-  pendingCall,
-  resultsOf,
-  until,
-  writeApprovalConfig,
-  writerRequests,
-} from './harness.ts';
+import { goalFor, pendingCall, resultsOf, until, useApprovalFleet, writerRequests } from './harness.ts';
 
 const redis = useRedis();
 let server: MessagesApiServer;
 let fleet: Fleet;
 
-before(async () => {
-  await redis.ready;
-  server = await startMessagesApiServer({ handler: approvalModel });
-  fleet = await startFleet(redis.url, anthropicEnv(server, { DEEPQ_CONFIG: writeApprovalConfig() }), {
-    roles: ['writer', 'helper'],
-  });
-});
-after(async () => {
-  await fleet?.stop();
-  await server?.close();
+useApprovalFleet(redis, ['writer', 'helper'], {}, (f, s) => {
+  fleet = f;
+  server = s;
 });
 
 test('approved while its goal is paused at a budget: the approval outlives the keys; resumed, the call runs', {

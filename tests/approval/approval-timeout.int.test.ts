@@ -5,41 +5,21 @@
 // the model reads the refusal; the paused turn is not asked again.
 
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { subagentQueueName, subtaskJobId } from '../../shared/runtime/queues.ts';
-import { anthropicEnv } from '../../testing/agent-harness.ts';
-import { type Fleet, runCli, startFleet, stopProcess } from '../../testing/fleet.ts';
-import { type MessagesApiServer, startMessagesApiServer } from '../../testing/messages-api-server.ts';
+import { type Fleet, runCli, stopProcess } from '../../testing/fleet.ts';
+import type { MessagesApiServer } from '../../testing/messages-api-server.ts';
 import { useRedis } from '../../testing/redis.ts';
-import {
-  approvalModel,
-  goalFor,
-  pendingCall,
-  resultsOf,
-  sample,
-  scrape,
-  until,
-  writeApprovalConfig,
-  writerRequests,
-} from './harness.ts';
+import { goalFor, pendingCall, resultsOf, sample, scrape, until, useApprovalFleet, writerRequests } from './harness.ts';
 
 const redis = useRedis();
 let server: MessagesApiServer;
 let fleet: Fleet;
 
-before(async () => {
-  await redis.ready;
-  server = await startMessagesApiServer({ handler: approvalModel });
-  const env = anthropicEnv(server, {
-    DEEPQ_CONFIG: writeApprovalConfig(),
-    DEEPQ_APPROVAL_TIMEOUT_SECONDS: '2',
-    DEEPQ_SWEEP_INTERVAL_SECONDS: '1',
-  });
-  fleet = await startFleet(redis.url, env, { roles: ['timed', 'helper'] });
-});
-after(async () => {
-  await fleet?.stop();
-  await server?.close();
+const quickTimeout = { DEEPQ_APPROVAL_TIMEOUT_SECONDS: '2', DEEPQ_SWEEP_INTERVAL_SECONDS: '1' };
+useApprovalFleet(redis, ['timed', 'helper'], quickTimeout, (f, s) => {
+  fleet = f;
+  server = s;
 });
 
 const cli = (args: string[]) => runCli(args, { ...fleet.env, LOG_LEVEL: 'silent' });

@@ -5,14 +5,12 @@
 // the same cycle is not run again, and the cycle's reflection waits for the resumed child.
 
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { subagentQueueName, subtaskJobId } from '../../shared/runtime/queues.ts';
-import { anthropicEnv } from '../../testing/agent-harness.ts';
-import { type Fleet, runCli, startFleet, stopProcess } from '../../testing/fleet.ts';
-import { goalOf, type MessagesApiServer, roleOf, startMessagesApiServer } from '../../testing/messages-api-server.ts';
+import { type Fleet, runCli, stopProcess } from '../../testing/fleet.ts';
+import { goalOf, type MessagesApiServer, roleOf } from '../../testing/messages-api-server.ts';
 import { useRedis } from '../../testing/redis.ts';
 import {
-  approvalModel,
   events,
   goalFor,
   helperRequests,
@@ -20,7 +18,7 @@ import {
   sample,
   scrape,
   until,
-  writeApprovalConfig,
+  useApprovalFleet,
   writerRequests,
 } from './harness.ts';
 
@@ -28,15 +26,9 @@ const redis = useRedis();
 let server: MessagesApiServer;
 let fleet: Fleet;
 
-before(async () => {
-  await redis.ready;
-  server = await startMessagesApiServer({ handler: approvalModel });
-  const env = anthropicEnv(server, { DEEPQ_CONFIG: writeApprovalConfig() });
-  fleet = await startFleet(redis.url, env, { roles: ['writer', 'helper'] });
-});
-after(async () => {
-  await fleet?.stop();
-  await server?.close();
+useApprovalFleet(redis, ['writer', 'helper'], {}, (f, s) => {
+  fleet = f;
+  server = s;
 });
 
 test('the worker is SIGKILLed while a call waits; approved, a new worker continues from the saved messages', {

@@ -6,9 +6,11 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { after, before } from 'node:test';
 import type { ApprovalRecord } from '../../shared/goal/approvals.ts';
 import type { TimelineEvent } from '../../shared/goal/events.ts';
-import type { Fleet } from '../../testing/fleet.ts';
+import { anthropicEnv } from '../../testing/agent-harness.ts';
+import { type Fleet, startFleet } from '../../testing/fleet.ts';
 import {
   firstUserText,
   goalOf,
@@ -16,12 +18,14 @@ import {
   type MessagesApiServer,
   type RecordedRequest,
   roleOf,
+  startMessagesApiServer,
   systemText,
   text,
   toolUse,
   type WireBlock,
   type WireToolResult,
 } from '../../testing/messages-api-server.ts';
+import type { TestRedis } from '../../testing/redis.ts';
 import { until } from '../../testing/until.ts';
 
 export const WRITER_PROMPT = 'You are the approval test writer.';
@@ -126,3 +130,29 @@ export function sample(metrics: string, name: string, labels = ''): number {
 }
 
 export { until };
+
+/**
+ * The file's fleet: the approval model on a local Messages API, the approval config (plus
+ * `env`), a worker for each of `roles`; started before the file's tests, stopped after.
+ */
+export function useApprovalFleet(
+  redis: TestRedis,
+  roles: string[],
+  env: NodeJS.ProcessEnv,
+  assign: (fleet: Fleet, server: MessagesApiServer) => void,
+): void {
+  let server: MessagesApiServer | undefined;
+  let fleet: Fleet | undefined;
+  before(async () => {
+    await redis.ready;
+    server = await startMessagesApiServer({ handler: approvalModel });
+    fleet = await startFleet(redis.url, anthropicEnv(server, { DEEPQ_CONFIG: writeApprovalConfig(), ...env }), {
+      roles,
+    });
+    assign(fleet, server);
+  });
+  after(async () => {
+    await fleet?.stop();
+    await server?.close();
+  });
+}
