@@ -3,7 +3,10 @@
 import type { Job } from 'bullmq';
 import type { CycleOutcome } from '../../shared/goal/progress.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';
+import { isFinishedBy } from '../../shared/goal/subtask-artifact.ts';
 import type { SubagentJobResult } from '../../shared/runtime/jobs.ts';
+import { subtaskJobId } from '../../shared/runtime/queues.ts';
+import type { Runtime } from '../../shared/runtime/runtime.ts';
 
 export interface SubtaskOutcome extends CycleOutcome {
   bytes?: number;
@@ -12,7 +15,7 @@ export interface SubtaskOutcome extends CycleOutcome {
 /** Child job ids end in `:<index>` (services/planner/dispatch.ts). */
 const indexOf = (key: string) => Number(key.split(':').pop());
 
-export async function collectOutcomes(job: Job, goal: GoalRecord): Promise<SubtaskOutcome[]> {
+export async function collectOutcomes(rt: Runtime, job: Job, goal: GoalRecord): Promise<SubtaskOutcome[]> {
   const values = (await job.getChildrenValues()) as Record<string, SubagentJobResult>;
   // Failed children (ignoreDependencyOnFailure) are read only when some child left no value.
   const plan = goal.planStep === job.data.step ? goal.plan : null;
@@ -44,5 +47,34 @@ export async function collectOutcomes(job: Job, goal: GoalRecord): Promise<Subta
       reason: String(reason).slice(0, 300),
     });
   }
+  await finishedDespiteFailure(rt, job, byIndex, failures);
   return [...byIndex.values()].sort((a, b) => a.index - b.index);
+}
+
+/**
+ * A child that failed after its run recorded its artifact `done` (stalled too often once the
+ * write was in) finished: it counts done, as its `subtask_finished` on the timeline says.
+ */
+async function finishedDespiteFailure(
+  rt: Runtime,
+  job: Job,
+  byIndex: Map<number, SubtaskOutcome>,
+  failures: Record<string, string>,
+): Promise<void> {
+  const keys = Object.keys(failures);
+  if (keys.length === 0) return;
+  const { goalId, step } = job.data as { goalId: string; step: number };
+  const entries = await Promise.all(
+    keys.map((key) => {
+      const o = byIndex.get(indexOf(key))!;
+      return o.artifact === '?' ? null : rt.vfs.stat(goalId, o.artifact);
+    }),
+  );
+  keys.forEach((key, i) => {
+    const o = byIndex.get(indexOf(key))!;
+    // The artifact's writer is the child's job id, derived from the cycle and index (dispatch).
+    const entry = entries[i];
+    if (!isFinishedBy(entry, step, subtaskJobId(goalId, step, o.index))) return;
+    byIndex.set(o.index, { ...o, status: 'done', reason: undefined, bytes: entry!.bytes });
+  });
 }

@@ -38,7 +38,7 @@ export async function processReflectJob(
   const threadId = threadIdFor(goalId, 'reflector', shortId());
   const log = rt.logger.child({ goalId, step, role: 'reflector', threadId, jobId: job.id });
 
-  const outcomes = await collectOutcomes(job, goal);
+  const outcomes = await collectOutcomes(rt, job, goal);
   const evicted = await rt.vfs.evict(goalId, step);
   if (evicted.length) log.info({ evicted: evicted.length }, 'evicted stale artifacts');
   // The index the move read is the one to reflect on, unless eviction may have changed it.

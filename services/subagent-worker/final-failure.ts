@@ -1,6 +1,7 @@
 // A subtask that failed for good is recorded on the goal's timeline; the cycle's reflection
 // goes on without it (a failed child never cancels its siblings).
 import type { Job } from 'bullmq';
+import { finishedArtifact } from '../../shared/goal/subtask-artifact.ts';
 import { SubagentJobSchema } from '../../shared/runtime/jobs.ts';
 import { scrubSecrets } from '../../shared/runtime/logger.ts';
 import { subagentQueueName } from '../../shared/runtime/queues.ts';
@@ -17,6 +18,8 @@ export function recordSubtaskFailure(rt: Runtime) {
     if (!(await rt.goals.get(goalId))) return;
     // A resumed run that failed for good leaves no pause behind.
     await rt.approvals.clearCheckpoint(goalId, String(job.id));
+    // Its run recorded the artifact (and subtask_finished) before the job failed (stalled too often).
+    if (await finishedArtifact(rt.vfs, parsed.data, String(job.id))) return;
     const reason = scrubSecrets(err.message, rt.secrets).slice(0, 300);
     const tokens = runTokensOf(err);
     await rt.goals.appendEvent(goalId, {

@@ -17,6 +17,7 @@ import { threadIdFor } from '../../shared/goal/keys.ts';
 import { isPausedForBudget, parkForBudget } from '../../shared/goal/parking.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
 import type { GoalBrief } from '../../shared/goal/store.ts';
+import { finishedArtifact } from '../../shared/goal/subtask-artifact.ts';
 import {
   goalBriefOfJob,
   parseJobData,
@@ -26,7 +27,7 @@ import {
 } from '../../shared/runtime/jobs.ts';
 import { pauseQueueForRateLimit } from '../../shared/runtime/queue-rate-limit.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
-import type { WriteMeta } from '../../shared/vfs/vfs.ts';
+import type { FileEntry, WriteMeta } from '../../shared/vfs/vfs.ts';
 import { endPaused, type PausedJob, pauseForApproval, type Resumed, takeDecisions } from './approval.ts';
 import { noteRunTokens } from './run-tokens.ts';
 import { buildSubagentTask } from './task.ts';
@@ -58,7 +59,7 @@ export async function processSubagentJob(
     throw new UnrecoverableError(`job is for role ${data.role}, this worker serves ${role.name}`);
   }
   const { goalId, step } = data;
-  const { saved, goal, threadId } = await openJob(rt, job, data, role.name);
+  const { saved, goal, threadId, finished } = await openJob(rt, job, data, role.name);
   const base: ResultBase = {
     artifact_name: data.expected_artifact,
     role: role.name,
@@ -69,6 +70,7 @@ export async function processSubagentJob(
   const log = rt.logger.child({ goalId, step, role: role.name, threadId, jobId: job.id });
   const startedAt = base.startedAt;
   const paused: PausedJob = { rt, job, token, data, threadId, startedAt, log, tokens: saved?.tokens ?? 0 };
+  if (finished) return finishedEarlier(paused, base, finished, saved);
   if (isTerminal(goal.status)) {
     if (saved) await endPaused(paused, saved, goal.status);
     return skippedResult(base, `skipped: goal is ${goal.status}`, goal.status);
@@ -83,17 +85,37 @@ export async function processSubagentJob(
 }
 
 /**
+ * A delivery of a job whose run recorded its artifact already (the lock was lost before BullMQ
+ * stored the return, and the stalled check handed the job out again): its result, not a new run.
+ */
+async function finishedEarlier(
+  p: PausedJob,
+  base: ResultBase,
+  entry: FileEntry,
+  saved: JobCheckpoint | null,
+): Promise<SubagentJobResult> {
+  if (saved) await p.rt.approvals.clearCheckpoint(p.data.goalId, String(p.job.id));
+  p.log.info({ bytes: entry.bytes }, 'subtask finished in an earlier delivery: not run again');
+  const threadId = entry.threadId ?? base.threadId;
+  return { ...base, threadId, status: 'done', notes: null, bytes: entry.bytes, finishedAt: entry.updatedAt };
+}
+
+interface OpenedJob {
+  saved: JobCheckpoint | null;
+  goal: GoalBrief;
+  threadId: string;
+  /** The artifact an earlier delivery of this job recorded `done`. */
+  finished?: FileEntry | null;
+}
+
+/**
  * The job's start: the goal's brief, a paused run's checkpoint, and (not for a resumed run) its
  * subtask_started event for a goal that goes on. A job paused for approval goes on under its own
  * thread id, from its saved messages; only a run of this job saves a checkpoint, so a first
- * start reads none, and its event lands with the brief read (one script).
+ * start reads none, and its event lands with the brief read (one script). A later start also
+ * reads whether an earlier delivery finished the subtask.
  */
-async function openJob(
-  rt: Runtime,
-  job: Job,
-  data: SubagentJob,
-  role: string,
-): Promise<{ saved: JobCheckpoint | null; goal: GoalBrief; threadId: string }> {
+async function openJob(rt: Runtime, job: Job, data: SubagentJob, role: string): Promise<OpenedJob> {
   const { goalId, step, index } = data;
   const started = (threadId: string): TimelineEventBody => {
     const ref = { step, index, role, artifact: data.expected_artifact, threadId };
@@ -103,12 +125,14 @@ async function openJob(
     const threadId = threadIdFor(goalId, role, shortId());
     return { saved: null, goal: await goalBriefOfJob(rt.goals, goalId, started(threadId)), threadId };
   }
-  // Both reads go out back to back (one round trip).
-  const [saved, goal] = await Promise.all([
+  // The reads go out back to back (one round trip).
+  const [saved, goal, finished] = await Promise.all([
     rt.approvals.checkpoint(goalId, String(job.id)),
     goalBriefOfJob(rt.goals, goalId),
+    finishedArtifact(rt.vfs, data, String(job.id)),
   ]);
   const threadId = saved?.threadId ?? threadIdFor(goalId, role, shortId());
+  if (finished) return { saved, goal, threadId, finished };
   const goesOn = !isTerminal(goal.status) && !isPausedForBudget(goal);
   // A new attempt after a failed one shows on the timeline, also when it goes on from where the
   // failed one stopped (a resume after a pause or a 429 is the same attempt).

@@ -1,0 +1,134 @@
+// A subtask whose run recorded its artifact but whose job's lock was lost before BullMQ stored
+// the return (the lock key gone, as its expiry would leave it): the stalled check hands the job
+// out again. The next delivery returns the recorded result (no second run, no second tokens);
+// a job the stalled check fails for good after that still counts done for the reflector.
+// Real Redis, BullMQ workers and the real AnthropicProvider against a local Messages-API server.
+
+import assert from 'node:assert/strict';
+import { rmSync } from 'node:fs';
+import { after, afterEach, before, beforeEach, test } from 'node:test';
+import { type Job, Queue } from 'bullmq';
+import { dispatchCycle } from '../../services/planner/dispatch.ts';
+import { collectOutcomes } from '../../services/reflector/outcomes.ts';
+import { recordSubtaskFailure } from '../../services/subagent-worker/final-failure.ts';
+import { processSubagentJob } from '../../services/subagent-worker/subagent-job.ts';
+import { newGoalId } from '../../shared/goal/ids.ts';
+import { REFLECT_QUEUE, reflectJobId, subagentQueueName, subtaskJobId } from '../../shared/runtime/queues.ts';
+import type { Runtime } from '../../shared/runtime/runtime.ts';
+import { type RunningService, startService } from '../../shared/runtime/service.ts';
+import { testRuntime } from '../../testing/agent-harness.ts';
+import { type MessagesApiServer, startMessagesApiServer, text } from '../../testing/messages-api-server.ts';
+import { useRedis } from '../../testing/redis.ts';
+import { until } from '../../testing/until.ts';
+
+const redis = useRedis();
+let server: MessagesApiServer;
+let rt: Runtime;
+const ROLE = 'research-specialist';
+
+before(async () => {
+  await redis.ready;
+  server = await startMessagesApiServer();
+  server.setHandler(() => text('Summary: the facts, with citations [1].'));
+});
+// The worker's stop closes its runtime: each test has its own.
+beforeEach(() => {
+  rt = testRuntime(redis.url, server, {
+    DEEPQ_STALLED_INTERVAL_MS: '300',
+    DEEPQ_MAX_STALLED_COUNT: '1',
+    DEEPQ_LOCK_DURATION_MS: '5000',
+  });
+});
+afterEach(() => rmSync(rt.cfg.vfs.blobDir, { recursive: true, force: true }));
+after(() => server?.close());
+
+/** A goal running its first cycle: one research subtask in its role's queue, the reflection waiting on it. */
+async function dispatchedGoal(): Promise<string> {
+  const goalId = newGoalId();
+  await rt.goals.create(goalId, 'summarise the facts', {}, false);
+  const plan = {
+    subtasks: [{ role: ROLE, instruction: 'summarise', expected_artifact: 'summary.md', read_files: [] }],
+  };
+  assert.equal((await rt.lifecycle.planJobStart(goalId, 1))?.moved, true);
+  assert.ok(await rt.lifecycle.dispatch(goalId, 1, plan));
+  await dispatchCycle(rt.queues, rt.cfg, goalId, 1, plan);
+  return goalId;
+}
+
+/** The role's worker, losing each job's lock after its run (`lose` says on which deliveries). */
+function workerLosingLocks(lose: (delivery: number) => boolean): Promise<RunningService> {
+  const role = rt.cfg.roles.find((r) => r.name === ROLE)!;
+  const queueName = subagentQueueName(ROLE);
+  const queue = rt.queues.get(queueName);
+  return startService({
+    rt,
+    name: 'worker',
+    queueName,
+    role: ROLE,
+    concurrency: 1,
+    handler: async (job, signal, token) => {
+      const res = await processSubagentJob({ rt, role, queue }, job, signal, token);
+      if (lose(job.attemptsStarted)) await redis.client.del(`${rt.cfg.prefix}:${queueName}:${job.id}:lock`);
+      return res;
+    },
+    onFinalFailure: recordSubtaskFailure(rt),
+  });
+}
+
+const eventTypes = async (goalId: string) => (await rt.goals.events(goalId)).map((e) => e.event.type);
+
+test('a job handed out again after its run recorded the artifact returns that result, not a new run', {
+  timeout: 60_000,
+}, async () => {
+  const goalId = await dispatchedGoal();
+  server.clear();
+  const svc = await workerLosingLocks((delivery) => delivery === 1);
+  const queue = new Queue(subagentQueueName(ROLE), { connection: rt.bull, prefix: rt.cfg.prefix });
+  try {
+    const jobId = subtaskJobId(goalId, 1, 0);
+    await until(async () => (await queue.getJobState(jobId)) === 'completed', 30_000);
+    const job = (await queue.getJob(jobId)) as Job;
+    assert.ok(job.attemptsStarted >= 2, `delivered ${job.attemptsStarted} time(s): the lock loss was not seen`);
+    assert.equal(job.returnvalue.status, 'done');
+    assert.equal(job.returnvalue.bytes, Buffer.byteLength('Summary: the facts, with citations [1].'));
+    assert.equal(server.messageRequests().length, 1, 'the model was asked once');
+    const entry = (await rt.vfs.stat(goalId, 'summary.md'))!;
+    assert.equal(entry.version, 1, 'written once');
+    assert.equal(job.returnvalue.threadId, entry.threadId, "the result names the run's thread");
+    const types = await eventTypes(goalId);
+    assert.equal(types.filter((t) => t === 'subtask_started').length, 1);
+    assert.equal(types.filter((t) => t === 'subtask_finished').length, 1);
+  } finally {
+    await queue.close();
+    await svc.stop();
+  }
+});
+
+test('a job the stalled check fails after its run recorded the artifact counts done in the cycle', {
+  timeout: 60_000,
+}, async () => {
+  const goalId = await dispatchedGoal();
+  server.clear();
+  const svc = await workerLosingLocks(() => true);
+  const queue = new Queue(subagentQueueName(ROLE), { connection: rt.bull, prefix: rt.cfg.prefix });
+  const reflect = new Queue(REFLECT_QUEUE, { connection: rt.bull, prefix: rt.cfg.prefix });
+  try {
+    const jobId = subtaskJobId(goalId, 1, 0);
+    await until(async () => (await queue.getJobState(jobId)) === 'failed', 30_000);
+    const failed = (await queue.getJob(jobId)) as Job;
+    assert.match(failed.failedReason, /stalled/);
+    assert.equal(server.messageRequests().length, 1, 'the model was asked once');
+    const parent = (await reflect.getJob(reflectJobId(goalId, 1))) as Job;
+    await until(async () => (await parent.getState()) === 'waiting', 10_000);
+    const outcomes = await collectOutcomes(rt, parent, (await rt.goals.get(goalId))!);
+    assert.deepEqual(
+      outcomes.map((o) => [o.index, o.status, o.artifact, o.reason]),
+      [[0, 'done', 'summary.md', undefined]],
+    );
+    assert.ok(!(await eventTypes(goalId)).includes('subtask_failed'));
+  } finally {
+    await queue.close();
+    await reflect.close();
+    await svc.stop();
+  }
+});
