@@ -14,6 +14,7 @@ import {
 import type { Redis } from 'ioredis';
 import { ModelCallError } from '../agent/providers/types.ts';
 import { isTerminal } from '../goal/status.ts';
+import { delayForFullRedis } from './full-redis.ts';
 import { scrubSecrets } from './logger.ts';
 import { startOpsServer } from './ops-server.ts';
 import { createRedis, evictionPolicy, pingRedis } from './redis.ts';
@@ -175,7 +176,7 @@ function instrumented(rt: Runtime, p: Processing, active: ActiveJobs, hooked: We
       return res;
     } catch (err) {
       scrubError(err, rt.secrets);
-      const back = await handedBack(rt, job, token, signal);
+      const back = (await handedBack(rt, job, token, signal)) ?? (await delayForFullRedis(rt, job, token, err));
       const lost = signal?.reason === LOCK_LOST;
       rt.metrics.jobs.inc({
         queue,

@@ -5,11 +5,10 @@
 // fetching (its running jobs go on) with a growing backoff; any error is logged once per message
 // per interval, with how often it repeated.
 import type { Worker } from 'bullmq';
+import { REDIS_FULL } from './full-redis.ts';
 import type { Runtime } from './runtime.ts';
 import { scrubSecrets } from './scrub.ts';
 
-/** Redis's reply to a write at maxmemory under noeviction. */
-const OOM = /^OOM\b/;
 const FIRST_PAUSE_MS = 1000;
 const MAX_PAUSE_MS = 30_000;
 /** The same message is logged at most once per this interval. */
@@ -24,7 +23,7 @@ export function watchWorkerErrors(rt: Runtime, worker: Worker): void {
   });
   worker.on('error', (err) => {
     const message = scrubSecrets(err.message, rt.secrets);
-    if (!OOM.test(message) || worker.closing || worker.isPaused()) return log(message);
+    if (!REDIS_FULL.test(message) || worker.closing || worker.isPaused()) return log(message);
     pauseMs = Math.min(Math.max(FIRST_PAUSE_MS, pauseMs * 2), MAX_PAUSE_MS);
     log(message, { pausedMs: pauseMs, hint: 'Redis is at maxmemory: free memory or raise it' });
     void worker.pause(true);

@@ -1,7 +1,8 @@
 // Redis full (maxmemory with noeviction): writes fail. `enqueue` says so clearly and stores
 // nothing; a running goal keeps a consistent file index (no half-written artifact) and, once
 // memory is freed, carries on to done by itself (job retries, the stalled check, the
-// reconciler); new goals run again.
+// reconciler); new goals run again. A subtask whose writes Redis refused goes back to its
+// queue without using an attempt: Redis full for longer than its retries' backoff fails none.
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -49,6 +50,30 @@ async function freeRedis(): Promise<void> {
   await redis.client.config('SET', 'maxmemory', '0');
 }
 
+test('a goal running when Redis fills up keeps a consistent index and ends done once memory is freed', async () => {
+  const c = fleet.client;
+  const goalId = await c.enqueue({ goal: 'Running while Redis fills up' });
+  const started = async () => (await c.goals.events(goalId)).some((e) => e.event.type === 'subtask_started');
+  while (!(await started())) await new Promise((r) => setTimeout(r, 50));
+  await fillRedis();
+  // The subtasks' writes meet a full Redis, for longer than their 3 attempts' backoff (1 s, 2 s).
+  await new Promise((r) => setTimeout(r, 8000));
+  await freeRedis();
+  const g = await c.waitFor(goalId, { timeoutMs: 60_000 });
+  assert.equal(g.status, 'done', g.reason ?? '');
+  const cycle1 = (await c.goals.events(goalId)).find((e) => e.event.type === 'reflected')!.event;
+  assert.ok(cycle1.type === 'reflected');
+  assert.deepEqual(
+    cycle1.outcomes.map((o) => o.status),
+    ['done', 'done'],
+    'no subtask of the first cycle failed for good',
+  );
+  for (const f of await c.artifacts(goalId)) {
+    const content = await c.read(goalId, f.name);
+    assert.ok(content !== null && Buffer.byteLength(content) === f.bytes, `${f.name}: index and content agree`);
+  }
+});
+
 test('enqueue on a full Redis fails with a clear message and stores nothing', async () => {
   const before = await redis.client.zcard(`${fleet.cfg.prefix}:goals`);
   await fillRedis();
@@ -62,20 +87,4 @@ test('enqueue on a full Redis fails with a clear message and stores nothing', as
   }
   const r = await runCli(['enqueue', '--wait', 'A goal once memory is back'], fleet.env);
   await assertCliExit(r, 0, fleet);
-});
-
-test('a goal running when Redis fills up keeps a consistent index and ends done once memory is freed', async () => {
-  const c = fleet.client;
-  const goalId = await c.enqueue({ goal: 'Running while Redis fills up' });
-  const started = async () => (await c.goals.events(goalId)).some((e) => e.event.type === 'subtask_started');
-  while (!(await started())) await new Promise((r) => setTimeout(r, 50));
-  await fillRedis();
-  await new Promise((r) => setTimeout(r, 3000)); // the subtasks' writes meet a full Redis
-  await freeRedis();
-  const g = await c.waitFor(goalId, { timeoutMs: 60_000 });
-  assert.equal(g.status, 'done', g.reason ?? '');
-  for (const f of await c.artifacts(goalId)) {
-    const content = await c.read(goalId, f.name);
-    assert.ok(content !== null && Buffer.byteLength(content) === f.bytes, `${f.name}: index and content agree`);
-  }
 });
