@@ -4,6 +4,7 @@
 // imported when a command first needs them, so `deepq --help` loads none of them.
 import type { Redis } from 'ioredis';
 import type { Config } from '../shared/runtime/config.ts';
+import { closedHint } from '../shared/runtime/redis-hints.ts';
 import type { GoalClient } from './goal-client.ts';
 import type { GoalReader } from './goal-reader.ts';
 
@@ -50,16 +51,6 @@ export async function connected(redis: Redis, url: string, timeoutMs = CONNECT_T
   } finally {
     redis.off('error', onError);
   }
-}
-
-/**
- * Redis closes a connection it will not serve (at its maxclients, its "ERR max number of clients
- * reached" unread by the client) or one speaking plain text to a TLS port: the client sees a write
- * fail, which alone names neither.
- */
-function closedHint(message: string): string {
-  if (!/EPIPE|ECONNRESET/.test(message)) return '';
-  return '; Redis closed each connection: is it at its maxclients limit, or a TLS port reached without rediss://?';
 }
 
 let clientRef: GoalClient | undefined;

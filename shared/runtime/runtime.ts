@@ -7,6 +7,7 @@ import { createProvider, type ModelProvider } from '../agent/providers/index.ts'
 import { type Config, redactUrl } from './config.ts';
 import { createLogger } from './logger.ts';
 import { Metrics } from './metrics.ts';
+import { closedHint } from './redis-hints.ts';
 import { openState, type State } from './state.ts';
 
 export { openState, type State };
@@ -47,5 +48,33 @@ export function createRuntime(cfg: Config, service: string): Runtime {
       logger.warn({ provider: name, model }, 'the endpoint reports no token usage: deepq estimates it (flagged)'),
   });
   logger.debug({ redis: redactUrl(cfg.redisUrl), prefix: cfg.prefix, provider: provider.name }, 'runtime ready');
+  logRedisTrouble(state.redis, logger, cfg.redisUrl);
   return { ...state, metrics, logger, provider, secrets };
+}
+
+const LOG_EVERY_MS = 30_000;
+
+/**
+ * A service whose Redis is away (down, unreachable, at its maxclients) says so while it retries,
+ * at most once per 30 s (with how many errors came between), naming the likely cause of a closed
+ * connection; and says when Redis is back. Without it a service waited in silence, its /readyz
+ * only saying `redis: false`.
+ */
+function logRedisTrouble(redis: State['redis'], logger: Logger, url: string): void {
+  let last = { at: 0, repeats: 0 };
+  redis.on('error', (err: Error) => {
+    const now = Date.now();
+    if (last.at && now - last.at < LOG_EVERY_MS) {
+      last.repeats++;
+      return;
+    }
+    const message = `${err.message}${closedHint(err.message)}`;
+    const repeated = last.repeats ? { repeated: last.repeats } : {};
+    logger.error({ redis: redactUrl(url), err: { message }, ...repeated }, 'cannot reach Redis; retrying');
+    last = { at: now, repeats: 0 };
+  });
+  redis.on('ready', () => {
+    if (last.at) logger.info({ redis: redactUrl(url) }, 'Redis reachable again');
+    last = { at: 0, repeats: 0 };
+  });
 }
