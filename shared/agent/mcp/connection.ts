@@ -291,13 +291,15 @@ export class McpConnection {
     if (gen !== this.gen || this.state === 'closed') return;
     this.gen++;
     const old = this.client;
+    const oldTransport = this.transport;
     this.client = undefined;
     this.transport = undefined;
     const oldPid = this.pid;
     this.pid = null;
     this.callsInFlight = 0;
     clearTimeout(this.pingTimer);
-    void closeClient(old, oldPid);
+    // A session given up on (a ping timed out, a call failed) may still be open at the server.
+    void endSession(oldTransport).then(() => closeClient(old, oldPid));
     // A stdio server that fails to start usually says why on stderr: its last line goes with the reason.
     const said = failedAttempt ? this.stderrTail.at(-1) : undefined;
     this.lastError = this.opts.scrub(said ? `${reason} (stderr: ${said.slice(0, 200)})` : reason);
@@ -417,10 +419,15 @@ export class McpConnection {
     this.pid = null;
     this.callsInFlight = 0;
     this.setState('closed');
-    if (transport instanceof StreamableHTTPClientTransport && transport.sessionId) {
-      await withTimeout(transport.terminateSession(), 1000);
-    }
+    await endSession(transport);
     await withTimeout(closeClient(client, pid), 5000);
+  }
+}
+
+/** Ends an HTTP session at its server (DELETE with its id), within a second; nothing for stdio. */
+async function endSession(transport: Transport | undefined): Promise<void> {
+  if (transport instanceof StreamableHTTPClientTransport && transport.sessionId) {
+    await withTimeout(transport.terminateSession(), 1000);
   }
 }
 
