@@ -222,6 +222,24 @@ test('files deleted while held open count against the files limit: past it, the 
   assert.ok(Date.now() - started < 12_000, 'killed at the limit, not at the end of its sleep');
 });
 
+test('space reserved without a size (fallocate --keep-size) counts against the files limit', async () => {
+  const goalId = await t.newGoal();
+  // 64 MiB of blocks held by a file whose size stays 0: its size alone never reaches the limit.
+  const out = await runCode(goalId).run(
+    sh(': > held && fallocate -n -l 64M held && ls -s held && sleep 12 && echo survived'),
+  );
+  assert.match(out, /^limit hit: files written \(8 MiB/);
+  assert.doesNotMatch(out, /survived/);
+  const seconds = Number(/^run_code: shell, ([\d.]+) s/m.exec(out)?.[1]);
+  assert.ok(seconds < 12, `killed at the limit, not at the end of its sleep: ${seconds} s`);
+  // The same, deleted while held open: no walk of the folder finds it.
+  const held = await runCode(goalId).run(
+    sh(': > gone && exec 3<>gone && fallocate -n -l 64M gone && rm gone && sleep 12 && echo survived'),
+  );
+  assert.match(held, /^limit hit: files written \(8 MiB/);
+  assert.doesNotMatch(held, /survived/);
+});
+
 test("folders count against the work dir's entries cap: a run making only empty folders is killed at it", async () => {
   const goalId = await t.newGoal();
   const code = 'import os, time\nfor i in range(5100):\n    os.mkdir("d%05d" % i)\ntime.sleep(12)\nprint("survived")\n';

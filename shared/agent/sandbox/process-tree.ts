@@ -4,6 +4,7 @@
 // `memoryMb` in all. RLIMIT_NPROC refuses forks silently to a program that hides its stderr:
 // the task count shows the limit was reached.
 import { readdir, readFile, readlink, stat } from 'node:fs/promises';
+import { diskBytes } from './workdir.ts';
 
 export interface TreeUsage {
   residentBytes: number;
@@ -68,7 +69,7 @@ async function heldFiles(pids: number[]): Promise<Pick<TreeUsage, 'memfdBytes' |
         const memfd = target.startsWith('/memfd:');
         if (!memfd && !target.endsWith(' (deleted)')) continue;
         const st = await stat(path).catch(() => null);
-        if (st?.isFile()) seen.set(`${st.dev}:${st.ino}`, { memfd, size: st.size });
+        if (st?.isFile()) seen.set(`${st.dev}:${st.ino}`, { memfd, size: diskBytes(st) });
       }
     }),
   );

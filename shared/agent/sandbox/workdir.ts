@@ -87,11 +87,19 @@ async function listDir(dir: string, max: number, out: Walk): Promise<Dirent[]> {
   return list.sort((a, b) => a.name.localeCompare(b.name));
 }
 
-const sizeOf = (path: string) =>
+/** A file's size, and what it takes on disk (for the files limit). */
+const sizesOf = (path: string) =>
   lstat(path).then(
-    (s) => s.size,
-    () => 0,
+    (s) => ({ size: s.size, disk: diskBytes(s) }),
+    () => ({ size: 0, disk: 0 }),
   );
+
+/**
+ * What a file takes for the files limit: its size, or the blocks it holds past its last one when
+ * more (fallocate with KEEP_SIZE reserves disk, or tmpfs memory, that its size never shows and
+ * RLIMIT_FSIZE does not stop). A small file's one partly used block does not count.
+ */
+export const diskBytes = (s: { size: number; blocks: number }) => Math.max(s.size, s.blocks * 512 - 4096);
 
 /**
  * Every non-directory under the work dir, by relative name, never following a symlink. Folders
@@ -111,8 +119,8 @@ export async function walkWorkDir(root: string, maxEntries = WALK_MAX_ENTRIES): 
       seen++;
       const path = join(dir, d.name);
       const kind = kindOf(d);
-      const bytes = kind === 'file' || kind === 'dir' ? await sizeOf(path) : 0;
-      out.bytes += bytes;
+      const { size: bytes, disk } = kind === 'file' || kind === 'dir' ? await sizesOf(path) : { size: 0, disk: 0 };
+      out.bytes += disk;
       if (kind !== 'dir') out.entries.push({ name: relative(root, path), kind, bytes });
       else if (depth >= WALK_MAX_DEPTH) out.truncated = true;
       else await visit(path, depth + 1);
