@@ -16,6 +16,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import { descendantsOf } from '../sandbox/process-tree.ts';
+import { cappedFetch } from './capped-fetch.ts';
 import type { McpMetrics } from './metrics.ts';
 import type { ResolvedServer } from './resolve.ts';
 
@@ -127,7 +128,7 @@ export class McpConnection {
     const transport: Transport =
       s.type === 'stdio'
         ? new StdioClientTransport({ command: s.command, args: s.args, env: s.env, stderr: 'pipe' })
-        : new StreamableHTTPClientTransport(s.url, { requestInit: { headers: s.headers } });
+        : new StreamableHTTPClientTransport(s.url, { requestInit: { headers: s.headers }, fetch: cappedFetch() });
     if (transport instanceof StdioClientTransport) this.readStderr(transport);
     const client = new Client(CLIENT_INFO, { capabilities: {} });
     client.onclose = () => this.lost(gen, 'the connection closed');
