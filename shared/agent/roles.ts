@@ -26,17 +26,36 @@ export const RoleNameSchema = z
   .string()
   .regex(/^[a-z][a-z0-9-]{0,40}$/, 'role names are lower-case letters, digits and dashes (max 41 chars)');
 
-export const AgentSpecSchema = z.object({
+/** An agent's fields as a config writes them, without defaults. */
+const agentFields = {
   systemPrompt: z.string().min(1),
-  tools: z.array(ToolNameSchema).default([]),
-  middleware: z.array(z.enum(MIDDLEWARE_NAMES)).default([...MIDDLEWARE_NAMES]),
-  tier: z.enum(['HIGH', 'LOW']).default('HIGH'),
+  tools: z.array(ToolNameSchema),
+  middleware: z.array(z.enum(MIDDLEWARE_NAMES)),
+  tier: z.enum(['HIGH', 'LOW']),
   /** Its own model (`<provider>:<id>`, a bare id meaning anthropic), overriding its tier's. */
-  model: z.string().min(1).optional(),
-  maxTurns: z.number().int().min(1).max(200).default(30),
-  maxTokens: z.number().int().min(16).max(64000).default(4096),
-  contract: z.enum(CONTRACT_NAMES).default('text'),
+  model: z.string().min(1),
+  maxTurns: z.number().int().min(1).max(200),
+  maxTokens: z.number().int().min(16).max(64000),
+  contract: z.enum(CONTRACT_NAMES),
+};
+
+// Strict: a misspelt key (`approvals` for `approval`) is an error naming it, not a field dropped
+// in silence (that typo ran a gated tool without asking anyone).
+export const AgentSpecSchema = z.strictObject({
+  ...agentFields,
+  tools: agentFields.tools.default([]),
+  middleware: agentFields.middleware.default([...MIDDLEWARE_NAMES]),
+  tier: agentFields.tier.default('HIGH'),
+  model: agentFields.model.optional(),
+  maxTurns: agentFields.maxTurns.default(30),
+  maxTokens: agentFields.maxTokens.default(4096),
+  contract: agentFields.contract.default('text'),
 });
+/**
+ * The planner's or the reflector's section: only the fields the config sets. (With the agent
+ * defaults filled in, `reflector: {maxTokens: 2000}` moved the reflector to the HIGH tier.)
+ */
+export const AgentOverridesSchema = z.strictObject(agentFields).partial();
 export type AgentSpec = z.infer<typeof AgentSpecSchema>;
 
 export const RoleSpecSchema = AgentSpecSchema.extend({

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { approvalMatchesRoleTool } from '../agent/approval.ts';
 import { ProvidersSchema, providerEnvValues, providerIssues, usedProviders } from '../agent/providers/settings.ts';
-import { AgentSpecSchema, MCP_TOOL_RE, RoleSpecSchema, resolveRoleOverrides } from '../agent/roles.ts';
+import { AgentOverridesSchema, MCP_TOOL_RE, RoleSpecSchema, resolveRoleOverrides } from '../agent/roles.ts';
 import { ConfigError } from '../errors.ts';
 import { BudgetsSchema } from '../goal/budgets.ts';
 import { formatZodIssues, timerMs } from '../zod.ts';
@@ -114,8 +114,8 @@ export const ConfigSchema = z
     mcpServers: z
       .record(z.string().regex(/^[a-z0-9][a-z0-9_-]{0,40}$/, 'server names: a-z, 0-9, _ and -'), McpServerSchema)
       .default({}),
-    planner: AgentSpecSchema.partial().default({}),
-    reflector: AgentSpecSchema.partial().default({}),
+    planner: AgentOverridesSchema.default({}),
+    reflector: AgentOverridesSchema.default({}),
     maxDepth: z.number().int().min(1).max(100).default(5),
     /**
      * Stall detection (shared/goal/progress.ts): after `cycles` cycles in a row without

@@ -6,6 +6,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { plannerSpec } from '../../services/planner/prompt.ts';
+import { reflectorSpec } from '../../services/reflector/prompt.ts';
 import { createProvider } from '../../shared/agent/providers/index.ts';
 import { ConfigError } from '../../shared/errors.ts';
 import { loadConfig } from '../../shared/runtime/config.ts';
@@ -109,6 +111,35 @@ test('a config file with wrong types names each bad field', () => {
   assert.throws(() => loadConfig({ DEEPQ_CONFIG: file('typo.json', '{"maxDepht": 3}') }), /maxDepht/);
   assert.throws(() => loadConfig({ DEEPQ_CONFIG: file('broken.json', '{') }), /not valid JSON/);
   assert.throws(() => loadConfig({ DEEPQ_CONFIG: join(dir, 'missing.json') }), /cannot read config file/);
+});
+
+test("a misspelt key in a role, the planner's or the reflector's section is refused, naming it", () => {
+  // `approvals` for `approval`: dropped in silence, the gated tool ran without asking anyone.
+  const typo = { roles: [{ name: 'code-writer', approvals: ['list_files'] }] };
+  assert.throws(
+    () => loadConfig({ DEEPQ_CONFIG: file('approvals.json', JSON.stringify(typo)) }),
+    (e: Error) => {
+      assert.ok(e instanceof ConfigError);
+      assert.match(e.message, /roles\.0: Unrecognized key: "approvals"/);
+      return true;
+    },
+  );
+  const full = { name: 'tester', systemPrompt: 'You test.', tool: ['read_file'] };
+  const roles = [...loadConfig({}).roles, full];
+  assert.throws(() => loadConfig({ DEEPQ_CONFIG: file('tool.json', JSON.stringify({ roles })) }), /"tool"/);
+  const planner = { planner: { maxturns: 2 } };
+  assert.throws(
+    () => loadConfig({ DEEPQ_CONFIG: file('planner.json', JSON.stringify(planner)) }),
+    /planner: .*"maxturns"/,
+  );
+});
+
+test("the reflector's or planner's section changes only the fields it sets, not their tier or contract", () => {
+  const c = loadConfig({ DEEPQ_CONFIG: file('coord.json', JSON.stringify({ reflector: { maxTokens: 2000 } })) });
+  const r = reflectorSpec(c);
+  assert.deepEqual([r.tier, r.contract, r.maxTurns, r.maxTokens], ['LOW', 'reflection', 1, 2000]);
+  const p = plannerSpec(loadConfig({ DEEPQ_CONFIG: file('plan.json', JSON.stringify({ planner: { tier: 'LOW' } })) }));
+  assert.deepEqual([p.tier, p.contract, p.maxTurns], ['LOW', 'plan', 1]);
 });
 
 test('a role is a config entry: a fourth role needs no code', () => {
