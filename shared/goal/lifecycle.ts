@@ -131,6 +131,9 @@ export interface Decided {
 /** Statuses a goal is working in: a budget can run out in any of them. */
 const WORKING: readonly GoalStatus[] = ['queued', 'planning', 'running', 'reflecting'];
 
+/** The reason a goal a human ended as done (`deepq resume --end`) gives. */
+const HUMAN_END = 'ended as done by a human';
+
 export class GoalLifecycle {
   /** goalTransition.lua's ARGV[7]: the backstop TTL, and how long a finished goal must last. */
   private readonly ttlArg: string;
@@ -335,10 +338,11 @@ export class GoalLifecycle {
     const moved = await this.move(goalId, {
       from: ['awaiting_human'],
       to: 'done',
-      fields: { pausedFor: '' },
+      // The pause's reason (an escalation, a review) is over: the goal reads as a human ended it.
+      fields: { pausedFor: '', reason: HUMAN_END },
       events: [
         { type: 'resumed', step, action: 'end' },
-        { type: 'finished', status: 'done', step },
+        { type: 'finished', status: 'done', step, reason: HUMAN_END },
       ],
     });
     if (moved) await this.redis.publish(this.keys.cancelChannel(), goalId);

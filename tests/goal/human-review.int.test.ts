@@ -96,6 +96,7 @@ test('resume --end: a human ends an escalated goal as done; refused with a note 
   assert.match(r.stdout, new RegExp(`resumed ${goalId}: end \\(status done\\)`));
   const done = await fleet.client.get(goalId);
   assert.equal(done.status, 'done');
+  assert.equal(done.reason, 'ended as done by a human', "the escalation's reason is over");
   assert.equal(done.step, 1, 'a cycle ran after the end');
   const types = (await fleet.client.goals.events(goalId)).map((e) => e.event.type);
   assert.deepEqual(types.slice(-3), ['paused', 'resumed', 'finished']);
