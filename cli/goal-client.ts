@@ -216,6 +216,13 @@ export class GoalClient extends GoalReader {
         `goal ${g.goalId} is paused at its budget (${g.reason ?? 'a budget ran out'}): ` +
           'resume it with a higher --max-tokens, --max-steps or --max-seconds',
       );
+    const ranOut = g.pausedBudget && FLAG_OF[g.pausedBudget];
+    // Under its token limit, a goal with too few tokens left for another call is out of tokens too.
+    if (ranOut && raise[ranOut.field] === undefined)
+      throw new ValidationError(
+        `goal ${g.goalId} is paused at its ${ranOut.name} budget (${g.reason ?? 'it ran out'}): ` +
+          `raise it with ${ranOut.flag}`,
+      );
     const to = g.pausedFrom ?? 'queued';
     // The cycle the pause stopped: a pause before planning belongs to the next cycle.
     const cycle = currentCycle({ status: to, step: g.step });
@@ -322,10 +329,17 @@ function stripUndefined<T extends object>(o: T): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
+/** Each budget's field and the resume flag that raises it. */
+const FLAG_OF = {
+  tokens: { field: 'maxTokens', flag: '--max-tokens', name: 'token' },
+  steps: { field: 'maxSteps', flag: '--max-steps', name: 'step' },
+  seconds: { field: 'maxSeconds', flag: '--max-seconds', name: 'time' },
+} as const;
+
 /** Refuses a resume whose next cycle would be out of budget, naming the flag that raises it. */
 function refuseIfOutOfBudget(g: GoalRecord, budgets: Budgets, nextStep: number | undefined): void {
   const still = budgetProblem({ ...g, budgets }, { nextStep });
   if (!still) return;
-  const flag = { tokens: '--max-tokens', steps: '--max-steps', seconds: '--max-seconds' }[still.kind];
+  const flag = FLAG_OF[still.kind].flag;
   throw new ValidationError(`goal ${g.goalId} is still out of budget (${still.reason}): raise it with ${flag}`);
 }

@@ -60,6 +60,7 @@ export interface GoalFields {
   reason?: string;
   pausedFor?: PausedFor | '';
   pausedFrom?: GoalStatus | '';
+  pausedBudget?: BudgetKind | '';
   /** How many times a human resumed the goal (the next plan job's id suffix). */
   resumes?: number;
   budgets?: Budgets;
@@ -272,7 +273,7 @@ export class GoalLifecycle {
     const moved = await this.move(goalId, {
       from: WORKING,
       to: 'awaiting_human',
-      fields: { pausedFor: 'budget', reason: hit.reason },
+      fields: { pausedFor: 'budget', pausedBudget: hit.kind, reason: hit.reason },
       events: [paused],
       recordFrom: 'pausedFrom',
     });
@@ -286,7 +287,7 @@ export class GoalLifecycle {
     return this.move(goalId, {
       from: ['awaiting_human'],
       to: r.to,
-      fields: { pausedFor: '', pausedFrom: '', reason: '', budgets: r.budgets },
+      fields: { pausedFor: '', pausedFrom: '', pausedBudget: '', reason: '', budgets: r.budgets },
       events: [{ type: 'resumed', step: r.step, action: 'raise budget', budgets: stripUndefined(raised) }],
     });
   }

@@ -1,5 +1,6 @@
 // The goal's own hash, its timeline stream and the goals index.
 import type { Redis } from 'ioredis';
+import type { BudgetKind } from '../errors.ts';
 import { UnknownGoalError } from '../errors.ts';
 import { runScript } from '../runtime/scripts.ts';
 import type { Budgets } from './budgets.ts';
@@ -44,6 +45,8 @@ export interface GoalRecord {
   pausedFor: PausedFor | null;
   /** The status a budget pause interrupted: `deepq resume` goes back to it. */
   pausedFrom: GoalStatus | null;
+  /** The budget that ran out in a budget pause: the one a resume must raise. */
+  pausedBudget: BudgetKind | null;
   /** The last reflected cycle's subtasks: what the next planner is told (failures with reasons). */
   outcomes: CycleOutcome[];
   /** The stall detector's record of the last cycles (shared/goal/progress.ts). */
@@ -287,6 +290,7 @@ export function parseGoal(goalId: string, h: Record<string, string>): GoalRecord
     note: h.note || null,
     pausedFor: (h.pausedFor as GoalRecord['pausedFor']) || null,
     pausedFrom: (h.pausedFrom as GoalStatus) || null,
+    pausedBudget: (h.pausedBudget as BudgetKind) || null,
     outcomes: json<CycleOutcome[]>(h.outcomes) ?? [],
     progress: json<ProgressEntry[]>(h.progress) ?? [],
     subtasksByRole: json<Record<string, number>>(h.subtasksByRole) ?? {},

@@ -226,6 +226,11 @@ test('--on-budget pause: at --max-tokens the goal waits, work kept; resumed with
   assert.match(r.stderr, /paused at its budget and carries on from where it stopped: a --note is for a review/);
   r = await runCli(['resume', goalId, '--max-tokens', '100'], fleet.env);
   assert.match(r.stderr, new RegExp(`--max-tokens 100 is not above the ${used} tokens the goal has used`));
+  // Under its limit (too few left for another call), it is still the token budget that ran out.
+  assert.equal(g.pausedBudget, 'tokens');
+  r = await runCli(['resume', goalId, '--max-steps', '9'], fleet.env);
+  assert.equal(r.code, 1, 'a resume raising another budget was taken');
+  assert.match(r.stderr, /paused at its token budget \(token budget exceeded.*\): raise it with --max-tokens/);
   r = await runCli(['resume', goalId, '--max-tokens', '40000'], fleet.env);
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stdout, /raise budget \(status running\)/);
