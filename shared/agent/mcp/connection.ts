@@ -13,8 +13,10 @@ import {
   ErrorCode,
   McpError,
   ToolListChangedNotificationSchema,
+  ToolSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
+import { z } from 'zod';
 import { descendantsOf } from '../sandbox/process-tree.ts';
 import { cappedFetch } from './capped-fetch.ts';
 import type { McpMetrics } from './metrics.ts';
@@ -67,6 +69,8 @@ const STDERR_TAIL = 10;
 /** A stderr line kept (and held while it has no end yet) up to this many characters. */
 const STDERR_LINE_CHARS = 500;
 const MAX_TOOL_PAGES = 100;
+/** A tools/list page with its tools unchecked: each is checked on its own (listTools). */
+const ToolPageSchema = z.looseObject({ tools: z.array(z.unknown()), nextCursor: z.string().optional() });
 
 type Transport = StdioClientTransport | StreamableHTTPClientTransport;
 
@@ -196,13 +200,22 @@ export class McpConnection {
     }
   }
 
-  /** Every page of tools/list. */
+  /**
+   * Every page of tools/list. Each tool is checked on its own: one the SDK's schema refuses (an
+   * input schema that is not an object) is left out with a warning naming it, where checking the
+   * page whole refused the server, and so every tool of it a role uses.
+   */
   private async listTools(client: Client): Promise<McpToolInfo[]> {
     const out: McpToolInfo[] = [];
     let cursor: string | undefined;
     for (let page = 0; page < MAX_TOOL_PAGES; page++) {
-      const res = await client.listTools(cursor ? { cursor } : undefined, { timeout: this.server.timeoutMs });
-      for (const t of res.tools) {
+      const params = cursor ? { cursor } : undefined;
+      const res = await client.request({ method: 'tools/list', params }, ToolPageSchema, {
+        timeout: this.server.timeoutMs,
+      });
+      for (const raw of res.tools) {
+        const t = this.checkedTool(raw);
+        if (!t) continue;
         // `$schema` names the JSON Schema dialect: nothing the model needs.
         const { $schema: _dialect, ...inputSchema } = t.inputSchema as Record<string, unknown>;
         out.push({ name: t.name, description: t.description, title: t.title, inputSchema });
@@ -211,6 +224,18 @@ export class McpConnection {
       if (!cursor) break;
     }
     return out;
+  }
+
+  /** A listed tool as the SDK's schema reads it, or null (logged) when it does not pass. */
+  private checkedTool(raw: unknown) {
+    const parsed = ToolSchema.safeParse(raw);
+    if (parsed.success) return parsed.data;
+    const name = typeof (raw as { name?: unknown })?.name === 'string' ? (raw as { name: string }).name : '?';
+    const issue = parsed.error.issues[0];
+    const problem = this.opts.scrub(`${issue?.path.join('.') || 'tool'}: ${issue?.message ?? 'invalid'}`).slice(0, 300);
+    const fields = { mcpServer: this.name, tool: this.opts.scrub(name).slice(0, 100), problem };
+    this.opts.log.warn(fields, `MCP server "${this.name}" lists an invalid tool: left out`);
+    return null;
   }
 
   /** The server said its tools changed: list them again (one listing at a time). */
