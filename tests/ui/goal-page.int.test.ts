@@ -36,19 +36,27 @@ after(async () => {
 });
 
 /**
- * Records, in the page, each cycle block the client script inserts and its subtasks' states.
- * A string, not a function: tsx's transform would add helpers the page does not have.
+ * Records, in the page, each cycle block the page shows (the server's, then each the client script
+ * inserts) and its subtasks' states. An init script, so no block goes by before it watches (a
+ * watch set up after the page loaded missed the running cycle on a loaded machine). A string,
+ * not a function: tsx's transform would add helpers the page does not have.
  */
 const WATCH_DOM = `(() => {
   window.seen = [];
-  window.mark = 'first load';
   const note = (n) => {
     if (!(n instanceof HTMLElement) || !n.matches('section.cycle')) return;
     const states = [...n.querySelectorAll('tr.subtask')].map((r) => r.dataset.state).join(',');
     window.seen.push('cycle ' + n.dataset.step + ': ' + states);
   };
-  new MutationObserver((records) => records.forEach((r) => r.addedNodes.forEach(note)))
-    .observe(document.getElementById('cycles'), { childList: true });
+  const watch = () => {
+    const cycles = document.getElementById('cycles');
+    if (!cycles) return;
+    cycles.querySelectorAll('section.cycle').forEach(note);
+    new MutationObserver((records) => records.forEach((r) => r.addedNodes.forEach(note)))
+      .observe(cycles, { childList: true });
+  };
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', watch);
+  else watch();
 })()`;
 
 const seenInPage = (page: Page) => page.evaluate<string[]>('window.seen');
@@ -57,6 +65,7 @@ const text = async (page: Page, selector: string) => (await page.locator(selecto
 test('a goal enqueued from the form fills in cycle by cycle without a reload, then resumes with a note', async () => {
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
   const problems = recordMisbehaviour(page);
+  await page.addInitScript(WATCH_DOM);
   await page.goto(`${ui.url}/`);
   await page.fill('form.enqueue textarea[name=goal]', 'Sort a list of numbers');
   await page.fill('form.enqueue input[name=maxTokens]', '500000');
@@ -65,7 +74,7 @@ test('a goal enqueued from the form fills in cycle by cycle without a reload, th
   await page.waitForURL(/\/goals\/[a-z0-9]{12}$/);
   const goalId = page.url().split('/').pop()!;
   liveGoalId = goalId;
-  await page.evaluate(WATCH_DOM);
+  await page.evaluate("window.mark = 'first load'");
   let navigations = 0;
   page.on('framenavigated', (f) => {
     if (f === page.mainFrame()) navigations++;
