@@ -5,9 +5,12 @@ import { InvalidArgumentError } from 'commander';
  *  --help must not load. A time past a timer's range failed only after the goal was stored. */
 export const MAX_SECONDS = 315_360_000;
 
+/** Number() also reads hex, octal and binary (`0x10` is 16): a value must be written in decimal. */
+export const RADIX_PREFIX = /^\s*[-+]?0[xob]/i;
+
 export function int(name: string, min = 1, max = Number.MAX_SAFE_INTEGER) {
   return (v: string) => {
-    const n = Number(v);
+    const n = RADIX_PREFIX.test(v) ? Number.NaN : Number(v);
     if (!Number.isInteger(n) || n < min) throw new InvalidArgumentError(`${name} must be an integer ≥ ${min}`);
     if (n > max) throw new InvalidArgumentError(`${name} must be at most ${max}`);
     return n;
@@ -20,6 +23,14 @@ export function num(name: string, max = Number.POSITIVE_INFINITY) {
     if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError(`${name} must be a positive number`);
     if (n > max) throw new InvalidArgumentError(`${name} must be at most ${max}`);
     return n;
+  };
+}
+
+/** A directory flag: an empty value is a mistake (an unset variable), not "no directory". */
+export function dir(name: string) {
+  return (v: string) => {
+    if (v === '') throw new InvalidArgumentError(`${name} needs a directory (got an empty string)`);
+    return v;
   };
 }
 

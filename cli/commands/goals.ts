@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { type Command, Option } from 'commander';
 import { ValidationError } from '../../shared/errors.ts';
 import { GOAL_STATUSES } from '../../shared/goal/status.ts';
-import { int, MAX_SECONDS, num, onBudget } from '../args.ts';
+import { dir, int, MAX_SECONDS, num, onBudget } from '../args.ts';
 import { client, connection, reader } from '../connect.ts';
 import type { GoalClient } from '../goal-client.ts';
 import type { GoalReader } from '../goal-reader.ts';
@@ -155,7 +155,7 @@ function registerArtifacts(program: Command): void {
     .command('artifacts')
     .description("list a goal's artifacts, or write each to DIR")
     .argument('<goalId>')
-    .option('--out <dir>', 'write each artifact into this directory')
+    .option('--out <dir>', 'write each artifact into this directory', dir('--out'))
     .action(async (goalId: string, o) => {
       const c = await client();
       const files = await c.artifacts(goalId);

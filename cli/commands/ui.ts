@@ -8,7 +8,7 @@ export function registerUiCommand(program: Command): void {
   program
     .command('ui')
     .description('serve the web inspector: goals, cycles, artifacts, transcripts, queues; live')
-    .option('--port <port>', 'port to listen on (0: any free port)', int('--port', 0), 8080)
+    .option('--port <port>', 'port to listen on (0: any free port)', int('--port', 0, 65_535), 8080)
     .option('--host <address>', 'address to bind; off loopback DEEPQ_UI_TOKEN is required', '127.0.0.1')
     .action(async (o: { port: number; host: string }) => {
       // Imported only when run: the other commands need none of the web stack.

@@ -340,10 +340,12 @@ function setPath(target: Record<string, unknown>, path: string[], value: unknown
 function parseEnvValue(name: string, raw: string, kind: 'string' | 'int' | 'number'): unknown {
   if (kind === 'string') return raw;
   const n = Number(raw);
-  if (raw.trim() === '' || !Number.isFinite(n) || (kind === 'int' && !Number.isInteger(n))) {
+  // In decimal: Number() also reads hex, octal and binary (`0x10` is 16).
+  const decimal = raw.trim() !== '' && !/^\s*[-+]?0[xob]/i.test(raw);
+  if (!decimal || !Number.isFinite(n) || (kind === 'int' && !Number.isInteger(n))) {
     throw new ConfigError(
       `invalid environment variable ${name}=${JSON.stringify(raw)}: ` +
-        `expected ${kind === 'int' ? 'an integer' : 'a number'}`,
+        `expected ${kind === 'int' ? 'an integer' : 'a number'} in decimal`,
     );
   }
   return n;

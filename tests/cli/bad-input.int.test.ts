@@ -164,6 +164,13 @@ test('unknown commands and flags name the offender and print usage, not a stack'
     [['resume', 'abcdef123456', '--max-seconds', '1e306'], /--max-seconds must be at most 315360000/],
     [['worker'], /error: required option '--role <role>' not specified/],
     [['--bogus-global'], /error: unknown option '--bogus-global'/],
+    // Hex is not a number anyone means (Number() read `0x10` as 16); a port has an upper bound.
+    [['enqueue', 'a goal', '--max-steps', '0x10'], /--max-steps must be an integer/],
+    [['ui', '--port', '70000'], /--port must be at most 65535/],
+    [
+      ['artifacts', 'abcdef123456', '--out', ''],
+      /argument '' is invalid\. --out needs a directory \(got an empty string\)/,
+    ],
   ];
   const before = await goalState();
   const results = await Promise.all(cases.map(([args]) => runCli(args, fleet.env)));

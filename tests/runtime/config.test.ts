@@ -63,6 +63,11 @@ test('env overrides the file, and a bad env value names the variable', () => {
   assert.equal(c.maxDepth, 3);
   assert.equal(c.prefix, 'fromenv');
   assert.throws(() => loadConfig({ DEEPQ_MAX_DEPTH: 'five' }), /DEEPQ_MAX_DEPTH="five": expected an integer/);
+  assert.throws(
+    () => loadConfig({ DEEPQ_CONCURRENCY: '0x10' }),
+    /DEEPQ_CONCURRENCY="0x10": expected an integer in decimal/,
+  );
+  assert.equal(loadConfig({ DEEPQ_SPILL_BYTES: '1e6' }).vfs.spillBytes, 1_000_000, 'an exponent is still decimal');
   assert.throws(() => loadConfig({ METRICS_PORT: '99999' }), /metricsPort \(METRICS_PORT\)/);
   assert.throws(() => loadConfig({ DEEPQ_MODEL_PROVIDER: 'openai' }), /modelProvider \(DEEPQ_MODEL_PROVIDER\)/);
   assert.throws(
