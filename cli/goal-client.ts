@@ -42,6 +42,8 @@ export interface FollowOptions {
   stopOnPause?: boolean;
   /** Redis going away mid-follow: told after a few seconds, given up on past `redis.limitMs`. */
   redis?: PatienceOptions;
+  /** Each look at the goal, news or not (a follow that tells the user why nothing happens). */
+  onPoll?: (goal: GoalRecord) => Promise<void> | void;
 }
 
 export interface FollowBatch {
@@ -89,6 +91,7 @@ export class GoalClient extends GoalReader {
       const read = this.followRead(goalId, last, opts.stopOnPause ?? true);
       const { goal, settled, events } = await answered(this.redis, where, read, opts.redis ?? {}).catch(giveUp);
       if (events.length) last = events[events.length - 1]!.id;
+      await opts.onPoll?.(goal);
       if (events.length || settled || first) yield { events, goal, settled };
       if (settled) return;
       if (Date.now() > deadline) throw new Error(`timed out waiting for goal ${goalId} (status ${goal.status})`);

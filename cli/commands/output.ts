@@ -34,7 +34,8 @@ export async function follow(
   let drawn = 0;
   let status = '';
   const redis = { limitMs: redisTimeoutMs ?? DEFAULT_LOST_LIMIT_MS, onLost: tell, onBack: tell };
-  for await (const { events, goal } of c.follow(goalId, { pollMs: 150, redis })) {
+  const unplanned = unplannedHint(c, goalId);
+  for await (const { events, goal } of c.follow(goalId, { pollMs: 150, redis, onPoll: unplanned })) {
     for (const { event } of events) {
       // Times are relative to the first event, normally `created`.
       if (!t0) t0 = event.at;
@@ -46,6 +47,34 @@ export async function follow(
     status = goal.status;
   }
   return status;
+}
+
+/** How long a followed goal may wait for its first plan before the user is told why it may. */
+export const UNPLANNED_HINT_MS = 20_000;
+
+/**
+ * Says once on stderr when a goal still waits for its first plan after a while and no planner is
+ * connected to its queue (or Redis will not say: CLIENT LIST disabled): with no services running
+ * a follow waited in silence, forever. A planner that is there but busy is no news.
+ */
+function unplannedHint(c: GoalClient, goalId: string, afterMs = UNPLANNED_HINT_MS) {
+  const since = Date.now();
+  let checked = false;
+  return async (goal: { status: string; step: number }) => {
+    if (checked || goal.status !== 'queued' || goal.step > 0 || Date.now() - since < afterMs) return;
+    checked = true;
+    // Loaded by the goal client already; not at `deepq --help`, which loads this module.
+    const { PLAN_QUEUE } = await import('../../shared/runtime/queues.ts');
+    const planners = await c.queues
+      .get(PLAN_QUEUE)
+      .getWorkersCount()
+      .catch(() => undefined);
+    if (planners) return;
+    const why = planners === 0 ? 'no planner is connected to this Redis' : 'is a planner running?';
+    tell(
+      `goal ${goalId} has waited ${Math.round(afterMs / 1000)} s for its first plan: ${why} (deepq up starts the services)`,
+    );
+  };
 }
 
 /** Where the tree is drawn: stdout, or a test's stand-in. */
