@@ -71,9 +71,8 @@ function unplannedHint(c: GoalClient, goalId: string, afterMs = UNPLANNED_HINT_M
       .catch(() => undefined);
     if (planners) return;
     const why = planners === 0 ? 'no planner is connected to this Redis' : 'is a planner running?';
-    tell(
-      `goal ${goalId} has waited ${Math.round(afterMs / 1000)} s for its first plan: ${why} (deepq up starts the services)`,
-    );
+    const waited = `goal ${goalId} has waited ${Math.round(afterMs / 1000)} s for its first plan`;
+    tell(`${waited}: ${why} (deepq up starts the services)`);
   };
 }
 
