@@ -1,30 +1,42 @@
 // `deepq transcript`: one agent run's stored transcript, by thread id. The runtime is imported
 // when the command runs, so that `deepq --help` stays fast.
 import type { Command } from 'commander';
+import type { Runtime } from '../../shared/runtime/runtime.ts';
 import { connected } from '../connect.ts';
-import { printJson } from './output.ts';
+import { print, printJson } from './output.ts';
 
 export function registerTranscriptCommand(program: Command): void {
   program
     .command('transcript')
-    .description("show an agent run's transcript by thread id")
-    .argument('<threadId>')
-    .action(async (threadId: string) => {
-      const [{ loadTranscript }, { loadConfig }, { createRuntime }] = await Promise.all([
+    .description("show an agent run's transcript by thread id; given a goal id, list its runs' thread ids")
+    .argument('<threadId|goalId>')
+    .action(async (id: string) => {
+      const [transcripts, { loadConfig }, { createRuntime }, { isGoalId }] = await Promise.all([
         import('../../shared/agent/transcripts.ts'),
         import('../../shared/runtime/config.ts'),
         import('../../shared/runtime/runtime.ts'),
+        import('../../shared/goal/ids.ts'),
       ]);
       const cfg = loadConfig();
       // Transcripts are read through a runtime, not the goal client; its logs would be noise here.
       const rt = createRuntime({ ...cfg, logLevel: 'silent' }, 'cli');
       try {
         await connected(rt.redis, cfg.redisUrl);
-        const t = await loadTranscript(rt, threadId);
-        if (!t) throw new Error(`no transcript for thread id ${threadId} (unknown, or expired after its TTL)`);
+        if (isGoalId(id)) return await listThreads(rt, id, cfg.transcriptTtlSeconds);
+        const t = await transcripts.loadTranscript(rt, id);
+        if (!t) throw new Error(`no transcript for thread id ${id} (unknown, or expired after its TTL)`);
         printJson(t, 2);
       } finally {
         await rt.close();
       }
     });
+}
+
+/** A goal's stored transcripts, newest first: thread id and when it was saved. */
+async function listThreads(rt: Runtime, goalId: string, ttlSeconds: number): Promise<void> {
+  const { storedThreads } = await import('../../shared/agent/transcripts.ts');
+  if (!(await rt.goals.get(goalId))) throw new Error(`unknown goal id: ${goalId}`);
+  const threads = await storedThreads(rt, goalId, ttlSeconds);
+  if (!threads.length) print('(no transcripts kept)');
+  for (const t of threads) print(`${t.threadId}  ${new Date(t.savedAt).toISOString()}`);
 }

@@ -119,6 +119,23 @@ export function saveTranscript(
   return storeTranscript(rt, transcriptWrite(rt, goalId, threadId, role, messages, usage));
 }
 
+/**
+ * A goal's stored transcripts, newest first: their thread ids and when each was saved. The index
+ * outlives its transcripts (it lives with the goal's keys): only those saved within the TTL.
+ */
+export async function storedThreads(
+  rt: Pick<Runtime, 'redis' | 'goals'>,
+  goalId: string,
+  ttlSeconds: number,
+  now = Date.now(),
+): Promise<{ threadId: string; savedAt: number }[]> {
+  const key = rt.goals.keys.threads(goalId);
+  const flat = await rt.redis.zrevrangebyscore(key, '+inf', now - ttlSeconds * 1000, 'WITHSCORES');
+  const out: { threadId: string; savedAt: number }[] = [];
+  for (let i = 0; i < flat.length; i += 2) out.push({ threadId: flat[i]!, savedAt: Number(flat[i + 1]) });
+  return out;
+}
+
 export async function loadTranscript(
   rt: Pick<Runtime, 'redis' | 'goals'>,
   threadId: string,

@@ -72,6 +72,18 @@ test(
       assert.ok(ttl > 0 && ttl <= 900, `transcript ${key} has TTL ${ttl}`);
     }
 
+    // `deepq transcript <goalId>` lists the goal's runs: every thread id, newest first.
+    const listed = await runCli(['transcript', goalId], fleet.env);
+    assert.equal(listed.code, 0, listed.stderr);
+    const lines = listed.stdout.trim().split('\n');
+    assert.deepEqual(lines.map((l) => l.split(/\s+/)[0]).sort(), [...runs.keys()].sort());
+    const times = lines.map((l) => Date.parse(l.split(/\s+/)[1]!));
+    assert.deepEqual(
+      times,
+      [...times].sort((a, b) => b - a),
+      'newest first',
+    );
+
     // `deepq transcript` shows a subagent's whole conversation: the messages the model got
     // (as captured on the wire) and its final answer.
     const [codeThread] = [...runs].find(([, role]) => role === 'code-writer')!;

@@ -2,6 +2,7 @@
 // pending decisions, stored transcripts), display-ready: the page renders it and every live update carries it
 // again as JSON, which the client script renders with text nodes only.
 import { pausedBudgetKind } from '../../../cli/budget-status.ts';
+import { storedThreads } from '../../../shared/agent/transcripts.ts';
 import type { BudgetKind } from '../../../shared/errors.ts';
 import { estimateCost, formatCost } from '../../../shared/goal/cost.ts';
 import { isPausedForBudget } from '../../../shared/goal/parking.ts';
@@ -113,12 +114,7 @@ export async function goalSnapshot(ctx: UiContext, goal: GoalRecord, now = Date.
   const [files, decisions, threads] = await Promise.all([
     ctx.client.vfs.index(goal.goalId),
     pendingDecisions(ctx, goal),
-    // The index outlives its transcripts (it lives with the goal's keys): the ones still kept.
-    ctx.client.redis.zrevrangebyscore(
-      ctx.client.goals.keys.threads(goal.goalId),
-      '+inf',
-      now - ctx.cfg.transcriptTtlSeconds * 1000,
-    ),
+    storedThreads(ctx.client, goal.goalId, ctx.cfg.transcriptTtlSeconds, now),
   ]);
   return {
     goalId: goal.goalId,
@@ -132,6 +128,6 @@ export async function goalSnapshot(ctx: UiContext, goal: GoalRecord, now = Date.
     artifacts: files.map((f) => artifactLine(goal.goalId, f)),
     usage: usageLines(goal),
     decisions,
-    threads,
+    threads: threads.map((t) => t.threadId),
   };
 }
