@@ -4,11 +4,13 @@
 // subtask per goal and plays a per-scenario script in the subagent's conversation.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer, request } from 'node:http';
+import { createServer, type IncomingMessage, request, type ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { type ConnectionOptions, McpConnection } from '../../shared/agent/mcp/connection.ts';
 import {
   firstUserText,
   goalOf,
@@ -73,24 +75,54 @@ export async function startEverythingHttp(port: number): Promise<EverythingHttp>
   return { proc, port, url: `http://127.0.0.1:${port}/mcp`, stop };
 }
 
-/** A plain HTTP proxy in front of a server that records each request's headers. */
-export async function headerRecorder(target: number): Promise<{ port: number; seen: Record<string, string>[] }> {
-  const seen: Record<string, string>[] = [];
+/** How a test proxy answers: the upstream response `up` for the request `req`, to `res`. */
+export type ProxyAnswer = (req: IncomingMessage, up: IncomingMessage, res: ServerResponse) => void;
+
+/** Passes the upstream response on as it is. */
+export const passThrough: ProxyAnswer = (_req, up, res) => {
+  res.writeHead(up.statusCode ?? 502, up.headers);
+  up.pipe(res);
+};
+
+/**
+ * An HTTP proxy in front of a real server on `target`: each request goes on after `delayMs()`
+ * (0 by default), seen first by `onRequest`; `answer` passes the response back (as it is by default).
+ */
+export async function testProxy(
+  target: number,
+  opts: { onRequest?: (req: IncomingMessage) => void; delayMs?: () => number; answer?: ProxyAnswer } = {},
+): Promise<number> {
   const srv = createServer((req, res) => {
-    seen.push(Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, String(v)])));
-    const up = request(
-      { host: '127.0.0.1', port: target, path: req.url, method: req.method, headers: req.headers },
-      (r) => {
-        res.writeHead(r.statusCode ?? 502, r.headers);
-        r.pipe(res);
-      },
-    );
-    up.on('error', () => res.destroy());
-    req.pipe(up);
+    opts.onRequest?.(req);
+    setTimeout(() => {
+      const forward = { host: '127.0.0.1', port: target, path: req.url, method: req.method, headers: req.headers };
+      const up = request(forward, (r) => (opts.answer ?? passThrough)(req, r, res));
+      up.on('error', () => res.destroy());
+      req.pipe(up);
+    }, opts.delayMs?.() ?? 0);
   });
   await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
   srv.unref();
-  return { port: (srv.address() as AddressInfo).port, seen };
+  return (srv.address() as AddressInfo).port;
+}
+
+/** A plain HTTP proxy in front of a server that records each request's headers. */
+export async function headerRecorder(target: number): Promise<{ port: number; seen: Record<string, string>[] }> {
+  const seen: Record<string, string>[] = [];
+  const onRequest = (req: IncomingMessage) =>
+    seen.push(Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, String(v)])));
+  return { port: await testProxy(target, { onRequest }), seen };
+}
+
+/** A connection to the HTTP MCP server behind `port` (path /mcp), started, logging to `logger`. */
+export function httpConnection(port: number, logger: Logger, opts: Partial<ConnectionOptions> = {}): McpConnection {
+  const url = new URL(`http://127.0.0.1:${port}/mcp`);
+  const conn = new McpConnection(
+    { type: 'http', name: 'web', url, headers: {}, timeoutMs: 10_000 },
+    { log: logger, scrub: (s) => s, backoff: { baseMs: 200, maxMs: 200 }, ...opts },
+  );
+  conn.start();
+  return conn;
 }
 
 /** A config file (JSON) with these MCP servers and roles (padded to the 3 roles deepq needs). */

@@ -5,66 +5,58 @@
 // its echo answer to 64 MiB.
 
 import assert from 'node:assert/strict';
-import { createServer, request } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { after, test } from 'node:test';
-import { McpConnection } from '../../shared/agent/mcp/index.ts';
 import { captureLogger } from '../../testing/agent-harness.ts';
-import { type EverythingHttp, freePort, startEverythingHttp } from './mcp-harness.ts';
+import {
+  type EverythingHttp,
+  freePort,
+  httpConnection,
+  type ProxyAnswer,
+  passThrough,
+  startEverythingHttp,
+  testProxy,
+} from './mcp-harness.ts';
 
 const INFLATED = 64 * 1024 * 1024;
 let web: EverythingHttp | undefined;
 after(() => web?.stop());
 
-/** Forwards everything; an answer holding `Echo: inflate` goes out with that text 64 MiB long. */
-async function inflatingProxy(target: number) {
-  const stats = { sent: 0, closedEarly: false };
-  const srv = createServer((req, res) => {
-    const up = request(
-      { host: '127.0.0.1', port: target, path: req.url, method: req.method, headers: req.headers },
-      (r) => {
-        if (req.method !== 'POST') {
-          res.writeHead(r.statusCode ?? 502, r.headers);
-          r.pipe(res);
-          return;
-        }
-        const parts: Buffer[] = [];
-        r.on('data', (d: Buffer) => parts.push(d));
-        r.on('end', () => void answer(res, r.statusCode ?? 502, r.headers, Buffer.concat(parts).toString()));
-      },
-    );
-    up.on('error', () => res.destroy());
-    req.pipe(up);
-  });
-  const answer = async (res: import('node:http').ServerResponse, status: number, headers: object, body: string) => {
-    const at = body.indexOf('Echo: inflate');
-    const { 'content-length': _drop, ...rest } = headers as Record<string, string>;
-    res.writeHead(status, rest);
-    if (at < 0) return res.end(body);
-    res.on('close', () => (stats.closedEarly = !res.writableFinished));
-    res.write(body.slice(0, at + 'Echo: '.length));
-    const chunk = 'x'.repeat(1024 * 1024);
-    for (let i = 0; i < INFLATED / chunk.length && !res.destroyed; i++) {
-      stats.sent += chunk.length;
-      if (!res.write(chunk)) await new Promise((r) => res.once('drain', r).once('close', r));
-    }
-    res.end(body.slice(at + 'Echo: '.length));
+/** An answer holding `Echo: inflate` goes out with that text 64 MiB long, streamed; `stats` says how far. */
+function inflating(stats: { sent: number; closedEarly: boolean }): ProxyAnswer {
+  return (req, up, res) => {
+    if (req.method !== 'POST') return passThrough(req, up, res);
+    const parts: Buffer[] = [];
+    up.on('data', (d: Buffer) => parts.push(d));
+    up.on('end', () => void inflate(res, up, Buffer.concat(parts).toString(), stats));
   };
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
-  srv.unref();
-  return { port: (srv.address() as AddressInfo).port, stats };
+}
+
+async function inflate(
+  res: ServerResponse,
+  up: IncomingMessage,
+  body: string,
+  stats: { sent: number; closedEarly: boolean },
+) {
+  const at = body.indexOf('Echo: inflate');
+  const { 'content-length': _drop, ...headers } = up.headers;
+  res.writeHead(up.statusCode ?? 502, headers);
+  if (at < 0) return res.end(body);
+  res.on('close', () => (stats.closedEarly = !res.writableFinished));
+  res.write(body.slice(0, at + 'Echo: '.length));
+  const chunk = 'x'.repeat(1024 * 1024);
+  for (let i = 0; i < INFLATED / chunk.length && !res.destroyed; i++) {
+    stats.sent += chunk.length;
+    if (!res.write(chunk)) await new Promise((r) => res.once('drain', r).once('close', r));
+  }
+  res.end(body.slice(at + 'Echo: '.length));
 }
 
 test('an answer far over the cap is given up while it downloads; the next call works', async (t) => {
   web = await startEverythingHttp(await freePort());
-  const proxy = await inflatingProxy(web.port);
+  const stats = { sent: 0, closedEarly: false };
   const { logger } = captureLogger('debug');
-  const url = new URL(`http://127.0.0.1:${proxy.port}/mcp`);
-  const conn = new McpConnection(
-    { type: 'http', name: 'web', url, headers: {}, timeoutMs: 8000 },
-    { log: logger, scrub: (s) => s, backoff: { baseMs: 200, maxMs: 200 } },
-  );
-  conn.start();
+  const conn = httpConnection(await testProxy(web.port, { answer: inflating(stats) }), logger);
   t.after(() => conn.close());
   await conn.waitFor(() => conn.state === 'up', Date.now() + 15_000);
   // The SDK may then fetch the answer again from the server's event store (the original, short).
@@ -74,8 +66,8 @@ test('an answer far over the cap is given up while it downloads; the next call w
   );
   assert.ok(got.length < 1024 * 1024, `the inflated answer was taken whole: ${got.length} chars`);
   await new Promise((r) => setTimeout(r, 500));
-  assert.ok(proxy.stats.closedEarly, 'the download was stopped');
-  assert.ok(proxy.stats.sent < INFLATED / 2, `${proxy.stats.sent} bytes sent before the download stopped`);
+  assert.ok(stats.closedEarly, 'the download was stopped');
+  assert.ok(stats.sent < INFLATED / 2, `${stats.sent} bytes sent before the download stopped`);
   await conn.waitFor(() => conn.state === 'up', Date.now() + 15_000);
   const ok = await conn.call('echo', { message: 'hi' });
   assert.deepEqual(ok.content, [{ type: 'text', text: 'Echo: hi' }]);
