@@ -6,7 +6,7 @@ import { InvalidArgumentError } from 'commander';
 export const MAX_SECONDS = 315_360_000;
 
 /** Number() also reads hex, octal and binary (`0x10` is 16): a value must be written in decimal. */
-export const RADIX_PREFIX = /^\s*[-+]?0[xob]/i;
+const RADIX_PREFIX = /^\s*[-+]?0[xob]/i;
 
 export function int(name: string, min = 1, max = Number.MAX_SAFE_INTEGER) {
   return (v: string) => {

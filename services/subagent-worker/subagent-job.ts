@@ -97,7 +97,9 @@ async function finishedEarlier(
   if (saved) await p.rt.approvals.clearCheckpoint(p.data.goalId, String(p.job.id));
   p.log.info({ bytes: entry.bytes }, 'subtask finished in an earlier delivery: not run again');
   const threadId = entry.threadId ?? base.threadId;
-  return { ...base, threadId, status: 'done', notes: null, bytes: entry.bytes, finishedAt: entry.updatedAt };
+  // The run's own start is not known here; never after its end.
+  const startedAt = Math.min(base.startedAt, entry.updatedAt);
+  return { ...base, threadId, startedAt, status: 'done', notes: null, bytes: entry.bytes, finishedAt: entry.updatedAt };
 }
 
 interface OpenedJob {
