@@ -4,13 +4,15 @@
 // C1 byte U+009B is a one-character CSI on many terminals). Every C0 control (U+0000–U+001F),
 // DEL (U+007F) and every C1 control (U+0080–U+009F) is shown as a visible escape instead.
 
+// Bidirectional overrides and isolates too (shared/runtime/bidi.ts): they reorder what follows.
 // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
 // Multi-line text keeps its line breaks and tabs (a CR only as part of CRLF: a lone CR would
 // return to the start of the line and let what follows overwrite what came before).
-// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
-const CONTROL_EXCEPT_LAYOUT = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]|\r(?!\n)/g;
-const C1_AND_DEL = /[\u007f-\u009f]/g;
+const CONTROL_EXCEPT_LAYOUT =
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
+  /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]|\r(?!\n)/g;
+const C1_AND_DEL = /[\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
 
 const SHORT: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
 

@@ -18,6 +18,12 @@ test('safeLine escapes every C0, DEL and C1 control, line breaks and tabs includ
   assert.equal(safeLine('a\u009b2Jb\u0085c\u009d0;x\u009c'), 'a\\u009b2Jb\\u0085c\\u009d0;x\\u009c');
   assert.equal(safeLine('one\ntwo\r\tthree\u007f'), 'one\\ntwo\\r\\tthree\\u007f');
   assert.equal(safeLine('\u0000\u001f\u0080\u009f'), '\\u0000\\u001f\\u0080\\u009f');
+  // Bidi overrides and isolates reorder what follows them on screen; the weak marks stay.
+  assert.equal(safeLine('rm -rf / \u202e# ok\u2066x\u2069'), 'rm -rf / \\u202e# ok\\u2066x\\u2069');
+  assert.equal(safeText('a\u202bb\n'), 'a\\u202bb\n');
+  assert.deepEqual(JSON.parse(safeJson({ s: '\u202d' })), { s: '\u202d' });
+  assert.doesNotMatch(safeJson({ s: '\u202d' }), /\u202d/);
+  assert.equal(safeLine('\u200f\u200e\u061c'), '\u200f\u200e\u061c');
   const all = Array.from({ length: 0xa0 }, (_, i) => String.fromCharCode(i)).join('');
   assert.doesNotMatch(safeLine(all), ANY_CONTROL);
 });

@@ -24,7 +24,8 @@ const ROLE = 'code-writer';
 const TOOL_INPUT = {
   name: 'x.py',
   note: 'a harmless comment. '.repeat(20),
-  content: '<img src=x onerror="window.pwned=1"> import os; os.system("rm -rf /srv/data")',
+  // A right-to-left override would draw what follows it reversed ("Trojan Source").
+  content: '<img src=x onerror="window.pwned=1"> import os; os.system("rm -rf /srv/data") \u202e# harmless',
 };
 const INPUT = inputPreview(TOOL_INPUT);
 
@@ -85,6 +86,8 @@ test('pending tool calls are decisions on the goal page: approve, reject with a 
   assert.ok(!INPUT.includes('rm -rf'), 'the preview is cut before the end');
   const shown = (await card(page, first).locator('.content').textContent())!;
   assert.deepEqual(JSON.parse(shown), TOOL_INPUT);
+  assert.doesNotMatch(shown, /[\u202a-\u202e\u2066-\u2069]/, 'a bidi override reached the page');
+  assert.match(shown, /\\u202e# harmless/, 'the override is shown as an escape');
   assert.equal(
     await page.locator('#cycle-1 tr.subtask[data-index="0"]').getAttribute('data-state'),
     'awaiting_approval',
