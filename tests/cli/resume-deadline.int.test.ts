@@ -21,8 +21,8 @@ test('resume --max-seconds replaces the pending deadline job with one at the new
   try {
     const deadline = () => state.queues.get(MAINTENANCE_QUEUE).getJob(deadlineJobId(goalId));
     assert.equal((await deadline())?.delay, 3_600_050);
-    // Paused at a budget (no services run here), then resumed with 30 more seconds.
-    const hit = { kind: 'tokens' as const, reason: 'token budget exceeded (stand-in)' };
+    // Paused at its time budget (no services run here), then resumed with 30 more seconds.
+    const hit = { kind: 'seconds' as const, reason: 'time budget exceeded (stand-in)' };
     assert.ok(await state.lifecycle.pauseForBudget(goalId, hit, 1));
     const resumed = await runCli(['resume', goalId, '--max-seconds', '30'], env);
     assert.equal(resumed.code, 0, resumed.stderr);
