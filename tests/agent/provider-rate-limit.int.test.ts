@@ -95,6 +95,20 @@ test('a 429 pauses the research queue in every process for retry-after, then all
   assert.match(research.map((p) => p.output()).join(''), /provider rate limit: pausing the queue/);
 });
 
+/**
+ * The research subagent's run of the goal `text` went on from its failed turn 2: turn 1 asked
+ * once, its tool run once. Returns the goal's timeline events.
+ */
+async function wentOnFromTurnTwo(goalId: string, text: string, again: string, reran: string) {
+  const asked = api.messageRequests().filter((r) => roleOf(r.body) === 'research' && r.body.messages.length === 1);
+  const ofGoal = asked.filter((r) => firstUserText(r.body).includes(text));
+  assert.equal(ofGoal.length, 1, again);
+  const events = (await fleet.client.goals.events(goalId)).map((e) => e.event);
+  const looks = events.filter((e) => e.type === 'tool_called' && e.role === 'research-specialist');
+  assert.equal(looks.length, 1, reran);
+  return events;
+}
+
 /** Polls the queue's global rate limit: when it went on, and when off again after that. */
 function watchRateLimit(queue: Queue) {
   let onAt = 0;
@@ -157,12 +171,8 @@ test('a 429 on a later turn: the job goes on from that turn, not from the start'
   const goalId = await fleet.client.enqueue({ goal: 'Turn two limited' });
   assert.equal((await fleet.client.waitFor(goalId, { timeoutMs: 60_000 })).status, 'done');
   assert.equal(limited, 2, 'the 429 was not served, or its turn not asked again');
-  const asked = api.messageRequests().filter((r) => roleOf(r.body) === 'research' && r.body.messages.length === 1);
-  const ofGoal = asked.filter((r) => firstUserText(r.body).includes('Turn two limited'));
-  assert.equal(ofGoal.length, 1, 'turn 1 was asked again after the 429');
-  const events = (await fleet.client.goals.events(goalId)).map((e) => e.event);
-  const looks = events.filter((e) => e.type === 'tool_called' && e.role === 'research-specialist');
-  assert.equal(looks.length, 1, "turn 1's tool ran again after the 429");
+  const again = 'turn 1 was asked again after the 429';
+  const events = await wentOnFromTurnTwo(goalId, 'Turn two limited', again, "turn 1's tool ran again after the 429");
   assert.equal(events.filter((e) => e.type === 'subtask_started' && e.role === 'research-specialist').length, 1);
 });
 
@@ -179,12 +189,13 @@ test('a 500 past the retries in place on a later turn: the next attempt goes on 
   const goalId = await fleet.client.enqueue({ goal: 'Turn two faulty' });
   assert.equal((await fleet.client.waitFor(goalId, { timeoutMs: 60_000 })).status, 'done');
   assert.equal(faults, 5, 'the faults were not served, or the failed turn not asked again');
-  const asked = api.messageRequests().filter((r) => roleOf(r.body) === 'research' && r.body.messages.length === 1);
-  const ofGoal = asked.filter((r) => firstUserText(r.body).includes('Turn two faulty'));
-  assert.equal(ofGoal.length, 1, 'turn 1 was asked again by the second attempt');
-  const events = (await fleet.client.goals.events(goalId)).map((e) => e.event);
-  const looks = events.filter((e) => e.type === 'tool_called' && e.role === 'research-specialist');
-  assert.equal(looks.length, 1, "turn 1's tool ran again in the second attempt");
+  const again = 'turn 1 was asked again by the second attempt';
+  const events = await wentOnFromTurnTwo(
+    goalId,
+    'Turn two faulty',
+    again,
+    "turn 1's tool ran again in the second attempt",
+  );
   const starts = events.filter((e) => e.type === 'subtask_started' && e.role === 'research-specialist');
   assert.deepEqual(
     starts.map((e) => e.type === 'subtask_started' && e.attempt),
