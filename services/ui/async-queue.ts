@@ -42,8 +42,10 @@ export class AsyncQueue<T> implements AsyncIterable<T> {
     for (;;) {
       const item = this.items.shift();
       if (item !== undefined) {
-        this.size -= this.sizeOf(item);
+        // It counts until the consumer is done with it: a batch stuck half-written to a client
+        // that stopped reading is still held in memory.
         yield item;
+        this.size -= this.sizeOf(item);
         continue;
       }
       if (this.closed) return;

@@ -41,11 +41,14 @@ test('a client that stops reading is let go once its backlog passes the bound', 
   // It reads the response head, then nothing more: the kernel buffers fill, then the process's.
   await new Promise<void>((r) => stalled.once('data', () => r(void stalled.pause())));
   await until(async () => (await liveStreams()) === 1, 'the stream is open');
+  // Entries big enough to fill the kernel's socket buffers (several MB on loopback) long before
+  // the last: small ones all fit there, and a relay keeping up would never hold a backlog.
   const key = client.goals.keys.events(goalId);
-  const pad = 'x'.repeat(4000);
+  const reason = 'x'.repeat(4000);
+  const base = { type: 'subtask_failed', step: 1, index: 0, role: 'critic', artifact: 'a.md', reason };
   for (let i = 0; i < 4000; i++) {
-    const event = { type: 'tool_called', at: Date.now(), step: 1, index: 0, role: 'critic', tool: 'read_file', pad };
-    await redis.client.xadd(key, 'MAXLEN', '~', '10000', '*', 'e', JSON.stringify({ ...event, ms: i, ok: true }));
+    const event = { ...base, at: Date.now(), attempt: i + 1 };
+    await redis.client.xadd(key, 'MAXLEN', '~', '10000', '*', 'e', JSON.stringify(event));
   }
   await until(async () => (await liveStreams()) === 0, 'the stalled client was let go', 30_000);
   assert.match(ui.svc.output(), /live stream client not reading: closing it/);
