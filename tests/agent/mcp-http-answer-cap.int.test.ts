@@ -16,6 +16,7 @@ import {
   passThrough,
   startEverythingHttp,
   testProxy,
+  until,
 } from './mcp-harness.ts';
 
 const INFLATED = 64 * 1024 * 1024;
@@ -69,6 +70,49 @@ test('an answer far over the cap is given up while it downloads; the next call w
   assert.ok(stats.closedEarly, 'the download was stopped');
   assert.ok(stats.sent < INFLATED / 2, `${stats.sent} bytes sent before the download stopped`);
   await conn.waitFor(() => conn.state === 'up', Date.now() + 15_000);
+  const ok = await conn.call('echo', { message: 'hi' });
+  assert.deepEqual(ok.content, [{ type: 'text', text: 'Echo: hi' }]);
+});
+
+/** An answer holding `Echo: drip` goes out 1 KiB every 20 ms, for minutes; `stats` says how far. */
+function dripping(stats: { sent: number; closedEarly: boolean }): ProxyAnswer {
+  return (req, up, res) => {
+    if (req.method !== 'POST') return passThrough(req, up, res);
+    const parts: Buffer[] = [];
+    up.on('data', (d: Buffer) => parts.push(d));
+    up.on('end', () => {
+      const body = Buffer.concat(parts).toString();
+      const at = body.indexOf('Echo: drip');
+      const { 'content-length': _drop, ...headers } = up.headers;
+      res.writeHead(up.statusCode ?? 502, headers);
+      if (at < 0) return res.end(body);
+      res.on('close', () => (stats.closedEarly = !res.writableFinished));
+      res.write(body.slice(0, at + 'Echo: '.length));
+      const drip = setInterval(() => {
+        if (res.destroyed) return clearInterval(drip);
+        stats.sent += 1024;
+        res.write('x'.repeat(1024));
+      }, 20);
+    });
+  };
+}
+
+test('a cancelled call stops downloading its answer', async (t) => {
+  web ??= await startEverythingHttp(await freePort());
+  const stats = { sent: 0, closedEarly: false };
+  const { logger } = captureLogger('debug');
+  const conn = httpConnection(await testProxy(web.port, { answer: dripping(stats) }), logger);
+  t.after(() => conn.close());
+  await conn.waitFor(() => conn.state === 'up', Date.now() + 15_000);
+  const cancel = new AbortController();
+  const call = conn.call('echo', { message: 'drip' }, cancel.signal).catch((err: Error) => err.message);
+  await until(() => stats.sent > 10 * 1024, 10_000, 'the answer is downloading');
+  cancel.abort(new Error('goal cancelled'));
+  assert.match(String(await call), /cancelled/);
+  await until(() => stats.closedEarly, 5000, 'the download was stopped');
+  const sent = stats.sent;
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal(stats.sent, sent, 'nothing more was sent');
   const ok = await conn.call('echo', { message: 'hi' });
   assert.deepEqual(ok.content, [{ type: 'text', text: 'Echo: hi' }]);
 });

@@ -3,16 +3,60 @@
 // HTTP answer not at all), and an answer still streaming after the call timed out went on
 // arriving. Each answer's body is counted as it arrives and given up past the cap: its download
 // stops, and the call fails (at once for a JSON answer, at its timeout for a stream).
+//
+// A call that times out or is cancelled is dropped by the SDK, which tells the server so
+// (`notifications/cancelled`), but its request's download went on: the SDK gives the transport's
+// fetch no per-call signal. That notice, sent through here, now stops the download it names.
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
 
 /** The SDK's cap on a stdio message, for HTTP answers too. */
 export const MAX_ANSWER_BYTES = 10 * 1024 * 1024;
 
+type RequestId = string | number;
+
+/** The JSON-RPC messages of a POST body (one or a batch); none when it is not JSON. */
+function messagesOf(body: unknown): { id?: RequestId; method?: string; params?: { requestId?: RequestId } }[] {
+  if (typeof body !== 'string') return [];
+  try {
+    const parsed = JSON.parse(body) as unknown;
+    return (Array.isArray(parsed) ? parsed : [parsed]).filter((m) => m && typeof m === 'object');
+  } catch {
+    return [];
+  }
+}
+
+/** Downloads one connection follows at most; past it the oldest can no longer be stopped early. */
+const FOLLOWED = 256;
+
 export function cappedFetch(maxBytes = MAX_ANSWER_BYTES, base: FetchLike = fetch): FetchLike {
+  // The requests whose answers may be downloading, by JSON-RPC id, oldest first.
+  const downloading = new Map<RequestId, AbortController>();
   return async (url, init) => {
-    const res = await base(url, init);
     // The long-lived GET stream carries the server's notifications, not answers: not capped.
-    if (init?.method !== 'POST' || !res.body) return res;
+    if (init?.method !== 'POST') return base(url, init);
+    const messages = messagesOf(init.body);
+    for (const m of messages) {
+      const id = m.method === 'notifications/cancelled' ? m.params?.requestId : undefined;
+      if (id === undefined) continue;
+      downloading.get(id)?.abort(new Error('the call was cancelled'));
+      downloading.delete(id);
+    }
+    const ids = messages.flatMap((m) => (m.id !== undefined && m.method ? [m.id] : []));
+    const stop = new AbortController();
+    for (const id of ids) downloading.set(id, stop);
+    while (downloading.size > FOLLOWED) downloading.delete(downloading.keys().next().value as RequestId);
+    const forget = () => {
+      for (const id of ids) if (downloading.get(id) === stop) downloading.delete(id);
+    };
+    const signal = init.signal ? AbortSignal.any([init.signal, stop.signal]) : stop.signal;
+    const res = await base(url, { ...init, signal }).catch((err: unknown) => {
+      forget();
+      throw err;
+    });
+    if (!res.body) {
+      forget();
+      return res;
+    }
     let seen = 0;
     const counted = res.body.pipeThrough(
       new TransformStream<Uint8Array, Uint8Array>({
@@ -21,6 +65,7 @@ export function cappedFetch(maxBytes = MAX_ANSWER_BYTES, base: FetchLike = fetch
           if (seen <= maxBytes) ctl.enqueue(chunk);
           else ctl.error(new Error(`the server's answer is over ${maxBytes} bytes: given up`));
         },
+        flush: forget,
       }),
     );
     return new Response(counted, { status: res.status, statusText: res.statusText, headers: res.headers });
