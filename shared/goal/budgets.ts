@@ -91,10 +91,19 @@ export function reservationTtlMs(cfg: Pick<Runtime['cfg'], 'modelRetry' | 'model
 export function goalCallBudget(rt: Runtime, goal: Pick<GoalRecord, 'goalId' | 'budgets'> & { createdAt?: number }) {
   const keys = [rt.goals.keys.goal(goal.goalId), rt.goals.keys.reservations(goal.goalId)];
   const { maxTokens, maxSeconds } = goal.budgets;
-  const local = maxTokens === undefined && (maxSeconds === undefined || goal.createdAt !== undefined);
+  let local = maxTokens === undefined && (maxSeconds === undefined || goal.createdAt !== undefined);
   const budget: CallBudget = {
     async reserve(req) {
-      if (local) return withinTime(goal.createdAt, maxSeconds, req.max_tokens);
+      if (local) {
+        try {
+          return withinTime(goal.createdAt, maxSeconds, req.max_tokens);
+        } catch (err) {
+          // Past the deadline this run read at its start: a human may have raised it since (a
+          // resume while this call's run went on). The goal's own budgets decide from here.
+          if (!(err instanceof BudgetExceededError)) throw err;
+          local = false;
+        }
+      }
       const now = Date.now();
       const wanted = req.max_tokens;
       // A call that can have fewer output tokens than it asked for still runs, down to the floor.

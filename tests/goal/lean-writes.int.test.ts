@@ -160,8 +160,25 @@ test('without a token budget a call reserves nothing in Redis; its time budget s
   const free = goalCallBudget(t.rt, { goalId, budgets: {}, createdAt: Date.now() });
   assert.deepEqual(await free.reserve(req, {} as never), { maxTokens: 1000, member: '' });
   assert.equal(await redis.client.exists(t.rt.goals.keys.reservations(goalId)), 0);
-  const late = goalCallBudget(t.rt, { goalId, budgets: { maxSeconds: 1 }, createdAt: Date.now() - 5000 });
-  await assert.rejects(late.reserve(req, {} as never), /time budget exceeded/);
+  const createdAt = Date.now() - 5000;
+  const goal = t.rt.goals.keys.goal(goalId);
+  await redis.client.hset(goal, 'budgets', JSON.stringify({ maxSeconds: 1 }), 'createdAt', createdAt);
+  const late = goalCallBudget(t.rt, { goalId, budgets: { maxSeconds: 1 }, createdAt });
+  await assert.rejects(late.reserve(req, {} as never), /time budget exceeded: 5\.\d s elapsed \(max 1 s\)/);
+});
+
+test('a deadline raised after a run read it (a resume while the run went on) lets its next call go', async () => {
+  const goalId = await t.newGoal();
+  const createdAt = Date.now() - 5000;
+  const goal = t.rt.goals.keys.goal(goalId);
+  await redis.client.hset(goal, 'budgets', JSON.stringify({ maxSeconds: 3 }), 'createdAt', createdAt);
+  const run = goalCallBudget(t.rt, { goalId, budgets: { maxSeconds: 3 }, createdAt });
+  const req = { model: 'm', system: '', messages: [], max_tokens: 1000 };
+  await assert.rejects(run.reserve(req, {} as never), /max 3 s/);
+  await redis.client.hset(goal, 'budgets', JSON.stringify({ maxSeconds: 60 }));
+  assert.deepEqual(await run.reserve(req, {} as never), { maxTokens: 1000, member: '' });
+  await redis.client.hset(goal, 'budgets', JSON.stringify({ maxSeconds: 4 }));
+  await assert.rejects(run.reserve(req, {} as never), /max 4 s/, 'the stored deadline, not the one read at the start');
 });
 
 /** A research subtask through runForGoal on the scripted model: one call, one transcript. */
