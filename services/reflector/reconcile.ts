@@ -3,13 +3,15 @@
 // that no queue holds are repaired by adding that job again under its deterministic id, or
 // retrying it when it finished without moving the goal. Safe at any time and concurrently:
 // job ids dedupe adds, a retry of a job no longer finished is refused, and a goal that moved
-// since it was read is left alone. Goals awaiting a human past their retention are ended.
+// since it was read is left alone. Goals awaiting a human past their retention are ended; jobs
+// still parked on a goal no longer paused at a budget (a resume that died before waking them) wake.
 // Only goals not yet ended are read (the live set), however many finished ones are retained.
 // A goal whose subtask waits for a tool-call approval stays `running` with its reflect parent
 // waiting for children: alive, never repaired. Approvals still pending on goals that ended
 // (or are gone) are released, so their paused jobs end and the pending gauge stays true.
 import type { Job, Queue } from 'bullmq';
 import { releaseApprovals } from '../../shared/goal/approvals.ts';
+import { promoteParked } from '../../shared/goal/parking.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';
 import {
@@ -42,7 +44,7 @@ export async function reconcile(rt: Runtime, now = Date.now()): Promise<Reconcil
     for (const goal of await Promise.all(idle.map((id) => rt.goals.get(id)))) {
       if (!goal || isTerminal(goal.status)) continue;
       if (goal.status === 'awaiting_human') report.abandoned += Number(await abandonIfExpired(rt, goal, now));
-      else if (await repair(rt, goal)) report.repaired++;
+      else if ((await wakeParked(rt, goal)) || (await repair(rt, goal))) report.repaired++;
     }
   }
   report.released = await releaseStaleApprovals(rt);
@@ -116,6 +118,20 @@ async function abandonIfExpired(rt: Runtime, goal: GoalRecord, now: number): Pro
   rt.logger.warn({ goalId: goal.goalId, reason }, 'reconciler ended a goal awaiting a human');
   // This move was counted here: a later `deepq cancel` of the goal (its message) must not count it again.
   await rt.redis.set(rt.goals.keys.cancelCounted(goal.goalId), '1', 'EX', rt.cfg.goalKeyTtlSeconds, 'NX');
+  return true;
+}
+
+/**
+ * Jobs still parked on a goal no longer paused: a resume raises the budget, then wakes them,
+ * and one that died between the two left them delayed until the awaiting retention (days).
+ */
+async function wakeParked(rt: Runtime, goal: GoalRecord): Promise<boolean> {
+  if (!(await rt.redis.exists(rt.goals.keys.parked(goal.goalId)))) return false;
+  if (!(await unchanged(rt, goal))) return false;
+  const woken = await promoteParked(rt, goal.goalId);
+  if (!woken) return false;
+  rt.metrics.reconciled.inc({ from_status: goal.status });
+  rt.logger.warn({ goalId: goal.goalId, status: goal.status, woken }, 'reconciler woke jobs parked on a resumed goal');
   return true;
 }
 

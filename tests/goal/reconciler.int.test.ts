@@ -4,9 +4,11 @@
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { raisedBudgets } from '../../cli/goal-client.ts';
 import { newGoalId } from '../../shared/goal/ids.ts';
 import { type Fleet, metricSum, runCli, startFleet } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
+import { until } from '../../testing/until.ts';
 
 const redis = useRedis();
 let fleet: Fleet;
@@ -72,6 +74,30 @@ test('the time budget ends a goal mid-cycle, aborting its running subtasks', asy
     assert.ok(ms < 7000, `ended ${ms} ms after creation`);
     const events = (await c.goals.events(goalId)).map((e) => e.event);
     assert.ok(!events.some((e) => e.type === 'subtask_finished' && e.artifact === 'solution.py'));
+  } finally {
+    await slow.stop();
+  }
+});
+
+test('jobs parked at a budget wake when the resume that raised it died before waking them', async () => {
+  const slow = await startFleet(
+    redis.url,
+    { DEEPQ_SCRIPTED_LATENCY_MS: '1500', DEEPQ_RECONCILE_INTERVAL_SECONDS: '1', DEEPQ_RECONCILE_GRACE_SECONDS: '1' },
+    { roles: ['research-specialist', 'code-writer', 'critic'] },
+  );
+  try {
+    const c = slow.client;
+    const goalId = await c.enqueue({ goal: 'Paused at its deadline', budgets: { maxSeconds: 2, onBudget: 'pause' } });
+    let g = await c.waitFor(goalId, { timeoutMs: 30_000 });
+    assert.equal(g.status, 'awaiting_human');
+    await until(async () => (await redis.client.hlen(c.goals.keys.parked(goalId))) > 0, 10_000, 'a job parked');
+    // What `deepq resume --max-seconds 60` does first; it dies before waking the parked jobs.
+    const budgets = raisedBudgets(g, { maxSeconds: 60 });
+    const resume = { step: g.step, to: g.pausedFrom!, budgets, raised: { maxSeconds: 60 } };
+    assert.ok(await c.lifecycle.resumeFromBudget(goalId, resume));
+    g = await c.waitFor(goalId, { timeoutMs: 40_000 });
+    assert.equal(g.status, 'done', `${g.status}: ${g.reason}`);
+    assert.ok((await metricSum(slow, 'deepq_reconciled_total')) >= 1);
   } finally {
     await slow.stop();
   }
