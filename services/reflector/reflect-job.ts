@@ -71,12 +71,20 @@ async function notStarted(
     rt.logger.info(fields, 'stale reflect job: the goal is not at this cycle');
     return { skipped: `stale: the goal is ${goal.status} at cycle ${goal.step}` };
   }
-  if (goal.status === 'queued' && goal.reflection?.step === step && !goal.review) {
+  if (goal.status === 'queued' && goal.reflection?.step === step && !goal.review && requeued(goal.reflection)) {
     // Re-delivered after the decision was stored: finish the hand-off (job ids dedupe it).
     await rt.queues.addPlan({ goalId, step: step + 1 });
     return { decision: goal.reflection.decision };
   }
   return { skipped: goal.status };
+}
+
+/**
+ * Whether the stored decision queued the goal itself. After an escalation the goal is queued
+ * by a human's resume, which adds its own plan job: a second one would plan the cycle twice.
+ */
+function requeued(reflection: Pick<Reflection, 'decision'>): boolean {
+  return reflection.decision === 'continue' || reflection.decision === 'replan';
 }
 
 /**
