@@ -1,12 +1,13 @@
-// The inspector's HTTP app. In order: a log line per request, a loopback Host when there is no
-// token (DNS rebinding), security headers, the CSRF cookie, a cap on request bodies, the token
-// (when set), the CSRF check on state-changing requests, then the pages.
+// The inspector's HTTP app. In order: a log line per request, HEAD answered without a body, a
+// loopback Host when there is no token (DNS rebinding), security headers, the CSRF cookie, a cap
+// on request bodies, the token (when set), the CSRF check on state-changing requests, the pages.
 import { type Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { GOAL_MAX_BYTES } from '../../cli/goal-request.ts';
 import { chromeOf } from './chrome.ts';
 import type { UiContext, UiEnv } from './context.ts';
 import { registerDecisionRoutes } from './decisions/index.ts';
+import { headWithoutBody } from './head-requests.ts';
 import { requestLog } from './request-log.ts';
 import { registerArtifactRoutes } from './routes/artifact.ts';
 import { registerGoalRoute } from './routes/goal.ts';
@@ -31,6 +32,7 @@ const MAX_BODY_BYTES = 3 * GOAL_MAX_BYTES + 16 * 1024;
 export function createApp(ctx: UiContext): Hono<UiEnv> {
   const app = new Hono<UiEnv>();
   app.use(requestLog(ctx.log, ctx.metrics));
+  app.use(headWithoutBody());
   app.use(loopbackHostOnly(ctx.token));
   app.use(securityHeaders());
   app.use(csrfCookie());

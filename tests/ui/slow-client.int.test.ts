@@ -1,8 +1,10 @@
 // A live-stream client that keeps its connection open but stops reading must not make the
 // inspector hold every later timeline entry for it: past a bound it is let go (its browser would
-// reconnect and catch up from Redis), and the live-stream gauge goes back down.
+// reconnect and catch up from Redis), and the live-stream gauge goes back down. A HEAD request
+// (a link checker, `curl -I`) leaves no stream and no file open.
 
 import assert from 'node:assert/strict';
+import { readdirSync, readlinkSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { after, before, test } from 'node:test';
 import { GoalClient } from '../../cli/goal-client.ts';
@@ -75,4 +77,32 @@ test('a goal with more entries than the bound stays live for every viewer that h
   assert.equal(await liveStreams(), 2);
   first.close();
   second.close();
+});
+
+/** How many files under the blob dir the inspector process holds open. */
+function openBlobFiles(): number {
+  const dir = `/proc/${ui.svc.proc.pid}/fd`;
+  const blobDir = client.cfg.vfs.blobDir;
+  return readdirSync(dir).filter((fd) => {
+    try {
+      return readlinkSync(`${dir}/${fd}`).startsWith(blobDir);
+    } catch {
+      return false; // closed meanwhile
+    }
+  }).length;
+}
+
+test('HEAD requests leave no live stream and no artifact file open', async () => {
+  const goalId = newGoalId();
+  await client.goals.create(goalId, 'A goal checked by a link checker', {}, false);
+  const meta = { status: 'done' as const, step: 1, role: 'critic', writer: 'w' };
+  await client.vfs.write(goalId, 'big.txt', 'x'.repeat(client.cfg.vfs.spillBytes + 1), meta);
+  const head = (path: string) => fetch(`${ui.url}${path}`, { method: 'HEAD' });
+  for (let i = 0; i < 3; i++) {
+    assert.equal((await head(`/goals/${goalId}/events`)).status, 200);
+    assert.equal((await head(`/goals/${goalId}/artifact/raw?name=big.txt`)).status, 200);
+    assert.equal((await head(`/goals/${goalId}/artifact?name=big.txt`)).status, 200);
+  }
+  await until(async () => (await liveStreams()) === 0, 'the HEAD streams ended', 5000);
+  await until(() => openBlobFiles() === 0, 'the artifact files closed', 5000);
 });
