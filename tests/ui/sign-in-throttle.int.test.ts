@@ -1,6 +1,7 @@
 // Guessing DEEPQ_UI_TOKEN is throttled per client address, across replicas: past the allowed
 // wrong tokens (sign-in form or Bearer) the address is refused any token, the right one too,
 // with 429 and Retry-After, until the window ends; a session signed in before keeps working.
+// Guesses sent all at once are held to the same limit.
 
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -81,4 +82,21 @@ test('requests without a token are not guesses: they never lock the address out'
   const ok = await bearer(one, TOKEN);
   assert.equal(ok.status, 200);
   await ok.body?.cancel();
+});
+
+test('guesses sent all at once are each counted before they are checked', { timeout: 30_000 }, async () => {
+  const guesses = Array.from({ length: 60 }, (_, i) => (i % 2 ? bearer(one, `wrong-${i}`) : signIn(two, `wrong-${i}`)));
+  const statuses = (await Promise.all(guesses)).map((r) => r.status);
+  const checked = statuses.filter((s) => s === 401).length;
+  assert.equal(checked, 3, `${checked} of 60 guesses checked (limit 3): ${statuses.join(' ')}`);
+  assert.equal(statuses.filter((s) => s === 429).length, 57);
+  // Right tokens count as nothing: many at once after the window are all let in.
+  await new Promise((r) => setTimeout(r, (WINDOW_SECONDS + 0.5) * 1000));
+  const right = await Promise.all(Array.from({ length: 10 }, () => bearer(one, TOKEN)));
+  assert.deepEqual(
+    right.map((r) => r.status),
+    Array(10).fill(200),
+  );
+  await Promise.all(right.map((r) => r.body?.cancel()));
+  assert.equal((await bearer(two, 'wrong-again')).status, 401, 'the right tokens left no count behind');
 });

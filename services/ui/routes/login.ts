@@ -32,14 +32,14 @@ export function registerLoginRoutes(app: Hono<UiEnv>, ctx: UiContext): void {
     const next = safeNext(body.next);
     if (!ctx.token) return c.redirect(next, 303);
     const address = clientAddress(c);
-    const wait = await ctx.signIn.lockedFor(address);
+    const right = typeof body.token === 'string' && safeEqual(body.token, ctx.token);
+    const wait = right ? await ctx.signIn.lockedFor(address) : await ctx.signIn.failed(address);
     if (wait) {
       c.header('retry-after', String(wait));
       const error = `Too many wrong tokens from this address: try again in ${wait} s.`;
       return c.html(loginPage(chromeOf(c, ctx), next, error), 429);
     }
-    if (typeof body.token !== 'string' || !safeEqual(body.token, ctx.token)) {
-      await ctx.signIn.failed(address);
+    if (!right) {
       ctx.log.warn({ path: '/login', address }, 'sign-in refused: wrong token');
       return c.html(loginPage(chromeOf(c, ctx), next, 'That is not the token.'), 401);
     }

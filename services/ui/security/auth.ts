@@ -57,10 +57,11 @@ export function requireToken(
     if (!token || OPEN_PATHS.has(c.req.path)) return next();
     if (bearerOf(c)) {
       const address = clientAddress(c);
-      const wait = await throttle.lockedFor(address);
+      // The token is compared first (in memory); a wrong one is counted before any answer.
+      const right = presentsToken(c, token);
+      const wait = right ? await throttle.lockedFor(address) : await throttle.failed(address);
       if (wait) return tooManyFailures(c, wait);
-      if (presentsToken(c, token)) return next();
-      await throttle.failed(address);
+      if (right) return next();
     } else if (presentsToken(c, token)) return next();
     c.header('www-authenticate', 'Bearer realm="deepq"');
     const wantsPage = c.req.method === 'GET' && (c.req.header('accept') ?? '').includes('text/html');

@@ -31,9 +31,19 @@ export class SignInThrottle {
     return Math.max(1, Number(ttl ?? 0));
   }
 
-  /** Counts a wrong token; the window starts at an address's first failure. */
-  async failed(address: string): Promise<void> {
-    await this.redis.multi().incr(this.key(address)).expire(this.key(address), this.opts.windowSeconds, 'NX').exec();
+  /**
+   * Counts a wrong token; the window starts at an address's first failure. Returns the seconds
+   * to wait when this failure is past the limit (0 while it is within): a wrong token is
+   * counted before anything answers it, so guesses sent at once cannot all pass a check that
+   * read the count first (300 at once were all answered 401 against a limit of 20). The right
+   * token is let in only while the count is under the limit (`lockedFor`), which every wrong
+   * guess counted before it raised.
+   */
+  async failed(address: string): Promise<number> {
+    const key = this.key(address);
+    const res = (await this.redis.multi().incr(key).expire(key, this.opts.windowSeconds, 'NX').ttl(key).exec()) ?? [];
+    const [count, ttl] = [Number(res[0]?.[1] ?? 0), Number(res[2]?.[1] ?? 0)];
+    return count > this.opts.maxFailures ? Math.max(1, ttl) : 0;
   }
 }
 
