@@ -112,7 +112,9 @@ test('pending tool calls are decisions on the goal page: approve, reject with a 
   assert.equal(tooLong, 409);
   problems.splice(0); // the browser logs that 409: this test asked for it
   assert.equal((await client.approvals.records(goalId)).find((r) => r.callId === first)?.status, 'pending');
-  await card(page, first).locator('textarea[name=reason]').fill('write to the staging bucket instead');
+  // As long as the form allows, over many lines (the browser sends each line break as two characters).
+  const reason = `write to the staging bucket instead\n${'line\n'.repeat(150)}`.padEnd(1000, 'z');
+  await card(page, first).locator('textarea[name=reason]').fill(reason);
   await card(page, first).locator('button.danger').click();
   await page.waitForURL(`${ui.url}/goals/${goalId}`);
   await card(page, first).waitFor({ state: 'detached' });
@@ -123,7 +125,7 @@ test('pending tool calls are decisions on the goal page: approve, reject with a 
 
   const records = new Map((await client.approvals.records(goalId)).map((r) => [r.callId, r]));
   assert.equal(records.get(first)?.status, 'rejected');
-  assert.equal(records.get(first)?.reason, 'write to the staging bucket instead');
+  assert.equal(records.get(first)?.reason, reason);
   assert.equal(records.get(second)?.status, 'approved');
   assert.equal(await page.evaluate('typeof window.pwned'), 'undefined');
   assert.deepEqual(problems, []);

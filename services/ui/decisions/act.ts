@@ -9,10 +9,14 @@ import type { UiContext, UiEnv } from '../context.ts';
 import { errorPage } from '../views/error-page.ts';
 import { path } from '../views/html.ts';
 
-/** A text field of the posted form, trimmed; empty means absent. Longer than `max` is refused, not cut. */
+/**
+ * A text field of the posted form, trimmed; empty means absent. Longer than `max` is refused, not
+ * cut. A form sends each line break as CRLF where its textarea's maxlength counted one character:
+ * counted as the page counts it, a text the page accepted is never refused for its line breaks.
+ */
 export async function formText(c: Context<UiEnv>, name: string, max: number): Promise<string | undefined> {
   const v = (await c.req.parseBody())[name];
-  const text = typeof v === 'string' ? v.trim() : '';
+  const text = typeof v === 'string' ? v.replace(/\r\n?/g, '\n').trim() : '';
   if (text.length > max) throw new ValidationError(`the ${name} is ${text.length} characters long: at most ${max}`);
   return text || undefined;
 }
