@@ -38,6 +38,8 @@ interface Feed {
   stream: SSEStreamingApi;
   /** The goal's state as last sent (status, update time, tokens): a refresh sends only a change. */
   sentState?: string;
+  /** A re-read of the goal waits in the relay's queue. */
+  refreshQueued?: boolean;
 }
 
 export function registerGoalEventsRoute(app: Hono<UiEnv>, ctx: UiContext): void {
@@ -88,7 +90,13 @@ async function follow(f: Feed, waitingForRedis: boolean): Promise<void> {
   ctx.metrics.liveStreams.inc();
   stream.onAbort(() => batches.close());
   const keepalive = setInterval(() => void stream.write(': keep-alive\n\n'), KEEPALIVE_MS);
-  const refresh = setInterval(() => void refreshGoal(f, batches), GOAL_REFRESH_MS);
+  // The relay re-reads the goal at each empty batch: one writer, so an older snapshot read by a
+  // timer never lands after a newer one the relay sent (the page stayed on it).
+  const refresh = setInterval(() => {
+    if (f.refreshQueued) return; // one at a time: a stuck client must not pile them up
+    f.refreshQueued = true;
+    batches.push([]);
+  }, GOAL_REFRESH_MS);
   let unsubscribe = () => {};
   try {
     // The first message sets how soon the browser reconnects after a drop.
@@ -133,6 +141,11 @@ async function relay(f: Feed, batches: AsyncQueue<StreamEntry[]>): Promise<void>
   const planned = new Set<number>();
   let t0: number | undefined;
   for await (const batch of batches) {
+    // The timer's re-read: a changed goal is sent; a goal swept meanwhile ends the stream.
+    if (!batch.length) {
+      f.refreshQueued = false;
+      if (!(await sendGoal(f, true).catch(() => true))) return;
+    }
     let sent = false;
     for (const entry of batch) {
       const event = eventOf(entry.fields);
@@ -164,14 +177,4 @@ async function sendGoal(f: Feed, onlyIfChanged = false): Promise<boolean> {
   f.sentState = state;
   await f.stream.writeSSE({ event: 'goal', data: JSON.stringify(await goalSnapshot(f.ctx, goal)) });
   return true;
-}
-
-/** The timer's re-read: a changed goal is sent; a goal swept meanwhile ends the stream (the reconnect gets a 404). */
-async function refreshGoal(f: Feed, batches: AsyncQueue<StreamEntry[]>): Promise<void> {
-  if (f.sentState === undefined || batches.isClosed) return;
-  const known = await sendGoal(f, true).catch(() => true);
-  if (!known) {
-    batches.close();
-    f.stream.abort();
-  }
 }
