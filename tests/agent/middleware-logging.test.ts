@@ -99,3 +99,27 @@ test('logs name the model call only when the role lists the logging middleware',
   });
   assert.equal(lines.filter((l) => l.msg === 'model call').length, 0);
 });
+
+test('a call aborted on purpose is an info line, and a job logger names the goal once per line', async () => {
+  server.setHandler(async () => {
+    await new Promise((r) => setTimeout(r, 2000));
+    return text('late');
+  });
+  const { logger, raw } = captureLogger();
+  // A job's logger already carries the goal, step, role and thread (services bind them).
+  const job = logger.child({ goalId: ctx.goalId, step: ctx.step, role: ctx.role, threadId: ctx.threadId });
+  const cancel = new AbortController();
+  setTimeout(() => cancel.abort(new Error('goal cancelled')), 200);
+  await assert.rejects(
+    agentWith(job).run({ task: 'x', contract: textContract, ctx: { ...ctx, signal: cancel.signal } }),
+    /aborted/,
+  );
+  const line = raw().split('\n').find((l) => l.includes('model call aborted'));
+  assert.ok(line, `no 'model call aborted' line in ${raw()}`);
+  const parsed = JSON.parse(line) as Record<string, unknown>;
+  assert.equal(parsed.level, 30, 'info: nothing failed');
+  for (const key of ['goalId', 'step', 'role', 'threadId']) {
+    assert.equal(line.split(`"${key}":`).length - 1, 1, `${key} appears more than once: ${line}`);
+  }
+  assert.ok(!raw().includes('model call failed'));
+});
