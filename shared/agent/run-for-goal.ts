@@ -7,11 +7,13 @@ import { BudgetExceededError } from '../errors.ts';
 import { releaseApprovals } from '../goal/approvals.ts';
 import { GoalEndedError, type GoalUsage, goalCallBudget, goalUsage, onBudgetOf } from '../goal/budgets.ts';
 import type { TimelineEventBody } from '../goal/events.ts';
+import { isTerminal } from '../goal/status.ts';
 import type { GoalRecord } from '../goal/store.ts';
 import type { Runtime } from '../runtime/runtime.ts';
 import type { AgentCheckpoint } from './approval.ts';
 import { type AgentRun, BudgetRefused, createAgent, type RunOptions, type ToolCallRecord } from './create-agent.ts';
 import type { OutputContract } from './output-contracts.ts';
+import { ModelCallError } from './providers/types.ts';
 import type { AgentSpec } from './roles.ts';
 import type { Tool } from './tools.ts';
 import { storeTranscript, type TranscriptWrite, transcriptWrite } from './transcripts.ts';
@@ -113,6 +115,11 @@ function recordToolCall<T>(rt: Runtime, o: GoalRunOptions<T>, usage: GoalUsage, 
 /** A run stopped by its goal's budget (or the goal's end): pause or end the goal, as it asks. */
 async function atBudget<T>(rt: Runtime, o: GoalRunOptions<T>, err: unknown): Promise<GoalRunOutcome<T>> {
   if (err instanceof GoalEndedError) return { kind: 'stopped', reason: err.message, status: err.status };
+  // A call aborted because its goal ended (a cancel reached it): the run stops, no failure to retry.
+  if (err instanceof ModelCallError && err.kind === 'aborted') {
+    const status = await rt.redis.hget(rt.goals.keys.goal(o.goal.goalId), 'status');
+    if (status && isTerminal(status)) return { kind: 'stopped', reason: `the goal is ${status}`, status };
+  }
   const hit = err instanceof BudgetRefused ? err.hit : err;
   if (!(hit instanceof BudgetExceededError)) throw err;
   const { goalId } = o.goal;

@@ -3,7 +3,7 @@
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { subagentQueueName } from '../../shared/runtime/queues.ts';
+import { PLAN_QUEUE, planJobId, subagentQueueName } from '../../shared/runtime/queues.ts';
 import { type Fleet, runCli, startFleet } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
 
@@ -57,6 +57,20 @@ test('cancel aborts running subtasks in worker processes and marks the goal canc
   assert.ok(!types.includes('subtask_finished'));
   assert.ok(!types.includes('reflected'));
   assert.equal((await fleet.client.get(goalId)).status, 'cancelled');
+});
+
+test("a cancel during the planner's model call ends its job skipped, with no failed attempt", async () => {
+  const goalId = await fleet.client.enqueue({ goal: 'Cancel me while planning' });
+  const plan = fleet.client.queues.get(PLAN_QUEUE);
+  await until(async () => (await fleet.client.get(goalId)).status === 'planning');
+  await fleet.client.cancel(goalId);
+  await until(async () => (await (await plan.getJob(planJobId(goalId, 1)))!.getState()) === 'completed', 7000);
+  const job = (await plan.getJob(planJobId(goalId, 1)))!;
+  assert.deepEqual(job.returnvalue, { status: 'skipped', reason: 'the goal is cancelled' });
+  assert.equal(job.attemptsMade, 1, 'the cancel cost the job an attempt (it failed, then was retried)');
+  assert.equal(job.failedReason, undefined);
+  const planner = fleet.procs.find((p) => p.name === 'planner')!.output();
+  assert.doesNotMatch(planner, new RegExp(`"jobId":"${goalId}:1:plan".*job failed`));
 });
 
 test('cancel removes waiting jobs and keeps artifacts already written', async () => {
