@@ -114,7 +114,9 @@ test('a call aborted on purpose is an info line, and a job logger names the goal
     agentWith(job).run({ task: 'x', contract: textContract, ctx: { ...ctx, signal: cancel.signal } }),
     /aborted/,
   );
-  const line = raw().split('\n').find((l) => l.includes('model call aborted'));
+  const line = raw()
+    .split('\n')
+    .find((l) => l.includes('model call aborted'));
   assert.ok(line, `no 'model call aborted' line in ${raw()}`);
   const parsed = JSON.parse(line) as Record<string, unknown>;
   assert.equal(parsed.level, 30, 'info: nothing failed');
