@@ -56,6 +56,11 @@ export interface WriteMeta {
   writer: string;
   /** Optimistic concurrency: the version the writer last saw (0 = must not exist). */
   expectedVersion?: number;
+  /**
+   * With expectedVersion: the op of the entry the writer read. Any write since, by anyone (a
+   * retried writer rewrites in place at the same version), is a conflict.
+   */
+  expectedOp?: string;
   /** A subtask's artifact: a new version of a `done` one keeps the old in the history. */
   keepHistory?: boolean;
   /** A tool's write to another subtask's artifact: a `done` one is refused (DONE_ARTIFACT), not replaced. */
@@ -216,7 +221,7 @@ export class VirtualFs {
           JSON.stringify({ ...entry, op: newOperationId() }),
           inline ?? '',
           inline === null ? '0' : '1',
-          meta.expectedVersion === undefined ? '' : meta.expectedVersion,
+          expectation(meta),
           meta.writer,
           this.opts.maxFilesPerGoal,
           this.opts.keyTtlSeconds,
@@ -369,4 +374,10 @@ export class BlobStoreOwnedError extends Error {
         "(if this Redis lost its data, remove the store's .owner file to claim it)",
     );
   }
+}
+
+/** vfsWrite.lua's ARGV[5]: '' (any), the expected version, or `<version>:<op>` (the entry read). */
+function expectation(meta: Pick<WriteMeta, 'expectedVersion' | 'expectedOp'>): string {
+  if (meta.expectedVersion === undefined) return '';
+  return meta.expectedOp ? `${meta.expectedVersion}:${meta.expectedOp}` : String(meta.expectedVersion);
 }

@@ -103,6 +103,31 @@ test('edit_file edits a spilled artifact (read from and written back to the blob
   assert.ok(!existsSync(join(t.rt.cfg.vfs.blobDir, t.rt.cfg.prefix, before.blobRef!)), 'the old blob is gone');
 });
 
+test('edit_file and delete_file refuse a rewrite that landed after their read, by the same writer too', async () => {
+  const goalId = await goalWith({ 'notes.md': 'line1 from A\n' });
+  // The other job rewrites its file (in place, same version) right after this edit read it.
+  let rewrites = 0;
+  const racing = new Proxy(t.rt.vfs, {
+    get(target, prop, receiver) {
+      if (prop !== 'read') return Reflect.get(target, prop, receiver);
+      return async (g: string, name: string) => {
+        const text = await target.read(g, name);
+        if (rewrites++ === 0) await target.write(g, name, `${text}IMPORTANT line2 from A\n`, seed);
+        return text;
+      };
+    },
+  });
+  const scope = { goalId, step: STEP, role: 'code-writer', threadId: `goal-${goalId}--code-writer-1`, writer: 'job-1' };
+  const tools = Object.fromEntries(createVfsTools(racing, scope, [...TOOL_NAMES]).map((x) => [x.def.name, x]));
+  await assert.rejects(
+    tools.edit_file!.run({ name: 'notes.md', old_string: 'line1', new_string: 'LINE1' }),
+    /notes\.md changed while it was being edited .*nothing was changed: read it and retry/,
+  );
+  assert.equal(await t.rt.vfs.read(goalId, 'notes.md'), 'line1 from A\nIMPORTANT line2 from A\n');
+  assert.match(await tools.edit_file!.run({ name: 'notes.md', old_string: 'line1', new_string: 'LINE1' }), /edited/);
+  assert.equal(await t.rt.vfs.read(goalId, 'notes.md'), 'LINE1 from A\nIMPORTANT line2 from A\n');
+});
+
 test("edit_file refuses a result over the artifact limit before building it, with the write's message", async () => {
   // 1 MB of "a"; each "a" becoming 10 "€" (30 bytes) would make 30 MB, and a longer new_string gigabytes.
   const goalId = await goalWith({ 'big.txt': 'a'.repeat(1_000_000), 'two.txt': 'MARK\nMARK\n' });

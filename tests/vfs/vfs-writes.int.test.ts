@@ -176,6 +176,31 @@ test('a writer whose expectedVersion is stale is refused, and the stored artifac
   assert.equal(await t.rt.vfs.stat(goalId, 'missing.md'), null);
 });
 
+test('a write naming the entry it read is refused after any write since, a retried rewrite in place too', async () => {
+  const goalId = await t.newGoal();
+  await t.rt.vfs.write(goalId, 'notes.md', 'line1 from A', meta('a'));
+  const read = (await t.rt.vfs.stat(goalId, 'notes.md'))!;
+  // A writes again: the same writer rewrites in place, at the same version.
+  await t.rt.vfs.write(goalId, 'notes.md', 'line1 from A\nIMPORTANT line2 from A', meta('a'));
+  assert.equal((await t.rt.vfs.stat(goalId, 'notes.md'))!.version, read.version);
+  const seen = { expectedVersion: read.version, expectedOp: read.op };
+  await assert.rejects(
+    t.rt.vfs.write(goalId, 'notes.md', 'LINE1 from A', meta('b', seen)),
+    (err: Error) => err instanceof VersionConflictError && /written again since it was read/.test(err.message),
+  );
+  await assert.rejects(t.rt.vfs.delete(goalId, 'notes.md', { step: 1, writer: 'b', ...seen }), VersionConflictError);
+  assert.equal(await t.rt.vfs.read(goalId, 'notes.md'), 'line1 from A\nIMPORTANT line2 from A');
+  // A's own delete leaves a tombstone at the same version: an edit of what was read does not revive it.
+  await t.rt.vfs.delete(goalId, 'notes.md', { step: 1, writer: 'a' });
+  await assert.rejects(t.rt.vfs.write(goalId, 'notes.md', 'revived', meta('b', seen)), VersionConflictError);
+  assert.equal(await t.rt.vfs.read(goalId, 'notes.md'), null);
+  // Unchanged since it was read: the write goes through.
+  await t.rt.vfs.write(goalId, 'fresh.md', 'one', meta('a'));
+  const fresh = (await t.rt.vfs.stat(goalId, 'fresh.md'))!;
+  const e = await t.rt.vfs.write(goalId, 'fresh.md', 'two', meta('b', { expectedVersion: 1, expectedOp: fresh.op }));
+  assert.equal(e.version, 2);
+});
+
 test(
   'max files per goal: a new name past the limit is refused with a clear error; ' +
     'overwrites and other goals are not',

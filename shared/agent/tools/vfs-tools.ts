@@ -83,7 +83,7 @@ const live = (e: FileEntry | null): e is FileEntry => e !== null && e.status !==
  * artifact may replace finished work (a planned revision, old version kept); any other `done`
  * artifact is refused.
  */
-export function toolWriteMeta(ctx: ToolScope, name: string, expectedVersion?: number): WriteMeta {
+export function toolWriteMeta(ctx: ToolScope, name: string, read?: Pick<FileEntry, 'version' | 'op'>): WriteMeta {
   const { step, role, threadId, writer } = ctx;
   const own = name === ctx.artifact;
   return {
@@ -93,7 +93,8 @@ export function toolWriteMeta(ctx: ToolScope, name: string, expectedVersion?: nu
     threadId,
     writer,
     ...(own ? { keepHistory: true } : { refuseDone: true }),
-    ...(expectedVersion ? { expectedVersion } : {}),
+    // The entry it read, exactly: a rewrite since (same version, same writer) is a conflict too.
+    ...(read ? { expectedVersion: read.version, expectedOp: read.op } : {}),
   };
 }
 
@@ -216,7 +217,7 @@ function editFile(vfs: VirtualFs) {
         ? parts.join(new_string)
         : content.slice(0, at.first[0]) + new_string + content.slice(at.first[0]! + old_string.length);
       const e = await vfs
-        .write(ctx.goalId, name, next, toolWriteMeta(ctx, name, before.version))
+        .write(ctx.goalId, name, next, toolWriteMeta(ctx, name, before))
         .catch((err) => conflict(err, name, 'edited'));
       const n = parts ? parts.length - 1 : 1;
       return `edited ${name}: replaced ${n} occurrence${n === 1 ? '' : 's'} (${e.bytes} bytes, version ${e.version})`;
@@ -329,9 +330,7 @@ function deleteFile(vfs: VirtualFs) {
       vfs.check(name, '');
       const e = await vfs.stat(ctx.goalId, name);
       if (!live(e)) return noSuchFile(vfs, ctx.goalId, name);
-      await vfs
-        .delete(ctx.goalId, name, toolWriteMeta(ctx, name, e.version))
-        .catch((err) => conflict(err, name, 'deleted'));
+      await vfs.delete(ctx.goalId, name, toolWriteMeta(ctx, name, e)).catch((err) => conflict(err, name, 'deleted'));
       return `deleted ${name}`;
     },
   });

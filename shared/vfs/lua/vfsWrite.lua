@@ -9,7 +9,9 @@
 -- KEYS[5] the goal's events stream, KEYS[6] a transcript's key, KEYS[7] the goal's threads,
 -- KEYS[8] the goal's token reservations
 -- ARGV[1] name, ARGV[2] meta JSON (no version; `op` unique per call), ARGV[3] inline content ('' when spilled)
--- ARGV[4] '1' if inline, ARGV[5] expected version ('' = any), ARGV[6] writer id
+-- ARGV[4] '1' if inline, ARGV[5] expected version ('' = any), or `<version>:<op>`: the entry as
+-- the writer read it (its last write's op), changed since by any write, its own writer's too, is
+-- a conflict; ARGV[6] writer id
 -- ARGV[7] max live files, ARGV[8] key TTL seconds, ARGV[9] '1' to keep a revised version's history,
 -- '2' to refuse a new version of a `done` artifact, '3' to keep a done version current, '0' none
 -- ARGV[10] a timeline event (JSON) that lands with the write ('' for none), ARGV[11] events max length
@@ -36,6 +38,13 @@ if curRaw then cur = cjson.decode(curRaw) end
 -- The same call again (its reply was lost and ioredis sent it once more): it did everything
 -- already, its event and transcript included.
 if cur and meta.op and cur.op == meta.op then return { cur.version, '' } end
+-- A read-modify-write (an edit, a delete) names the write it read: a retried writer rewrites in
+-- place at the same version, so the version alone missed its rewrite, which the edit then lost.
+local expected, expectedOp = string.match(ARGV[5], '^(%d*):?(.*)$')
+if expectedOp and expectedOp ~= '' and (not cur or cur.op ~= expectedOp) then
+  return redis.error_reply('VERSION_CONFLICT ' .. name .. ' was written again since it was read (version ' ..
+    tostring(cur and cur.version or 0) .. ')')
+end
 local version
 local filesNew = false
 if ARGV[9] == '2' and cur and cur.status == 'done' and cur.writer ~= ARGV[6] then
@@ -106,15 +115,15 @@ if cur and cur.status ~= 'evicted' then
     -- The same writer again (a retried job): overwrite in place, same version.
     version = cur.version
   else
-    if ARGV[5] ~= '' and tonumber(ARGV[5]) ~= cur.version then
+    if expected ~= '' and tonumber(expected) ~= cur.version then
       return redis.error_reply(
-        'VERSION_CONFLICT ' .. name .. ' is at version ' .. cur.version .. ', expected ' .. ARGV[5])
+        'VERSION_CONFLICT ' .. name .. ' is at version ' .. cur.version .. ', expected ' .. expected)
     end
     version = cur.version + 1
   end
 else
-  if ARGV[5] ~= '' and tonumber(ARGV[5]) ~= 0 and not (cur and tonumber(ARGV[5]) == cur.version) then
-    return redis.error_reply('VERSION_CONFLICT ' .. name .. ' does not exist, expected version ' .. ARGV[5])
+  if expected ~= '' and tonumber(expected) ~= 0 and not (cur and tonumber(expected) == cur.version) then
+    return redis.error_reply('VERSION_CONFLICT ' .. name .. ' does not exist, expected version ' .. expected)
   end
   local maxFiles = tonumber(ARGV[7])
   local count = redis.call('HLEN', KEYS[1])
