@@ -16,7 +16,7 @@ const SCRIPTS = {
   toolCalled: { keys: 3, dir: GOAL_LUA },
   subtaskStart: { keys: 2, dir: GOAL_LUA },
   vfsWrite: { keys: 8, dir: VFS_LUA },
-  vfsEvict: { keys: 3, dir: VFS_LUA },
+  vfsEvict: { keys: 4, dir: VFS_LUA },
   transcriptSave: { keys: 4, dir: AGENT_LUA },
 } as const;
 export type ScriptName = keyof typeof SCRIPTS;

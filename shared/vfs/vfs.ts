@@ -240,8 +240,8 @@ export class VirtualFs {
       if (refused && blobRef) await this.blobs.delete(blobRef).catch(() => {});
       throw refused ?? err;
     }
-    const [version, oldBlob, doneKept] = res;
-    if (oldBlob && oldBlob !== blobRef) await this.blobs.delete(oldBlob);
+    const [version, oldBlobs, doneKept] = res;
+    for (const old of oldBlobs.split(' ')) if (old && old !== blobRef) await this.blobs.delete(old);
     // The done version stayed current and this output was not stored: nothing points to its blob.
     if (doneKept === 'dropped' && blobRef) await this.blobs.delete(blobRef);
     return Number(version);
@@ -320,10 +320,10 @@ export class VirtualFs {
 
   async evict(goalId: string, currentStep: number): Promise<EvictedEntry[]> {
     if (this.evictionIsIdle(currentStep)) return [];
-    const flat = (await runScript(
+    const [flat, historyBlobs] = (await runScript(
       this.redis,
       'vfsEvict',
-      [this.keys.files(goalId), this.keys.content(goalId), this.keys.events(goalId)],
+      [this.keys.files(goalId), this.keys.content(goalId), this.keys.events(goalId), this.keys.history(goalId)],
       [
         currentStep,
         this.opts.evictDoneAfterSteps,
@@ -333,12 +333,13 @@ export class VirtualFs {
         Math.max(1, this.opts.tombstoneSteps ?? 1),
         this.opts.keyTtlSeconds,
       ],
-    )) as string[];
+    )) as [string[], string[]];
     const out: EvictedEntry[] = [];
     for (let i = 0; i < flat.length; i += 3) {
       out.push({ name: flat[i]!, reason: flat[i + 1] as EvictedEntry['reason'] });
       if (flat[i + 2]) await this.blobs.delete(flat[i + 2]!);
     }
+    for (const ref of historyBlobs) await this.blobs.delete(ref);
     for (const reason of ['done_aged', 'max_age'] as const) {
       const n = out.filter((e) => e.reason === reason).length;
       if (n) this.observer.onEvicted?.(reason, n);

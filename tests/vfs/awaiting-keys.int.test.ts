@@ -54,3 +54,18 @@ test('writes while the goal waits give its keys no TTL back: a new name, a first
   await t.rt.vfs.write(working, 'a.md', 'x', meta('w5'));
   assert.ok((await ttl(k.files(working))) > 0 && (await ttl(k.content(working))) > 0);
 });
+
+test('an eviction while the goal waits (a pause landing during the reflection) gives its keys no TTL back', async () => {
+  const goalId = await t.newGoal();
+  const k = t.rt.goals.keys;
+  await t.rt.vfs.write(goalId, 'keep.md', 'work', meta('w5', { status: 'active', step: 5 }));
+  await t.rt.vfs.write(goalId, 'old.md', 'x', meta('w1'));
+  await pause(goalId);
+  // The reflect job moved the goal into reflecting, then the pause landed; its eviction runs now.
+  assert.deepEqual(
+    (await t.rt.vfs.evict(goalId, 10)).map((e) => e.name),
+    ['old.md'],
+  );
+  for (const key of [k.files(goalId), k.content(goalId), k.events(goalId), k.history(goalId)])
+    assert.ok((await ttl(key)) < 0, `${key} has a TTL again`);
+});

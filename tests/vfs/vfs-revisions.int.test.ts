@@ -91,3 +91,40 @@ test('a revision that finishes is the new version, the done one kept in the hist
     [[1, 'good notes']],
   );
 });
+
+test('the history keeps the 3 newest versions of a name, however its versions were numbered', async () => {
+  const goalId = await t.newGoal();
+  await t.rt.vfs.write(goalId, 'report.md', big('v0 '), writeMeta('job-1'));
+  for (let i = 2; i <= 8; i++) {
+    const writer = `job-${i}`;
+    // Each revision starts over: a draft (its write_file of its own artifact keeps the done
+    // version in the history), deleted, then its result (versions skip numbers).
+    const draft = writeMeta(writer, { status: 'active', step: i, keepHistory: true });
+    await t.rt.vfs.write(goalId, 'report.md', big(`draft${i} `), draft);
+    await t.rt.vfs.delete(goalId, 'report.md', { step: i, writer });
+    await t.rt.vfs.write(goalId, 'report.md', big(`final${i} `), writeMeta(writer, { step: i, keepHistory: true }));
+  }
+  const kept = await t.rt.vfs.history(goalId, 'report.md');
+  assert.equal(kept.length, 3, `versions kept: ${kept.map((e) => e.version).join(', ')}`);
+  assert.match(kept[0]!.content!, /^final7 /);
+  // The current version's blob and the 3 kept ones: no other blob is left.
+  assert.equal(blobs(goalId).length, 4);
+});
+
+test("a name's kept versions go with it when it is evicted; a name used again never gets them back", async () => {
+  const goalId = await t.newGoal();
+  const v = t.rt.vfs;
+  await v.write(goalId, 'plan.md', big('OLD A '), writeMeta('A', { step: 1, keepHistory: true }));
+  await v.write(goalId, 'plan.md', 'OLD B', writeMeta('B', { step: 2, keepHistory: true }));
+  assert.equal((await v.history(goalId, 'plan.md')).length, 1);
+  await v.evict(goalId, 7);
+  assert.deepEqual(await v.history(goalId, 'plan.md'), []);
+  assert.deepEqual(blobs(goalId), [], "the evicted artifact's old version kept its blob");
+  await v.evict(goalId, 8); // the tombstone goes
+  assert.equal(await v.stat(goalId, 'plan.md'), null);
+  // At step 9 the name is used again: another job's tool writes it, then its owner, whose run fails.
+  await v.write(goalId, 'plan.md', 'D notes', writeMeta('D', { status: 'active', step: 9, refuseDone: true }));
+  await v.write(goalId, 'plan.md', 'C draft', writeMeta('C', { status: 'active', step: 9, keepHistory: true }));
+  await v.write(goalId, 'plan.md', 'C gave up', writeMeta('C', { status: 'failed', step: 9, keepDone: true }));
+  assert.equal(await v.read(goalId, 'plan.md'), 'C gave up');
+});

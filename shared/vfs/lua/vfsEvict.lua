@@ -2,11 +2,30 @@
 -- entry older than M steps. An evicted name leaves a tombstone in the index; the tombstone
 -- itself is dropped T cycles after its eviction (T >= 1: the evicting cycle's reflector and
 -- the next planner see it once).
--- KEYS[1] files, KEYS[2] content, KEYS[3] events stream
+-- A name's kept versions (the history) go with its content: an evicted artifact's history
+-- held its blobs for the goal's life, and a name used again after its tombstone went started
+-- at version 1 beside them (a failed revision then put a long-evicted version back).
+-- KEYS[1] files, KEYS[2] content, KEYS[3] events stream, KEYS[4] history
 -- ARGV[1] current step, ARGV[2] done-after steps, ARGV[3] any-after steps, ARGV[4] now,
 -- ARGV[5] events max length, ARGV[6] tombstone steps, ARGV[7] key TTL seconds
--- Returns a flat list: name, reason, blobRef ('' if inline), ...
+-- Returns {a flat list: name, reason, blobRef ('' if inline), ...; the blobs of dropped history}
 local step = tonumber(ARGV[1])
+local historyKeys = nil
+local historyBlobs = {}
+-- Drops every kept version of `name`, noting its blob.
+local function dropHistory(name)
+  historyKeys = historyKeys or redis.call('HKEYS', KEYS[4])
+  for _, key in ipairs(historyKeys) do
+    if string.match(key, '^(.*)@%d+$') == name then
+      local raw = redis.call('HGET', KEYS[4], key)
+      if raw then
+        local d = cjson.decode(raw)
+        if d.blobRef then table.insert(historyBlobs, d.blobRef) end
+        redis.call('HDEL', KEYS[4], key)
+      end
+    end
+  end
+end
 local doneAfter = tonumber(ARGV[2])
 local anyAfter = tonumber(ARGV[3])
 local tombSteps = tonumber(ARGV[6])
@@ -16,7 +35,10 @@ for i = 1, #all, 2 do
   local name = all[i]
   local e = cjson.decode(all[i + 1])
   if e.status == 'evicted' then
-    if step - (e.evictedStep or e.step) >= tombSteps then redis.call('HDEL', KEYS[1], name) end
+    if step - (e.evictedStep or e.step) >= tombSteps then
+      redis.call('HDEL', KEYS[1], name)
+      dropHistory(name)
+    end
   else
     local age = step - e.step
     local reason = nil
@@ -27,6 +49,7 @@ for i = 1, #all, 2 do
                      version = e.version, role = e.role, updatedAt = tonumber(ARGV[4]) }
       redis.call('HSET', KEYS[1], name, cjson.encode(tomb))
       redis.call('HDEL', KEYS[2], name)
+      dropHistory(name)
       table.insert(out, name)
       table.insert(out, reason)
       table.insert(out, e.blobRef or '')
@@ -36,8 +59,11 @@ for i = 1, #all, 2 do
   end
 end
 -- The backstop TTL follows activity, renewed once it has run below half (as goal moves do).
+-- None (-1): the goal awaits a human and its keys are kept (a budget pause can land between
+-- the reflection's move and this eviction): giving them a TTL would expire them under the wait.
 local ttl = tonumber(ARGV[7])
-if redis.call('TTL', KEYS[1]) < ttl / 2 then
-  for k = 1, 3 do redis.call('EXPIRE', KEYS[k], ttl) end
+local left = redis.call('TTL', KEYS[1])
+if left >= 0 and left < ttl / 2 then
+  for k = 1, 4 do redis.call('EXPIRE', KEYS[k], ttl) end
 end
-return out
+return { out, historyBlobs }

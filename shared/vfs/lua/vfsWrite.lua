@@ -17,7 +17,7 @@
 -- ARGV[10] a timeline event (JSON) that lands with the write ('' for none), ARGV[11] events max length
 -- ARGV[12..18] the writing run's transcript, stored with the write (transcriptSave.lua's ARGV[1..7];
 -- '' in ARGV[12] for none), ARGV[19..27] its last call's usage (its ARGV[8..16]), if any
--- Returns {version, blobRef no longer referenced or ''}, with a third element when a revision that
+-- Returns {version, blobRefs no longer referenced (space-separated) or ''}, with a third element when a revision that
 -- did not finish left the done version current ('dropped': its output was not stored; 'kept': it
 -- is in the history); or an error reply naming the problem.
 --- @include "../../goal/lua/includes/addUsage.lua"
@@ -29,6 +29,25 @@ local persistedKeys = nil
 local function persisted()
   if persistedKeys == nil then persistedKeys = redis.call('HGET', KEYS[3], 'ttlAt') == '0' end
   return persistedKeys
+end
+-- Keeps the newest HISTORY_KEPT versions of a name: its versions need not be consecutive (a
+-- delete, a rewrite by another job between revisions), so the oldest is found, not computed.
+-- Returns the dropped versions' blobs (space-separated), but `keepBlob`.
+local function trimHistory(name, keepBlob)
+  local versions = {}
+  for _, key in ipairs(redis.call('HKEYS', KEYS[4])) do
+    local n, v = string.match(key, '^(.*)@(%d+)$')
+    if n == name then table.insert(versions, tonumber(v)) end
+  end
+  table.sort(versions, function(a, b) return a > b end)
+  local blobs = {}
+  for i = HISTORY_KEPT + 1, #versions do
+    local key = name .. '@' .. versions[i]
+    local d = cjson.decode(redis.call('HGET', KEYS[4], key))
+    redis.call('HDEL', KEYS[4], key)
+    if d.blobRef and d.blobRef ~= keepBlob then table.insert(blobs, d.blobRef) end
+  end
+  return table.concat(blobs, ' ')
 end
 local name = ARGV[1]
 local meta = cjson.decode(ARGV[2])
@@ -149,13 +168,7 @@ if (ARGV[9] == '1' or ARGV[9] == '3') and cur and cur.status == 'done' and cur.w
   local inline = redis.call('HGET', KEYS[2], name)
   if inline then cur.content = inline end
   redis.call('HSET', KEYS[4], name .. '@' .. cur.version, cjson.encode(cur))
-  local droppedKey = name .. '@' .. (cur.version - HISTORY_KEPT)
-  local dropped = redis.call('HGET', KEYS[4], droppedKey)
-  if dropped then
-    redis.call('HDEL', KEYS[4], droppedKey)
-    local d = cjson.decode(dropped)
-    if d.blobRef and d.blobRef ~= meta.blobRef then oldBlob = d.blobRef end
-  end
+  oldBlob = trimHistory(name, meta.blobRef)
   if not persisted() then redis.call('EXPIRE', KEYS[4], ttl) end
 elseif cur and cur.blobRef and cur.blobRef ~= meta.blobRef then
   oldBlob = cur.blobRef
