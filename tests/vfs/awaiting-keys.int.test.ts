@@ -55,7 +55,7 @@ test('writes while the goal waits give its keys no TTL back: a new name, a first
   assert.ok((await ttl(k.files(working))) > 0 && (await ttl(k.content(working))) > 0);
 });
 
-test('an eviction while the goal waits (a pause landing during the reflection) gives its keys no TTL back', async () => {
+test('an eviction while the goal waits (a pause during the reflection) gives its keys no TTL back', async () => {
   const goalId = await t.newGoal();
   const k = t.rt.goals.keys;
   await t.rt.vfs.write(goalId, 'keep.md', 'work', meta('w5', { status: 'active', step: 5 }));
