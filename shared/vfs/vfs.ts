@@ -311,15 +311,22 @@ export class VirtualFs {
   }
 
   /**
-   * Until a step past both ages, no entry can be old enough (steps start at 0 and only grow),
-   * so no tombstone exists either: most goals end before eviction has anything to do.
+   * Until a step past both ages, no entry can be old enough (steps start at 0 and only grow):
+   * most goals end before eviction has anything to do. Only a deleted name's tombstone can be
+   * dropped then, so the index (`flat`, as a move read it) must hold none; unknown, it runs.
    */
-  evictionIsIdle(currentStep: number): boolean {
-    return currentStep <= Math.min(this.opts.evictDoneAfterSteps, this.opts.evictAnyAfterSteps);
+  evictionIsIdle(currentStep: number, flat: string[] | undefined): boolean {
+    if (currentStep > Math.min(this.opts.evictDoneAfterSteps, this.opts.evictAnyAfterSteps)) return false;
+    if (!flat) return false;
+    for (let i = 1; i < flat.length; i += 2) {
+      if ((JSON.parse(flat[i]!) as Pick<FileEntry, 'status'>).status === 'evicted') return false;
+    }
+    return true;
   }
 
-  async evict(goalId: string, currentStep: number): Promise<EvictedEntry[]> {
-    if (this.evictionIsIdle(currentStep)) return [];
+  /** The cycle's eviction; `flat` is the files index a move read (it may show there is nothing to do). */
+  async evict(goalId: string, currentStep: number, index?: string[]): Promise<EvictedEntry[]> {
+    if (this.evictionIsIdle(currentStep, index)) return [];
     const [flat, historyBlobs] = (await runScript(
       this.redis,
       'vfsEvict',

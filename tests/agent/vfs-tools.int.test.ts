@@ -380,6 +380,38 @@ test('a deleted file frees its place under the per-goal file limit', async () =>
   }
 });
 
+test('deleted names are bounded too: no more of them than the file limit, until an eviction drops them', async () => {
+  const { vfsRuntime } = await import('../../testing/vfs-runtime.ts');
+  const small = vfsRuntime(redis.url, { DEEPQ_MAX_FILES_PER_GOAL: '2' });
+  try {
+    const goalId = await small.newGoal();
+    const scope = { goalId, step: 1, role: 'code-writer', threadId: 'th', writer: 'w' };
+    const tools = Object.fromEntries(createVfsTools(small.rt.vfs, scope, [...TOOL_NAMES]).map((x) => [x.def.name, x]));
+    for (const name of ['a.md', 'b.md', 'c.md', 'd.md']) {
+      await tools.write_file!.run({ name, content: 'x' });
+      await tools.delete_file!.run({ name });
+    }
+    await assert.rejects(
+      tools.write_file!.run({ name: 'e.md', content: 'x' }),
+      /has 4 deleted names not yet dropped \(they go at the next cycle\)/,
+    );
+    assert.match(await tools.write_file!.run({ name: 'a.md', content: 'again' }), /wrote a\.md/);
+    assert.equal((await small.rt.vfs.index(goalId)).length, 4);
+    // The next cycle's eviction drops them, even before any entry is old enough to be evicted.
+    const index = await redis.client.hgetall(small.rt.goals.keys.files(goalId));
+    assert.equal(small.rt.vfs.evictionIsIdle(2, Object.entries(index).flat()), false);
+    await small.rt.vfs.evict(goalId, 2, Object.entries(index).flat());
+    assert.deepEqual(
+      (await small.rt.vfs.index(goalId)).map((e) => e.name),
+      ['a.md'],
+    );
+    const after = Object.entries(await redis.client.hgetall(small.rt.goals.keys.files(goalId))).flat();
+    assert.equal(small.rt.vfs.evictionIsIdle(2, after), true, 'nothing left to drop: no round trip');
+  } finally {
+    await small.close();
+  }
+});
+
 // ---- read_file ---------------------------------------------------------------------------
 
 test('read_file keeps offset and limit; write_file creates and replaces', async () => {

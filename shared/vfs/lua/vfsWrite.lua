@@ -155,6 +155,12 @@ else
     if live >= maxFiles then
       return redis.error_reply('TOO_MANY_FILES the goal already has ' .. live .. ' files (max ' .. maxFiles .. ')')
     end
+    -- Deleted names stay in the index (and every planner prompt) until an eviction drops them:
+    -- no more of them than live files, or writing and deleting new names would grow it unbounded.
+    if not cur and count >= 2 * maxFiles then
+      return redis.error_reply('TOO_MANY_FILES the goal has ' .. (count - live) .. ' deleted names not yet ' ..
+        'dropped (they go at the next cycle): write one of them again, or another of its ' .. live .. ' files')
+    end
   end
   version = 1
   if cur then version = cur.version + 1 end
