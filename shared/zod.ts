@@ -2,15 +2,21 @@
 import { z } from 'zod';
 import { ValidationError } from './errors.ts';
 
+/**
+ * Issues shown at most: a model's answer of 5,000 empty items made 5,000 issues, a ~1 MB
+ * reminder sent back to it (past its context window) and a failure reason as long.
+ */
+const ISSUES_SHOWN = 10;
+
 /** Each issue as `path: message`; `nameOf` may add a name for a path (the env var that set it). */
 export function formatZodIssues(error: z.ZodError, nameOf: (path: string) => string | undefined = () => undefined) {
-  return error.issues
-    .map((i) => {
-      const path = i.path.join('.');
-      const name = nameOf(path);
-      return `${path || '(root)'}${name ? ` (${name})` : ''}: ${i.message}`;
-    })
-    .join('; ');
+  const shown = error.issues.slice(0, ISSUES_SHOWN).map((i) => {
+    const path = i.path.join('.');
+    const name = nameOf(path);
+    return `${path || '(root)'}${name ? ` (${name})` : ''}: ${i.message}`;
+  });
+  const more = error.issues.length - shown.length;
+  return more > 0 ? `${shown.join('; ')}; and ${more} more` : shown.join('; ');
 }
 
 /** Parse or throw a ValidationError that names each bad field. */

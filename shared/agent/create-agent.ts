@@ -52,6 +52,8 @@ export function nearCapNotice(used: number, cap: number): string {
  * asking the earlier turns again nor running their tools again.
  */
 const beforeFailedCall = new WeakMap<Error, AgentCheckpoint>();
+/** What a contract retry's reminder quotes of the problem at most: it goes back to the model. */
+const REMINDER_PROBLEM_CHARS = 2000;
 
 /** The checkpoint taken when `err` (a run's failed model call) stopped the run, if any. */
 export function checkpointBeforeFailedCall(err: unknown): AgentCheckpoint | undefined {
@@ -152,7 +154,7 @@ export function createAgent(spec: AgentSpec, deps: AgentDeps): Agent {
         // Reject and retry once with a reminder naming what was wrong (seed 000).
         deps.metrics?.contractRejections.inc({ role: ctx.role, outcome: 'retried' });
         const again = `Reply again with ONLY ${opts.contract.describe}.`;
-        const reminder = `Your answer was rejected: ${verdict.problem}. ${again}`;
+        const reminder = `Your answer was rejected: ${cutChars(verdict.problem, REMINDER_PROBLEM_CHARS)}. ${again}`;
         conv.messages.push({ role: 'user', content: reminder });
         conv.contractRetry = true;
         conv.phaseTurns = 0;
