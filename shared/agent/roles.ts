@@ -26,11 +26,17 @@ export const RoleNameSchema = z
   .string()
   .regex(/^[a-z][a-z0-9-]{0,40}$/, 'role names are lower-case letters, digits and dashes (max 41 chars)');
 
+const REQUIRED_MIDDLEWARE = ['tier-routing', 'tokens'] as const;
+
 /** An agent's fields as a config writes them, without defaults. */
 const agentFields = {
   systemPrompt: z.string().min(1),
   tools: z.array(ToolNameSchema),
-  middleware: z.array(z.enum(MIDDLEWARE_NAMES)),
+  // Optional layers may go; these two may not: without tier-routing no call finds its model, and
+  // without tokens a role's calls ignore the goal's budgets and book no usage, in silence.
+  middleware: z.array(z.enum(MIDDLEWARE_NAMES)).refine((m) => REQUIRED_MIDDLEWARE.every((r) => m.includes(r)), {
+    message: `must list ${REQUIRED_MIDDLEWARE.join(' and ')} (model routing, budgets and usage)`,
+  }),
   tier: z.enum(['HIGH', 'LOW']),
   /** Its own model (`<provider>:<id>`, a bare id meaning anthropic), overriding its tier's. */
   model: z.string().min(1),

@@ -89,7 +89,7 @@ function spec(): AgentSpec {
     systemPrompt: 'You use tools.',
     tools: [],
     maxTurns: 5,
-    middleware: ['tier-routing'],
+    middleware: ['tier-routing', 'tokens'],
   });
 }
 

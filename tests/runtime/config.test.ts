@@ -139,6 +139,32 @@ test("a misspelt key in a role, the planner's or the reflector's section is refu
   );
 });
 
+test('a middleware list without tier-routing or tokens is refused, naming the role', () => {
+  // Without tokens a role's calls ignored the goal's budgets and booked no usage; without
+  // tier-routing every call failed at run time asking for a model named "LOW".
+  for (const middleware of [
+    ['logging', 'tier-routing', 'retry'],
+    ['tokens', 'retry'],
+  ]) {
+    const roles = loadConfig({}).roles.map((r) => (r.name === 'critic' ? { ...r, middleware } : r));
+    assert.throws(
+      () => loadConfig({ DEEPQ_CONFIG: file('middleware.json', JSON.stringify({ roles })) }),
+      (e: Error) => {
+        assert.ok(e instanceof ConfigError);
+        assert.match(e.message, /roles\.2\.middleware: must list tier-routing and tokens/);
+        return true;
+      },
+    );
+  }
+  const planner = { planner: { middleware: ['tier-routing'] } };
+  assert.throws(
+    () => loadConfig({ DEEPQ_CONFIG: file('planner-mw.json', JSON.stringify(planner)) }),
+    /planner\.middleware: must list/,
+  );
+  const lean = loadConfig({}).roles.map((r) => ({ ...r, middleware: ['tier-routing', 'tokens'] }));
+  assert.equal(loadConfig({ DEEPQ_CONFIG: file('lean.json', JSON.stringify({ roles: lean })) }).roles.length, 3);
+});
+
 test("the reflector's or planner's section changes only the fields it sets, not their tier or contract", () => {
   const c = loadConfig({ DEEPQ_CONFIG: file('coord.json', JSON.stringify({ reflector: { maxTokens: 2000 } })) });
   const r = reflectorSpec(c);
