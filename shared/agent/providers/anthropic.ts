@@ -4,6 +4,7 @@
 // The SDK loads at the first call: a process on the scripted model, or on another provider,
 // never pays its import.
 import type Anthropic from '@anthropic-ai/sdk';
+import { headersOverEnv } from './sdk-env.ts';
 import { sdkErrorToModelCallError, withDeadline } from './sdk-errors.ts';
 import {
   type CallContext,
@@ -42,7 +43,8 @@ export class AnthropicProvider implements ModelProvider {
         baseURL: opts.baseURL ?? null,
         maxRetries: opts.maxRetries ?? 0,
         timeout: opts.timeoutMs,
-        ...(opts.headers ? { defaultHeaders: opts.headers } : {}),
+        logLevel: 'off',
+        defaultHeaders: headersOverEnv('ANTHROPIC_CUSTOM_HEADERS', opts.headers),
       });
     this.connected ??= loadSdk().then((Sdk) => ({ Sdk, client: client(Sdk) }));
     return this.connected;

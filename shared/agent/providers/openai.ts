@@ -6,6 +6,7 @@
 // at the first call: a process whose models use no openai provider never loads it.
 import type OpenAI from 'openai';
 import { fromChatCompletion, type MaxTokensParam, toChatRequest } from './openai-wire.ts';
+import { headersOverEnv } from './sdk-env.ts';
 import { sdkErrorToModelCallError, withDeadline } from './sdk-errors.ts';
 import {
   type CallContext,
@@ -55,7 +56,7 @@ export class OpenAIProvider implements ModelProvider {
         maxRetries: opts.maxRetries ?? 0,
         timeout: opts.timeoutMs,
         logLevel: 'off',
-        ...(opts.headers ? { defaultHeaders: opts.headers } : {}),
+        defaultHeaders: headersOverEnv('OPENAI_CUSTOM_HEADERS', opts.headers),
       });
     this.connected ??= loadSdk().then((Sdk) => ({ Sdk, client: client(Sdk) }));
     return this.connected;
