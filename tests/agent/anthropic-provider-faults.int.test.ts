@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { createAgent } from '../../shared/agent/create-agent.ts';
 import { codeContract } from '../../shared/agent/output-contracts.ts';
+import { AnthropicProvider } from '../../shared/agent/providers/anthropic.ts';
 import { type CallContext, ModelCallError, type ModelRequest } from '../../shared/agent/providers/types.ts';
 import { RoleSpecSchema } from '../../shared/agent/roles.ts';
 import { anthropicAt, anthropicEnv, captureLogger, ctxFor, useMessagesApi } from '../../testing/agent-harness.ts';
@@ -82,6 +83,25 @@ test('a text answer: the request goes out as given, the answer and its usage com
     cache_read_input_tokens: 40,
     cache_creation_input_tokens: 9,
   });
+});
+
+test('a gateway that reports no usage: estimated, flagged, said once', async () => {
+  const message = { id: 'msg_1', type: 'message', role: 'assistant', model: 'model-x', stop_reason: 'end_turn' };
+  server.setHandler(() => ({ status: 200, body: { ...message, content: [{ type: 'text', text: 'x'.repeat(400) }] } }));
+  const warned: string[] = [];
+  const p = new AnthropicProvider({
+    apiKey: FAKE_API_KEY,
+    baseURL: server.url,
+    timeoutMs: 10_000,
+    onEstimatedUsage: (provider, model) => warned.push(`${provider} ${model}`),
+  });
+  const first = await p.createMessage(REQ, CTX);
+  await p.createMessage(REQ, CTX);
+  assert.equal(first.usage.estimated, true);
+  assert.ok(first.usage.output_tokens >= 100, `output estimated at ${first.usage.output_tokens} tokens`);
+  assert.ok(first.usage.input_tokens > 0);
+  assert.deepEqual(warned, ['anthropic model-x']);
+  server.setHandler(defaultHandler);
 });
 
 test('a tool_use answer round-trips: id, name and input reach the agent, the result goes back', async () => {

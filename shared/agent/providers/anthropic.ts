@@ -8,10 +8,12 @@ import { headersOverEnv } from './sdk-env.ts';
 import { sdkErrorToModelCallError, withDeadline } from './sdk-errors.ts';
 import {
   type CallContext,
+  estimatedUsage,
   ModelCallError,
   type ModelProvider,
   type ModelRequest,
   type ModelResponse,
+  type ModelUsage,
 } from './types.ts';
 
 export { parseRetryAfterMs } from './retry-after.ts';
@@ -24,6 +26,8 @@ export interface AnthropicProviderOptions {
   headers?: Record<string, string>;
   /** The SDK's own retries: 0 unless the role's middleware has no `retry`. */
   maxRetries?: number;
+  /** Called once when a response had no usage (it is estimated from then on). */
+  onEstimatedUsage?: (provider: string, model: string) => void;
 }
 
 type Sdk = typeof Anthropic;
@@ -33,6 +37,7 @@ const loadSdk = () => (sdk ??= import('@anthropic-ai/sdk').then((m) => m.default
 export class AnthropicProvider implements ModelProvider {
   readonly name = 'anthropic';
   private connected?: Promise<{ Sdk: Sdk; client: Anthropic }>;
+  private warnedNoUsage = false;
   constructor(private readonly opts: AnthropicProviderOptions) {}
 
   private connect(): Promise<{ Sdk: Sdk; client: Anthropic }> {
@@ -66,10 +71,22 @@ export class AnthropicProvider implements ModelProvider {
       if (!res || !Array.isArray((res as { content?: unknown }).content)) {
         throw new ModelCallError('provider returned a body without a content array', 'malformed');
       }
-      return res as unknown as ModelResponse;
+      const out = res as unknown as ModelResponse;
+      // A Messages-API gateway that reports no usage: estimated and flagged, as for an OpenAI
+      // server without it (booked as 0 tokens, its goal's token budget was never reached).
+      if (hasUsage(out.usage)) return out;
+      if (!this.warnedNoUsage) {
+        this.warnedNoUsage = true;
+        this.opts.onEstimatedUsage?.(this.name, req.model);
+      }
+      return { ...out, usage: estimatedUsage(req, out.content) };
     };
     return withDeadline(this.opts.timeoutMs, ctx.signal, call, (err) =>
       sdkErrorToModelCallError(err, Sdk, 'anthropic', ctx.signal),
     );
   }
+}
+
+function hasUsage(u: ModelUsage | undefined): boolean {
+  return typeof u?.input_tokens === 'number' && typeof u.output_tokens === 'number';
 }

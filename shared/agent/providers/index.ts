@@ -41,6 +41,7 @@ function buildProvider(cfg: Config, name: string, hooks: ProviderHooks): ModelPr
       apiKey: cfg.anthropicApiKey,
       baseURL: cfg.anthropicBaseUrl,
       timeoutMs: cfg.modelTimeoutMs,
+      onEstimatedUsage: hooks.onEstimatedUsage,
     });
   }
   const p = cfg.providers[name]!;
@@ -48,7 +49,12 @@ function buildProvider(cfg: Config, name: string, hooks: ProviderHooks): ModelPr
   const common = { ...resolved, timeoutMs: p.timeoutMs ?? cfg.modelTimeoutMs, maxRetries: p.maxRetries };
   if (p.type === 'anthropic') {
     if (!common.apiKey) throw new ConfigError(`providers.${name}.apiKeyEnv: an anthropic provider needs an API key`);
-    return new AnthropicProvider({ ...common, apiKey: common.apiKey, baseURL: p.baseURL });
+    return new AnthropicProvider({
+      ...common,
+      apiKey: common.apiKey,
+      baseURL: p.baseURL,
+      onEstimatedUsage: hooks.onEstimatedUsage,
+    });
   }
   const opts = { ...common, baseURL: p.baseURL, maxTokensParam: p.maxTokensParam };
   return new OpenAIProvider({ name, ...opts, onEstimatedUsage: hooks.onEstimatedUsage });
