@@ -9,6 +9,7 @@
 // until `deepq resume --max-tokens N` raises it; shared/goal/parking.ts).
 import { z } from 'zod';
 import type { UsageSink } from '../agent/middleware/index.ts';
+import { RATE_LIMIT_RETRIES } from '../agent/middleware/retry.ts';
 import type { CallBudget } from '../agent/middleware/types.ts';
 import { metricLabelsOf } from '../agent/providers/model-labels.ts';
 import { canonicalModel } from '../agent/providers/model-ref.ts';
@@ -77,10 +78,12 @@ function secondsHit(elapsed: number, max: number): BudgetHit {
  * a reservation that lapsed under its call would let other calls spend its share).
  */
 export function reservationTtlMs(cfg: Pick<Runtime['cfg'], 'modelRetry' | 'modelTimeoutMs' | 'providers'>): number {
-  const attempts = cfg.modelRetry.maxRetries + 1;
+  // A rate limit (and, for the planner and reflector, an outage) is retried in place more often.
+  const retries = Math.max(cfg.modelRetry.maxRetries, RATE_LIMIT_RETRIES);
+  const attempts = retries + 1;
   const timeouts = Object.values(cfg.providers).map((p) => p.timeoutMs ?? 0);
   const slowest = Math.max(cfg.modelTimeoutMs, ...timeouts);
-  return attempts * slowest + cfg.modelRetry.maxRetries * cfg.modelRetry.maxDelayMs + 10_000;
+  return attempts * slowest + retries * cfg.modelRetry.maxDelayMs + 10_000;
 }
 
 /**

@@ -2,6 +2,7 @@
 // while it still runs: its lifetime covers every attempt at the slowest timeout any provider has.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { RATE_LIMIT_RETRIES } from '../../shared/agent/middleware/retry.ts';
 import { reservationTtlMs } from '../../shared/goal/budgets.ts';
 import { loadConfig } from '../../shared/runtime/config.ts';
 
@@ -16,4 +17,12 @@ test("a reservation lives through every attempt at the slowest provider's timeou
   );
   assert.ok(slow.modelTimeoutMs < 900_000);
   assert.ok(reservationTtlMs(slow) >= attempts * 900_000, `${reservationTtlMs(slow)} ms`);
+});
+
+test('a reservation lives through the in-place retries of a rate limit or a patient caller, not only a fault', () => {
+  // The planner and reflector retry a 5xx up to RATE_LIMIT_RETRIES times, each answer as slow as the timeout.
+  const cfg = loadConfig({});
+  const { maxDelayMs } = cfg.modelRetry;
+  const longest = (RATE_LIMIT_RETRIES + 1) * cfg.modelTimeoutMs + RATE_LIMIT_RETRIES * maxDelayMs;
+  assert.ok(reservationTtlMs(cfg) >= longest, `${reservationTtlMs(cfg)} ms < ${longest} ms`);
 });
