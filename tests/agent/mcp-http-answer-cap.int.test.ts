@@ -5,7 +5,7 @@
 // its echo answer to 64 MiB.
 
 import assert from 'node:assert/strict';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import { after, test } from 'node:test';
 import { captureLogger } from '../../testing/agent-harness.ts';
 import {
@@ -23,39 +23,59 @@ const INFLATED = 64 * 1024 * 1024;
 let web: EverythingHttp | undefined;
 after(() => web?.stop());
 
-/** An answer holding `Echo: inflate` goes out with that text 64 MiB long, streamed; `stats` says how far. */
-function inflating(stats: { sent: number; closedEarly: boolean }): ProxyAnswer {
+interface Padding {
+  sent: number;
+  closedEarly: boolean;
+}
+
+/**
+ * A POST answer holding `Echo: <marker>` goes out up to the echoed text, then `pad` writes
+ * padding into it (counted in `stats`), then the rest; other answers pass as they are.
+ */
+function padded(marker: string, stats: Padding, pad: (res: ServerResponse) => Promise<void>): ProxyAnswer {
   return (req, up, res) => {
     if (req.method !== 'POST') return passThrough(req, up, res);
     const parts: Buffer[] = [];
     up.on('data', (d: Buffer) => parts.push(d));
-    up.on('end', () => void inflate(res, up, Buffer.concat(parts).toString(), stats));
+    up.on('end', async () => {
+      const body = Buffer.concat(parts).toString();
+      const at = body.indexOf(`Echo: ${marker}`);
+      const { 'content-length': _drop, ...headers } = up.headers;
+      res.writeHead(up.statusCode ?? 502, headers);
+      if (at < 0) return res.end(body);
+      res.on('close', () => (stats.closedEarly = !res.writableFinished));
+      res.write(body.slice(0, at + 'Echo: '.length));
+      await pad(res);
+      res.end(body.slice(at + 'Echo: '.length));
+    });
   };
 }
 
-async function inflate(
-  res: ServerResponse,
-  up: IncomingMessage,
-  body: string,
-  stats: { sent: number; closedEarly: boolean },
-) {
-  const at = body.indexOf('Echo: inflate');
-  const { 'content-length': _drop, ...headers } = up.headers;
-  res.writeHead(up.statusCode ?? 502, headers);
-  if (at < 0) return res.end(body);
-  res.on('close', () => (stats.closedEarly = !res.writableFinished));
-  res.write(body.slice(0, at + 'Echo: '.length));
-  const chunk = 'x'.repeat(1024 * 1024);
-  for (let i = 0; i < INFLATED / chunk.length && !res.destroyed; i++) {
-    stats.sent += chunk.length;
-    if (!res.write(chunk)) await new Promise((r) => res.once('drain', r).once('close', r));
-  }
-  res.end(body.slice(at + 'Echo: '.length));
+/** `Echo: inflate` goes out 64 MiB long, as fast as the client reads. */
+function inflating(stats: Padding): ProxyAnswer {
+  return padded('inflate', stats, async (res) => {
+    const chunk = 'x'.repeat(1024 * 1024);
+    for (let i = 0; i < INFLATED / chunk.length && !res.destroyed; i++) {
+      stats.sent += chunk.length;
+      if (!res.write(chunk)) await new Promise((r) => res.once('drain', r).once('close', r));
+    }
+  });
+}
+
+/** `Echo: drip` goes out 1 KiB every 20 ms, until the client leaves. */
+function dripping(stats: Padding): ProxyAnswer {
+  return padded('drip', stats, async (res) => {
+    while (!res.destroyed) {
+      stats.sent += 1024;
+      res.write('x'.repeat(1024));
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  });
 }
 
 test('an answer far over the cap is given up while it downloads; the next call works', async (t) => {
   web = await startEverythingHttp(await freePort());
-  const stats = { sent: 0, closedEarly: false };
+  const stats: Padding = { sent: 0, closedEarly: false };
   const { logger } = captureLogger('debug');
   const conn = httpConnection(await testProxy(web.port, { answer: inflating(stats) }), logger);
   t.after(() => conn.close());
@@ -74,32 +94,9 @@ test('an answer far over the cap is given up while it downloads; the next call w
   assert.deepEqual(ok.content, [{ type: 'text', text: 'Echo: hi' }]);
 });
 
-/** An answer holding `Echo: drip` goes out 1 KiB every 20 ms, for minutes; `stats` says how far. */
-function dripping(stats: { sent: number; closedEarly: boolean }): ProxyAnswer {
-  return (req, up, res) => {
-    if (req.method !== 'POST') return passThrough(req, up, res);
-    const parts: Buffer[] = [];
-    up.on('data', (d: Buffer) => parts.push(d));
-    up.on('end', () => {
-      const body = Buffer.concat(parts).toString();
-      const at = body.indexOf('Echo: drip');
-      const { 'content-length': _drop, ...headers } = up.headers;
-      res.writeHead(up.statusCode ?? 502, headers);
-      if (at < 0) return res.end(body);
-      res.on('close', () => (stats.closedEarly = !res.writableFinished));
-      res.write(body.slice(0, at + 'Echo: '.length));
-      const drip = setInterval(() => {
-        if (res.destroyed) return clearInterval(drip);
-        stats.sent += 1024;
-        res.write('x'.repeat(1024));
-      }, 20);
-    });
-  };
-}
-
 test('a cancelled call stops downloading its answer', async (t) => {
   web ??= await startEverythingHttp(await freePort());
-  const stats = { sent: 0, closedEarly: false };
+  const stats: Padding = { sent: 0, closedEarly: false };
   const { logger } = captureLogger('debug');
   const conn = httpConnection(await testProxy(web.port, { answer: dripping(stats) }), logger);
   t.after(() => conn.close());

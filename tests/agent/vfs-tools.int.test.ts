@@ -13,7 +13,7 @@ import { TOOL_NAMES } from '../../shared/agent/roles.ts';
 import { createVfsTools, GREP_LIMITS, type Tool, type VfsToolOptions } from '../../shared/agent/tools.ts';
 import { formatIndex } from '../../shared/vfs/vfs.ts';
 import { useRedis } from '../../testing/redis.ts';
-import { useVfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
+import { useVfsRuntime, type VfsTestRuntime, vfsRuntime } from '../../testing/vfs-runtime.ts';
 
 const redis = useRedis();
 let t: VfsTestRuntime;
@@ -363,30 +363,31 @@ test("a deleted file's tombstone leaves the index at the next cycle's eviction, 
   );
 });
 
-test('a deleted file frees its place under the per-goal file limit', async () => {
-  const { vfsRuntime } = await import('../../testing/vfs-runtime.ts');
+/** Runs `fn` with the tools of a new goal on a runtime whose goals hold at most 2 files. */
+async function withTwoFiles(fn: (tools: Record<string, Tool>, goalId: string, small: VfsTestRuntime) => Promise<void>) {
   const small = vfsRuntime(redis.url, { DEEPQ_MAX_FILES_PER_GOAL: '2' });
   try {
     const goalId = await small.newGoal();
     const scope = { goalId, step: 1, role: 'code-writer', threadId: 'th', writer: 'w' };
     const tools = Object.fromEntries(createVfsTools(small.rt.vfs, scope, [...TOOL_NAMES]).map((x) => [x.def.name, x]));
+    await fn(tools, goalId, small);
+  } finally {
+    await small.close();
+  }
+}
+
+test('a deleted file frees its place under the per-goal file limit', async () => {
+  await withTwoFiles(async (tools) => {
     await tools.write_file!.run({ name: 'a.md', content: 'a' });
     await tools.write_file!.run({ name: 'b.md', content: 'b' });
     await assert.rejects(tools.write_file!.run({ name: 'c.md', content: 'c' }), /already has 2 files \(max 2\)/);
     await tools.delete_file!.run({ name: 'a.md' });
     assert.match(await tools.write_file!.run({ name: 'c.md', content: 'c' }), /wrote c\.md/);
-  } finally {
-    await small.close();
-  }
+  });
 });
 
 test('deleted names are bounded too: no more of them than the file limit, until an eviction drops them', async () => {
-  const { vfsRuntime } = await import('../../testing/vfs-runtime.ts');
-  const small = vfsRuntime(redis.url, { DEEPQ_MAX_FILES_PER_GOAL: '2' });
-  try {
-    const goalId = await small.newGoal();
-    const scope = { goalId, step: 1, role: 'code-writer', threadId: 'th', writer: 'w' };
-    const tools = Object.fromEntries(createVfsTools(small.rt.vfs, scope, [...TOOL_NAMES]).map((x) => [x.def.name, x]));
+  await withTwoFiles(async (tools, goalId, small) => {
     for (const name of ['a.md', 'b.md', 'c.md', 'd.md']) {
       await tools.write_file!.run({ name, content: 'x' });
       await tools.delete_file!.run({ name });
@@ -407,9 +408,7 @@ test('deleted names are bounded too: no more of them than the file limit, until 
     );
     const after = Object.entries(await redis.client.hgetall(small.rt.goals.keys.files(goalId))).flat();
     assert.equal(small.rt.vfs.evictionIsIdle(2, after), true, 'nothing left to drop: no round trip');
-  } finally {
-    await small.close();
-  }
+  });
 });
 
 // ---- read_file ---------------------------------------------------------------------------
