@@ -58,10 +58,11 @@ export const UNPLANNED_HINT_MS = 20_000;
  * a follow waited in silence, forever. A planner that is there but busy is no news.
  */
 function unplannedHint(c: GoalClient, goalId: string, afterMs = UNPLANNED_HINT_MS) {
-  const since = Date.now();
   let checked = false;
-  return async (goal: { status: string; step: number }) => {
-    if (checked || goal.status !== 'queued' || goal.step > 0 || Date.now() - since < afterMs) return;
+  return async (goal: { status: string; step: number; createdAt: number }) => {
+    // From the goal's creation: `watch` of a goal enqueued long ago says so at once.
+    const waitedMs = Date.now() - goal.createdAt;
+    if (checked || goal.status !== 'queued' || goal.step > 0 || waitedMs < afterMs) return;
     checked = true;
     // Loaded by the goal client already; not at `deepq --help`, which loads this module.
     const { PLAN_QUEUE } = await import('../../shared/runtime/queues.ts');
@@ -71,7 +72,7 @@ function unplannedHint(c: GoalClient, goalId: string, afterMs = UNPLANNED_HINT_M
       .catch(() => undefined);
     if (planners) return;
     const why = planners === 0 ? 'no planner is connected to this Redis' : 'is a planner running?';
-    const waited = `goal ${goalId} has waited ${Math.round(afterMs / 1000)} s for its first plan`;
+    const waited = `goal ${goalId} has waited ${Math.round(waitedMs / 1000)} s for its first plan`;
     tell(`${waited}: ${why} (deepq up starts the services)`);
   };
 }
