@@ -76,6 +76,8 @@ export async function startUi(cfg: Config, opts: UiOptions): Promise<RunningUi> 
     port: cfg.metricsPort,
     host: cfg.metricsHost,
     registry: metrics.registry,
+    // deepq_redis_up, as every service reports it (left at 0, it fired the critical alert).
+    beforeScrape: async () => void metrics.base.redisUp.set((await pingRedis(client.redis)) ? 1 : 0),
     ready: async () => {
       const checks = { redis: await pingRedis(client.redis), http: server.listening };
       return { ok: checks.redis && checks.http, checks };

@@ -277,6 +277,8 @@ test("the ui process's /metrics count its requests and live streams; /healthz an
   assert.equal(sample(m, 'deepq_ui_actions_total', { action: 'enqueue', outcome: 'ok' }), 3, "the form's three goals");
   assert.match(m, /^# TYPE deepq_ui_live_streams gauge$/m);
   assert.match(m, /^# TYPE deepq_ui_stream_readers gauge$/m);
+  // Reached Redis at this scrape, as every service says (a constant 0 fired DeepqRedisUnreachable).
+  assert.equal(sample(m, 'deepq_redis_up', { service: 'ui' }), 1);
 
   // A page following a goal is one live stream while it is open.
   const id = await storedGoal('Followed for the gauge');
