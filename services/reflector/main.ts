@@ -4,7 +4,7 @@
 import { failGoalOnFinalFailure } from '../../shared/goal/final-failure.ts';
 import type { Config } from '../../shared/runtime/config.ts';
 import { MAINTENANCE_QUEUE, REFLECT_QUEUE } from '../../shared/runtime/queues.ts';
-import { createRuntime } from '../../shared/runtime/runtime.ts';
+import { createRuntime, type Runtime } from '../../shared/runtime/runtime.ts';
 import { startService, stopOnSignals } from '../../shared/runtime/service.ts';
 import { countCancelLogged } from './cancel-counts.ts';
 import { maintenanceHandler, scheduleMaintenance } from './maintenance.ts';
@@ -13,6 +13,7 @@ import { processReflectJob } from './reflect-job.ts';
 export async function main(cfg: Config, opts: { concurrency: number }) {
   const rt = createRuntime(cfg, 'reflector');
   if (cfg.providerNotice) rt.logger.warn(cfg.providerNotice);
+  exportZeroSeries(rt);
   const svc = await startService({
     rt,
     name: 'reflector',
@@ -30,4 +31,14 @@ export async function main(cfg: Config, opts: { concurrency: number }) {
   });
   stopOnSignals(svc, rt.logger);
   return svc;
+}
+
+/**
+ * The reflector's labelled counters exported at 0 from the start: a series that first appears
+ * at 1 hides that step from increase(), so "3 stalls in an hour" took 4 (after every restart).
+ */
+function exportZeroSeries(rt: Runtime): void {
+  for (const action of ['escalate', 'fail']) rt.metrics.stalls.inc({ action }, 0);
+  for (const from_status of ['queued', 'planning', 'running', 'reflecting'])
+    rt.metrics.reconciled.inc({ from_status }, 0);
 }
