@@ -7,7 +7,7 @@ import { MAINTENANCE_QUEUE, REFLECT_QUEUE } from '../../shared/runtime/queues.ts
 import { createRuntime, type Runtime } from '../../shared/runtime/runtime.ts';
 import { startService, stopOnSignals } from '../../shared/runtime/service.ts';
 import { countCancelLogged } from './cancel-counts.ts';
-import { maintenanceHandler, scheduleMaintenance } from './maintenance.ts';
+import { keepMaintenanceScheduled, maintenanceHandler } from './maintenance.ts';
 import { processReflectJob } from './reflect-job.ts';
 
 export async function main(cfg: Config, opts: { concurrency: number }) {
@@ -26,7 +26,7 @@ export async function main(cfg: Config, opts: { concurrency: number }) {
       { queueName: MAINTENANCE_QUEUE, role: 'maintenance', concurrency: 1, handler: maintenanceHandler(rt) },
     ],
     reportQueues: rt.queues.allNames(),
-    onStart: () => scheduleMaintenance(rt),
+    onStart: () => keepMaintenanceScheduled(rt),
     onCancel: (goalId) => countCancelLogged(rt, goalId),
   });
   stopOnSignals(svc, rt.logger);

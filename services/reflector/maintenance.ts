@@ -33,3 +33,17 @@ export async function scheduleMaintenance(rt: Runtime): Promise<void> {
     },
   );
 }
+
+/**
+ * The schedules at start, and again each time Redis comes back: one that lost its data (no
+ * persistence, a crash before a snapshot) came back without them, and the fleet carried on
+ * with no sweep, reconciler or rate-limit release until the reflector was restarted.
+ */
+export async function keepMaintenanceScheduled(rt: Runtime): Promise<void> {
+  await scheduleMaintenance(rt);
+  rt.redis.on('ready', () => {
+    scheduleMaintenance(rt).catch((err: Error) =>
+      rt.logger.warn({ err: { message: err.message } }, 'could not schedule maintenance; trying at the next reconnect'),
+    );
+  });
+}

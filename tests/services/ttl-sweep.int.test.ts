@@ -13,7 +13,7 @@ import { saveTranscript } from '../../shared/agent/transcripts.ts';
 import { newGoalId } from '../../shared/goal/ids.ts';
 import type { Plan } from '../../shared/goal/plan.ts';
 import type { TerminalStatus } from '../../shared/goal/status.ts';
-import { MAINTENANCE_QUEUE, SWEEP_SCHEDULER_ID } from '../../shared/runtime/queues.ts';
+import { MAINTENANCE_QUEUE, RECONCILE_SCHEDULER_ID, SWEEP_SCHEDULER_ID } from '../../shared/runtime/queues.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 import { type ServiceProc, startProcess, stopProcess, waitForStart } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
@@ -379,6 +379,27 @@ test('the reflector process runs the sweep on its job scheduler', async () => {
     assert.equal(await p.rt.vfs.read(running, 'inline.md'), 'hello');
   } finally {
     if (svc) await stopProcess(svc);
+    await p.close();
+  }
+});
+
+test('a Redis that comes back without its data gets the maintenance schedules again', async () => {
+  // Last in the file: the restart loses every key (no persistence).
+  const p = vfsRuntime(redis.url, { DEEPQ_SWEEP_INTERVAL_SECONDS: '1' });
+  const svc = startProcess('reflector', ['reflector'], { ...p.env, LOG_LEVEL: 'info' });
+  try {
+    await waitForStart(svc);
+    const queue = p.rt.queues.get(MAINTENANCE_QUEUE);
+    assert.ok(await queue.getJobScheduler(SWEEP_SCHEDULER_ID));
+    await redis.server.restart(300);
+    const deadline = Date.now() + 30_000;
+    while (!(await queue.getJobScheduler(SWEEP_SCHEDULER_ID).catch(() => undefined))) {
+      assert.ok(Date.now() < deadline, `no sweep schedule after the restart:\n${svc.output().slice(-2000)}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    assert.ok(await queue.getJobScheduler(RECONCILE_SCHEDULER_ID), 'the reconciler schedule');
+  } finally {
+    await stopProcess(svc);
     await p.close();
   }
 });
