@@ -240,6 +240,20 @@ test('space reserved without a size (fallocate --keep-size) counts against the f
   assert.doesNotMatch(held, /survived/);
 });
 
+test('files below folders nested past PATH_MAX count: the run is killed, not left to fill the disk', async () => {
+  const goalId = await t.newGoal();
+  // 17 folders of 250 characters: the worker's walk of the host path meets ENAMETOOLONG there,
+  // and it counted what it could not read as nothing (40 files of 3 MiB, 120 MiB, run ok).
+  const code =
+    'import os, time\nfor i in range(17):\n    os.mkdir("d" * 250)\n    os.chdir("d" * 250)\n' +
+    'for i in range(40):\n    open("f%02d" % i, "wb").write(b"x" * 3 * 1024 * 1024)\n' +
+    'time.sleep(12)\nprint("survived")\n';
+  const limits = { fileBytes: 4 * 1024 * 1024, cpuSeconds: 20, wallSeconds: 20 };
+  const out = await runCode(goalId, { limits }).run(py(code));
+  assert.match(out, /^limit hit: files written \(4 MiB/);
+  assert.doesNotMatch(out, /survived/);
+});
+
 test("folders count against the work dir's entries cap: a run making only empty folders is killed at it", async () => {
   const goalId = await t.newGoal();
   const code = 'import os, time\nfor i in range(5100):\n    os.mkdir("d%05d" % i)\ntime.sleep(12)\nprint("survived")\n';

@@ -68,11 +68,17 @@ function kindOf(d: Dirent): WalkEntry['kind'] | 'dir' {
 }
 
 /**
- * At most `max` names of a folder, in name order: a folder of 150,000 names is not read in full
- * (nor sorted) at each poll. A folder the program made unreadable to the worker (chmod 0300: the
- * run shares the worker's uid when the worker is not root) cannot be measured: the walk is
- * incomplete, which the files limit treats as over it. Unread, its bytes would count as none.
+ * A folder or file the walk could not measure: one the program made unreadable to the worker
+ * (chmod 0300: the run shares the worker's uid when the worker is not root), or one whose path
+ * is past PATH_MAX (folders nested deep enough). The walk is incomplete then, which the files
+ * limit treats as over it: unread, its bytes counted as none, and deep folders filled the disk.
+ * Only a name removed meanwhile (ENOENT) is nothing.
  */
+function unmeasured(err: unknown, out: Walk): void {
+  if ((err as NodeJS.ErrnoException).code !== 'ENOENT') out.truncated = true;
+}
+
+/** At most `max` names of a folder, in name order: a folder of 150,000 names is not read in full (nor sorted). */
 async function listDir(dir: string, max: number, out: Walk): Promise<Dirent[]> {
   const list: Dirent[] = [];
   try {
@@ -82,16 +88,19 @@ async function listDir(dir: string, max: number, out: Walk): Promise<Dirent[]> {
       if (list.length >= max) break;
     }
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'EACCES') out.truncated = true;
+    unmeasured(err, out);
   }
   return list.sort((a, b) => a.name.localeCompare(b.name));
 }
 
 /** A file's size, and what it takes on disk (for the files limit). */
-const sizesOf = (path: string) =>
+const sizesOf = (path: string, out: Walk) =>
   lstat(path).then(
     (s) => ({ size: s.size, disk: diskBytes(s) }),
-    () => ({ size: 0, disk: 0 }),
+    (err: unknown) => {
+      unmeasured(err, out);
+      return { size: 0, disk: 0 };
+    },
   );
 
 /**
@@ -119,7 +128,7 @@ export async function walkWorkDir(root: string, maxEntries = WALK_MAX_ENTRIES): 
       seen++;
       const path = join(dir, d.name);
       const kind = kindOf(d);
-      const { size: bytes, disk } = kind === 'file' || kind === 'dir' ? await sizesOf(path) : { size: 0, disk: 0 };
+      const { size: bytes, disk } = kind === 'file' || kind === 'dir' ? await sizesOf(path, out) : { size: 0, disk: 0 };
       out.bytes += disk;
       if (kind !== 'dir') out.entries.push({ name: relative(root, path), kind, bytes });
       else if (depth >= WALK_MAX_DEPTH) out.truncated = true;
