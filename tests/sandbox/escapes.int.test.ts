@@ -208,6 +208,20 @@ test('memory files (memfd_create) held open count against the memory limit: past
   assert.equal(await sample('memory'), before + 1);
 });
 
+test('SysV shared memory, message queues and semaphores are refused: memory no limit would see', async () => {
+  const goalId = await t.newGoal();
+  // A detached segment is in no process's RSS: 12 of 64 MiB held 768 MiB under a 128 MiB limit.
+  const code =
+    'import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n' +
+    'for name, call in (("shmget", lambda: libc.shmget(0, 64 << 20, 0o1600)), ' +
+    '("msgget", lambda: libc.msgget(0, 0o1600)), ("semget", lambda: libc.semget(0, 1, 0o1600))):\n' +
+    '    print(name, call(), ctypes.get_errno())\n' +
+    'import os\nprint("pid", os.getpid())\n';
+  const out = await runCode(goalId).run(py(code));
+  for (const call of ['shmget', 'msgget', 'semget']) assert.match(out, new RegExp(`^${call} -1 1$`, 'm'), out);
+  assert.match(out, /^pid \d+$/m, 'other calls still work');
+});
+
 test('files deleted while held open count against the files limit: past it, the run is killed', async () => {
   const goalId = await t.newGoal();
   // 4 × 3 MiB written in the work dir, each unlinked at once: no walk of the folder finds them.

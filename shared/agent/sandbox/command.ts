@@ -1,6 +1,7 @@
 // The command line of one sandboxed run: prlimit's limits around the program, inside
 // bubblewrap (mode bwrap) or not (mode none), and the spawn options (uid, environment).
 import type { SandboxConfig } from './config.ts';
+import { ipcSeccompFilter } from './seccomp.ts';
 
 /** The uid/gid a root worker runs sandboxed code as (nobody/nogroup): never root. */
 export const SANDBOX_UID = 65534;
@@ -9,6 +10,9 @@ export const SANDBOX_WORK = '/work';
 /** The PATH inside the sandbox: system directories only. */
 export const SANDBOX_PATH = '/usr/local/bin:/usr/bin:/bin';
 const MIB = 1024 * 1024;
+
+/** Where bwrap reads the seccomp filter: the spawn's fourth stdio pipe. */
+export const SECCOMP_FD = 3;
 
 export interface SandboxCommand {
   file: string;
@@ -19,6 +23,8 @@ export interface SandboxCommand {
   gid?: number;
   /** The host directory the program starts in (mode none; bwrap changes dir itself). */
   cwd: string;
+  /** A seccomp filter program bwrap reads from fd 3 (`--seccomp 3`): the caller writes it there. */
+  seccomp?: Buffer;
 }
 
 /**
@@ -66,6 +72,7 @@ export function bwrapArgs(
   limits: SandboxConfig,
   env: Record<string, string>,
   disableUserns = true,
+  seccompFd?: number,
 ): string[] {
   const setenv = Object.entries(env).flatMap(([k, v]) => ['--setenv', k, v]);
   const tmpBytes = String(limits.fileBytes);
@@ -73,6 +80,7 @@ export function bwrapArgs(
     '--unshare-all',
     '--unshare-user',
     ...(disableUserns ? ['--disable-userns'] : []),
+    ...(seccompFd === undefined ? [] : ['--seccomp', String(seccompFd)]),
     '--die-with-parent',
     '--new-session',
     '--clearenv',
@@ -114,6 +122,8 @@ export function sandboxCommand(c: CommandInput): SandboxCommand {
   if (!c.bwrap) throw new Error('bwrap is not installed');
   const inner = sandboxEnv(c.limits, SANDBOX_WORK);
   // bwrap's own environment must be empty: its pid 1 keeps it, readable at /proc/1/environ.
-  const args = [...bwrapArgs(c.workDir, c.limits, inner, c.disableUserns ?? true), ...limited];
-  return { file: c.bwrap, args, env: {}, cwd: '/', ...drop };
+  const seccomp = ipcSeccompFilter() ?? undefined;
+  const fd = seccomp ? SECCOMP_FD : undefined;
+  const args = [...bwrapArgs(c.workDir, c.limits, inner, c.disableUserns ?? true, fd), ...limited];
+  return { file: c.bwrap, args, env: {}, cwd: '/', ...drop, ...(seccomp ? { seccomp } : {}) };
 }

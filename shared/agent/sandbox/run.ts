@@ -3,9 +3,10 @@
 // --die-with-parent and its pid namespace take the rest) on the wall limit, too much output,
 // a full work dir, or the job's abort (goal cancelled, time budget out).
 import { type ChildProcess, spawn } from 'node:child_process';
+import type { Writable } from 'node:stream';
 import type { Logger } from 'pino';
 import { findSandboxBinaries, type SandboxBinaries } from './binaries.ts';
-import { sandboxCommand } from './command.ts';
+import { SECCOMP_FD, sandboxCommand } from './command.ts';
 import type { SandboxConfig } from './config.ts';
 import { type Exit, type KillReason, type LimitHit, limitOf, outcomeOf, type SandboxOutcome } from './outcome.ts';
 import { Tail } from './output.ts';
@@ -94,8 +95,15 @@ function supervise(
       uid: cmd.uid,
       gid: cmd.gid,
       detached: true,
-      stdio: ['pipe', 'pipe', 'pipe'],
+      stdio: ['pipe', 'pipe', 'pipe', ...(cmd.seccomp ? (['pipe'] as const) : [])],
     });
+    // bwrap reads its seccomp filter to the end of this pipe before it starts the program; one
+    // that fails first (no namespaces) closes it unread: its own error says why, not this one.
+    if (cmd.seccomp) {
+      const filter = child.stdio[SECCOMP_FD] as Writable;
+      filter.on('error', () => {});
+      filter.end(cmd.seccomp);
+    }
     let killed: KillReason | null = null;
     const kill = (why: KillReason) => {
       killed ??= why;
