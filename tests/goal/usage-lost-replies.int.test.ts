@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { ModelRequest } from '../../shared/agent/providers/types.ts';
+import { loadTranscript, transcriptWrite } from '../../shared/agent/transcripts.ts';
 import { goalCallBudget } from '../../shared/goal/budgets.ts';
 import { newGoalId } from '../../shared/goal/ids.ts';
 import { totalTokens, usageArgs } from '../../shared/goal/store.ts';
@@ -72,4 +73,33 @@ test('a token reservation re-sent after a lost reply holds its share once', asyn
   assert.equal(grant.maxTokens, 4000);
   const members = await redis.client.zrange(t.rt.goals.keys.reservations(goalId), '0', '-1');
   assert.deepEqual(members, [grant.member]);
+});
+
+test("a move whose reply is lost for good books its run's last call once; its transcript is stored again", async () => {
+  const goalId = await t.newGoal();
+  assert.ok(await t.rt.lifecycle.beginPlanning(goalId));
+  const threadId = `goal-${goalId}--planner-abcd1234`;
+  const w = transcriptWrite(
+    t.rt,
+    goalId,
+    threadId,
+    'planner',
+    [{ role: 'user', content: 'plan it' }],
+    usageArgs('planner', 'test-model', USAGE),
+  );
+  // The script runs in Redis, then the client gets an error, not its reply (one ioredis cannot
+  // re-send): the lifecycle stores the run's transcript on its own.
+  const redis = t.rt.redis as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>;
+  const move = redis.deepq_goalTransition!;
+  redis.deepq_goalTransition = async function (this: unknown, ...args: unknown[]) {
+    redis.deepq_goalTransition = move;
+    await move.apply(this, args);
+    throw new Error('Connection is closed.');
+  };
+  const plan = { subtasks: [{ role: 'critic', instruction: 'i', expected_artifact: 'a.md', read_files: [] }] };
+  await assert.rejects(t.rt.lifecycle.dispatch(goalId, 1, plan, { threadId, transcript: w }), /Connection is closed/);
+  const g = (await t.rt.goals.get(goalId))!;
+  assert.equal(g.status, 'running', 'the move was made');
+  assert.equal(totalTokens(g.tokens), 1500, 'the call was booked twice');
+  assert.ok(await loadTranscript(t.rt, threadId), 'the transcript was stored');
 });

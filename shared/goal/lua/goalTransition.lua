@@ -34,15 +34,19 @@ local transcriptArgs = tonumber(ARGV[11]) or 0
 -- The deciding run's last call's usage is read with the goal's fields and set in the move's HSET.
 local usage = nil
 if transcriptArgs > 7 and ARGV[20] ~= '' then usage = usageFields(ARGV, 19) end
+-- Read with the goal's fields: the usage's counts, then the usage records booked lately.
+local usageRead = {}
+for i, f in ipairs(usage and usage.fields or {}) do usageRead[i] = f end
+if usage then table.insert(usageRead, 'usageOps') end
 local h, snapshot
 if wantsGoal then
   snapshot = redis.call('HGETALL', KEYS[1])
   local m = {}
   for i = 1, #snapshot, 2 do m[snapshot[i]] = snapshot[i + 1] end
   h = { m.status, m.ops, m.ttlAt, m.step, m.planStep }
-  for i, f in ipairs(usage and usage.fields or {}) do h[5 + i] = m[f] or false end
+  for i, f in ipairs(usageRead) do h[5 + i] = m[f] or false end
 else
-  h = redis.call('HMGET', KEYS[1], 'status', 'ops', 'ttlAt', 'step', 'planStep', unpack(usage and usage.fields or {}))
+  h = redis.call('HMGET', KEYS[1], 'status', 'ops', 'ttlAt', 'step', 'planStep', unpack(usageRead))
 end
 local cur = h[1]
 if not cur then return false end
@@ -113,7 +117,14 @@ elseif (terminal[status] and setAge > (ttl - keptAfterEnd) * 1000) or setAge >= 
   table.insert(set, 'ttlAt')
   table.insert(set, ARGV[3])
 end
-if usage then usageSet(usage, h, 5, ARGV, 19, set, KEYS[8]) end
+if usage then
+  usageSet(usage, h, 5, ARGV, 19, set, KEYS[8])
+  -- Its operation id: the transcript stored again on its own (this reply lost) books it once.
+  if ARGV[27] and ARGV[27] ~= '' then
+    table.insert(set, 'usageOps')
+    table.insert(set, usageOpsWith(h[5 + #usageRead] or '', ARGV[27]))
+  end
+end
 -- Remember the last few operation ids: enough for any re-send, bounded in size.
 local kept = {}
 for id in string.gmatch(ops, '[^|]+') do table.insert(kept, id) end

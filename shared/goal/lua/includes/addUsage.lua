@@ -46,10 +46,20 @@ end
 
 local USAGE_OPS_KEPT = 16
 
+-- `usageOps` with `op` added, the last USAGE_OPS_KEPT kept: what a re-sent record is checked against.
+local function usageOpsWith(ops, op)
+  local kept = {}
+  for id in string.gmatch(ops or '', '[^|]+') do table.insert(kept, id) end
+  table.insert(kept, op)
+  while #kept > USAGE_OPS_KEPT do table.remove(kept, 1) end
+  return '|' .. table.concat(kept, '|') .. '|'
+end
+
 -- addUsage(goalKey, reservationsKey, a, at): the usage on its own. Returns 1, 0 when the goal is
 -- gone (nothing is written then: no orphan hash), or 2 for a record already booked (its operation
 -- id among the last ones kept in `usageOps`: a re-send after a lost reply), not booked again.
--- In a move or an artifact write the usage rides with that write, whose own operation id guards it.
+-- A move that carries a usage records its operation id too: the run's transcript, stored again on
+-- its own when the move's reply was lost, then books nothing twice.
 local function addUsage(goalKey, reservationsKey, a, at)
   local u = usageFields(a, at)
   local current = redis.call('HMGET', goalKey, 'status', 'usageOps', unpack(u.fields))
@@ -60,12 +70,8 @@ local function addUsage(goalKey, reservationsKey, a, at)
   local set = {}
   usageSet(u, current, 2, a, at, set, reservationsKey)
   if op ~= '' then
-    local kept = {}
-    for id in string.gmatch(ops, '[^|]+') do table.insert(kept, id) end
-    table.insert(kept, op)
-    while #kept > USAGE_OPS_KEPT do table.remove(kept, 1) end
     table.insert(set, 'usageOps')
-    table.insert(set, '|' .. table.concat(kept, '|') .. '|')
+    table.insert(set, usageOpsWith(ops, op))
   end
   if #set > 0 then redis.call('HSET', goalKey, unpack(set)) end
   return 1
