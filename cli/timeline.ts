@@ -8,7 +8,7 @@ interface SubtaskView extends SubtaskRef {
   state: string;
   ms?: number;
   bytes?: number;
-  /** Input plus output tokens of its model calls, as its end event reports them. */
+  /** Every token of its model calls (cache reads and writes too), as its end event reports them. */
   tokens?: number;
   reason?: string;
   attempt?: number;

@@ -34,7 +34,7 @@ export interface PausedJob {
   threadId: string;
   startedAt: number;
   log: Logger;
-  /** Input plus output tokens its run has used so far, kept across its pauses (in the checkpoint). */
+  /** Every token its run has used so far (cache too), kept across its pauses (in the checkpoint). */
   tokens?: number;
 }
 

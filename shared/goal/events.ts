@@ -44,7 +44,7 @@ interface SubtaskEnd {
   /** The subtask stopped at its token cap: its artifact holds what it had, status `active`. */
   partial?: boolean;
   /**
-   * Input plus output tokens of the job's model calls (across its approval pauses; a failed
+   * Every token (input, output, cache) of the job's model calls (across its approval pauses; a failed
    * attempt's own). Absent in events written before deepq recorded it, or when unknown.
    */
   tokens?: number;

@@ -29,7 +29,7 @@ export interface SubtaskView {
   readFiles?: string[];
   /** The plan's `token_cap` for it, when it set one. */
   tokenCap?: number;
-  /** Input plus output tokens its run used, from its end event (older events have none). */
+  /** Every token its run used (cache reads and writes too), from its end event (older events have none). */
   tokens?: number;
   state: SubtaskState;
   attempt?: number;
