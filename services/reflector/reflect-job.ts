@@ -142,14 +142,16 @@ async function decide(rt: Runtime, d: DecideInput): Promise<Decided | ReflectRes
  * The cycle that reaches the max depth still ends a finished goal (the model's `end`), but no
  * cycle past it starts without a human: a `continue` or `replan` becomes an escalation.
  */
-function atMaxDepth(maxDepth: number, decided: Decided | ReflectResult): Decided | ReflectResult {
+export function atMaxDepth(maxDepth: number, decided: Decided | ReflectResult): Decided | ReflectResult {
   if (!('reflection' in decided) || !['continue', 'replan'].includes(decided.reflection.decision)) return decided;
   const { step, depth = step } = decided;
   const since = step > depth ? ' since the last resume' : '';
   const wanted = `${decided.reflection.decision}: ${decided.reflection.reason}`.slice(0, 1500);
   const reached = `max depth ${maxDepth} reached after ${depth} cycle(s)${since}`;
   const reason = `${reached}: a human must decide (the reflector would ${wanted})`;
-  return { ...decided, reflection: { decision: 'escalate', reason } };
+  // The rest of the decision stays: its `revise` list is what the human's resume re-plans from
+  // (dropped, the planner was refused the revision of a done artifact, and the goal failed).
+  return { ...decided, reflection: { ...decided.reflection, decision: 'escalate', reason } };
 }
 
 async function askModel(
