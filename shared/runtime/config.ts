@@ -10,6 +10,7 @@ import { ProvidersSchema, providerEnvValues, providerIssues, usedProviders } fro
 import { AgentOverridesSchema, MCP_TOOL_RE, RoleSpecSchema, resolveRoleOverrides } from '../agent/roles.ts';
 import { ConfigError } from '../errors.ts';
 import { BudgetsSchema } from '../goal/budgets.ts';
+import { PROGRESS_KEPT } from '../goal/progress.ts';
 import { formatZodIssues, timerMs } from '../zod.ts';
 
 /** A price without cache prices charges cached tokens as input: never $0 for tokens that were billed. */
@@ -123,7 +124,8 @@ export const ConfigSchema = z
      */
     stall: z
       .object({
-        cycles: z.number().int().min(0).max(100).default(3),
+        // The progress record keeps the last PROGRESS_KEPT cycles: more could never be seen.
+        cycles: z.number().int().min(0).max(PROGRESS_KEPT).default(3),
         action: z.enum(['escalate', 'fail']).default('escalate'),
       })
       .prefault({}),

@@ -18,7 +18,10 @@ test('a replan at max depth escalates, keeping its revise list and saying what i
   assert.ok('reflection' in out);
   assert.equal(out.reflection.decision, 'escalate');
   assert.deepEqual(out.reflection.revise, ['notes.md']);
-  assert.match(out.reflection.reason, /^max depth 1 reached after 1 cycle\(s\): .*would replan: the notes are too thin/);
+  assert.match(
+    out.reflection.reason,
+    /^max depth 1 reached after 1 cycle\(s\): .*would replan: the notes are too thin/,
+  );
 });
 
 test('an end at max depth stays an end', () => {

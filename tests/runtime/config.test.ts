@@ -139,6 +139,11 @@ test("a misspelt key in a role, the planner's or the reflector's section is refu
   );
 });
 
+test('stall cycles are at most the 10 the progress record keeps (more could never be seen)', () => {
+  assert.equal(loadConfig({ DEEPQ_STALL_CYCLES: '10' }).stall.cycles, 10);
+  assert.throws(() => loadConfig({ DEEPQ_STALL_CYCLES: '12' }), /stall\.cycles \(DEEPQ_STALL_CYCLES\): Too big/);
+});
+
 test('a middleware list without tier-routing or tokens is refused, naming the role', () => {
   // Without tokens a role's calls ignored the goal's budgets and booked no usage; without
   // tier-routing every call failed at run time asking for a model named "LOW".
