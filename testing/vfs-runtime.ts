@@ -4,6 +4,7 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before } from 'node:test';
+import { GoalClient } from '../cli/goal-client.ts';
 import { newGoalId } from '../shared/goal/ids.ts';
 import { loadConfig } from '../shared/runtime/config.ts';
 import { createRuntime, type Runtime } from '../shared/runtime/runtime.ts';
@@ -64,6 +65,20 @@ export function useVfsRuntime(redis: TestRedis, assign: (t: VfsTestRuntime) => v
   after(async () => {
     await t?.close();
   });
+}
+
+/**
+ * The file's VFS runtime and a GoalClient (the CLI's producer side) on its config, built once
+ * Redis is up (in the runtime's own hook: Node 20 runs top-level `before` hooks concurrently)
+ * and closed after.
+ */
+export function useVfsClient(redis: TestRedis, assign: (t: VfsTestRuntime, client: GoalClient) => void): void {
+  let client: GoalClient | undefined;
+  useVfsRuntime(redis, (t) => {
+    client = new GoalClient(t.rt.cfg);
+    assign(t, client);
+  });
+  after(async () => client?.close());
 }
 
 /** A subtask's write meta for tests: a done artifact of step 1 by `writer`, with `extra` on top. */

@@ -3,21 +3,20 @@
 // (Accepted, the planner ended it budget_exceeded at once: the human's own resume lost the goal.)
 
 import assert from 'node:assert/strict';
-import { after, test } from 'node:test';
-import { GoalClient } from '../../cli/goal-client.ts';
+import { test } from 'node:test';
+import type { GoalClient } from '../../cli/goal-client.ts';
 import type { Budgets } from '../../shared/goal/budgets.ts';
 import { newGoalId } from '../../shared/goal/ids.ts';
 import { useRedis } from '../../testing/redis.ts';
-import { reflectToHuman, useVfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
+import { reflectToHuman, useVfsClient, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
 
 const redis = useRedis();
 let t: VfsTestRuntime;
 let client: GoalClient;
-useVfsRuntime(redis, (x) => {
+useVfsClient(redis, (x, c) => {
   t = x;
-  client = new GoalClient(t.rt.cfg);
+  client = c;
 });
-after(async () => client?.close());
 
 /** A goal escalated by its reflector at cycle 1, through the real transitions. */
 async function escalated(budgets: Budgets): Promise<string> {

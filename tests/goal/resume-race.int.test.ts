@@ -2,20 +2,18 @@
 // being confirmed is reported as cancelled, and never also gets a "finished done" event.
 
 import assert from 'node:assert/strict';
-import { after, test } from 'node:test';
-import { GoalClient } from '../../cli/goal-client.ts';
+import { test } from 'node:test';
+import type { GoalClient } from '../../cli/goal-client.ts';
 import { useRedis } from '../../testing/redis.ts';
-import { reflectToHuman, useVfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
+import { reflectToHuman, useVfsClient, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
 
 const redis = useRedis();
 let t: VfsTestRuntime;
 let client: GoalClient;
-// In the runtime's own hook: Node 20 runs top-level `before` hooks concurrently.
-useVfsRuntime(redis, (x) => {
+useVfsClient(redis, (x, c) => {
   t = x;
-  client = new GoalClient(t.rt.cfg);
+  client = c;
 });
-after(async () => client?.close());
 
 /** A goal paused for review after a reflection that chose `end`, through the real transitions. */
 async function reviewedEnd(): Promise<string> {

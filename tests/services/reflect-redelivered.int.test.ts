@@ -3,22 +3,21 @@
 // escalation a human's resume has already handed the goal on, and must not get a second plan job.
 
 import assert from 'node:assert/strict';
-import { after, test } from 'node:test';
+import { test } from 'node:test';
 import type { Job } from 'bullmq';
-import { GoalClient } from '../../cli/goal-client.ts';
+import type { GoalClient } from '../../cli/goal-client.ts';
 import { processReflectJob } from '../../services/reflector/reflect-job.ts';
 import { PLAN_QUEUE, REFLECT_QUEUE, reflectJobId } from '../../shared/runtime/queues.ts';
 import { useRedis } from '../../testing/redis.ts';
-import { reflectToHuman, useVfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
+import { reflectToHuman, useVfsClient, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
 
 const redis = useRedis();
 let t: VfsTestRuntime;
 let client: GoalClient;
-useVfsRuntime(redis, (x) => {
+useVfsClient(redis, (x, c) => {
   t = x;
-  client = new GoalClient(t.rt.cfg);
+  client = c;
 });
-after(async () => client?.close());
 
 /** The cycle-1 reflect job of the goal as the stalled check hands it out again. */
 function redelivered(goalId: string): Job {
