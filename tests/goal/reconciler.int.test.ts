@@ -99,7 +99,15 @@ test('jobs parked at a budget wake when the resume that raised it died before wa
     const goalId = await c.enqueue({ goal: 'Paused at its deadline', budgets: { maxSeconds: 2, onBudget: 'pause' } });
     let g = await c.waitFor(goalId, { timeoutMs: 30_000 });
     assert.equal(g.status, 'awaiting_human');
-    await until(async () => (await redis.client.hlen(c.goals.keys.parked(goalId))) > 0, 10_000, 'a job parked');
+    // Every job of the goal parked (delayed), none still parking: one that reads the goal after
+    // the resume lands wakes itself, and the goal would finish without the reconciler.
+    const parkedAll = async () => {
+      const parked = Object.entries(await redis.client.hgetall(c.goals.keys.parked(goalId)));
+      const states = await Promise.all(parked.map(async ([id, q]) => (await c.queues.get(q).getJob(id))?.getState()));
+      const active = await Promise.all(c.queues.allNames().map((q) => c.queues.get(q).getActiveCount()));
+      return parked.length > 0 && states.every((st) => st === 'delayed') && active.every((n) => n === 0);
+    };
+    await until(parkedAll, 20_000, 'every job parked');
     // What `deepq resume --max-seconds 60` does first; it dies before waking the parked jobs.
     const budgets = raisedBudgets(g, { maxSeconds: 60 });
     const resume = { step: g.step, to: g.pausedFrom!, budgets, raised: { maxSeconds: 60 } };
