@@ -15,6 +15,7 @@ import { isTerminal } from '../../shared/goal/status.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';
 import { parseJobData, ReflectJobSchema, startedOf } from '../../shared/runtime/jobs.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
+import type { FileEntry } from '../../shared/vfs/vfs.ts';
 import { reflectionContract } from './decision-contract.ts';
 import { collectOutcomes, type SubtaskOutcome } from './outcomes.ts';
 import { reflectorMessage, reflectorSpec } from './prompt.ts';
@@ -187,7 +188,25 @@ async function askModel(
     return { decision: 'failed' };
   }
   // The transcript lands with the move the decision makes.
-  return { ...base, reflection: res.value, threadId: d.threadId, transcript: res.transcript };
+  const reflection = endWithoutWork(res.value, d.outcomes, index);
+  return { ...base, reflection, threadId: d.threadId, transcript: res.transcript };
+}
+
+/**
+ * An `end` when nothing was made (no subtask of the cycle finished, no artifact is done) would
+ * report a goal `done` with no result: a human decides instead (`resume --end` still ends it).
+ */
+export function endWithoutWork(
+  reflection: Reflection,
+  outcomes: Pick<SubtaskOutcome, 'status'>[],
+  index: Pick<FileEntry, 'status'>[],
+): Reflection {
+  if (reflection.decision !== 'end') return reflection;
+  if (outcomes.some((o) => o.status !== 'failed') || index.some((e) => e.status === 'done')) return reflection;
+  const wanted = reflection.reason.slice(0, 1500);
+  const nothing = 'no subtask finished and no artifact is done';
+  const reason = `${nothing}: a human must decide (the reflector would end: ${wanted})`;
+  return { ...reflection, decision: 'escalate', reason };
 }
 
 /** Applies the decision with its move; false when the move was refused. */

@@ -16,6 +16,7 @@ const REPLAN = '[replan]';
 const REVISE = '[revise]';
 const STALL = '[stall]';
 const REVFAIL = '[revfail]';
+const NOTHING = '[nothing]';
 const PARTS = [1, 2, 3, 4, 5].map((i) => `part-${i}.md`);
 const EMPTY_SUMMARY = 'output broke the summary contract twice: the summary is empty';
 
@@ -77,6 +78,12 @@ const handler = scenarioHandler({
       );
     if (body.messages.length === 1) revisionRuns++;
     if (revisionRuns === 1) return text('notes, the good version');
+    return text(' ');
+  },
+  // The only subtask answers empty (its contract fails twice); the reflection ends anyway.
+  [NOTHING]: (_body, role) => {
+    if (role === 'planner') return json({ subtasks: [research(NOTHING, 'answer.md')] });
+    if (role === 'reflector') return json({ decision: 'end', reason: 'nothing more to do' });
     return text(' ');
   },
   // The same plan every cycle; the subtask looks at the files, then answers empty, every time.
@@ -160,6 +167,26 @@ test('a revision that fails leaves the done version current', async () => {
   assert.deepEqual([notes!.status, notes!.step], ['done', 1]);
   assert.equal(await fleet.client.read(goalId, 'notes.md'), 'notes, the good version');
   assert.deepEqual(await fleet.client.vfs.history(goalId, 'notes.md'), []);
+});
+
+test('an end when no subtask finished and no artifact is done escalates instead of ending done', async () => {
+  const goalId = await fleet.client.enqueue({ goal: `${NOTHING} Answer the question` });
+  const g = await fleet.client.waitFor(goalId, { timeoutMs: 60_000 });
+  assert.equal(g.status, 'awaiting_human');
+  assert.equal(g.pausedFor, 'escalation');
+  assert.equal(
+    g.reason,
+    'no subtask finished and no artifact is done: a human must decide (the reflector would end: nothing more to do)',
+  );
+  const reflected = (await fleet.client.goals.events(goalId)).map((e) => e.event).filter((e) => e.type === 'reflected');
+  assert.deepEqual(
+    reflected.map((e) => e.decision),
+    ['escalate'],
+  );
+  // The human may still end it.
+  const ended = await runCli(['resume', goalId, '--end'], fleet.env);
+  assert.equal(ended.code, 0, ended.stderr);
+  assert.equal((await fleet.client.get(goalId)).status, 'done');
 });
 
 test('three cycles without progress escalate as stalled, without a third call to the reflector model', async () => {
