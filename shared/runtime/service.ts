@@ -14,6 +14,7 @@ import {
 import type { Redis } from 'ioredis';
 import { ModelCallError } from '../agent/providers/types.ts';
 import { isTerminal } from '../goal/status.ts';
+import { type ActiveRun, ActiveRuns } from './active-runs.ts';
 import { delayForFullRedis } from './full-redis.ts';
 import { scrubSecrets } from './logger.ts';
 import { startOpsServer } from './ops-server.ts';
@@ -56,13 +57,10 @@ export interface RunningService {
 
 const QUEUE_STATES = ['waiting', 'active', 'delayed', 'failed', 'prioritized', 'waiting-children'] as const;
 
-/** The jobs this process is running, by job id: what cancellation and the drain act on. */
-type ActiveJobs = Map<string, { job: Job; token?: string; goalId?: string }>;
-
 export async function startService(opts: ServiceOptions): Promise<RunningService> {
   const { rt } = opts;
   exitIfOrphanedWhileStarting(rt.logger);
-  const active: ActiveJobs = new Map();
+  const active = new ActiveRuns();
   const workers = createWorkers(opts, active);
   const [worker] = workers;
   let stopping = false;
@@ -82,7 +80,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
   });
   // The ops server is up before anything waits on Redis: /healthz answers while Redis is
   // away, and /readyz says so.
-  const sub = await listenForCancels(rt, opts, worker!, active);
+  const sub = await listenForCancels(rt, opts, active);
   await warnIfEvicting(rt);
   await opts.beforeRun?.();
   for (const w of workers) {
@@ -119,7 +117,7 @@ async function warnIfEvicting(rt: Runtime): Promise<void> {
   );
 }
 
-function createWorkers(opts: ServiceOptions, active: ActiveJobs): Worker[] {
+function createWorkers(opts: ServiceOptions, active: ActiveRuns): Worker[] {
   const { rt } = opts;
   const base = {
     connection: rt.bull,
@@ -163,21 +161,23 @@ interface Processing {
   onFinalFailure?: ServiceOptions['onFinalFailure'];
 }
 
-/** Wraps a handler with job metrics, the active-jobs bookkeeping and the final-failure hook. */
-function instrumented(rt: Runtime, p: Processing, active: ActiveJobs, hooked: WeakSet<Job>): Processor {
+/** Wraps a handler with job metrics, the active-runs bookkeeping and the final-failure hook. */
+function instrumented(rt: Runtime, p: Processing, active: ActiveRuns, hooked: WeakSet<Job>): Processor {
   const { queue, role, handler } = p;
-  return async (job, token, signal) => {
+  return async (job, token, bullSignal) => {
     const started = performance.now();
-    const goalId = typeof job.data?.goalId === 'string' ? job.data.goalId : undefined;
-    active.set(String(job.id), { job, token, goalId });
+    const { run, end } = active.start(job, token, bullSignal);
+    const signal = run.controller.signal;
     try {
-      const res = await handler(job, signal ?? new AbortController().signal, token);
+      const earlier = active.othersOf(run);
+      if (earlier.length) await deliveredAgain(rt, run, earlier);
+      const res = await handler(job, signal, token);
       rt.metrics.jobs.inc({ queue, role, status: 'completed' });
       return res;
     } catch (err) {
       scrubError(err, rt.secrets);
       const back = (await handedBack(rt, job, token, signal)) ?? (await delayForFullRedis(rt, job, token, err));
-      const lost = signal?.reason === LOCK_LOST;
+      const lost = signal.reason === LOCK_LOST;
       rt.metrics.jobs.inc({
         queue,
         role,
@@ -187,10 +187,35 @@ function instrumented(rt: Runtime, p: Processing, active: ActiveJobs, hooked: We
       if (!back && !lost && !notFailed(err)) await finalFailureFirst(rt, p, job, failure, hooked);
       throw failure;
     } finally {
-      active.delete(String(job.id));
+      end();
       rt.metrics.jobDuration.observe({ queue, role }, (performance.now() - started) / 1000);
     }
   };
+}
+
+/** How long a job delivered again beside its earlier run waits: BullMQ finishes with that run first. */
+const REDELIVERY_WAIT_MS = 1000;
+
+/**
+ * A delivery of a job whose earlier run still goes on in this process (its lock was lost and
+ * the stalled check handed it back here): BullMQ now renews the earlier run's lock with this
+ * delivery's token and, once either ends, stops renewing the other's, so both would run (twice
+ * the calls, and a late write over newer work). The earlier run stops; this delivery waits a
+ * moment in the delayed set (no attempt used), and the next one runs alone.
+ */
+async function deliveredAgain(rt: Runtime, run: ActiveRun, earlier: ActiveRun[]): Promise<never> {
+  const { job, token } = run;
+  const fields = { jobId: job.id, queue: job.queueName, goalId: run.goalId };
+  rt.logger.warn(fields, 'delivered again while its earlier run still ran here (lock lost): stopping that run');
+  for (const e of earlier) e.controller.abort(LOCK_LOST);
+  await Promise.all(earlier.map((e) => e.settled));
+  try {
+    await job.moveToDelayed(Date.now() + REDELIVERY_WAIT_MS, token);
+  } catch (err) {
+    // Not moved: its lock runs out, and the stalled check hands it out again.
+    rt.logger.warn({ ...fields, err: { message: (err as Error).message } }, 'could not delay the delivery');
+  }
+  throw new DelayedError();
 }
 
 /**
@@ -283,15 +308,12 @@ async function reportDepths(rt: Runtime, queueNames: string[]): Promise<void> {
 async function listenForCancels(
   rt: Runtime,
   opts: Pick<ServiceOptions, 'name' | 'onCancel'>,
-  worker: Worker,
-  active: ActiveJobs,
+  active: ActiveRuns,
 ): Promise<Redis> {
   const sub = createRedis(rt.cfg.redisUrl, `deepq:${opts.name}:sub`);
   const cancel = (goalId: string) => {
-    for (const [jobId, a] of active) {
-      if (a.goalId !== goalId) continue;
+    for (const jobId of active.abortGoal(goalId, 'goal cancelled')) {
       rt.logger.info({ goalId, jobId }, 'cancelling running job');
-      worker.cancelJob(jobId, 'goal cancelled');
     }
     opts.onCancel?.(goalId);
   };
@@ -306,8 +328,8 @@ async function listenForCancels(
 }
 
 /** Cancels the running jobs of every goal that ended (or is gone): a missed cancel's effect. */
-async function cancelEndedGoals(rt: Runtime, active: ActiveJobs, cancel: (goalId: string) => void): Promise<void> {
-  const goalIds = [...new Set([...active.values()].flatMap((a) => (a.goalId ? [a.goalId] : [])))];
+async function cancelEndedGoals(rt: Runtime, active: ActiveRuns, cancel: (goalId: string) => void): Promise<void> {
+  const goalIds = active.goalIds();
   const statuses = await Promise.all(goalIds.map((id) => rt.redis.hget(rt.goals.keys.goal(id), 'status')));
   goalIds.forEach((id, i) => {
     const status = statuses[i];
@@ -317,7 +339,7 @@ async function cancelEndedGoals(rt: Runtime, active: ActiveJobs, cancel: (goalId
 
 interface Closable {
   workers: Worker[];
-  active: ActiveJobs;
+  active: ActiveRuns;
   sub: Redis;
   server: Server;
 }
@@ -345,7 +367,7 @@ async function drainAndClose(rt: Runtime, c: Closable): Promise<void> {
  */
 async function handBack(rt: Runtime, c: Closable): Promise<void> {
   rt.logger.warn({ active: c.active.size }, 'drain timeout: handing active jobs back');
-  for (const w of c.workers) w.cancelAllJobs(SHUTDOWN);
+  c.active.abortAll(SHUTDOWN);
   await Promise.all(c.workers.map((w) => w.close(true).catch(() => {})));
 }
 
