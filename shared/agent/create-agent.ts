@@ -1,3 +1,4 @@
+/// <reference lib="es2024.string" />
 // One factory for every agent: planner, each subagent role, reflector (seed 003). Agents
 // differ only in data: system prompt, tools, middleware, tier, limits, output contract.
 // The loop (seed 004): a fresh message list, tool calls run and truncated, stop when the
@@ -507,11 +508,14 @@ function unknownTool(c: Conversation, use: ToolUseBlock): ToolResultBlock {
 }
 
 async function runTool(c: Conversation, tool: Tool, use: ToolUseBlock): Promise<ToolResultBlock> {
+  // A lone surrogate (half an emoji cut off by a server, or in a file the model wrote) makes the
+  // request invalid JSON to the Messages API: a 400 that fails the job. U+FFFD stands for it.
   try {
-    return { type: 'tool_result', tool_use_id: use.id, content: truncate(await tool.run(use.input), c.maxChars) };
+    const content = truncate((await tool.run(use.input)).toWellFormed(), c.maxChars);
+    return { type: 'tool_result', tool_use_id: use.id, content };
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
-    const content = truncate(`error: ${message}`, c.maxChars);
+    const content = truncate(`error: ${message}`.toWellFormed(), c.maxChars);
     return { type: 'tool_result', tool_use_id: use.id, content, is_error: true };
   }
 }

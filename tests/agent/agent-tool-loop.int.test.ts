@@ -145,6 +145,38 @@ test('each tool result is truncated at 50,000 characters with a marker', async (
   assert.equal(exactRes!.content, exact, 'a result of exactly the limit is not truncated');
 });
 
+test('a lone surrogate in a tool result or error goes to the model as U+FFFD', async () => {
+  const s = setup('research-specialist');
+  // Half an emoji, as a server that cut its text by UTF-16 units sends it.
+  const tool = (name: string, run: () => Promise<string>) => ({
+    def: { name, description: name, input_schema: { type: 'object' as const, properties: {} } },
+    run,
+  });
+  const tools = [
+    ...s.tools,
+    tool('half', async () => 'cut here \ud83d'),
+    tool('broken', async () => {
+      throw new Error('failed at \udc00 here');
+    }),
+  ];
+  server.setHandler((body) =>
+    body.messages.length === 1
+      ? {
+          content: [
+            { type: 'tool_use', id: 'toolu_half', name: 'half', input: {} },
+            { type: 'tool_use', id: 'toolu_broken', name: 'broken', input: {} },
+          ],
+        }
+      : text('summary of both'),
+  );
+  const run = await s.agent.run({ task: 'Call both', tools, contract: summaryContract, ctx: s.ctx });
+  assert.equal(run.ok, true, run.problem);
+  const [half, broken] = toolResults(s.reqs()[1]!.body.messages[2]);
+  assert.equal(half!.content, 'cut here \ufffd');
+  assert.equal(broken!.content, 'error: failed at \ufffd here');
+  assert.equal(broken!.is_error, true);
+});
+
 test("a turn's results together stop at 4 results' limit: the rest are cut, then not run", async () => {
   const s = setup('research-specialist');
   // 30,000 chars a file, 10 reads in one turn: 200,000 fit in 6 and a bit.

@@ -173,9 +173,11 @@ test('a server missing at start: logged, /readyz 503 naming it, a failed subtask
   assert.equal(line.level, 50, 'logged as an error');
   assert.match(String(line.reason), /fetch failed|ECONNREFUSED/);
 
-  // A job for the role fails (attempts: 1) with the reason, and the goal goes on without it.
+  // A job for the role fails (attempts: 1) with the reason; with nothing made, the reflection's
+  // end goes to a human.
   const { goalId, g } = await runGoal('mcp-absent', 'absent-echo');
-  assert.equal(g.status, 'done');
+  assert.equal(g.status, 'awaiting_human');
+  assert.match(String(g.reason), /^no subtask finished and no artifact is done: a human must decide/);
   const failed = (await fleet.client.goals.events(goalId)).map((e) => e.event).find((e) => e.type === 'subtask_failed');
   assert.ok(failed && 'reason' in failed, 'the subtask failed');
   assert.match(String(failed.reason), /MCP server "absent" is unavailable: cannot start: /);

@@ -22,20 +22,22 @@ after(() => web?.stop());
 
 const BAD_TOOL = '{"name":"odd","inputSchema":{"type":"string"}},';
 
-/** A tools/list answer (any answer to a POST) with BAD_TOOL first in its list. */
-const withBadTool: ProxyAnswer = (req, up, res) => {
-  if (req.method !== 'POST') return passThrough(req, up, res);
-  const { 'content-length': _drop, ...headers } = up.headers;
-  res.writeHead(up.statusCode ?? 502, headers);
-  const parts: Buffer[] = [];
-  up.on('data', (d: Buffer) => parts.push(d));
-  up.on('end', () => res.end(Buffer.concat(parts).toString().replace('"tools":[', `"tools":[${BAD_TOOL}`)));
-};
+/** A tools/list answer (any answer to a POST) with `tool` (JSON and a comma) first in its list. */
+const withToolFirst =
+  (tool: string): ProxyAnswer =>
+  (req, up, res) => {
+    if (req.method !== 'POST') return passThrough(req, up, res);
+    const { 'content-length': _drop, ...headers } = up.headers;
+    res.writeHead(up.statusCode ?? 502, headers);
+    const parts: Buffer[] = [];
+    up.on('data', (d: Buffer) => parts.push(d));
+    up.on('end', () => res.end(Buffer.concat(parts).toString().replace('"tools":[', `"tools":[${tool}`)));
+  };
 
 test('a tool the SDK refuses is left out, named in a warning; the server and its other tools work', async (t) => {
   web = await startEverythingHttp(await freePort());
   const { logger, lines } = captureLogger('debug');
-  const conn = httpConnection(await testProxy(web.port, { answer: withBadTool }), logger);
+  const conn = httpConnection(await testProxy(web.port, { answer: withToolFirst(BAD_TOOL) }), logger);
   t.after(() => conn.close());
   await conn.waitFor(() => conn.state === 'up', Date.now() + 15_000);
   const names = (conn.tools ?? []).map((x) => x.name);
@@ -46,4 +48,32 @@ test('a tool the SDK refuses is left out, named in a warning; the server and its
   assert.match(String(warned[0]!.problem), /inputSchema\.type/);
   const ok = await conn.call('echo', { message: 'hi' });
   assert.deepEqual(ok.content, [{ type: 'text', text: 'Echo: hi' }]);
+});
+
+/** A tool whose input schema has alternatives at its top: one of two fields is required. */
+const ALTERNATIVES = '{"anyOf":[{"required":["id"]},{"required":["email"]}]}';
+const UNION_TOOL =
+  '{"name":"lookup","description":"Finds a record.","inputSchema":{"type":"object",' +
+  `"properties":{"id":{"type":"string"},"email":{"type":"string"}},${ALTERNATIVES.slice(1, -1)}}},`;
+
+test('top-level anyOf, which model APIs refuse in a tool schema, moves into the description', async (t) => {
+  web ??= await startEverythingHttp(await freePort());
+  const { logger, lines } = captureLogger('debug');
+  const conn = httpConnection(await testProxy(web.port, { answer: withToolFirst(UNION_TOOL) }), logger);
+  t.after(() => conn.close());
+  await conn.waitFor(() => conn.state === 'up', Date.now() + 15_000);
+  const lookup = conn.tools?.find((x) => x.name === 'lookup');
+  assert.ok(lookup, 'listed');
+  assert.deepEqual(lookup.inputSchema, {
+    type: 'object',
+    properties: { id: { type: 'string' }, email: { type: 'string' } },
+  });
+  assert.equal(lookup.description, `Finds a record.\n\nThe input must also satisfy this JSON Schema: ${ALTERNATIVES}`);
+  const warned = lines.filter((l) => /at its top level: moved into its description/.test(String(l.msg)));
+  assert.deepEqual(
+    warned.map((l) => [l.tool, l.moved]),
+    [['lookup', ['anyOf']]],
+  );
+  // The server's own tools are as they were.
+  assert.equal(conn.tools?.find((x) => x.name === 'echo')?.inputSchema.anyOf, undefined);
 });

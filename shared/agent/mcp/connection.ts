@@ -18,7 +18,9 @@ import {
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { descendantsOf } from '../sandbox/process-tree.ts';
+import { cutChars } from '../tools/paging.ts';
 import { cappedFetch } from './capped-fetch.ts';
+import { modelInputSchema } from './input-schema.ts';
 import type { McpMetrics } from './metrics.ts';
 import type { ResolvedServer } from './resolve.ts';
 
@@ -216,9 +218,15 @@ export class McpConnection {
       for (const raw of res.tools) {
         const t = this.checkedTool(raw);
         if (!t) continue;
-        // `$schema` names the JSON Schema dialect: nothing the model needs.
-        const { $schema: _dialect, ...inputSchema } = t.inputSchema as Record<string, unknown>;
-        out.push({ name: t.name, description: t.description, title: t.title, inputSchema });
+        const { inputSchema, description, moved } = modelInputSchema(t.inputSchema, t.description || t.title);
+        if (moved.length) {
+          const fields = { mcpServer: this.name, tool: this.opts.scrub(t.name).slice(0, 100), moved };
+          this.opts.log.warn(
+            fields,
+            `MCP tool's input schema has ${moved.join('/')} at its top level: moved into its description`,
+          );
+        }
+        out.push({ name: t.name, description, title: t.title, inputSchema });
       }
       cursor = res.nextCursor;
       if (!cursor) break;
@@ -328,7 +336,7 @@ export class McpConnection {
     void endSession(oldTransport).then(() => closeClient(old, oldPid));
     // A stdio server that fails to start usually says why on stderr: its last line goes with the reason.
     const said = failedAttempt ? this.stderrTail.at(-1) : undefined;
-    this.lastError = this.opts.scrub(said ? `${reason} (stderr: ${said.slice(0, 200)})` : reason);
+    this.lastError = this.opts.scrub(said ? `${reason} (stderr: ${cutChars(said, 200)})` : reason);
     const { baseMs, maxMs } = this.opts.backoff ?? DEFAULT_BACKOFF;
     const delay = Math.round(Math.min(maxMs, baseMs * 2 ** this.failures) * (0.8 + Math.random() * 0.4));
     this.failures++;
@@ -348,7 +356,7 @@ export class McpConnection {
     let msg = String(e?.message ?? err);
     const cause = e?.cause?.code ?? e?.cause?.message;
     if (cause && !msg.includes(String(cause))) msg += ` (${String(cause)})`;
-    return this.opts.scrub(msg).slice(0, 500);
+    return cutChars(this.opts.scrub(msg), 500);
   }
 
   /** Resolves once `pred` holds; rejects at the deadline, on abort, or when closed. */
@@ -425,12 +433,18 @@ export class McpConnection {
       return new McpCallError('timeout', `${what} timed out after ${ms} ms: the call was cancelled`);
     }
     const why = this.describe(err);
-    if (!(err instanceof McpError) || err.code === ErrorCode.ConnectionClosed) {
-      // The transport failed (process gone, HTTP unreachable, session lost): reconnect.
-      if (gen !== undefined) this.lost(gen, why);
+    // A connection that closed (a stdio server gone) was marked lost, a new generation, before
+    // the SDK failed the calls in flight on it.
+    if (gen !== undefined && gen !== this.gen) {
       return new McpCallError('connection', `${what}: the connection failed (${why}); reconnecting`);
     }
-    return new McpCallError('error', `${what}: ${why}`);
+    // An error the server answered: -32000 is also JSON-RPC's code for any server error.
+    if (err instanceof McpError) return new McpCallError('error', `${what}: ${why}`);
+    // This request failed in transport (an HTTP 429 or 502 from a gateway, a reset): no verdict on
+    // the connection, whose other calls and server state live on. A ping decides (once this call
+    // is no longer counted in flight), reconnecting if the server is gone or its session expired.
+    if (gen !== undefined) queueMicrotask(() => void this.ping(gen));
+    return new McpCallError('connection', `${what}: the request failed (${why})`);
   }
 
   /** Closes the client (ending a stdio server's process, an HTTP session) and stops retrying. */

@@ -1,0 +1,90 @@
+// One failed call is no verdict on its connection: a gateway's HTTP 429 on one request, or a
+// JSON-RPC error -32000 (the code servers commonly give any tool failure), fails that call only.
+// The session stays, and another job's call in flight on it finishes (they were taken for a lost
+// connection: the session was ended and every call on it failed). The server is the real
+// @modelcontextprotocol/server-everything (streamableHttp) behind a gateway that answers so.
+
+import assert from 'node:assert/strict';
+import { createServer, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, test } from 'node:test';
+import { captureLogger } from '../../testing/agent-harness.ts';
+import { type EverythingHttp, freePort, httpConnection, startEverythingHttp } from './mcp-harness.ts';
+
+let web: EverythingHttp | undefined;
+after(() => web?.stop());
+
+type Refusal = (body: { id?: unknown }) => { status: number; body: string };
+
+/** A gateway in front of `target` that answers a `get-sum` call itself with `refuse`; counts sessions begun. */
+async function gateway(target: number, refuse: Refusal): Promise<{ port: number; initializes: () => number }> {
+  let initializes = 0;
+  const srv = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      if (body.includes('"initialize"')) initializes++;
+      if (req.method === 'POST' && body.includes('"get-sum"')) {
+        const answer = refuse(JSON.parse(body.toString()) as { id?: unknown });
+        res.writeHead(answer.status, { 'content-type': 'application/json' });
+        return res.end(answer.body);
+      }
+      const forward = { host: '127.0.0.1', port: target, path: req.url, method: req.method, headers: req.headers };
+      const up = request(forward, (r) => {
+        res.writeHead(r.statusCode ?? 502, r.headers);
+        r.pipe(res);
+      });
+      up.on('error', () => res.destroy());
+      up.end(body);
+    });
+  });
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
+  srv.unref();
+  return { port: (srv.address() as AddressInfo).port, initializes: () => initializes };
+}
+
+async function refusedBesideALongCall(refuse: Refusal) {
+  web ??= await startEverythingHttp(await freePort());
+  const gw = await gateway(web.port, refuse);
+  const { logger, lines } = captureLogger('debug');
+  const conn = httpConnection(gw.port, logger);
+  await conn.waitFor(() => conn.state === 'up', Date.now() + 15_000);
+  const long = conn.call('trigger-long-running-operation', { duration: 2, steps: 2 }).then(
+    (r) => ({ ok: true, text: JSON.stringify(r.content) }),
+    (err: Error) => ({ ok: false, text: err.message }),
+  );
+  await new Promise((r) => setTimeout(r, 300));
+  const refused = await conn.call('get-sum', { a: 1, b: 2 }).then(
+    () => 'answered',
+    (err: Error) => err.message,
+  );
+  const states = [conn.state];
+  const longResult = await long;
+  const echo = await conn.call('echo', { message: 'after' });
+  states.push(conn.state);
+  await conn.close();
+  return { refused, longResult, echo, states, initializes: gw.initializes(), log: lines };
+}
+
+test('a gateway 429 on one call fails that call; the session and a call in flight go on', async () => {
+  const r = await refusedBesideALongCall(() => ({ status: 429, body: 'Too Many Requests' }));
+  assert.match(r.refused, /^MCP tool "get-sum" of server "web": the request failed \(.*Too Many Requests/);
+  assert.ok(r.longResult.ok, `the call in flight failed: ${r.longResult.text}`);
+  assert.match(r.longResult.text, /Long running operation completed/);
+  assert.deepEqual(r.echo.content, [{ type: 'text', text: 'Echo: after' }]);
+  assert.deepEqual(r.states, ['up', 'up']);
+  assert.equal(r.initializes, 1, 'one session, never begun again');
+  assert.ok(!r.log.some((l) => /connection lost/.test(String(l.msg))), 'no connection was given up');
+});
+
+test('a JSON-RPC error -32000 answered for one call is that call error, not a lost connection', async () => {
+  const r = await refusedBesideALongCall(({ id }) => ({
+    status: 200,
+    body: JSON.stringify({ jsonrpc: '2.0', id, error: { code: -32000, message: 'upstream API failed' } }),
+  }));
+  assert.equal(r.refused, 'MCP tool "get-sum" of server "web": MCP error -32000: upstream API failed');
+  assert.ok(r.longResult.ok, `the call in flight failed: ${r.longResult.text}`);
+  assert.deepEqual(r.states, ['up', 'up']);
+  assert.equal(r.initializes, 1, 'one session, never begun again');
+});
