@@ -129,8 +129,13 @@ export class GoalClient extends GoalReader {
     const paused = await releaseApprovals(this, goalId, 'the goal was cancelled');
     const step = Math.max(g.step, g.planStep, 1);
     const removals: Promise<void>[] = [];
+    // Parked jobs by the goal's own list: a plan job of a resumed goal may have either id.
+    const parked = await this.redis.hgetall(this.goals.keys.parked(goalId));
+    for (const [id, queue] of Object.entries(parked)) if (!paused.has(id)) removals.push(this.removeJob(queue, id));
     for (let s = Math.max(1, step - 1); s <= step + 1; s++) {
-      removals.push(this.removeJob(PLAN_QUEUE, planJobId(goalId, s, g.resumes)));
+      // The reflector queues a resumed goal's next cycles under the plain id; its resume, the -r<n> one.
+      removals.push(this.removeJob(PLAN_QUEUE, planJobId(goalId, s)));
+      if (g.resumes) removals.push(this.removeJob(PLAN_QUEUE, planJobId(goalId, s, g.resumes)));
       removals.push(this.removeJob(REFLECT_QUEUE, reflectJobId(goalId, s)));
       for (const role of this.cfg.roles)
         for (let i = 0; i < 5; i++) {
