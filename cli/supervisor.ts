@@ -34,7 +34,7 @@ export function planChildren(roles: string[], portBase: number, replicas = 1): C
 
 export interface Supervisor {
   children: Map<string, ChildProcess>;
-  /** Stops every child (SIGTERM, then SIGKILL after the timeout); resolves to their exit codes. */
+  /** Stops every child (closing its channel, then SIGKILL after the timeout); resolves to their exit codes. */
   stop(timeoutMs?: number): Promise<Map<string, number | null>>;
 }
 
@@ -65,7 +65,7 @@ export function supervise(specs: ChildSpec[], opts: SuperviseOptions = {}): Supe
       // The channel carries no messages: its closing tells the child the supervisor is gone.
       stdio: [io, io, io, 'ipc'],
       // Its own process group: a terminal's Ctrl-C reaches only the supervisor, which then
-      // drains each child once with SIGTERM (a child seeing SIGINT and SIGTERM would quit hard).
+      // drains each child once (a child seeing two signals would quit hard).
       detached: true,
     });
     children.set(spec.name, child);
@@ -110,7 +110,11 @@ export function supervise(specs: ChildSpec[], opts: SuperviseOptions = {}): Supe
                 codes.set(name, code ?? (signal === 'SIGTERM' ? 0 : null));
                 resolve();
               });
-              c.kill('SIGTERM');
+              // Closing the channel asks for one drain. A SIGTERM would be a second signal to a
+              // child that got its own (systemd stops a unit's every process at once), which
+              // then quits at once, its running jobs cut short.
+              if (c.connected) c.disconnect();
+              else c.kill('SIGTERM');
             }),
         ),
       );

@@ -433,7 +433,11 @@ export function stopOnSignals(svc: { stop(): Promise<void>; drainTimeoutMs: numb
   // Spawned with a channel (process.send exists): follow the supervisor's lifetime.
   if (typeof process.send !== 'function') return;
   const orphaned = () => {
-    logger.warn({ alreadyStopping: stopping }, 'supervisor gone (IPC channel closed): draining and exiting');
+    // `deepq up` stopping (its channel closed on purpose), or killed outright.
+    logger.warn(
+      { alreadyStopping: stopping },
+      'supervisor gone or stopping (IPC channel closed): draining and exiting',
+    );
     stop();
   };
   // The supervisor may have died while this process was starting up.
@@ -454,8 +458,9 @@ export function stopOnSignals(svc: { stop(): Promise<void>; drainTimeoutMs: numb
 function exitIfOrphanedWhileStarting(logger: Runtime['logger']): void {
   if (typeof process.send !== 'function') return;
   exitOrphanedStart ??= () => {
+    // Nothing ran yet: stopped as asked (or left behind), not a failure.
     logger.warn('supervisor gone (IPC channel closed) before this service started: exiting');
-    process.exit(1);
+    process.exit(0);
   };
   // Gone already, while this process loaded its modules: the event will not come again.
   if (!process.connected) exitOrphanedStart();

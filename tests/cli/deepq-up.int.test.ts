@@ -93,6 +93,39 @@ test('deepq up prints a port per child, serves a goal, and stops on Ctrl-C with 
 });
 
 const linuxOnly = { skip: process.platform !== 'linux' && 'reads /proc' };
+
+test(
+  'deepq up and its children sent SIGTERM at once (a systemd stop) drain their running jobs',
+  linuxOnly,
+  async () => {
+    await redis.ready;
+    const base = await freePortRange(NAMES.length);
+    const env = testEnv(redis.url, { DEEPQ_SCRIPTED_LATENCY_MS: '3000' });
+    const { up, out } = startUp(env, base);
+    const exited = new Promise<number | null>((r) => up.on('exit', (code) => r(code)));
+    const client = new GoalClient(loadConfig(env));
+    try {
+      const goalId = await client.enqueue({ goal: 'Stopped mid-plan' });
+      // The planner's job is in its 3 s model call.
+      for (let t = 0; (await client.get(goalId)).status !== 'planning'; t++) {
+        if (t > 600) throw new Error(`never planning:\n${out()}`);
+        await sleep(50);
+      }
+      const pids = childPids(up.pid!);
+      assert.equal(pids.length, NAMES.length);
+      for (const pid of [up.pid!, ...pids]) process.kill(pid, 'SIGTERM');
+      assert.equal(await exited, 0, out());
+      assert.doesNotMatch(out(), /second signal/);
+      for (const name of NAMES) assert.match(out(), new RegExp(`${name} exited cleanly`));
+      // The plan job finished in the drain: the goal went on to its subtasks, none was cut short.
+      const g = await client.get(goalId);
+      assert.ok(g.step >= 1 && g.plan, `the plan job was cut short: ${g.status} at step ${g.step}`);
+    } finally {
+      if (up.exitCode === null) process.kill(-up.pid!, 'SIGKILL');
+      await client.close();
+    }
+  },
+);
 test('children of a SIGKILLed deepq up drain and exit by themselves', linuxOnly, async (t) => {
   await redis.ready;
   const base = await freePortRange(NAMES.length);
