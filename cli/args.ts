@@ -19,7 +19,7 @@ export function int(name: string, min = 1, max = Number.MAX_SAFE_INTEGER) {
 
 export function num(name: string, max = Number.POSITIVE_INFINITY) {
   return (v: string) => {
-    const n = Number(v);
+    const n = RADIX_PREFIX.test(v) ? Number.NaN : Number(v);
     if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError(`${name} must be a positive number`);
     if (n > max) throw new InvalidArgumentError(`${name} must be at most ${max}`);
     return n;

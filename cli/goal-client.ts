@@ -231,6 +231,7 @@ export class GoalClient extends GoalReader {
         `goal ${g.goalId} is paused at its ${ranOut.name} budget (${g.reason ?? 'it ran out'}): ` +
           `raise it with ${ranOut.flag}`,
       );
+    refuseIfNoRaise(g, ranOut, raise);
     const to = g.pausedFrom ?? 'queued';
     // The cycle the pause stopped: a pause before planning belongs to the next cycle.
     const cycle = currentCycle({ status: to, step: g.step });
@@ -338,6 +339,25 @@ function stripUndefined<T extends object>(o: T): Partial<T> {
 }
 
 /** Each budget's field and the resume flag that raises it. */
+/**
+ * The budget a goal paused at, given again no higher than it was (a typo, or a "raise" that
+ * lowers it): the goal would pause again at once, after a resume said it carried on.
+ */
+function refuseIfNoRaise(
+  g: GoalRecord,
+  ranOut: (typeof FLAG_OF)[keyof typeof FLAG_OF] | null | undefined,
+  raise: RaisedBudgets,
+) {
+  // Seconds are given from now: any value is more time than a goal past its deadline has.
+  if (!ranOut || ranOut.field === 'maxSeconds') return;
+  const now = g.budgets[ranOut.field];
+  const given = raise[ranOut.field];
+  if (now === undefined || given === undefined || given > now) return;
+  throw new ValidationError(
+    `${ranOut.flag} ${given} is not above the goal's ${ranOut.name} budget (${now}) it paused at: give a higher one`,
+  );
+}
+
 const FLAG_OF = {
   tokens: { field: 'maxTokens', flag: '--max-tokens', name: 'token' },
   steps: { field: 'maxSteps', flag: '--max-steps', name: 'step' },

@@ -21,6 +21,12 @@ test('int and num refuse values past their bound, naming the flag', () => {
     });
 });
 
+test('num, like int, reads decimal only: 0x10 is not 16', () => {
+  for (const v of ['0x10', '0o20', '0b10000', ' 0X10'])
+    assert.throws(() => num('--max-seconds', MAX_SECONDS)(v), { message: '--max-seconds must be a positive number' });
+  assert.equal(num('--redis-timeout')('10'), 10);
+});
+
 test('a goal request (any producer, not only the CLI) refuses a time budget past the bound', () => {
   assert.equal(MAX_SECONDS, MAX_BUDGET_SECONDS, 'the CLI and the schema bound differ');
   const ok = GoalRequestSchema.safeParse({ goal: 'g', budgets: { maxSeconds: MAX_BUDGET_SECONDS } });

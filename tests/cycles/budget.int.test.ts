@@ -226,6 +226,9 @@ test('--on-budget pause: at --max-tokens the goal waits, work kept; resumed with
   assert.match(r.stderr, /paused at its budget and carries on from where it stopped: a --note is for a review/);
   r = await runCli(['resume', goalId, '--max-tokens', '100'], fleet.env);
   assert.match(r.stderr, new RegExp(`--max-tokens 100 is not above the ${used} tokens the goal has used`));
+  r = await runCli(['resume', goalId, '--max-tokens', '6000'], fleet.env);
+  assert.equal(r.code, 1, 'a "raise" to the same budget was taken (the goal would pause again at once)');
+  assert.match(r.stderr, /--max-tokens 6000 is not above the goal's token budget \(6000\) it paused at/);
   // Under its limit (too few left for another call), it is still the token budget that ran out.
   assert.equal(g.pausedBudget, 'tokens');
   r = await runCli(['resume', goalId, '--max-steps', '9'], fleet.env);
