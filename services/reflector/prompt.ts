@@ -39,5 +39,20 @@ export function reflectorMessage(
     `Plan: ${JSON.stringify(goal.plan)}`,
     `Outcomes:\n${lines.join('\n') || '(none)'}`,
     `Current files:\n${formatIndex(index)}`,
+    ...stepBudgetLine(goal, step),
   ].join('\n');
+}
+
+/**
+ * The step budget, when the goal has one: at its last cycle a `continue` or `replan` runs out of
+ * it (the goal ends budget_exceeded, or waits for a human), so a met goal must say `end` now.
+ */
+function stepBudgetLine(goal: GoalRecord, step: number): string[] {
+  const max = goal.budgets.maxSteps;
+  if (max === undefined) return [];
+  const last =
+    step >= max
+      ? ': the last one. "continue" or "replan" would run out of the step budget; say "end" if the goal is met'
+      : '';
+  return [`Step budget: cycle ${step} of at most ${max}${last}`];
 }

@@ -11,6 +11,7 @@ import type { SubtaskOutcome } from '../../services/reflector/outcomes.ts';
 import { reflectorMessage } from '../../services/reflector/prompt.ts';
 import { processReflectJob } from '../../services/reflector/reflect-job.ts';
 import type { ModelProvider, ModelRequest } from '../../shared/agent/providers/types.ts';
+import { newGoalId } from '../../shared/goal/ids.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
 import type { SubagentJobResult } from '../../shared/runtime/jobs.ts';
 import { formatIndex } from '../../shared/vfs/vfs.ts';
@@ -199,4 +200,16 @@ test("the model requests of a real plan job and reflect job never contain an art
   // They did carry the index.
   assert.match(JSON.stringify(planner[0]!.messages), /solution\.py \[done, \d+ bytes\]/);
   assert.match(JSON.stringify(reflector[0]!.messages), /research\.md \[done, \d+ bytes\]/);
+});
+
+test('the reflector is told the step budget, and at its last cycle that going on runs out of it', async () => {
+  const goalId = newGoalId();
+  await t.rt.goals.create(goalId, 'a goal with two cycles', { maxSteps: 2 }, false);
+  const goal = (await t.rt.goals.get(goalId))!;
+  const first = reflectorMessage(goal, 1, [], []);
+  assert.match(first, /^Step budget: cycle 1 of at most 2$/m);
+  const last = reflectorMessage(goal, 2, [], []);
+  assert.match(last, /^Step budget: cycle 2 of at most 2: the last one\. "continue" or "replan" would run out/m);
+  const unbounded = reflectorMessage({ ...goal, budgets: {} }, 2, [], []);
+  assert.doesNotMatch(unbounded, /Step budget/);
 });
