@@ -120,7 +120,7 @@ async function printTimeline(client: GoalClient, goalId: string, out: Out): Prom
     for (const { event } of events) {
       // Times are relative to the goal's creation, not to when the demo started watching.
       if (event.type === 'created') t0 = event.at;
-      out(formatEventLine(event, t0));
+      out(formatEventLine(event, t0, goalId));
     }
     last = goal;
   }

@@ -28,12 +28,20 @@ interface CycleView {
 }
 type EventOf<T extends TimelineEvent['type']> = Extract<TimelineEvent, { type: T }>;
 
+/** States a subtask ends in; any other is still open when its goal ends. */
+const ENDED = new Set(['done', 'partial', 'failed']);
+
 export class TimelineView {
   readonly cycles = new Map<number, CycleView>();
   status = 'queued';
   goal = '';
   startedAt = 0;
   finishedReason?: string;
+  /** Subtasks parked at a budget pause, with the state each had. */
+  private readonly parkedFrom = new Map<SubtaskView, string>();
+
+  /** `goalId` goes into the hints that name a command to run (`deepq resume <goalId> …`). */
+  constructor(private readonly goalId = '<goalId>') {}
 
   private cycle(step: number): CycleView {
     let c = this.cycles.get(step);
@@ -77,17 +85,48 @@ export class TimelineView {
         break;
       case 'paused':
         this.status = 'awaiting_human';
-        this.finishedReason = pauseReason(e);
+        this.finishedReason = pauseReason(e, this.goalId);
+        if (e.pausedFor === 'budget') this.park(e.step);
         break;
       // A pause's reason is over once a human resumes; an end says its own (or none).
       case 'resumed':
         this.status = 'running';
         this.finishedReason = undefined;
+        this.unpark();
         break;
       case 'finished':
         this.status = e.status;
         this.finishedReason = e.reason;
+        this.stopOpen(e.status);
         break;
+    }
+  }
+
+  /** A goal paused at a budget: its queued and running jobs park until a resume raises it. */
+  private park(step: number): void {
+    for (const t of this.cycle(step).subtasks.values()) {
+      if (t.state !== 'queued' && t.state !== 'running') continue;
+      this.parkedFrom.set(t, t.state);
+      t.state = 'parked';
+    }
+  }
+
+  private unpark(): void {
+    for (const [t, state] of this.parkedFrom) if (t.state === 'parked') t.state = state;
+    this.parkedFrom.clear();
+  }
+
+  /**
+   * The goal ended (a cancel, a budget end) with these subtasks unfinished: their jobs stop
+   * without an event of their own, so they would show running for ever.
+   */
+  private stopOpen(status: string): void {
+    for (const c of this.cycles.values()) {
+      for (const t of c.subtasks.values()) {
+        if (ENDED.has(t.state)) continue;
+        t.state = `stopped (${status})`;
+        t.awaiting = undefined;
+      }
     }
   }
 
@@ -176,11 +215,11 @@ function subtaskLine(t: SubtaskView, last: boolean): string {
 }
 
 /** Why a goal waits: a budget pause says which budget and how to raise it. */
-function pauseReason(e: EventOf<'paused'>): string {
+function pauseReason(e: EventOf<'paused'>, goalId: string): string {
   const why = e.reason || e.decision || `paused for ${e.pausedFor}`;
   if (e.pausedFor !== 'budget') return why;
   const flag = { tokens: '--max-tokens', steps: '--max-steps', seconds: '--max-seconds' }[e.budget ?? 'tokens'];
-  return `${why} (raise it: deepq resume <goalId> ${flag} N)`;
+  return `${why} (raise it: deepq resume ${goalId} ${flag} N)`;
 }
 
 function raisedText(b: NonNullable<EventOf<'resumed'>['budgets']>): string {
@@ -193,13 +232,13 @@ function raisedText(b: NonNullable<EventOf<'resumed'>['budgets']>): string {
 }
 
 /** One line per event, for logs and non-TTY output; control characters escaped. */
-export function formatEventLine(e: TimelineEvent, t0: number): string {
+export function formatEventLine(e: TimelineEvent, t0: number, goalId = '<goalId>'): string {
   const at = `+${((e.at - t0) / 1000).toFixed(2)}s`.padStart(8);
   const step = e.type !== 'finished' && 'step' in e ? `cycle ${e.step} ` : '';
-  return safeLine(`${at} ${step}${describe(e)}`);
+  return safeLine(`${at} ${step}${describe(e, goalId)}`);
 }
 
-function describe(e: TimelineEvent): string {
+function describe(e: TimelineEvent, goalId: string): string {
   switch (e.type) {
     case 'created':
       return `created: ${e.goal.slice(0, 100)}`;
@@ -233,7 +272,7 @@ function describe(e: TimelineEvent): string {
     case 'stalled':
       return `STALLED, ${e.action === 'fail' ? 'failing' : 'escalating'} without asking the model: ${e.reason}`;
     case 'paused':
-      return `paused for a human (${e.pausedFor}): ${pauseReason(e)}`;
+      return `paused for a human (${e.pausedFor}): ${pauseReason(e, goalId)}`;
     case 'resumed':
       return `resumed: ${e.action}${e.budgets ? ` (${raisedText(e.budgets)})` : ''}`;
     case 'finished':

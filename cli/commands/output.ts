@@ -29,7 +29,7 @@ export async function follow(
   mode: FollowMode,
   redisTimeoutMs?: number,
 ): Promise<string> {
-  const view = new TimelineView();
+  const view = new TimelineView(goalId);
   let t0 = 0;
   let drawn = 0;
   let status = '';
@@ -40,7 +40,7 @@ export async function follow(
       // Times are relative to the first event, normally `created`.
       if (!t0) t0 = event.at;
       view.apply(event);
-      if (mode === 'lines') print(formatEventLine(event, t0));
+      if (mode === 'lines') print(formatEventLine(event, t0, goalId));
     }
     // Redraw only on news, but draw once even for a goal with no events yet.
     if (mode === 'tree' && (events.length || !drawn)) drawn = redraw(view.render(), drawn);

@@ -116,6 +116,50 @@ test("a pause's reason goes with the resume: a goal that then ends done shows no
   assert.doesNotMatch(v.render(), /reason:|time budget/);
 });
 
+test('a goal ended mid-cycle stops its open subtasks: none shows running, no call still waits', () => {
+  const waiting: TimelineEvent = {
+    type: 'approval_requested',
+    at: t0 + 450,
+    step: 1,
+    index: 1,
+    role: 'code-writer',
+    threadId: 'goal-tv0000000001--code-writer-0000abcd',
+    callId: 'ap-1',
+    tool: 'write_file',
+    input: '{"name":"x"}',
+    expiresAt: t0 + 60_000,
+  };
+  const v = new TimelineView();
+  for (const e of [...events, waiting]) v.apply(e);
+  assert.match(v.render(), /\[1\] code-writer\s+solution\.py\s+awaiting approval\n.*⏸ ap-1/);
+  v.apply({ type: 'finished', at: t0 + 500, status: 'cancelled', reason: 'cancelled by user' });
+  const out = v.render();
+  assert.match(out, /\[0\] research-specialist\s+research\.md\s+done/);
+  assert.match(out, /\[1\] code-writer\s+solution\.py\s+stopped \(cancelled\)/);
+  assert.doesNotMatch(out, /⏸|running|awaiting/);
+  // The call's own cancellation, written after the goal's end, changes nothing.
+  v.apply({ ...waiting, type: 'approval_decided', at: t0 + 510, decision: 'cancelled' } as TimelineEvent);
+  assert.equal(v.render(), out);
+});
+
+test('a budget pause parks the running subtasks until the resume; its hint names the goal', () => {
+  const v = new TimelineView('f4b4845f60e5');
+  const paused: TimelineEvent = {
+    type: 'paused',
+    at: t0 + 600,
+    step: 1,
+    pausedFor: 'budget',
+    reason: 'token budget exceeded',
+    budget: 'tokens',
+  };
+  for (const e of [...events, paused]) v.apply(e);
+  assert.match(v.render(), /\[1\] code-writer\s+solution\.py\s+parked/);
+  assert.match(v.render(), /reason: token budget exceeded \(raise it: deepq resume f4b4845f60e5 --max-tokens N\)/);
+  assert.match(formatEventLine(paused, t0, 'f4b4845f60e5'), /deepq resume f4b4845f60e5 --max-tokens N/);
+  v.apply({ type: 'resumed', at: t0 + 700, step: 1, action: 'raise budget', budgets: { maxTokens: 9000 } });
+  assert.match(v.render(), /\[1\] code-writer\s+solution\.py\s+running/);
+});
+
 test('plain lines carry the time since the goal was created', () => {
   assert.equal(
     formatEventLine(events[5]!, t0),

@@ -128,3 +128,40 @@ test('a budget pause is a decision about the budget that ran out, spent against 
   );
   assert.equal(d.actions[1], cancel);
 });
+
+test('a goal ended mid-cycle shows its open subtasks stopped, no call still waiting', () => {
+  const t = new GoalTimeline();
+  const sub = (index: number) => ({ step: 1, index, artifact: `${index}.md`, ...ref });
+  t.apply({
+    type: 'dispatched',
+    at,
+    step: 1,
+    subtasks: [0, 1, 2].map((index) => ({ index, role: ref.role, artifact: `${index}.md` })),
+  });
+  t.apply({ type: 'subtask_started', at, ...sub(0), attempt: 1 });
+  t.apply({ type: 'subtask_finished', at, ...sub(0) });
+  t.apply({ type: 'subtask_started', at, ...sub(1), attempt: 1 });
+  const call = { ...sub(1), callId: 'ap-1', tool: 'write_file' };
+  t.apply({ type: 'approval_requested', at, ...call, input: '{}', expiresAt: at + 60_000 });
+  assert.deepEqual(
+    t.get(1)!.subtasks.map((s) => s.state),
+    ['done', 'awaiting_approval', 'queued'],
+  );
+  assert.equal(t.apply({ type: 'finished', at, status: 'cancelled', reason: 'cancelled by user' }), 1);
+  assert.deepEqual(
+    t.get(1)!.subtasks.map((s) => [s.state, s.awaiting ?? []]),
+    [
+      ['done', []],
+      ['stopped', []],
+      ['stopped', []],
+    ],
+  );
+  // The call's own cancellation, written after the end, leaves it stopped.
+  t.apply({ type: 'approval_decided', at, ...call, decision: 'cancelled' });
+  assert.equal(t.get(1)!.subtasks[1]!.state, 'stopped');
+  // A goal that ends with nothing open changes no cycle.
+  const done = new GoalTimeline();
+  done.apply({ type: 'dispatched', at, step: 1, subtasks: [{ index: 0, role: ref.role, artifact: '0.md' }] });
+  done.apply({ type: 'subtask_finished', at, ...sub(0) });
+  assert.equal(done.apply({ type: 'finished', at, status: 'done' }), undefined);
+});

@@ -10,6 +10,7 @@ import { count } from '../views/format.ts';
 /**
  * `partial`: stopped at its token cap, its artifact holding what it had (not `done`).
  * `parked`: queued or running when its goal paused at a budget; its job waits for the raise.
+ * `stopped`: still open when its goal ended (a cancel, a budget end); its job stopped unrecorded.
  */
 export type SubtaskState =
   | 'planned'
@@ -17,6 +18,7 @@ export type SubtaskState =
   | 'running'
   | 'awaiting_approval'
   | 'parked'
+  | 'stopped'
   | 'done'
   | 'partial'
   | 'failed';
@@ -139,6 +141,8 @@ export class GoalTimeline {
         return this.applyPaused(e);
       case 'resumed':
         return this.applyResumed(e);
+      case 'finished':
+        return this.stopOpen();
       default:
         return undefined;
     }
@@ -188,6 +192,23 @@ export class GoalTimeline {
       s.readFiles = t.read_files;
       if (t.token_cap !== undefined) s.tokenCap = t.token_cap;
     });
+  }
+
+  /**
+   * The goal ended with these subtasks open: their jobs stop without an event of their own, so
+   * they would show running for ever. Returns the last cycle it changed.
+   */
+  private stopOpen(): number | undefined {
+    let changed: number | undefined;
+    for (const c of this.cycles.values()) {
+      for (const s of c.subtasks) {
+        if (s.state === 'done' || s.state === 'partial' || s.state === 'failed') continue;
+        s.state = 'stopped';
+        s.awaiting = [];
+        changed = Math.max(changed ?? 0, c.step);
+      }
+    }
+    return changed;
   }
 
   /** A job of a goal paused at a budget parks itself (at start, or at its next model call). */

@@ -159,7 +159,7 @@ async function relay(f: Feed, batches: AsyncQueue<StreamEntry[]>): Promise<void>
         if (goal) await attachPlans(f.ctx, goal, timeline, [step]);
       }
       const cycle = step === undefined ? null : (timeline.get(step) ?? null);
-      const data = JSON.stringify({ line: formatEventLine(event, t0), cycle });
+      const data = JSON.stringify({ line: formatEventLine(event, t0, f.goalId), cycle });
       await f.stream.writeSSE({ event: 'timeline', id: entry.id, data });
       sent = true;
     }

@@ -32,7 +32,7 @@ export function registerGoalRoute(app: Hono<UiEnv>, ctx: UiContext): void {
       ),
     ]);
     const t0 = entries[0]?.event.at ?? goal.createdAt;
-    const activity = entries.slice(-ACTIVITY_LINES).map(({ event }) => formatEventLine(event, t0));
+    const activity = entries.slice(-ACTIVITY_LINES).map(({ event }) => formatEventLine(event, t0, goalId));
     const lastEventId = entries.at(-1)?.id ?? '0-0';
     return c.html(goalPage(chromeOf(c, ctx), { goal, snapshot, cycles, lastEventId, activity }));
   });
