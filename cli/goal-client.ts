@@ -19,6 +19,8 @@ import { currentCycle, isTerminal } from '../shared/goal/status.ts';
 import { type GoalRecord, totalTokens } from '../shared/goal/store.ts';
 import { type Config, redactUrl } from '../shared/runtime/config.ts';
 import {
+  deadlineJobId,
+  MAINTENANCE_QUEUE,
   PLAN_QUEUE,
   planJobId,
   type Queues,
@@ -129,6 +131,10 @@ export class GoalClient extends GoalReader {
     const paused = await releaseApprovals(this, goalId, 'the goal was cancelled');
     const step = Math.max(g.step, g.planStep, 1);
     const removals: Promise<void>[] = [];
+    // A time budget's deadline: nothing left for it to end.
+    if (g.budgets.maxSeconds !== undefined) {
+      removals.push(this.removeJob(MAINTENANCE_QUEUE, deadlineJobId(goalId)));
+    }
     // Parked jobs by the goal's own list: a plan job of a resumed goal may have either id.
     const parked = await this.redis.hgetall(this.goals.keys.parked(goalId));
     for (const [id, queue] of Object.entries(parked)) if (!paused.has(id)) removals.push(this.removeJob(queue, id));

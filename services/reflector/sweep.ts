@@ -18,7 +18,7 @@
 import { isGoalId } from '../../shared/goal/ids.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
 import { releaseIdleRateLimits } from '../../shared/runtime/queue-rate-limit.ts';
-import { MAINTENANCE_QUEUE, SWEEP_SCHEDULER_ID } from '../../shared/runtime/queues.ts';
+import { deadlineJobId, MAINTENANCE_QUEUE, SWEEP_SCHEDULER_ID } from '../../shared/runtime/queues.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 import { expireApprovals } from './approval-timeouts.ts';
 import { trimCompletedJobs } from './trim-jobs.ts';
@@ -206,6 +206,20 @@ async function removeGoals(rt: Runtime, doomed: Set<string>, report: SweepReport
     await Promise.all([rt.redis.zrem(keys.goalsIndex(), ...batch), rt.redis.zrem(keys.liveGoals(), ...batch)]);
   }
   for (const goalId of gone) await rt.vfs.blobs.deleteGoal(goalId);
+  await removeDeadlines(rt, gone);
+}
+
+/**
+ * A goal with a time budget that ended before it has a deadline job still delayed, up to the
+ * budget (ten years at most): it goes with the goal. One removal per goal, a batch at a time.
+ */
+async function removeDeadlines(rt: Runtime, goalIds: string[]): Promise<void> {
+  const queue = rt.queues.get(MAINTENANCE_QUEUE);
+  for (let i = 0; i < goalIds.length; i += BATCH) {
+    const batch = goalIds.slice(i, i + BATCH);
+    // A deadline firing right now is locked: it finds the goal gone and ends by itself.
+    await Promise.all(batch.map((id) => queue.remove(deadlineJobId(id)).catch(() => 0)));
+  }
 }
 
 /** The reflector hosts the schedule; upsert is idempotent across replicas. */

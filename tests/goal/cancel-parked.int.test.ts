@@ -1,13 +1,14 @@
 // A cancel removes every job parked on the goal at a budget, by the goal's own list of them: a
 // resumed goal's later cycles are planned under the plain plan-job id (the reflector queues them),
-// which the cancel did not look for, so such a parked plan job stayed delayed for 30 days.
+// which the cancel did not look for, so such a parked plan job stayed delayed for 30 days. And it
+// removes the goal's time-budget deadline, which stayed delayed up to the whole budget.
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { GoalClient } from '../../cli/goal-client.ts';
 import { processPlanJob } from '../../services/planner/plan-job.ts';
 import { newGoalId } from '../../shared/goal/ids.ts';
-import { PLAN_QUEUE, planJobId } from '../../shared/runtime/queues.ts';
+import { deadlineJobId, MAINTENANCE_QUEUE, PLAN_QUEUE, planJobId } from '../../shared/runtime/queues.ts';
 import { startService } from '../../shared/runtime/service.ts';
 import { useRedis } from '../../testing/redis.ts';
 import { until } from '../../testing/until.ts';
@@ -63,4 +64,12 @@ test("cancel removes a resumed goal's plan job parked at its step budget", async
   } finally {
     await planner.stop();
   }
+});
+
+test("cancel removes the goal's time-budget deadline", async () => {
+  const goalId = await client.enqueue({ goal: 'a goal with a day to run', budgets: { maxSeconds: 86_400 } });
+  const maintenance = client.queues.get(MAINTENANCE_QUEUE);
+  assert.equal(await maintenance.getJobState(deadlineJobId(goalId)), 'delayed');
+  assert.deepEqual(await client.cancel(goalId), { cancelled: true, status: 'cancelled' });
+  assert.equal(await maintenance.getJob(deadlineJobId(goalId)), undefined, 'still due in a day');
 });

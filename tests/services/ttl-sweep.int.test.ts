@@ -13,7 +13,12 @@ import { saveTranscript } from '../../shared/agent/transcripts.ts';
 import { newGoalId } from '../../shared/goal/ids.ts';
 import type { Plan } from '../../shared/goal/plan.ts';
 import type { TerminalStatus } from '../../shared/goal/status.ts';
-import { MAINTENANCE_QUEUE, RECONCILE_SCHEDULER_ID, SWEEP_SCHEDULER_ID } from '../../shared/runtime/queues.ts';
+import {
+  deadlineJobId,
+  MAINTENANCE_QUEUE,
+  RECONCILE_SCHEDULER_ID,
+  SWEEP_SCHEDULER_ID,
+} from '../../shared/runtime/queues.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 import { type ServiceProc, startProcess, stopProcess, waitForStart } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
@@ -117,6 +122,17 @@ test('every terminal status is swept after the retention', async () => {
   }
   await sweep(t.rt, Date.now() + t.rt.cfg.retentionSeconds * 1000 + 1000);
   for (const goalId of ids) assert.deepEqual(await keysOfGoal(t.rt, goalId), []);
+});
+
+test("a time-budget goal's deadline job goes with the goal; a live goal's stays", async () => {
+  const maintenance = t.rt.queues.get(MAINTENANCE_QUEUE);
+  const [old, young] = [await t.newGoal(), await t.newGoal()];
+  // As `enqueue --max-seconds 86400` adds it: due in a day, long after both goals end.
+  for (const goalId of [old, young]) await t.rt.queues.addDeadline(goalId, DAY);
+  const finishedAt = await finish(t.rt, old);
+  await sweep(t.rt, finishedAt + t.rt.cfg.retentionSeconds * 1000 + 1);
+  assert.equal(await maintenance.getJob(deadlineJobId(old)), undefined, 'the swept goal left its deadline behind');
+  assert.equal(await maintenance.getJobState(deadlineJobId(young)), 'delayed');
 });
 
 test('a finished goal younger than the retention is kept', async () => {
