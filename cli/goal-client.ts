@@ -1,6 +1,7 @@
 // The producer side: enqueue goals, cancel, resume and follow them (reading is GoalReader's).
 import type { Redis } from 'ioredis';
 import type { ApprovalDecisionStatus } from '../shared/agent/approval.ts';
+import { MIN_CALL_TOKENS } from '../shared/agent/providers/types.ts';
 import { UnknownGoalError, ValidationError } from '../shared/errors.ts';
 import {
   type ApprovalRecord,
@@ -332,6 +333,12 @@ export function raisedBudgets(g: GoalRecord, raise: RaisedBudgets, now = Date.no
   const used = totalTokens(g.tokens);
   if (raise.maxTokens !== undefined && raise.maxTokens <= used)
     throw new ValidationError(`--max-tokens ${raise.maxTokens} is not above the ${used} tokens the goal has used`);
+  // No model call is made with less room than this: the goal would pause again at its first one.
+  if (raise.maxTokens !== undefined && raise.maxTokens < used + MIN_CALL_TOKENS)
+    throw new ValidationError(
+      `--max-tokens ${raise.maxTokens} leaves ${raise.maxTokens - used} tokens above the ${used} used: ` +
+        `a model call needs at least ${MIN_CALL_TOKENS}`,
+    );
   if (raise.maxSteps !== undefined && raise.maxSteps <= g.step)
     throw new ValidationError(`--max-steps ${raise.maxSteps} is not above the ${g.step} cycle(s) the goal has run`);
   // Wall-clock time spent waiting for a human is nobody's work: seconds are given from now.

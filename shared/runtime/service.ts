@@ -176,7 +176,11 @@ function instrumented(rt: Runtime, p: Processing, active: ActiveRuns, hooked: We
       return res;
     } catch (err) {
       scrubError(err, rt.secrets);
-      const back = (await handedBack(rt, job, token, signal)) ?? (await delayForFullRedis(rt, job, token, err));
+      // A job that moved itself (delayed, parked, rate limited) is no one's to hand back.
+      const moved = notFailed(err) !== undefined;
+      const back = moved
+        ? null
+        : ((await handedBack(rt, job, token, signal)) ?? (await delayForFullRedis(rt, job, token, err)));
       const lost = signal.reason === LOCK_LOST;
       rt.metrics.jobs.inc({
         queue,

@@ -5,7 +5,7 @@
 // @modelcontextprotocol/server-everything (streamableHttp) behind a gateway that answers so.
 
 import assert from 'node:assert/strict';
-import { createServer, request } from 'node:http';
+import { createServer, type IncomingMessage, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, test } from 'node:test';
 import { captureLogger } from '../../testing/agent-harness.ts';
@@ -15,9 +15,18 @@ let web: EverythingHttp | undefined;
 after(() => web?.stop());
 
 type Refusal = (body: { id?: unknown }) => { status: number; body: string };
+type Answer = (req: IncomingMessage, body: Buffer) => { status: number; body: string } | undefined;
 
-/** A gateway in front of `target` that answers a `get-sum` call itself with `refuse`; counts sessions begun. */
-async function gateway(target: number, refuse: Refusal): Promise<{ port: number; initializes: () => number }> {
+/** A `get-sum` call answered with `refuse`. */
+const refusingSum =
+  (refuse: Refusal): Answer =>
+  (req, body) =>
+    req.method === 'POST' && body.includes('"get-sum"')
+      ? refuse(JSON.parse(body.toString()) as { id?: unknown })
+      : undefined;
+
+/** A gateway in front of `target` that answers what `answer` gives for itself; counts sessions begun. */
+async function gateway(target: number, answer: Answer): Promise<{ port: number; initializes: () => number }> {
   let initializes = 0;
   const srv = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -25,10 +34,10 @@ async function gateway(target: number, refuse: Refusal): Promise<{ port: number;
     req.on('end', () => {
       const body = Buffer.concat(chunks);
       if (body.includes('"initialize"')) initializes++;
-      if (req.method === 'POST' && body.includes('"get-sum"')) {
-        const answer = refuse(JSON.parse(body.toString()) as { id?: unknown });
-        res.writeHead(answer.status, { 'content-type': 'application/json' });
-        return res.end(answer.body);
+      const own = answer(req, body);
+      if (own) {
+        res.writeHead(own.status, { 'content-type': 'application/json' });
+        return res.end(own.body);
       }
       const forward = { host: '127.0.0.1', port: target, path: req.url, method: req.method, headers: req.headers };
       const up = request(forward, (r) => {
@@ -46,7 +55,7 @@ async function gateway(target: number, refuse: Refusal): Promise<{ port: number;
 
 async function refusedBesideALongCall(refuse: Refusal) {
   web ??= await startEverythingHttp(await freePort());
-  const gw = await gateway(web.port, refuse);
+  const gw = await gateway(web.port, refusingSum(refuse));
   const { logger, lines } = captureLogger('debug');
   const conn = httpConnection(gw.port, logger);
   await conn.waitFor(() => conn.state === 'up', Date.now() + 15_000);
@@ -87,4 +96,39 @@ test('a JSON-RPC error -32000 answered for one call is that call error, not a lo
   assert.ok(r.longResult.ok, `the call in flight failed: ${r.longResult.text}`);
   assert.deepEqual(r.states, ['up', 'up']);
   assert.equal(r.initializes, 1, 'one session, never begun again');
+});
+
+test('a session the server forgot beside a long call is begun again at once, not when the call ends', async () => {
+  web ??= await startEverythingHttp(await freePort());
+  // The first session the client uses is the one the server forgets, once `forget` is set.
+  let first: string | undefined;
+  let forget = false;
+  const notFound = {
+    status: 404,
+    body: JSON.stringify({ jsonrpc: '2.0', error: { code: -32001, message: 'no session' } }),
+  };
+  const gw = await gateway(web.port, (req) => {
+    const sid = req.headers['mcp-session-id'];
+    if (typeof sid === 'string') first ??= sid;
+    return req.method === 'POST' && forget && sid === first ? notFound : undefined;
+  });
+  const { logger } = captureLogger('debug');
+  const conn = httpConnection(gw.port, logger);
+  try {
+    await conn.waitFor(() => conn.state === 'up', Date.now() + 15_000);
+    // Its answer streams for 6 s on the old session.
+    const long = conn.call('trigger-long-running-operation', { duration: 6, steps: 6 }).catch(() => undefined);
+    await new Promise((r) => setTimeout(r, 300));
+    assert.ok(first, 'an HTTP session');
+    forget = true;
+    const t0 = Date.now();
+    await assert.rejects(conn.call('echo', { message: 'refused' }), /the request failed .*no session/);
+    await conn.waitFor(() => conn.state === 'up' && gw.initializes() === 2, Date.now() + 4000);
+    const echo = await conn.call('echo', { message: 'again' });
+    assert.deepEqual(echo.content, [{ type: 'text', text: 'Echo: again' }]);
+    assert.ok(Date.now() - t0 < 4000, `begun again after ${Date.now() - t0} ms`);
+    await long;
+  } finally {
+    await conn.close();
+  }
 });

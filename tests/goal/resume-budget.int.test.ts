@@ -43,3 +43,13 @@ test('a resume past --max-seconds is refused; --max-seconds gives time from now'
   assert.equal((await client.get(goalId)).status, 'awaiting_human');
   assert.equal((await client.resume(goalId, undefined, { maxSeconds: 60 })).status, 'queued');
 });
+
+test('a --max-tokens too close to what is used for any model call is refused, naming the minimum', async () => {
+  const goalId = await escalated({ maxTokens: 50 });
+  await assert.rejects(
+    client.resume(goalId, undefined, { maxTokens: 100 }),
+    /--max-tokens 100 leaves 100 tokens above the 0 used: a model call needs at least 128/,
+  );
+  assert.equal((await client.get(goalId)).status, 'awaiting_human');
+  assert.deepEqual(await client.resume(goalId, undefined, { maxTokens: 128 }), { status: 'queued', action: 'replan' });
+});

@@ -290,10 +290,11 @@ export class McpConnection {
    * done (a tool blocking its event loop), and calls have their own timeouts: it is pinged only
    * while idle, and a ping that timed out while a call was sent is no verdict.
    */
-  private async ping(gen: number): Promise<void> {
+  private async ping(gen: number, askedByFailure = false): Promise<void> {
     const client = this.client;
     if (this.pinging === gen || gen !== this.gen || this.state !== 'up' || !client) return;
-    if (this.callsInFlight > 0) {
+    // A failed call's check goes now (a session expired beside a long call fails every new call).
+    if (this.callsInFlight > 0 && !askedByFailure) {
       this.schedulePing(gen);
       return;
     }
@@ -443,7 +444,7 @@ export class McpConnection {
     // This request failed in transport (an HTTP 429 or 502 from a gateway, a reset): no verdict on
     // the connection, whose other calls and server state live on. A ping decides (once this call
     // is no longer counted in flight), reconnecting if the server is gone or its session expired.
-    if (gen !== undefined) queueMicrotask(() => void this.ping(gen));
+    if (gen !== undefined) queueMicrotask(() => void this.ping(gen, true));
     return new McpCallError('connection', `${what}: the request failed (${why})`);
   }
 

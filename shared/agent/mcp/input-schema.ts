@@ -4,6 +4,8 @@
 // function parameters must be a plain object schema too. Those combinators move into the
 // tool's description, where the model still reads them; the server checks its input anyway.
 
+import { cutChars } from '../tools/paging.ts';
+
 const TOP_LEVEL_REFUSED = ['anyOf', 'oneOf', 'allOf'] as const;
 /** The moved combinators' JSON, at most this long in the description. */
 const MOVED_MAX_CHARS = 2000;
@@ -27,7 +29,7 @@ export function modelInputSchema(schema: Record<string, unknown>, description?: 
     delete rest[k];
   }
   let json = JSON.stringify(constraints);
-  if (json.length > MOVED_MAX_CHARS) json = `${json.slice(0, MOVED_MAX_CHARS)}…`;
+  if (json.length > MOVED_MAX_CHARS) json = `${cutChars(json, MOVED_MAX_CHARS)}…`;
   const note = `The input must also satisfy this JSON Schema: ${json}`;
   return {
     inputSchema: { type: 'object', ...rest },
