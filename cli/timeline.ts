@@ -1,6 +1,8 @@
 // Turns a goal's event stream into the `watch` view: a tree of cycles, then subtasks with
 // role, state, duration, bytes and tokens; or one plain line per event when not on a TTY. Goal text,
 // reasons and names come from users and models: every line's control characters are escaped.
+
+import { cutChars } from '../shared/agent/tools/paging.ts';
 import type { SubtaskRef, TimelineEvent } from '../shared/goal/events.ts';
 import { safeLine } from './terminal.ts';
 
@@ -222,6 +224,13 @@ function pauseReason(e: EventOf<'paused'>, goalId: string): string {
   return `${why} (raise it: deepq resume ${goalId} ${flag} N)`;
 }
 
+/** A resume's note for the planner, quoted on one line (the line is escaped as a whole). */
+function noteText(note: string | undefined): string {
+  if (!note) return '';
+  const oneLine = note.replace(/\s+/g, ' ').trim();
+  return `: "${oneLine.length > 120 ? `${cutChars(oneLine, 119)}…` : oneLine}"`;
+}
+
 function raisedText(b: NonNullable<EventOf<'resumed'>['budgets']>): string {
   const parts = [
     b.maxTokens !== undefined ? `max tokens ${b.maxTokens}` : '',
@@ -274,7 +283,7 @@ function describe(e: TimelineEvent, goalId: string): string {
     case 'paused':
       return `paused for a human (${e.pausedFor}): ${pauseReason(e, goalId)}`;
     case 'resumed':
-      return `resumed: ${e.action}${e.budgets ? ` (${raisedText(e.budgets)})` : ''}`;
+      return `resumed: ${e.action}${e.budgets ? ` (${raisedText(e.budgets)})` : ''}${noteText(e.note)}`;
     case 'finished':
       return `finished: ${e.status}${e.reason ? ` (${e.reason})` : ''}`;
   }

@@ -160,6 +160,22 @@ test('a budget pause parks the running subtasks until the resume; its hint names
   assert.match(v.render(), /\[1\] code-writer\s+solution\.py\s+running/);
 });
 
+test("a resume's note shows in its line, on one line and cut at 120 characters", () => {
+  const resumed = (note: string): TimelineEvent => ({
+    type: 'resumed',
+    at: t0 + 700,
+    step: 1,
+    action: 'replan with note',
+    note,
+  });
+  assert.equal(
+    formatEventLine(resumed('focus on\n  the tests'), t0),
+    '  +0.70s cycle 1 resumed: replan with note: "focus on the tests"',
+  );
+  const long = formatEventLine(resumed('x'.repeat(300)), t0);
+  assert.ok(long.endsWith(`"${'x'.repeat(119)}…"`), long);
+});
+
 test('plain lines carry the time since the goal was created', () => {
   assert.equal(
     formatEventLine(events[5]!, t0),
