@@ -351,7 +351,6 @@ function stripUndefined<T extends object>(o: T): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
-/** Each budget's field and the resume flag that raises it. */
 /**
  * The budget a goal paused at, given again no higher than it was (a typo, or a "raise" that
  * lowers it): the goal would pause again at once, after a resume said it carried on.
@@ -371,6 +370,7 @@ function refuseIfNoRaise(
   );
 }
 
+/** Each budget's field and the resume flag that raises it. */
 const FLAG_OF = {
   tokens: { field: 'maxTokens', flag: '--max-tokens', name: 'token' },
   steps: { field: 'maxSteps', flag: '--max-steps', name: 'step' },

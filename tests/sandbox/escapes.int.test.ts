@@ -222,17 +222,25 @@ test('SysV shared memory, message queues and semaphores are refused: memory no l
   assert.match(out, /^pid \d+$/m, 'other calls still work');
 });
 
+/** Python's last lines in the files-limit tests: reached only by a run that was not killed. */
+const SLEEP_THEN_SURVIVE = 'time.sleep(12)\nprint("survived")\n';
+
+/** The run was killed at the files limit (`mib` MiB), before the code's last line said "survived". */
+function killedAtFilesLimit(out: string, mib: number): void {
+  assert.match(out, new RegExp(`^limit hit: files written \\(${mib} MiB`));
+  assert.doesNotMatch(out, /survived/);
+}
+
 test('files deleted while held open count against the files limit: past it, the run is killed', async () => {
   const goalId = await t.newGoal();
   // 4 × 3 MiB written in the work dir, each unlinked at once: no walk of the folder finds them.
   const code =
     'import os, time\nfs = []\nfor i in range(4):\n    f = open("gone%d" % i, "wb")\n' +
     '    f.write(b"x" * (3 * 1024 * 1024))\n    f.flush()\n    os.unlink("gone%d" % i)\n    fs.append(f)\n' +
-    'time.sleep(12)\nprint("survived")\n';
+    SLEEP_THEN_SURVIVE;
   const started = Date.now();
   const out = await runCode(goalId).run(py(code));
-  assert.match(out, /^limit hit: files written \(8 MiB/);
-  assert.doesNotMatch(out, /survived/);
+  killedAtFilesLimit(out, 8);
   assert.ok(Date.now() - started < 12_000, 'killed at the limit, not at the end of its sleep');
 });
 
@@ -242,16 +250,14 @@ test('space reserved without a size (fallocate --keep-size) counts against the f
   const out = await runCode(goalId).run(
     sh(': > held && fallocate -n -l 64M held && ls -s held && sleep 12 && echo survived'),
   );
-  assert.match(out, /^limit hit: files written \(8 MiB/);
-  assert.doesNotMatch(out, /survived/);
+  killedAtFilesLimit(out, 8);
   const seconds = Number(/^run_code: shell, ([\d.]+) s/m.exec(out)?.[1]);
   assert.ok(seconds < 12, `killed at the limit, not at the end of its sleep: ${seconds} s`);
   // The same, deleted while held open: no walk of the folder finds it.
   const held = await runCode(goalId).run(
     sh(': > gone && exec 3<>gone && fallocate -n -l 64M gone && rm gone && sleep 12 && echo survived'),
   );
-  assert.match(held, /^limit hit: files written \(8 MiB/);
-  assert.doesNotMatch(held, /survived/);
+  killedAtFilesLimit(held, 8);
 });
 
 test('files below folders nested past PATH_MAX count: the run is killed, not left to fill the disk', async () => {
@@ -261,11 +267,10 @@ test('files below folders nested past PATH_MAX count: the run is killed, not lef
   const code =
     'import os, time\nfor i in range(17):\n    os.mkdir("d" * 250)\n    os.chdir("d" * 250)\n' +
     'for i in range(40):\n    open("f%02d" % i, "wb").write(b"x" * 3 * 1024 * 1024)\n' +
-    'time.sleep(12)\nprint("survived")\n';
+    SLEEP_THEN_SURVIVE;
   const limits = { fileBytes: 4 * 1024 * 1024, cpuSeconds: 20, wallSeconds: 20 };
   const out = await runCode(goalId, { limits }).run(py(code));
-  assert.match(out, /^limit hit: files written \(4 MiB/);
-  assert.doesNotMatch(out, /survived/);
+  killedAtFilesLimit(out, 4);
 });
 
 test("folders count against the work dir's entries cap: a run making only empty folders is killed at it", async () => {
