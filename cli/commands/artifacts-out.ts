@@ -158,7 +158,7 @@ export async function exportArtifacts(
   // A new DIR is built beside it and renamed into place; an existing one gets the temporary
   // directory inside it (same filesystem, no need to write its parent). Its name starts with
   // a dot, which no artifact name can.
-  const made = existed ? undefined : await mkdir(dirname(root), { recursive: true });
+  const made = existed ? undefined : await makeParents(out, dirname(root));
   const tmp = existed ? await mkdtemp(join(root, '.deepq-artifacts-')) : await newDirBeside(root);
   let moved = false;
   try {
@@ -172,6 +172,35 @@ export async function exportArtifacts(
     // Parent directories created for a DIR that never came to be.
     if (made && !moved) await rm(made, { recursive: true, force: true });
   }
+}
+
+/**
+ * `mkdir -p dir` for a new DIR's parent, one component at a time from the nearest existing
+ * ancestor. Not `mkdir(dir, { recursive: true })`: Node 20's spins for ever when mkdir fails
+ * with ENOENT for another reason than a missing parent (under /proc, say). A failure names the
+ * directory and why, and removes what this made; returns the first directory made, if any.
+ */
+async function makeParents(out: string, dir: string): Promise<string | undefined> {
+  const missing: string[] = [];
+  // A stat that fails otherwise (EACCES) stops the walk: the mkdir below then says why.
+  for (let d = dir; d !== dirname(d); d = dirname(d)) {
+    if ((await kindOf(d, true).catch(() => 'unknown')) !== 'absent') break;
+    missing.unshift(d);
+  }
+  let first: string | undefined;
+  for (const d of missing) {
+    try {
+      await mkdir(d);
+      first ??= d;
+    } catch (err) {
+      // Made meanwhile by someone else: fine if it is a directory.
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST' && (await kindOf(d, true)) === 'dir') continue;
+      if (first) await rm(first, { recursive: true, force: true });
+      const why = (err as Error).message;
+      throw new ValidationError(safeLine(`could not create the directory ${d} for ${out}, nothing written: ${why}`));
+    }
+  }
+  return first;
 }
 
 /**

@@ -159,3 +159,40 @@ test('a normal set is written whole: into a new DIR (parents made), and into an 
   assert.deepEqual(tree(existing), { ...files, 'keep.txt': 'mine' });
   assert.ok(statSync(join(existing, 'sub', 'deep')).isDirectory());
 });
+
+test('a DIR whose parent cannot be made (/proc/nope/x) fails quickly, naming that directory', {
+  timeout: 60_000,
+  skip: existsSync('/proc/self') ? false : 'no /proc here',
+}, async () => {
+  await redis.ready;
+  const goalId = await goalWith({ 'a.md': 'a' });
+  // Node 20's recursive mkdir spins for ever on this; runCli kills the CLI after 15 s.
+  const started = Date.now();
+  const r = await runCli(['artifacts', goalId, '--out', '/proc/nope/x'], t.env, 15_000);
+  assert.equal(r.code, 1, `exit ${r.code}\n${r.stdout}${r.stderr}`);
+  assert.match(r.stderr, /^deepq: error: could not create the directory \/proc\/nope for \/proc\/nope\/x, nothing /);
+  assert.match(r.stderr, /ENOENT/);
+  assert.equal(r.stderr.trim().split('\n').length, 1, `not one line:\n${r.stderr}`);
+  assert.equal(r.stdout, '');
+  assert.ok(Date.now() - started < 10_000, `took ${Date.now() - started} ms`);
+  // A parent that is a file: named the same way, and nothing is left behind.
+  const parent = scratch();
+  writeFileSync(join(parent, 'file'), 'x');
+  const r2 = await runCli(['artifacts', goalId, '--out', join(parent, 'file', 'a', 'out')], t.env, 15_000);
+  assert.equal(r2.code, 1, r2.stdout + r2.stderr);
+  assert.ok(r2.stderr.includes(`could not create the directory ${join(parent, 'file', 'a')} for `), r2.stderr);
+  assert.deepEqual(tree(parent), { file: 'x' });
+});
+
+test('a new DIR several levels deep (a/b/c/out) is made, parents and all', { timeout: 60_000 }, async () => {
+  await redis.ready;
+  const files = { 'x.md': 'x', 'sub/y.md': 'y' };
+  const goalId = await goalWith(files);
+  const parent = scratch();
+  const out = join(parent, 'a', 'b', 'c', 'out');
+  const r = await runCli(['artifacts', goalId, '--out', out], t.env, 15_000);
+  assert.equal(r.code, 0, r.stdout + r.stderr);
+  assert.deepEqual(tree(out), files);
+  assert.ok(r.stdout.includes(`${join(out, 'sub', 'y.md')}  (1 bytes)`), r.stdout);
+  assert.deepEqual(readdirSync(join(parent, 'a', 'b', 'c')), ['out']);
+});
