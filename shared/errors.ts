@@ -16,6 +16,8 @@ export enum ErrorCode {
   BudgetExceeded = 'BUDGET_EXCEEDED',
   /** A goal id that does not exist. */
   UnknownGoal = 'UNKNOWN_GOAL',
+  /** A job's write after another worker took the job (its lock expired): refused, nothing changed. */
+  LockLost = 'LOCK_LOST',
 }
 
 export class DeepqError extends Error {
@@ -56,6 +58,13 @@ export class VersionConflictError extends DeepqError {
   }
 }
 
+/** The writing job's lock is gone or another worker's: its run must stop (the job runs there now). */
+export class LockLostError extends DeepqError {
+  constructor(message: string) {
+    super(ErrorCode.LockLost, message);
+  }
+}
+
 export class ProviderRateLimitError extends DeepqError {
   constructor(
     message: string,
@@ -92,11 +101,12 @@ export function hasCode(err: unknown, code: ErrorCode): err is DeepqError {
  * Returns the typed error for a known code, or null for any other error (e.g. a lost connection).
  */
 export function fromScriptError(err: unknown): DeepqError | null {
-  const m = /(?:^|\s)(VERSION_CONFLICT|TOO_MANY_FILES|DONE_ARTIFACT) (.*)$/s.exec(
+  const m = /(?:^|\s)(VERSION_CONFLICT|TOO_MANY_FILES|DONE_ARTIFACT|LOCK_LOST) (.*)$/s.exec(
     err instanceof Error ? err.message : '',
   );
   if (!m) return null;
   if (m[1] === 'VERSION_CONFLICT') return new VersionConflictError(`version conflict: ${m[2]}`);
+  if (m[1] === 'LOCK_LOST') return new LockLostError(m[2]!);
   return new VfsLimitError(m[2]!, true);
 }
 

@@ -27,7 +27,7 @@ import {
 } from '../../shared/runtime/jobs.ts';
 import { pauseQueueForRateLimit } from '../../shared/runtime/queue-rate-limit.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
-import type { FileEntry, WriteMeta } from '../../shared/vfs/vfs.ts';
+import type { FileEntry, JobLock, WriteMeta } from '../../shared/vfs/vfs.ts';
 import { endPaused, type PausedJob, pauseForApproval, type Resumed, takeDecisions } from './approval.ts';
 import { noteRunTokens } from './run-tokens.ts';
 import { buildSubagentTask } from './task.ts';
@@ -161,7 +161,6 @@ async function runSubtask(
   const { rt, role } = deps;
   const { data, threadId, log, job } = p;
   const { goalId, step, index } = data;
-  const writer = String(job.id);
   const contract = contractFor(role.contract);
   let res: GoalRunOutcome<unknown>;
   try {
@@ -170,12 +169,7 @@ async function runSubtask(
       goal,
       // A resumed run's task is in its saved messages already.
       task: resume ? '' : await buildSubagentTask(rt, data),
-      tools: jobTools(
-        deps,
-        { goalId, step, role: role.name, threadId, writer, artifact: data.expected_artifact },
-        signal,
-        log,
-      ),
+      tools: jobTools(deps, { ...jobScope(p), role: role.name }, signal, log),
       toolCalled: (call) => ({ type: 'tool_called', step, index, role: role.name, threadId, ...call }),
       contract,
       ctx: {
@@ -248,8 +242,19 @@ async function afterRun(
   const transcript = res.kind === 'ok' ? res.transcript : undefined;
   // An accepted answer is stored as its contract says (a code block as the code it holds).
   const content = res.run.ok ? (contract.artifact?.(res.run.value) ?? res.run.text) : res.run.text;
-  const recorded = { run: res.run, content, transcript, base, tokens: p.tokens };
+  const recorded = { run: res.run, content, transcript, base, tokens: p.tokens, lock: jobScope(p).lock };
   return recordResult(rt, data, String(job.id), recorded, p.log);
+}
+
+/**
+ * Where the job's writes go, as whom: its goal, step and thread, the job id as writer, and (run by
+ * a worker) the job's lock, so that a write after another worker took the job is refused.
+ */
+function jobScope(p: PausedJob): Omit<ToolScope, 'role'> {
+  const { data, job, token, threadId } = p;
+  const writer = String(job.id);
+  const lock = token ? { lock: { key: `${job.queueQualifiedName}:${job.id}:lock`, token } } : {};
+  return { goalId: data.goalId, step: data.step, threadId, writer, artifact: data.expected_artifact, ...lock };
 }
 
 /**
@@ -287,7 +292,14 @@ async function recordResult(
   rt: Runtime,
   data: SubagentJob,
   writer: string,
-  r: { run: AgentRun; content: string; transcript?: TranscriptWrite; base: ResultBase; tokens?: number },
+  r: {
+    run: AgentRun;
+    content: string;
+    transcript?: TranscriptWrite;
+    base: ResultBase;
+    tokens?: number;
+    lock?: JobLock;
+  },
   log: Logger,
 ): Promise<SubagentJobResult> {
   const { run, transcript, base } = r;
@@ -317,7 +329,8 @@ async function recordResult(
     // A revision (a new version of a done artifact) keeps the old version in the history; one
     // that did not finish leaves the done version current (its output goes to the history).
     const keep = status === 'done' ? { keepHistory: true } : { keepDone: true };
-    const meta: WriteMeta = { status, step, role: base.role, threadId: base.threadId, writer, ...keep };
+    const lock = r.lock ? { lock: r.lock } : {};
+    const meta: WriteMeta = { status, step, role: base.role, threadId: base.threadId, writer, ...keep, ...lock };
     // A refused write still stores the transcript (VirtualFs.write): the run happened. A refusal
     // another attempt would meet again (the goal's file count, a done artifact, the name) ends the
     // job now rather than running the whole agent once per attempt first.

@@ -9,7 +9,7 @@
 // the model is told to finish, and at it the run stops, partial, with the text it had. A call
 // the goal's budget refuses stops the run with a checkpoint (BudgetRefused) to go on from.
 
-import { BudgetExceededError, ProviderRateLimitError } from '../errors.ts';
+import { BudgetExceededError, ErrorCode, hasCode, ProviderRateLimitError } from '../errors.ts';
 import type { Metrics } from '../runtime/metrics.ts';
 import {
   type AgentCheckpoint,
@@ -514,6 +514,8 @@ async function runTool(c: Conversation, tool: Tool, use: ToolUseBlock): Promise<
     const content = truncate((await tool.run(use.input)).toWellFormed(), c.maxChars);
     return { type: 'tool_result', tool_use_id: use.id, content };
   } catch (err) {
+    // Another worker runs the job now: this run ends, rather than going on beside it.
+    if (hasCode(err, ErrorCode.LockLost)) throw err;
     const message = err instanceof Error ? err.message : String(err);
     const content = truncate(`error: ${message}`.toWellFormed(), c.maxChars);
     return { type: 'tool_result', tool_use_id: use.id, content, is_error: true };

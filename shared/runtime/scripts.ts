@@ -15,7 +15,7 @@ const SCRIPTS = {
   usageAdd: { keys: 2, dir: GOAL_LUA },
   toolCalled: { keys: 3, dir: GOAL_LUA },
   subtaskStart: { keys: 2, dir: GOAL_LUA },
-  vfsWrite: { keys: 8, dir: VFS_LUA },
+  vfsWrite: { keys: 9, dir: VFS_LUA },
   vfsEvict: { keys: 4, dir: VFS_LUA },
   transcriptSave: { keys: 4, dir: AGENT_LUA },
 } as const;

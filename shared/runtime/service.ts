@@ -13,6 +13,7 @@ import {
 } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { ModelCallError } from '../agent/providers/types.ts';
+import { ErrorCode, hasCode } from '../errors.ts';
 import { isTerminal } from '../goal/status.ts';
 import { type ActiveRun, ActiveRuns } from './active-runs.ts';
 import { delayForFullRedis } from './full-redis.ts';
@@ -181,7 +182,8 @@ function instrumented(rt: Runtime, p: Processing, active: ActiveRuns, hooked: We
       const back = moved
         ? null
         : ((await handedBack(rt, job, token, signal)) ?? (await delayForFullRedis(rt, job, token, err)));
-      const lost = signal.reason === LOCK_LOST;
+      // Its lock lost: here by the renewal's failure, or a write refused after another worker took it.
+      const lost = signal.reason === LOCK_LOST || hasCode(err, ErrorCode.LockLost);
       rt.metrics.jobs.inc({
         queue,
         role,

@@ -74,7 +74,21 @@ export interface WriteMeta {
   event?: TimelineEventBody;
   /** The writing run's transcript (and its last call's usage), stored in the same script. */
   transcript?: TranscriptWrite;
+  /**
+   * The writing job's lock: a write from a run whose job another worker took since (the lock
+   * expired before this run learnt of it) is refused with LockLostError, nothing changed.
+   */
+  lock?: JobLock;
 }
+
+/** A BullMQ job's lock key and the token of the delivery that holds it. */
+export interface JobLock {
+  key: string;
+  token: string;
+}
+
+/** Transcript arguments of vfsWrite.lua (ARGV[12..27]): padded, so that the lock token has a fixed place. */
+const TRANSCRIPT_ARGS = 16;
 
 export interface EvictedEntry {
   name: string;
@@ -215,6 +229,8 @@ export class VirtualFs {
           meta.transcript?.keys[0] ?? this.keys.transcript(goalId, ''),
           this.keys.threads(goalId),
           this.keys.reservations(goalId),
+          // Untouched without a lock, as above.
+          meta.lock?.key ?? this.keys.files(goalId),
         ],
         [
           name,
@@ -228,7 +244,8 @@ export class VirtualFs {
           writeMode(meta),
           meta.event ? storedEvent(meta.event) : '',
           this.opts.eventsMaxLen,
-          ...(meta.transcript?.args ?? ['']),
+          ...transcriptArgs(meta.transcript),
+          meta.lock?.token ?? '',
         ],
       )) as [number, string, string?];
     } catch (err) {
@@ -388,4 +405,11 @@ export class BlobStoreOwnedError extends Error {
 function expectation(meta: Pick<WriteMeta, 'expectedVersion' | 'expectedOp'>): string {
   if (meta.expectedVersion === undefined) return '';
   return meta.expectedOp ? `${meta.expectedVersion}:${meta.expectedOp}` : String(meta.expectedVersion);
+}
+
+/** vfsWrite.lua's ARGV[12..27]: the transcript's and its usage's arguments ('' where there are none). */
+function transcriptArgs(t: TranscriptWrite | undefined): (string | number)[] {
+  const args: (string | number)[] = [...(t?.args ?? [])];
+  while (args.length < TRANSCRIPT_ARGS) args.push('');
+  return args;
 }

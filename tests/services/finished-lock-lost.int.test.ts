@@ -1,7 +1,8 @@
 // A subtask whose run recorded its artifact but whose job's lock was lost before BullMQ stored
 // the return (the lock key gone, as its expiry would leave it): the stalled check hands the job
 // out again. The next delivery returns the recorded result (no second run, no second tokens);
-// a job the stalled check fails for good after that still counts done for the reflector.
+// a job the stalled check fails for good after that still counts done for the reflector. A run
+// whose lock another worker's delivery holds before the run learns of it writes nothing.
 // Real Redis, BullMQ workers and the real AnthropicProvider against a local Messages-API server.
 
 import assert from 'node:assert/strict';
@@ -17,7 +18,7 @@ import { REFLECT_QUEUE, reflectJobId, subagentQueueName, subtaskJobId } from '..
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 import { type RunningService, startService } from '../../shared/runtime/service.ts';
 import { testRuntime } from '../../testing/agent-harness.ts';
-import { type MessagesApiServer, startMessagesApiServer, text } from '../../testing/messages-api-server.ts';
+import { type MessagesApiServer, startMessagesApiServer, text, toolUse } from '../../testing/messages-api-server.ts';
 import { useRedis } from '../../testing/redis.ts';
 import { until } from '../../testing/until.ts';
 
@@ -42,12 +43,12 @@ beforeEach(() => {
 afterEach(() => rmSync(rt.cfg.vfs.blobDir, { recursive: true, force: true }));
 after(() => server?.close());
 
-/** A goal running its first cycle: one research subtask in its role's queue, the reflection waiting on it. */
-async function dispatchedGoal(): Promise<string> {
+/** A goal running its first cycle: one subtask in its role's queue, the reflection waiting on it. */
+async function dispatchedGoal(role = ROLE, artifact = 'summary.md'): Promise<string> {
   const goalId = newGoalId();
   await rt.goals.create(goalId, 'summarise the facts', {}, false);
   const plan = {
-    subtasks: [{ role: ROLE, instruction: 'summarise', expected_artifact: 'summary.md', read_files: [] }],
+    subtasks: [{ role, instruction: 'summarise', expected_artifact: artifact, read_files: [] }],
   };
   assert.equal((await rt.lifecycle.planJobStart(goalId, 1))?.moved, true);
   assert.ok(await rt.lifecycle.dispatch(goalId, 1, plan));
@@ -56,15 +57,15 @@ async function dispatchedGoal(): Promise<string> {
 }
 
 /** The role's worker, losing each job's lock after its run (`lose` says on which deliveries). */
-function workerLosingLocks(lose: (delivery: number) => boolean): Promise<RunningService> {
-  const role = rt.cfg.roles.find((r) => r.name === ROLE)!;
-  const queueName = subagentQueueName(ROLE);
+function workerLosingLocks(lose: (delivery: number) => boolean, roleName = ROLE): Promise<RunningService> {
+  const role = rt.cfg.roles.find((r) => r.name === roleName)!;
+  const queueName = subagentQueueName(roleName);
   const queue = rt.queues.get(queueName);
   return startService({
     rt,
     name: 'worker',
     queueName,
-    role: ROLE,
+    role: roleName,
     concurrency: 1,
     handler: async (job, signal, token) => {
       const res = await processSubagentJob({ rt, role, queue }, job, signal, token);
@@ -129,6 +130,68 @@ test('a job the stalled check fails after its run recorded the artifact counts d
   } finally {
     await queue.close();
     await reflect.close();
+    await svc.stop();
+  }
+});
+
+/**
+ * While a job's first run waits for its model, another worker takes the job (its lock expired
+ * before the renewal saw it): that worker's lock is held for 1.5 s, then expires too, and the
+ * stalled check hands the job out here again. The model's reply to the first run is `first`.
+ */
+async function lockTakenDuringFirstCall(role: string, artifact: string, first: () => unknown) {
+  const goalId = await dispatchedGoal(role, artifact);
+  const jobId = subtaskJobId(goalId, 1, 0);
+  const lockKey = `${rt.cfg.prefix}:${subagentQueueName(role)}:${jobId}:lock`;
+  server.clear();
+  let calls = 0;
+  server.setHandler(async () => {
+    if (calls++ > 0) return text('```python\nprint(2)\n```');
+    await redis.client.set(lockKey, 'another-worker:1', 'PX', 1500);
+    return first() as ReturnType<typeof text>;
+  });
+  const svc = await workerLosingLocks(() => false, role);
+  const queue = new Queue(subagentQueueName(role), { connection: rt.bull, prefix: rt.cfg.prefix });
+  return { goalId, jobId, queue, svc };
+}
+
+test("a run whose job another worker took meanwhile writes nothing; the job's next delivery runs it", {
+  timeout: 60_000,
+}, async () => {
+  const { goalId, jobId, queue, svc } = await lockTakenDuringFirstCall(ROLE, 'summary.md', () => text('Summary 1.'));
+  try {
+    // The refused write still stores the first run's transcript: it ran and spent tokens.
+    await until(async () => (await redis.client.zcard(rt.goals.keys.threads(goalId))) >= 1, 15_000);
+    assert.equal(await rt.vfs.stat(goalId, 'summary.md'), null, 'the late write landed');
+    assert.ok(!(await eventTypes(goalId)).includes('subtask_finished'));
+    await until(async () => (await queue.getJobState(jobId)) === 'completed', 30_000);
+    const job = (await queue.getJob(jobId)) as Job;
+    const entry = (await rt.vfs.stat(goalId, 'summary.md'))!;
+    assert.equal(entry.version, 1);
+    assert.equal(job.returnvalue.threadId, entry.threadId, "the second run's artifact");
+    assert.equal(server.messageRequests().length, 2);
+    assert.equal((await eventTypes(goalId)).filter((t) => t === 'subtask_finished').length, 1);
+  } finally {
+    await queue.close();
+    await svc.stop();
+  }
+});
+
+test('a tool write refused for a lost lock ends the run: the model is not asked on with the error', {
+  timeout: 60_000,
+}, async () => {
+  const write = () => toolUse('write_file', { name: 'draft.py', content: 'print(1)' });
+  const { goalId, jobId, queue, svc } = await lockTakenDuringFirstCall('code-writer', 'main.py', write);
+  try {
+    await until(async () => (await queue.getJobState(jobId)) === 'completed', 30_000);
+    const [first, second] = server.messageRequests();
+    assert.equal(server.messageRequests().length, 2);
+    // The second request is the next delivery's fresh run, not the first run going on.
+    assert.equal(second!.body.messages.length, first!.body.messages.length);
+    assert.equal(await rt.vfs.stat(goalId, 'draft.py'), null);
+    assert.equal(await rt.vfs.read(goalId, 'main.py'), 'print(2)\n');
+  } finally {
+    await queue.close();
     await svc.stop();
   }
 });

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
 import { test } from 'node:test';
 import { loadTranscript, transcriptWrite } from '../../shared/agent/transcripts.ts';
-import { VersionConflictError, VfsLimitError } from '../../shared/errors.ts';
+import { LockLostError, VersionConflictError, VfsLimitError } from '../../shared/errors.ts';
 import { totalTokens, usageArgs } from '../../shared/goal/store.ts';
 import { useRedis } from '../../testing/redis.ts';
 import { useVfsRuntime, type VfsTestRuntime, vfsRuntime, writeMeta } from '../../testing/vfs-runtime.ts';
@@ -283,6 +283,40 @@ test('an event given with a write lands with it; a refused write appends nothing
   await redis.client.del(t.rt.goals.keys.events(goalId), t.rt.goals.keys.files(goalId));
   await t.rt.vfs.write(goalId, 'b.md', 'ok', meta('w3', { event: ev('b.md') }));
   assert.ok((await redis.client.ttl(t.rt.goals.keys.events(goalId))) > 0);
+});
+
+test("a job's write is refused once its lock is gone or another worker's; nothing lands with it", async () => {
+  const goalId = await t.newGoal();
+  const key = `${t.rt.cfg.prefix}:sub-critic:${goalId}:1:0:lock`;
+  const lock = { key, token: 'worker-a:1' };
+  const ev = {
+    type: 'subtask_finished',
+    step: 1,
+    index: 0,
+    role: 'critic',
+    artifact: 'a.md',
+    bytes: 2,
+    ms: 5,
+  } as const;
+  await redis.client.set(key, 'worker-a:1');
+  await t.rt.vfs.write(goalId, 'a.md', 'v1', meta('w1', { lock }));
+  const events = (await t.rt.goals.events(goalId)).length;
+  // Another worker's delivery holds the lock now; then none does (it expired, not yet handed out).
+  for (const holder of ['worker-b:7', null]) {
+    if (holder) await redis.client.set(key, holder);
+    else await redis.client.del(key);
+    await assert.rejects(
+      t.rt.vfs.write(goalId, 'a.md', 'late', meta('w1', { lock, event: ev })),
+      (err: Error) => err instanceof LockLostError && /a\.md was not written: the job's lock/.test(err.message),
+    );
+    await assert.rejects(t.rt.vfs.delete(goalId, 'a.md', meta('w1', { lock })), LockLostError);
+  }
+  assert.equal(await t.rt.vfs.read(goalId, 'a.md'), 'v1');
+  assert.equal((await t.rt.vfs.stat(goalId, 'a.md'))!.version, 1);
+  assert.equal((await t.rt.goals.events(goalId)).length, events, 'a refused write appended its event');
+  // A write outside a job (no lock) is not checked.
+  await t.rt.vfs.write(goalId, 'a.md', 'v2', meta('w2'));
+  assert.equal(await t.rt.vfs.read(goalId, 'a.md'), 'v2');
 });
 
 test("a transcript given with a write is stored with it, with its run's last call's usage booked", async () => {

@@ -7,6 +7,7 @@
 import { type Logger, pino } from 'pino';
 import { z } from 'zod';
 import { ValidationError } from '../../errors.ts';
+import type { JobLock } from '../../vfs/vfs.ts';
 import { formatZodIssues } from '../../zod.ts';
 import type { ToolDef } from '../providers/types.ts';
 
@@ -30,6 +31,8 @@ export interface ToolScope {
   threadId: string;
   /** The writer id of every virtual-FS write (the job id: a retried job overwrites its own writes). */
   writer: string;
+  /** The job's lock, held by this delivery: its writes are refused once another worker took the job. */
+  lock?: JobLock;
   /**
    * The subtask's expected artifact: the one `done` artifact its tools may write (the plan
    * contract let the plan name it, so it is a revision, and the old version is kept).

@@ -84,7 +84,7 @@ const live = (e: FileEntry | null): e is FileEntry => e !== null && e.status !==
  * artifact is refused.
  */
 export function toolWriteMeta(ctx: ToolScope, name: string, read?: Pick<FileEntry, 'version' | 'op'>): WriteMeta {
-  const { step, role, threadId, writer } = ctx;
+  const { step, role, threadId, writer, lock } = ctx;
   const own = name === ctx.artifact;
   return {
     status: 'active',
@@ -92,6 +92,7 @@ export function toolWriteMeta(ctx: ToolScope, name: string, read?: Pick<FileEntr
     role,
     threadId,
     writer,
+    ...(lock ? { lock } : {}),
     ...(own ? { keepHistory: true } : { refuseDone: true }),
     // The entry it read, exactly: a rewrite since (same version, same writer) is a conflict too.
     ...(read ? { expectedVersion: read.version, expectedOp: read.op } : {}),

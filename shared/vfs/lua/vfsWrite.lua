@@ -7,7 +7,8 @@
 -- KEYS[1] files (name -> meta JSON), KEYS[2] content (name -> inline content), KEYS[3] goal hash,
 -- KEYS[4] history (`<name>@<version>` -> the old meta JSON, with its inline `content`),
 -- KEYS[5] the goal's events stream, KEYS[6] a transcript's key, KEYS[7] the goal's threads,
--- KEYS[8] the goal's token reservations
+-- KEYS[8] the goal's token reservations, KEYS[9] the writing job's lock (BullMQ's `<job key>:lock`;
+-- any key when ARGV[28] is '')
 -- ARGV[1] name, ARGV[2] meta JSON (no version; `op` unique per call), ARGV[3] inline content ('' when spilled)
 -- ARGV[4] '1' if inline, ARGV[5] expected version ('' = any), or `<version>:<op>`: the entry as
 -- the writer read it (its last write's op), changed since by any write, its own writer's too, is
@@ -16,7 +17,8 @@
 -- '2' to refuse a new version of a `done` artifact, '3' to keep a done version current, '0' none
 -- ARGV[10] a timeline event (JSON) that lands with the write ('' for none), ARGV[11] events max length
 -- ARGV[12..18] the writing run's transcript, stored with the write (transcriptSave.lua's ARGV[1..7];
--- '' in ARGV[12] for none), ARGV[19..27] its last call's usage (its ARGV[8..16]), if any
+-- '' in ARGV[12] for none), ARGV[19..27] its last call's usage (its ARGV[8..16]), if any ('' each
+-- otherwise: always sixteen), ARGV[28] the writing job's lock token ('' for a write outside a job)
 -- Returns {version, blobRefs no longer referenced (space-separated) or ''}, with a third element when a revision that
 -- did not finish left the done version current ('dropped': its output was not stored; 'kept': it
 -- is in the history); or an error reply naming the problem.
@@ -57,6 +59,12 @@ if curRaw then cur = cjson.decode(curRaw) end
 -- The same call again (its reply was lost and ioredis sent it once more): it did everything
 -- already, its event and transcript included.
 if cur and meta.op and cur.op == meta.op then return { cur.version, '' } end
+-- A job another worker took since this run's lock expired: that delivery runs it now, and this
+-- run (which has not learnt of it yet) must not write beside it, nor over what comes after it.
+if ARGV[28] ~= '' and redis.call('GET', KEYS[9]) ~= ARGV[28] then
+  return redis.error_reply('LOCK_LOST ' .. name .. ' was not written: the job\'s lock is gone or another ' ..
+    'worker\'s (it expired before it was renewed), and that delivery runs the job now')
+end
 -- A read-modify-write (an edit, a delete) names the write it read: a retried writer rewrites in
 -- place at the same version, so the version alone missed its rewrite, which the edit then lost.
 local expected, expectedOp = string.match(ARGV[5], '^(%d*):?(.*)$')
