@@ -118,7 +118,7 @@ export class ApprovalStore {
   async request(goalId: string, jobId: string, cp: JobCheckpoint, records: ApprovalRecord[]): Promise<RequestOutcome> {
     const k = this.keys;
     const keys = [k.goal(goalId), k.approvals(goalId), k.checkpoints(goalId), k.events(goalId)];
-    keys.push(k.approvalsPending(), k.files(goalId), k.content(goalId), k.threads(goalId));
+    keys.push(k.approvalsPending(), k.files(goalId), k.content(goalId), k.threads(goalId), k.history(goalId));
     const events = records.map((r) => JSON.stringify({ ...requestedEvent(r), at: r.requestedAt }));
     const reply = (await runScript(this.redis, 'approvalRequest', keys, [
       jobId,

@@ -9,7 +9,7 @@ const AGENT_LUA = new URL('../agent/lua/', import.meta.url);
 const SCRIPTS = {
   goalCreate: { keys: 4, dir: GOAL_LUA },
   goalTransition: { keys: 9, dir: GOAL_LUA },
-  approvalRequest: { keys: 8, dir: GOAL_LUA },
+  approvalRequest: { keys: 9, dir: GOAL_LUA },
   approvalDecide: { keys: 4, dir: GOAL_LUA },
   budgetReserve: { keys: 2, dir: GOAL_LUA },
   usageAdd: { keys: 2, dir: GOAL_LUA },

@@ -215,10 +215,14 @@ test('a request refreshes every goal key TTL; the sweep keeps a waiting goal, th
   const k = t.rt.goals.keys;
   await t.rt.redis.expire(k.goal(goalId), 5);
   await t.rt.redis.expire(k.events(goalId), 5);
+  // A revised artifact's old version, kept in the history with the goal's other keys.
+  await t.rt.redis.hset(k.history(goalId), 'report.md@1', '{}');
+  await t.rt.redis.expire(k.history(goalId), 5);
   const recs = records(goalId, jobId, 1);
   await t.rt.approvals.request(goalId, jobId, checkpoint(recs), recs);
   const ttl = t.rt.cfg.goalKeyTtlSeconds;
-  for (const key of [k.goal(goalId), k.events(goalId), k.approvals(goalId), k.checkpoints(goalId)]) {
+  const waiting = [k.goal(goalId), k.events(goalId), k.approvals(goalId), k.checkpoints(goalId), k.history(goalId)];
+  for (const key of waiting) {
     const left = await t.rt.redis.ttl(key);
     assert.ok(left > ttl - 10 && left <= ttl, `${key}: ttl ${left}`);
   }

@@ -4,7 +4,8 @@
 -- earlier run of this script was lost, or the job was delivered again), nothing is added and
 -- the existing pending call ids are returned instead.
 -- KEYS[1] goal hash, KEYS[2] approvals hash, KEYS[3] checkpoints hash, KEYS[4] events stream,
--- KEYS[5] global pending zset, KEYS[6] files hash, KEYS[7] content hash, KEYS[8] threads zset
+-- KEYS[5] global pending zset, KEYS[6] files hash, KEYS[7] content hash, KEYS[8] threads zset,
+-- KEYS[9] artifact history hash
 -- ARGV[1] job id, ARGV[2] checkpoint (JSON, stored as is)
 -- ARGV[3] records: JSON objects, one per line, each with callId and expiresAt
 -- ARGV[4] events: JSON objects, one per line, ARGV[5] events max length
@@ -35,8 +36,8 @@ end
 -- key of the goal can expire while a call waits. A goal awaiting a human (paused at its budget
 -- while this call came) keeps its keys without a TTL, as its move left them: not given one back.
 local persisted = status == 'awaiting_human'
-for i = 1, 8 do
-  local kept = persisted and (i == 1 or i == 4 or i == 6 or i == 7 or i == 8)
+for i = 1, 9 do
+  local kept = persisted and (i == 1 or i == 4 or i == 6 or i == 7 or i == 8 or i == 9)
   if i ~= 5 and not kept then redis.call('EXPIRE', KEYS[i], ARGV[6]) end
 end
 return { 'ok' }
