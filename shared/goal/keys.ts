@@ -79,6 +79,14 @@ export class Keys {
   liveGoals(): string {
     return `${this.prefix}:goals:live`;
   }
+  /** Sorted set of the goals that ended, by when: the sweep finds those past their retention here. */
+  endedGoals(): string {
+    return `${this.prefix}:goals:ended`;
+  }
+  /** The sweep's census of the goal namespace: where its slices stopped, and its running byte counts. */
+  sweepCensus(): string {
+    return `${this.prefix}:sweep:census`;
+  }
   /** Set (with a day's TTL) once the reconciler rebuilt liveGoals from the index. */
   liveGoalsRebuilt(): string {
     return `${this.prefix}:goals:live:rebuilt`;

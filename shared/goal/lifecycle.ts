@@ -409,6 +409,7 @@ export class GoalLifecycle {
     const keys = [k.goal(goalId), k.events(goalId), k.files(goalId), k.content(goalId), k.liveGoals()];
     // Untouched without a transcript: a script's key count is fixed.
     keys.push(t?.keys[0] ?? k.transcript(goalId, ''), k.threads(goalId), k.reservations(goalId), k.history(goalId));
+    keys.push(k.endedGoals());
     const res = await withTranscript(
       { redis: this.redis },
       t,

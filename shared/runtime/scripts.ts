@@ -8,7 +8,7 @@ const VFS_LUA = new URL('../vfs/lua/', import.meta.url);
 const AGENT_LUA = new URL('../agent/lua/', import.meta.url);
 const SCRIPTS = {
   goalCreate: { keys: 4, dir: GOAL_LUA },
-  goalTransition: { keys: 9, dir: GOAL_LUA },
+  goalTransition: { keys: 10, dir: GOAL_LUA },
   approvalRequest: { keys: 9, dir: GOAL_LUA },
   approvalDecide: { keys: 4, dir: GOAL_LUA },
   budgetReserve: { keys: 2, dir: GOAL_LUA },

@@ -17,7 +17,7 @@ useVfsRuntime(redis, (x) => {
 async function sendTwice(goalId: string, from: string, to: string, op: string) {
   const k = t.rt.goals.keys;
   const keys = [k.goal(goalId), k.events(goalId), k.files(goalId), k.content(goalId), k.liveGoals()];
-  keys.push(k.transcript(goalId, ''), k.threads(goalId), k.reservations(goalId), k.history(goalId));
+  keys.push(k.transcript(goalId, ''), k.threads(goalId), k.reservations(goalId), k.history(goalId), k.endedGoals());
   const event = JSON.stringify({ type: 'resumed', step: 0, action: 'x', at: Date.now() });
   const args = [from, to, Date.now(), goalId, event, 100, 3600, op, '', '', 0];
   return [

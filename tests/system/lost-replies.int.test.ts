@@ -25,13 +25,13 @@ after(async () => {
 });
 
 const isScript = (c: ProxiedCommand) => c.name === 'EVALSHA' || c.name === 'EVAL';
-/** goalTransition's arguments: script, 9, nine keys (the goal hash first), then from and to. */
+/** goalTransition's arguments: script, 10, ten keys (the goal hash first), then from and to. */
 const transition = (from: string, to: string) => (c: ProxiedCommand) =>
   isScript(c) &&
-  c.args[1] === '9' &&
+  c.args[1] === '10' &&
   /:goal:[a-z0-9]+$/.test(c.args[2] ?? '') &&
-  c.args[11] === from &&
-  c.args[12] === to;
+  c.args[12] === from &&
+  c.args[13] === to;
 /** vfsWrite's: script, 9, the files hash first; a subtask's artifact carries its event and transcript. */
 const artifactWrite = (c: ProxiedCommand) =>
   isScript(c) && c.args[1] === '9' && (c.args[2] ?? '').endsWith(':files') && (c.args[22] ?? '') !== '';

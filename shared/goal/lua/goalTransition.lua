@@ -4,7 +4,8 @@
 -- KEYS[1] goal hash, KEYS[2] events stream, KEYS[3] files hash, KEYS[4] content hash,
 -- KEYS[5] live goals (a goal that ends leaves it), KEYS[6] a transcript's key, KEYS[7] the goal's
 -- threads, KEYS[8] the goal's token reservations, KEYS[9] the goal's artifact history (revised
--- versions: kept, and expiring, with the goal's other keys)
+-- versions: kept, and expiring, with the goal's other keys), KEYS[10] ended goals (a goal that ends
+-- joins it, scored by when: the sweep's retention reads it)
 -- ARGV[1] allowed current statuses, comma-separated, or '*' for any non-terminal
 -- ARGV[2] new status ('' keeps the status and only sets fields)
 -- ARGV[3] now (ms), ARGV[4] goal id
@@ -136,7 +137,10 @@ redis.call('HSET', KEYS[1], unpack(set))
 for event in string.gmatch(ARGV[5], '[^\n]+') do
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'e', event)
 end
-if terminal[status] then redis.call('ZREM', KEYS[5], ARGV[4]) end
+if terminal[status] then
+  redis.call('ZREM', KEYS[5], ARGV[4])
+  redis.call('ZADD', KEYS[10], ARGV[3], ARGV[4])
+end
 if transcriptArgs > 0 then
   saveTranscript(KEYS[6], KEYS[7], ARGV, 12)
 end
