@@ -80,6 +80,8 @@ interface Move {
   transcript?: TranscriptWrite;
   /** Return the goal's files index (flat name, entry JSON pairs) with the move. */
   withFiles?: boolean;
+  /** Refuse the move unless the goal is at these cycles (a stale delivery's late move). */
+  guard?: CycleGuard;
 }
 
 /** A move that was made; `files` when it was asked for (not on a replay of a lost reply). */
@@ -199,6 +201,8 @@ export class GoalLifecycle {
     return this.move(goalId, {
       from: ['planning'],
       to: 'running',
+      // As planJobStart's: a plan job of an earlier cycle whose call came back late dispatches nothing.
+      guard: { minStep: 0, maxStep: step - 1, maxPlanStep: step },
       fields: { plan, planStep: step, step, note: '', subtasksByRole },
       events: [...planned, { type: 'dispatched', step, subtasks: refs }],
       transcript: opts.transcript,
@@ -218,6 +222,7 @@ export class GoalLifecycle {
     const fields = decisionFields(d);
     return this.move(goalId, {
       from: ['reflecting'],
+      guard: atCycle(d.step),
       to: 'queued',
       fields,
       events: [reflected(d)],
@@ -238,6 +243,7 @@ export class GoalLifecycle {
     };
     return this.move(goalId, {
       from: ['reflecting'],
+      guard: atCycle(d.step),
       to: 'awaiting_human',
       fields: { ...decisionFields(d), pausedFor, reason },
       events: [reflected(d), ...stalledEvents(d), paused],
@@ -251,6 +257,7 @@ export class GoalLifecycle {
     const finished: TimelineEventBody = { type: 'finished', status: 'failed', reason, step: d.step };
     return this.move(goalId, {
       from: ['reflecting'],
+      guard: atCycle(d.step),
       to: 'failed',
       fields: { ...decisionFields(d), reason },
       events: [reflected(d), ...stalledEvents(d), finished],
@@ -295,6 +302,7 @@ export class GoalLifecycle {
   complete(goalId: string, d: Decided): Promise<boolean> {
     return this.move(goalId, {
       from: ['reflecting'],
+      guard: atCycle(d.step),
       to: 'done',
       fields: { ...decisionFields(d), reason: d.reflection.reason },
       events: [reflected(d), { type: 'finished', status: 'done', step: d.step }],
@@ -385,7 +393,7 @@ export class GoalLifecycle {
   }
 
   private async started(goalId: string, m: Move, guard: CycleGuard): Promise<JobStart | null> {
-    const reads = `g${m.withFiles ? 'f' : ''}:${guard.minStep}:${Math.max(0, guard.maxStep)}:${guard.maxPlanStep}`;
+    const reads = `g${m.withFiles ? 'f' : ''}${guarded(guard)}`;
     const res = await this.transition(goalId, m, reads);
     if (!Array.isArray(res)) return null;
     const [prev, , files, flat] = res as [string, string, string[], string[]];
@@ -395,7 +403,7 @@ export class GoalLifecycle {
   }
 
   private async moved(goalId: string, m: Move): Promise<Moved | null> {
-    const res = await this.transition(goalId, m, m.withFiles ? 'f' : '');
+    const res = await this.transition(goalId, m, `${m.withFiles ? 'f' : ''}${m.guard ? guarded(m.guard) : ''}`);
     if (!Array.isArray(res)) return null;
     const files = res[2] as string[] | undefined;
     return files ? { files } : {};
@@ -449,6 +457,16 @@ interface CycleGuard {
   maxStep: number;
   maxPlanStep: number;
 }
+
+/** goalTransition.lua's cycle guard, after ARGV[10]'s letters. */
+const guarded = (g: CycleGuard) => `:${g.minStep}:${Math.max(0, g.maxStep)}:${g.maxPlanStep}`;
+
+/**
+ * A reflection's decision moves the goal only while it reflects that cycle: a delivery whose
+ * lock ran out during its model call (another replica reflected the cycle, and the goal went on)
+ * comes back to a goal `reflecting` a later cycle, where its decision must not land.
+ */
+const atCycle = (step: number): CycleGuard => ({ minStep: step, maxStep: step, maxPlanStep: step });
 
 function pairsOf(flat: string[]): Record<string, string> {
   const h: Record<string, string> = {};

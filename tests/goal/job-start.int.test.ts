@@ -88,3 +88,43 @@ test("a subtask's start appends subtask_started only for a goal that goes on", a
   assert.equal(await t.rt.goals.startSubtask(newGoalId(), event), null);
   assert.equal(await redis.client.exists(t.rt.goals.keys.events(newGoalId())), 0);
 });
+
+/** A decision of cycle `step` as the reflector makes it. */
+const decided = (step: number, decision: 'continue' | 'end' | 'escalate') => ({
+  step,
+  reflection: { decision, reason: `cycle ${step} says ${decision}` },
+  outcomes: [{ index: 0, status: 'done' as const }],
+});
+
+test("a late decision or dispatch of an earlier cycle's job (its lock ran out in its call) moves nothing", async () => {
+  const lc = t.rt.lifecycle;
+  const goalId = await runningAtCycle1();
+  // Cycle 1's reflect job, delivered twice: the first delivery's call outlives its lock, the
+  // second (another replica) decides, and the goal goes on to reflect cycle 2.
+  assert.equal((await lc.reflectJobStart(goalId, 1))?.moved, true);
+  assert.ok(await lc.requeue(goalId, decided(1, 'continue')));
+  assert.equal((await lc.planJobStart(goalId, 2))?.moved, true);
+  // Cycle 1's plan job, back late: its dispatch would take the goal back to cycle 1.
+  assert.equal(await lc.dispatch(goalId, 1, plan), false);
+  assert.ok(await lc.dispatch(goalId, 2, plan));
+  assert.equal((await lc.reflectJobStart(goalId, 2))?.moved, true);
+  // The first delivery of cycle 1's reflection comes back while cycle 2 reflects.
+  for (const decision of ['continue', 'end', 'escalate'] as const) {
+    const late = decided(1, decision);
+    const moved =
+      decision === 'continue'
+        ? lc.requeue(goalId, late)
+        : decision === 'end'
+          ? lc.complete(goalId, late)
+          : lc.awaitHuman(goalId, late, 'escalation');
+    assert.equal(await moved, false, `cycle 1's ${decision} landed in cycle 2`);
+  }
+  assert.equal(
+    await lc.failStalled(goalId, { ...decided(1, 'continue'), stalled: { reason: 'x', cycles: 3, action: 'fail' } }),
+    false,
+  );
+  const g = (await t.rt.goals.get(goalId))!;
+  assert.deepEqual([g.status, g.step, g.planStep], ['reflecting', 2, 2]);
+  assert.ok(await lc.complete(goalId, decided(2, 'end')), "cycle 2's own decision");
+  assert.equal(await status(goalId), 'done');
+});

@@ -17,8 +17,9 @@
 -- ARGV[9] a field that records the status the move left (a budget pause's `pausedFrom`), or ''
 -- ARGV[10] what the call reads with the move, as letters: 'f' the goal's files index (the hash at
 -- KEYS[3]) with a move that is made; 'g' the whole goal hash as it was before the move, made or
--- refused (a job's start reads nothing else). 'g' may carry a guard on the goal's cycle,
--- 'g:<min step>:<max step>:<max planStep>': outside it the move is refused (a stale delivery).
+-- refused (a job's start reads nothing else). The letters (none too) may carry a guard on the
+-- goal's cycle, `<letters>:<min step>:<max step>:<max planStep>`: outside it the move is refused
+-- (a stale delivery).
 -- With 'g' a refused move returns {'', '', {}, goal}; a missing goal still returns false.
 -- ARGV[11] how many arguments of a transcript follow (0, 7 or 16): the run that decided the move,
 -- stored with it (transcriptSave.lua's ARGV[1..7], then its last call's usage, ARGV[8..16])
@@ -71,7 +72,7 @@ if ARGV[1] ~= '*' then
   end
   if not ok then return refused end
 end
-local minStep, maxStep, maxPlanStep = string.match(ARGV[10], '^g%w*:(%d+):(%d+):(%d+)$')
+local minStep, maxStep, maxPlanStep = string.match(ARGV[10], '^%a*:(%d+):(%d+):(%d+)$')
 if minStep then
   local step, planStep = tonumber(h[4] or '0'), tonumber(h[5] or '0')
   if step < tonumber(minStep) or step > tonumber(maxStep) or planStep > tonumber(maxPlanStep) then return refused end
