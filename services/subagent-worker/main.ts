@@ -54,7 +54,9 @@ export async function main(cfg: Config, opts: { role: string; concurrency: numbe
     },
     // After the ops server is up (it waits on Redis), before the first job is taken.
     beforeRun: async () => {
+      // The cap lives on the queue in Redis: a config that no longer sets one lifts it.
       if (role.fleetConcurrency) await queue.setGlobalConcurrency(role.fleetConcurrency);
+      else await queue.removeGlobalConcurrency();
     },
     onFinalFailure: recordSubtaskFailure(rt),
     readyChecks: mcp ? () => mcp.checks() : undefined,

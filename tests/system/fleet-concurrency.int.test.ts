@@ -65,11 +65,12 @@ test('two processes of a role with fleetConcurrency 2 never run more than 2 of i
   assert.equal(overlapMax(events), 2);
 });
 
-test('without the cap, the same two processes run all five subtasks at once', async () => {
+test('restarted without the cap, the same two processes run all five subtasks at once', async () => {
+  const prefix = capped.env.DEEPQ_PREFIX;
   await capped.stop();
   capped = undefined as unknown as Fleet;
-  // The cap lives on the queue in Redis: a fresh prefix starts without it.
-  free = await startFleet(redis.url, env, { roles: ['research-specialist'], replicas: 2 });
+  // The cap lives on the queue in Redis: the same queues, their config no longer setting one.
+  free = await startFleet(redis.url, { ...env, DEEPQ_PREFIX: prefix }, { roles: ['research-specialist'], replicas: 2 });
   const events = await fanOut(free);
   assert.equal(overlapMax(events), 5);
 });
