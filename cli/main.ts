@@ -19,9 +19,15 @@ export function buildProgram(): Command {
     .description('Run deep agents (planner → parallel subagents → reflector) on BullMQ and Redis.')
     .showHelpAfterError('(run deepq --help for usage)')
     // Commander's own errors echo what was typed (`unknown command '…'`): line by line, no raw
-    // control characters.
+    // control characters; named as deepq's, like every other error.
     .configureOutput({
-      outputError: (str, write) => write(scrubSecrets(str).split('\n').map(safeLine).join('\n')),
+      outputError: (str, write) =>
+        write(
+          scrubSecrets(str)
+            .split('\n')
+            .map((line) => (line.startsWith('error: ') ? `deepq: ${safeLine(line)}` : safeLine(line)))
+            .join('\n'),
+        ),
     });
   // In this order: it is the order `deepq --help` lists the commands in.
   registerServiceCommands(program);

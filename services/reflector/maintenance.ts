@@ -1,6 +1,8 @@
 // The reflector's maintenance queue: the TTL sweep and the reconciler (job schedulers, one
-// run at a time fleet-wide per schedule) and the per-goal deadline jobs, routed by job name.
+// run at a time fleet-wide per schedule: each run holds a lease) and the per-goal deadline
+// jobs, routed by job name.
 import type { Job } from 'bullmq';
+import { withLease } from '../../shared/runtime/lease.ts';
 import { MAINTENANCE_JOBS, MAINTENANCE_QUEUE, RECONCILE_SCHEDULER_ID } from '../../shared/runtime/queues.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 import { enforceDeadline } from './deadline.ts';
@@ -11,11 +13,11 @@ export function maintenanceHandler(rt: Runtime) {
   return async (job: Job): Promise<unknown> => {
     switch (job.name) {
       case MAINTENANCE_JOBS.reconcile:
-        return reconcile(rt);
+        return withLease(rt.redis, rt.goals.keys.maintenanceLease('reconcile'), () => reconcile(rt));
       case MAINTENANCE_JOBS.deadline:
         return enforceDeadline(rt, String(job.data?.goalId ?? ''));
       default:
-        return sweep(rt);
+        return withLease(rt.redis, rt.goals.keys.maintenanceLease('sweep'), () => sweep(rt));
     }
   };
 }

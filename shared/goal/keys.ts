@@ -87,6 +87,10 @@ export class Keys {
   sweepCensus(): string {
     return `${this.prefix}:sweep:census`;
   }
+  /** Held by the run of a maintenance schedule under way (shared/runtime/lease.ts). */
+  maintenanceLease(schedule: string): string {
+    return `${this.prefix}:maintenance:lease:${schedule}`;
+  }
   /** Set (with a day's TTL) once the reconciler rebuilt liveGoals from the index. */
   liveGoalsRebuilt(): string {
     return `${this.prefix}:goals:live:rebuilt`;

@@ -1,11 +1,13 @@
 // Every atomic multi-key change is one named Lua script beside the concept it changes
-// (shared/goal/lua/, shared/vfs/lua/, shared/agent/lua/), loaded here. Each file's header names its KEYS and ARGV.
+// (shared/goal/lua/, shared/vfs/lua/, shared/agent/lua/, shared/runtime/lua/), loaded here. Each
+// file's header names its KEYS and ARGV.
 import { readFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
 
 const GOAL_LUA = new URL('../goal/lua/', import.meta.url);
 const VFS_LUA = new URL('../vfs/lua/', import.meta.url);
 const AGENT_LUA = new URL('../agent/lua/', import.meta.url);
+const RUNTIME_LUA = new URL('./lua/', import.meta.url);
 const SCRIPTS = {
   goalCreate: { keys: 4, dir: GOAL_LUA },
   goalTransition: { keys: 10, dir: GOAL_LUA },
@@ -18,6 +20,7 @@ const SCRIPTS = {
   vfsWrite: { keys: 9, dir: VFS_LUA },
   vfsEvict: { keys: 4, dir: VFS_LUA },
   transcriptSave: { keys: 4, dir: AGENT_LUA },
+  leaseRelease: { keys: 1, dir: RUNTIME_LUA },
 } as const;
 export type ScriptName = keyof typeof SCRIPTS;
 

@@ -154,7 +154,7 @@ test('goal text: empty, blank, over 100 KB and binary are refused naming the pro
 
 test('unknown commands and flags name the offender and print usage, not a stack', { timeout: 120_000 }, async () => {
   const cases: [string[], RegExp][] = [
-    [['frobnicate'], /error: unknown command 'frobnicate'/],
+    [['frobnicate'], /^deepq: error: unknown command 'frobnicate'/m],
     [['enqueue', 'a goal', '--frobnicate'], /error: unknown option '--frobnicate'/],
     [['status'], /error: missing required argument 'goalId'/],
     [['enqueue', 'a goal', '--max-steps', 'many'], /--max-steps must be an integer/],
@@ -163,7 +163,7 @@ test('unknown commands and flags name the offender and print usage, not a stack'
     [['enqueue', 'a goal', '--max-tokens', '1e300'], /--max-tokens must be at most 9007199254740991/],
     [['resume', 'abcdef123456', '--max-seconds', '1e306'], /--max-seconds must be at most 315360000/],
     [['worker'], /error: required option '--role <role>' not specified/],
-    [['--bogus-global'], /error: unknown option '--bogus-global'/],
+    [['--bogus-global'], /^deepq: error: unknown option '--bogus-global'/m],
     // Hex is not a number anyone means (Number() read `0x10` as 16); a port has an upper bound.
     [['enqueue', 'a goal', '--max-steps', '0x10'], /--max-steps must be an integer/],
     [['ui', '--port', '70000'], /--port must be at most 65535/],
