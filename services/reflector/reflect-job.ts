@@ -49,9 +49,11 @@ export async function processReflectJob(
   if (!('reflection' in decided)) return decided;
   // Counted once applied: a refused move (the goal paused at its time budget while the call ran)
   // parks the job, which decides again after the resume.
-  if (await applyDecision(rt, goal, decided)) rt.metrics.decisions.inc({ decision: decided.reflection.decision });
+  const applied = await applyDecision(rt, goal, decided);
+  if (applied) rt.metrics.decisions.inc({ decision: decided.reflection.decision });
   else await parkIfPausedForBudget(rt, job, token, goalId);
-  log.info({ decision: decided.reflection.decision }, 'reflected');
+  // Refused and not parked: the goal moved on while the call ran (a stale delivery, or an end).
+  log.info({ decision: decided.reflection.decision, applied }, applied ? 'reflected' : 'reflected; the goal moved on');
   return { decision: decided.reflection.decision };
 }
 
