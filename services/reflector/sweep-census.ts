@@ -21,6 +21,8 @@ export interface Census {
   blobGoals: ReadonlySet<string>;
   /** The namespace walk came back to its start in this slice. */
   passEnded: boolean;
+  /** This slice starts a pass: its byte counts replace whatever an unfinished pass left. */
+  passStarted: boolean;
 }
 
 /** The goal's id from one of its keys, or '' when the id part is not a goal id. */
@@ -53,6 +55,7 @@ export async function takeCensus(rt: Runtime, budget: number, ownsBlobs: boolean
     keys: walk.keys,
     blobGoals: new Set(blobs.all),
     passEnded: walk.cursor === '0',
+    passStarted: (at.keyCursor ?? '0') === '0',
   };
 }
 
@@ -91,8 +94,8 @@ async function blobSlice(rt: Runtime, after: string, budget: number) {
 }
 
 /**
- * Adds the slice's byte counts to the pass's; at the pass's end returns the pass's totals (and
- * starts the next pass at zero), else null.
+ * Adds the slice's byte counts to the pass's (the first slice of a pass sets them: a run that
+ * died after moving the cursors left a partial count); at the pass's end returns its totals.
  */
 export async function saveCensusBytes(
   rt: Runtime,
@@ -101,9 +104,8 @@ export async function saveCensusBytes(
   spilled: number,
 ): Promise<{ inline: number; spilled: number } | null> {
   const key = rt.goals.keys.sweepCensus();
-  const p = rt.redis.pipeline().hincrby(key, 'inline', inline).hincrby(key, 'spilled', spilled);
-  if (census.passEnded) p.hset(key, 'inline', 0, 'spilled', 0);
-  const res = (await p.exec()) ?? [];
+  if (census.passStarted) await rt.redis.hset(key, 'inline', 0, 'spilled', 0);
+  const res = (await rt.redis.pipeline().hincrby(key, 'inline', inline).hincrby(key, 'spilled', spilled).exec()) ?? [];
   if (!census.passEnded) return null;
   return { inline: Number(res[0]?.[1] ?? 0), spilled: Number(res[1]?.[1] ?? 0) };
 }

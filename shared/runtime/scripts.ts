@@ -20,7 +20,7 @@ const SCRIPTS = {
   vfsWrite: { keys: 9, dir: VFS_LUA },
   vfsEvict: { keys: 4, dir: VFS_LUA },
   transcriptSave: { keys: 4, dir: AGENT_LUA },
-  leaseRelease: { keys: 1, dir: RUNTIME_LUA },
+  leaseUpdate: { keys: 1, dir: RUNTIME_LUA },
 } as const;
 export type ScriptName = keyof typeof SCRIPTS;
 

@@ -10,7 +10,15 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { TOOL_NAMES } from '../../shared/agent/roles.ts';
-import { createVfsTools, GREP_LIMITS, type Tool, type VfsToolOptions } from '../../shared/agent/tools.ts';
+import { SandboxSchema } from '../../shared/agent/sandbox/config.ts';
+import {
+  createSandboxTools,
+  createVfsTools,
+  GREP_LIMITS,
+  type Tool,
+  type VfsToolOptions,
+} from '../../shared/agent/tools.ts';
+import { LockLostError } from '../../shared/errors.ts';
 import { formatIndex } from '../../shared/vfs/vfs.ts';
 import { useRedis } from '../../testing/redis.ts';
 import { useVfsRuntime, type VfsTestRuntime, vfsRuntime } from '../../testing/vfs-runtime.ts';
@@ -431,4 +439,25 @@ test('read_file keeps offset and limit; write_file creates and replaces', async 
     read_file!.run({ name: 'r.txt', offset: -1 }),
     /bad arguments for read_file: offset: offset must be 0 or more/,
   );
+});
+
+test("once another delivery holds the job's lock, write_file and run_code's save throw (the run ends)", async () => {
+  const goalId = await t.newGoal();
+  const key = `${t.rt.cfg.prefix}:sub-code-writer:${goalId}:1:0:lock`;
+  await redis.client.set(key, 'another-worker:7');
+  const scope = {
+    goalId,
+    step: STEP,
+    role: 'code-writer',
+    threadId: 'th',
+    writer: 'job-1',
+    lock: { key, token: 'me:1' },
+  };
+  const [write] = createVfsTools(t.rt.vfs, scope, ['write_file']);
+  await assert.rejects(write!.run({ name: 'a.txt', content: 'x' }), LockLostError);
+  const limits = SandboxSchema.parse({ mode: 'none' });
+  const [run] = createSandboxTools({ vfs: t.rt.vfs, limits }, scope, ['run_code']);
+  await assert.rejects(run!.run({ language: 'shell', code: 'echo hi > out.txt', save: ['out.txt'] }), LockLostError);
+  assert.equal(await t.rt.vfs.stat(goalId, 'out.txt'), null);
+  assert.equal(await t.rt.vfs.stat(goalId, 'a.txt'), null);
 });

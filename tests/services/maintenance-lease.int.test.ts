@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Job } from 'bullmq';
 import { maintenanceHandler } from '../../services/reflector/maintenance.ts';
+import { withLease } from '../../shared/runtime/lease.ts';
 import { useRedis } from '../../testing/redis.ts';
 import { useVfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
 
@@ -33,4 +34,20 @@ test('a sweep or reconcile run while another holds its lease does nothing; its o
   const reconciled = await run('reconcile');
   assert.ok(!('skipped' in (reconciled as object)), JSON.stringify(reconciled));
   assert.equal(await redis.client.exists(t.rt.goals.keys.maintenanceLease('reconcile')), 0, 'released');
+});
+
+test('a run longer than its lease keeps it renewed; a dead run holds it for one lease at most', async () => {
+  const key = t.rt.goals.keys.maintenanceLease('test');
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const long = withLease(redis.client, key, () => sleep(1200).then(() => 'done'), 300);
+  await sleep(700);
+  assert.deepEqual(await withLease(redis.client, key, async () => 'ran', 300), {
+    skipped: 'an earlier run of this schedule is still under way',
+  });
+  assert.equal(await long, 'done');
+  assert.equal(await redis.client.exists(key), 0);
+  // A run that died: its lease (no one renews it) lapses.
+  await redis.client.set(key, 'dead-run', 'PX', 300);
+  await sleep(400);
+  assert.equal(await withLease(redis.client, key, async () => 'ran', 300), 'ran');
 });

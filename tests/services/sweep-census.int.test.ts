@@ -79,4 +79,8 @@ test('a pass that ends in one run counts every kept goal, and the next pass coun
   await t.rt.vfs.write(b, 'y.md', 'de', writeMeta('w2'));
   assert.ok((await sweep(t.rt)).censusPassEnded, 'a small namespace: a pass in one run');
   assert.equal(await gauge('inline'), before + 5);
+  // A run that died after ending its pass's walk left that pass's partial count: not carried on.
+  await redis.client.hset(t.rt.goals.keys.sweepCensus(), 'inline', 9999);
+  assert.ok((await sweep(t.rt)).censusPassEnded);
+  assert.equal(await gauge('inline'), before + 5);
 });

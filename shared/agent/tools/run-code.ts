@@ -3,6 +3,7 @@
 // path is built, and files are saved back only when named, only as regular files inside the
 // work dir. The result's first line says whether a limit was hit and which.
 import { z } from 'zod';
+import { ErrorCode, hasCode } from '../../errors.ts';
 import type { Metrics } from '../../runtime/metrics.ts';
 import { ArtifactNameSchema } from '../../vfs/artifact-name.ts';
 import type { VirtualFs } from '../../vfs/vfs.ts';
@@ -253,6 +254,8 @@ async function saveOne(deps: SandboxToolDeps, ctx: ToolContext, dir: string, nam
     const e = await deps.vfs.write(ctx.goalId, name, text, toolWriteMeta(ctx, name));
     return { name, ok: true as const, bytes: e.bytes, version: e.version };
   } catch (err) {
+    // Another worker runs the job now: the run ends (create-agent's runTool), not the model's turn.
+    if (hasCode(err, ErrorCode.LockLost)) throw err;
     return { name, ok: false as const, reason: (err as Error).message };
   }
 }
