@@ -69,9 +69,10 @@ export async function sweep(
   const expired = await expiredGoals(rt, now, opts.expiredPerSweep ?? EXPIRED_PER_SWEEP);
   const census = await takeCensus(rt, opts.censusPerSweep ?? CENSUS_PER_SWEEP, await ownsBlobStore(rt));
   report.censusPassEnded = census.passEnded;
-  const doomed = await judge(rt, [...new Set([...expired, ...census.ids])], now, report);
+  const { doomed, timed } = await judge(rt, [...new Set([...expired, ...census.ids])], now, report);
   await measureCensus(rt, census, doomed, now, report);
-  if (doomed.size > 0) await removeGoals(rt, doomed, census.keys, report);
+  if (doomed.size > 0) await removeGoals(rt, doomed, census, report);
+  await removeDeadlines(rt, timed);
   report.jobsTrimmed = await trimCompletedJobs(rt);
   report.rateLimitsReleased = await releaseIdleRateLimits(rt);
 
@@ -121,29 +122,39 @@ async function ownsBlobStore(rt: Runtime): Promise<boolean> {
   return false;
 }
 
-/** Which goals go: finished before the cutoff, or with no goal hash at all. */
-async function judge(rt: Runtime, ids: string[], now: number, report: SweepReport): Promise<Set<string>> {
+/**
+ * Which goals go: finished before the cutoff, or with no goal hash at all; and which of those
+ * may have a deadline job (a time budget, or no hash to tell).
+ */
+async function judge(rt: Runtime, ids: string[], now: number, report: SweepReport) {
   const cutoff = now - rt.cfg.retentionSeconds * 1000;
   const doomed = new Set<string>();
+  const timed: string[] = [];
   for (let i = 0; i < ids.length; i += BATCH) {
     const chunk = ids.slice(i, i + BATCH);
     const p = rt.redis.pipeline();
-    for (const goalId of chunk) p.hmget(rt.goals.keys.goal(goalId), 'status', 'finishedAt');
+    for (const goalId of chunk) p.hmget(rt.goals.keys.goal(goalId), 'status', 'finishedAt', 'budgets');
     const res = (await p.exec()) ?? [];
     chunk.forEach((goalId, j) => {
       const [err, value] = res[j] ?? [null, null];
       if (err) throw err;
-      const [status, finishedAt] = (value as (string | null)[] | null) ?? [null, null];
-      if (!status) {
-        report.orphans++;
-        doomed.add(goalId);
-      } else if (isTerminal(status) && Number(finishedAt ?? 0) <= cutoff) {
-        report.expired++;
-        doomed.add(goalId);
-      }
+      const [status, finishedAt, budgets] = (value as (string | null)[] | null) ?? [null, null, null];
+      if (status && !(isTerminal(status) && Number(finishedAt ?? 0) <= cutoff)) return;
+      report[status ? 'expired' : 'orphans']++;
+      doomed.add(goalId);
+      if (!status || hasTimeBudget(budgets)) timed.push(goalId);
     });
   }
-  return doomed;
+  return { doomed, timed };
+}
+
+/** Whether a goal's stored budgets (JSON) have a time budget; unreadable ones count as having one. */
+function hasTimeBudget(budgets: string | null): boolean {
+  try {
+    return (JSON.parse(budgets ?? '{}') as { maxSeconds?: number }).maxSeconds !== undefined;
+  } catch {
+    return true;
+  }
 }
 
 /**
@@ -209,7 +220,7 @@ async function pruneOrphanBlobs(rt: Runtime, referenced: Map<string, Set<string>
  * blobs. UNLINK frees big hashes off the main thread. A key is unlinked only when its id part is
  * a doomed goal id; a stray key of one outside the slice is an orphan the census finds later.
  */
-async function removeGoals(rt: Runtime, doomed: Set<string>, censusKeys: string[], report: SweepReport) {
+async function removeGoals(rt: Runtime, doomed: Set<string>, census: Census, report: SweepReport) {
   const keys = rt.goals.keys;
   const gone = [...doomed];
   const unlink = async (all: string[]) => {
@@ -218,7 +229,7 @@ async function removeGoals(rt: Runtime, doomed: Set<string>, censusKeys: string[
   const fixed = gone.flatMap((goalId) => keys.goalKeys(goalId));
   const transcripts = await transcriptKeys(rt, gone);
   const known = new Set([...fixed, ...transcripts]);
-  const strays = censusKeys.filter((key) => doomed.has(idOfKey(rt, key)) && !known.has(key));
+  const strays = census.keys.filter((key) => doomed.has(idOfKey(rt, key)) && !known.has(key));
   await unlink([...transcripts, ...strays, ...fixed]);
   for (let i = 0; i < gone.length; i += BATCH) {
     const batch = gone.slice(i, i + BATCH);
@@ -226,8 +237,8 @@ async function removeGoals(rt: Runtime, doomed: Set<string>, censusKeys: string[
     for (const index of [keys.goalsIndex(), keys.liveGoals(), keys.endedGoals()]) p.zrem(index, ...batch);
     await p.exec();
   }
-  for (const goalId of gone) await rt.vfs.blobs.deleteGoal(goalId);
-  await removeDeadlines(rt, gone);
+  // Only the folders the store has (none when it is another deployment's: nothing of ours is there).
+  for (const goalId of gone) if (census.blobGoals.has(goalId)) await rt.vfs.blobs.deleteGoal(goalId);
 }
 
 /** The transcript keys the goals' threads indexes name. */
@@ -248,7 +259,7 @@ async function transcriptKeys(rt: Runtime, goalIds: string[]): Promise<string[]>
 
 /**
  * A goal with a time budget that ended before it has a deadline job still delayed, up to the
- * budget (ten years at most): it goes with the goal. One removal per goal, a batch at a time.
+ * budget (ten years at most): it goes with the goal. One removal per such goal, a batch at a time.
  */
 async function removeDeadlines(rt: Runtime, goalIds: string[]): Promise<void> {
   const queue = rt.queues.get(MAINTENANCE_QUEUE);

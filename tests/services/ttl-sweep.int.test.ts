@@ -126,9 +126,13 @@ test('every terminal status is swept after the retention', async () => {
 
 test("a time-budget goal's deadline job goes with the goal; a live goal's stays", async () => {
   const maintenance = t.rt.queues.get(MAINTENANCE_QUEUE);
-  const [old, young] = [await t.newGoal(), await t.newGoal()];
-  // As `enqueue --max-seconds 86400` adds it: due in a day, long after both goals end.
-  for (const goalId of [old, young]) await t.rt.queues.addDeadline(goalId, DAY);
+  const [old, young] = [newGoalId(), newGoalId()];
+  // As `enqueue --max-seconds 86400` stores the goal and adds its deadline: due in a day, long
+  // after both goals end.
+  for (const goalId of [old, young]) {
+    await t.rt.goals.create(goalId, 'a timed goal', { maxSeconds: 86_400 }, false);
+    await t.rt.queues.addDeadline(goalId, DAY);
+  }
   const finishedAt = await finish(t.rt, old);
   await sweep(t.rt, finishedAt + t.rt.cfg.retentionSeconds * 1000 + 1);
   assert.equal(await maintenance.getJob(deadlineJobId(old)), undefined, 'the swept goal left its deadline behind');
