@@ -71,8 +71,9 @@ export async function sweep(
   report.censusPassEnded = census.passEnded;
   const { doomed, timed } = await judge(rt, [...new Set([...expired, ...census.ids])], now, report);
   await measureCensus(rt, census, doomed, now, report);
-  if (doomed.size > 0) await removeGoals(rt, doomed, census, report);
+  // Deadlines first: a run that dies after the goals left every index leaves nothing to find them by.
   await removeDeadlines(rt, timed);
+  if (doomed.size > 0) await removeGoals(rt, doomed, census, report);
   report.jobsTrimmed = await trimCompletedJobs(rt);
   report.rateLimitsReleased = await releaseIdleRateLimits(rt);
 
