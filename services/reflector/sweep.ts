@@ -19,6 +19,7 @@
 // name that is not a goal id (`<goalId>:files`, say) is ignored, never swept, so no name can
 // make the sweep touch another goal's keys.
 
+import type { ChainableCommander } from 'ioredis';
 import { isTerminal } from '../../shared/goal/status.ts';
 import { releaseIdleRateLimits } from '../../shared/runtime/queue-rate-limit.ts';
 import { deadlineJobId, MAINTENANCE_QUEUE, SWEEP_SCHEDULER_ID } from '../../shared/runtime/queues.ts';
@@ -131,21 +132,15 @@ async function judge(rt: Runtime, ids: string[], now: number, report: SweepRepor
   const cutoff = now - rt.cfg.retentionSeconds * 1000;
   const doomed = new Set<string>();
   const timed: string[] = [];
-  for (let i = 0; i < ids.length; i += BATCH) {
-    const chunk = ids.slice(i, i + BATCH);
-    const p = rt.redis.pipeline();
-    for (const goalId of chunk) p.hmget(rt.goals.keys.goal(goalId), 'status', 'finishedAt', 'budgets');
-    const res = (await p.exec()) ?? [];
-    chunk.forEach((goalId, j) => {
-      const [err, value] = res[j] ?? [null, null];
-      if (err) throw err;
-      const [status, finishedAt, budgets] = (value as (string | null)[] | null) ?? [null, null, null];
-      if (status && !(isTerminal(status) && Number(finishedAt ?? 0) <= cutoff)) return;
-      report[status ? 'expired' : 'orphans']++;
-      doomed.add(goalId);
-      if (!status || hasTimeBudget(budgets)) timed.push(goalId);
-    });
-  }
+  const read = (p: ChainableCommander, goalId: string) =>
+    p.hmget(rt.goals.keys.goal(goalId), 'status', 'finishedAt', 'budgets');
+  await eachGoal(rt, ids, read, (goalId, [value]) => {
+    const [status, finishedAt, budgets] = (value as (string | null)[] | null) ?? [null, null, null];
+    if (status && !(isTerminal(status) && Number(finishedAt ?? 0) <= cutoff)) return;
+    report[status ? 'expired' : 'orphans']++;
+    doomed.add(goalId);
+    if (!status || hasTimeBudget(budgets)) timed.push(goalId);
+  });
   return { doomed, timed };
 }
 
@@ -165,21 +160,14 @@ function hasTimeBudget(budgets: string | null): boolean {
 async function readIndexes(rt: Runtime, goalIds: string[], withBlobs: ReadonlySet<string>) {
   const bytes = { inline: 0, spilled: 0 };
   const referenced = new Map<string, Set<string>>();
-  for (let i = 0; i < goalIds.length; i += BATCH) {
-    const chunk = goalIds.slice(i, i + BATCH);
-    const p = rt.redis.pipeline();
-    // Each goal's index, then its history: a revised artifact's old versions keep their blobs.
-    for (const goalId of chunk) p.hvals(rt.goals.keys.files(goalId)).hvals(rt.goals.keys.history(goalId));
-    const res = (await p.exec()) ?? [];
-    chunk.forEach((goalId, j) => {
-      const [err, values] = res[2 * j] ?? [null, []];
-      const [histErr, history] = res[2 * j + 1] ?? [null, []];
-      if (err || histErr) throw err ?? histErr;
-      const kept = withBlobs.has(goalId) ? new Set<string>() : undefined;
-      if (kept) referenced.set(goalId, kept);
-      countEntries(values as string[], history as string[], bytes, kept);
-    });
-  }
+  // Each goal's index, then its history: a revised artifact's old versions keep their blobs.
+  const read = (p: ChainableCommander, goalId: string) =>
+    p.hvals(rt.goals.keys.files(goalId)).hvals(rt.goals.keys.history(goalId));
+  await eachGoal(rt, goalIds, read, (goalId, [values, history]) => {
+    const kept = withBlobs.has(goalId) ? new Set<string>() : undefined;
+    if (kept) referenced.set(goalId, kept);
+    countEntries(values as string[], history as string[], bytes, kept);
+  });
   return { referenced, ...bytes };
 }
 
@@ -245,17 +233,37 @@ async function removeGoals(rt: Runtime, doomed: Set<string>, census: Census, rep
 /** The transcript keys the goals' threads indexes name. */
 async function transcriptKeys(rt: Runtime, goalIds: string[]): Promise<string[]> {
   const out: string[] = [];
+  const read = (p: ChainableCommander, goalId: string) => p.zrange(rt.goals.keys.threads(goalId), '0', '-1');
+  await eachGoal(rt, goalIds, read, (goalId, [threadIds]) => {
+    for (const threadId of threadIds as string[]) out.push(rt.goals.keys.transcript(goalId, threadId));
+  });
+  return out;
+}
+
+/**
+ * Reads goals a pipeline of BATCH at a time: `read` queues one goal's commands (the same number
+ * for each), `visit` gets that goal's replies. A command's error throws.
+ */
+async function eachGoal(
+  rt: Runtime,
+  goalIds: string[],
+  read: (p: ChainableCommander, goalId: string) => ChainableCommander,
+  visit: (goalId: string, replies: unknown[]) => void,
+): Promise<void> {
   for (let i = 0; i < goalIds.length; i += BATCH) {
     const chunk = goalIds.slice(i, i + BATCH);
     const p = rt.redis.pipeline();
-    for (const goalId of chunk) p.zrange(rt.goals.keys.threads(goalId), '0', '-1');
+    for (const goalId of chunk) read(p, goalId);
     const res = (await p.exec()) ?? [];
+    for (const [err] of res) if (err) throw err;
+    const each = res.length / Math.max(1, chunk.length);
     chunk.forEach((goalId, j) => {
-      for (const threadId of (res[j]?.[1] as string[] | undefined) ?? [])
-        out.push(rt.goals.keys.transcript(goalId, threadId));
+      visit(
+        goalId,
+        res.slice(j * each, (j + 1) * each).map(([, v]) => v),
+      );
     });
   }
-  return out;
 }
 
 /**

@@ -27,7 +27,7 @@ import {
 } from '../../shared/runtime/jobs.ts';
 import { pauseQueueForRateLimit } from '../../shared/runtime/queue-rate-limit.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
-import type { FileEntry, JobLock, WriteMeta } from '../../shared/vfs/vfs.ts';
+import type { FileEntry, WriteMeta } from '../../shared/vfs/vfs.ts';
 import { endPaused, type PausedJob, pauseForApproval, type Resumed, takeDecisions } from './approval.ts';
 import { noteRunTokens } from './run-tokens.ts';
 import { buildSubagentTask } from './task.ts';
@@ -242,8 +242,8 @@ async function afterRun(
   const transcript = res.kind === 'ok' ? res.transcript : undefined;
   // An accepted answer is stored as its contract says (a code block as the code it holds).
   const content = res.run.ok ? (contract.artifact?.(res.run.value) ?? res.run.text) : res.run.text;
-  const recorded = { run: res.run, content, transcript, base, tokens: p.tokens, lock: jobScope(p).lock };
-  return recordResult(rt, data, String(job.id), recorded, p.log);
+  const recorded = { run: res.run, content, transcript, base, tokens: p.tokens };
+  return recordResult(rt, data, jobScope(p), recorded, p.log);
 }
 
 /**
@@ -291,15 +291,8 @@ function jobTools(deps: SubagentDeps, scope: ToolScope, signal: AbortSignal | un
 async function recordResult(
   rt: Runtime,
   data: SubagentJob,
-  writer: string,
-  r: {
-    run: AgentRun;
-    content: string;
-    transcript?: TranscriptWrite;
-    base: ResultBase;
-    tokens?: number;
-    lock?: JobLock;
-  },
+  who: Pick<ToolScope, 'writer' | 'lock'>,
+  r: { run: AgentRun; content: string; transcript?: TranscriptWrite; base: ResultBase; tokens?: number },
   log: Logger,
 ): Promise<SubagentJobResult> {
   const { run, transcript, base } = r;
@@ -329,8 +322,8 @@ async function recordResult(
     // A revision (a new version of a done artifact) keeps the old version in the history; one
     // that did not finish leaves the done version current (its output goes to the history).
     const keep = status === 'done' ? { keepHistory: true } : { keepDone: true };
-    const lock = r.lock ? { lock: r.lock } : {};
-    const meta: WriteMeta = { status, step, role: base.role, threadId: base.threadId, writer, ...keep, ...lock };
+    const { writer, lock } = who;
+    const meta: WriteMeta = { status, step, role: base.role, threadId: base.threadId, writer, lock, ...keep };
     // A refused write still stores the transcript (VirtualFs.write): the run happened. A refusal
     // another attempt would meet again (the goal's file count, a done artifact, the name) ends the
     // job now rather than running the whole agent once per attempt first.
