@@ -247,6 +247,13 @@ export function formatEventLine(e: TimelineEvent, t0: number, goalId = '<goalId>
   return safeLine(`${at} ${step}${describe(e, goalId)}`);
 }
 
+/** A later attempt, or the same one delivered again after its run was lost. */
+function startNote(e: EventOf<'subtask_started'>): string {
+  const notes = [e.attempt > 1 ? `attempt ${e.attempt}` : '', e.restarted ? 'restarted: its earlier run was lost' : ''];
+  const said = notes.filter(Boolean).join(', ');
+  return said ? ` (${said})` : '';
+}
+
 function describe(e: TimelineEvent, goalId: string): string {
   switch (e.type) {
     case 'created':
@@ -256,7 +263,7 @@ function describe(e: TimelineEvent, goalId: string): string {
     case 'dispatched':
       return 'dispatched';
     case 'subtask_started':
-      return `[${e.index}] ${e.role} started ${e.artifact}${e.attempt > 1 ? ` (attempt ${e.attempt})` : ''}`;
+      return `[${e.index}] ${e.role} started ${e.artifact}${startNote(e)}`;
     case 'subtask_finished': {
       const how = e.partial ? `PARTIAL ${e.artifact}: ${e.reason ?? 'stopped at its token cap'}` : e.artifact;
       const tok = e.tokens !== undefined ? `, ${e.tokens} tok` : '';

@@ -119,9 +119,11 @@ interface OpenedJob {
  */
 async function openJob(rt: Runtime, job: Job, data: SubagentJob, role: string): Promise<OpenedJob> {
   const { goalId, step, index } = data;
+  // BullMQ counts every start: more starts than attempts means an earlier run of this attempt was lost.
+  const restarted = job.attemptsStarted > job.attemptsMade + 1;
   const started = (threadId: string): TimelineEventBody => {
     const ref = { step, index, role, artifact: data.expected_artifact, threadId };
-    return { type: 'subtask_started', ...ref, attempt: job.attemptsMade + 1 };
+    return { type: 'subtask_started', ...ref, attempt: job.attemptsMade + 1, ...(restarted ? { restarted } : {}) };
   };
   if (job.attemptsStarted === 1) {
     const threadId = threadIdFor(goalId, role, shortId());

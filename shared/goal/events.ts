@@ -54,7 +54,14 @@ export type TimelineEventBody =
   | { type: 'created'; goal: string }
   | { type: 'planned'; step: number; threadId: string; subtasks: Omit<SubtaskRef, 'index'>[] }
   | { type: 'dispatched'; step: number; subtasks: SubtaskRef[]; redelivered?: boolean }
-  | (SubtaskRef & { type: 'subtask_started'; step: number; threadId: string; attempt: number })
+  | (SubtaskRef & {
+      type: 'subtask_started';
+      step: number;
+      threadId: string;
+      attempt: number;
+      /** The same attempt delivered again: its earlier run was lost (a killed worker, a lock that ran out). */
+      restarted?: true;
+    })
   | (SubtaskRef & { type: 'subtask_finished'; step: number } & SubtaskEnd)
   | (SubtaskRef & { type: 'subtask_failed'; step: number } & SubtaskEnd)
   | {

@@ -324,3 +324,16 @@ test('each finished or failed subtask shows the tokens its model calls used, in 
   // An event from before deepq recorded tokens: nothing shown for them.
   assert.doesNotMatch(formatEventLine(failed, t0), /tok/);
 });
+
+test('a start line says a later attempt, and a start of the same attempt after its run was lost', () => {
+  const start = events[4] as Extract<TimelineEvent, { type: 'subtask_started' }>;
+  assert.equal(formatEventLine(start, t0), '  +0.13s cycle 1 [1] code-writer started solution.py');
+  assert.equal(
+    formatEventLine({ ...start, restarted: true }, t0),
+    '  +0.13s cycle 1 [1] code-writer started solution.py (restarted: its earlier run was lost)',
+  );
+  assert.equal(
+    formatEventLine({ ...start, attempt: 2, restarted: true }, t0),
+    '  +0.13s cycle 1 [1] code-writer started solution.py (attempt 2, restarted: its earlier run was lost)',
+  );
+});

@@ -171,6 +171,17 @@ test("a run whose job another worker took meanwhile writes nothing; the job's ne
     assert.equal(job.returnvalue.threadId, entry.threadId, "the second run's artifact");
     assert.equal(server.messageRequests().length, 2);
     assert.equal((await eventTypes(goalId)).filter((t) => t === 'subtask_finished').length, 1);
+    // The timeline says the second start is the same attempt again, not a new one.
+    const starts = (await rt.goals.events(goalId)).flatMap((e) =>
+      e.event.type === 'subtask_started' ? [e.event] : [],
+    );
+    assert.deepEqual(
+      starts.map((e) => [e.attempt, e.restarted ?? false]),
+      [
+        [1, false],
+        [1, true],
+      ],
+    );
   } finally {
     await queue.close();
     await svc.stop();

@@ -165,3 +165,16 @@ test('a goal ended mid-cycle shows its open subtasks stopped, no call still wait
   done.apply({ type: 'subtask_finished', at, ...sub(0) });
   assert.equal(done.apply({ type: 'finished', at, status: 'done' }), undefined);
 });
+
+test("a subtask's start after its run was lost is marked restarted until its next attempt", () => {
+  const t = new GoalTimeline();
+  const sub = { step: 1, index: 0, artifact: 'a.md', ...ref };
+  t.apply({ type: 'dispatched', at, step: 1, subtasks: [{ index: 0, role: ref.role, artifact: 'a.md' }] });
+  const seen = () => t.get(1)!.subtasks.map((s) => [s.attempt, s.restarted]);
+  t.apply({ type: 'subtask_started', at, ...sub, attempt: 1 });
+  assert.deepEqual(seen(), [[1, false]]);
+  t.apply({ type: 'subtask_started', at, ...sub, attempt: 1, restarted: true });
+  assert.deepEqual(seen(), [[1, true]]);
+  t.apply({ type: 'subtask_started', at, ...sub, attempt: 2 });
+  assert.deepEqual(seen(), [[2, false]]);
+});

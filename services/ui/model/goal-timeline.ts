@@ -35,6 +35,8 @@ export interface SubtaskView {
   tokens?: number;
   state: SubtaskState;
   attempt?: number;
+  /** Its current attempt was delivered again after its run was lost. */
+  restarted?: boolean;
   ms?: number;
   bytes?: number;
   reason?: string;
@@ -245,6 +247,7 @@ export class GoalTimeline {
     if (e.type === 'subtask_started') {
       s.state = 'running';
       s.attempt = e.attempt;
+      s.restarted = e.restarted === true;
       // A new attempt runs a new agent: its tool calls are its own.
       s.toolCalls = 0;
       s.toolErrors = 0;

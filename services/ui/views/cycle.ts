@@ -29,7 +29,7 @@ function subtaskRow(goalId: string, s: SubtaskView): Html {
     <td class="state"><span class="badge state-${s.state}">${s.state}</span></td>
     <td class="tokens">${s.tokens === undefined ? '' : count(s.tokens)}</td>
     <td class="token-cap">${s.tokenCap === undefined ? '' : count(s.tokenCap)}</td>
-    <td class="attempt">${s.attempt ?? ''}</td>
+    <td class="attempt">${s.attempt ?? ''}${s.restarted ? ' (restarted)' : ''}</td>
     <td class="duration">${duration(s.ms)}</td>
     <td class="tools">${toolCalls(s)}</td>
     <td class="reason">${s.reason ?? ''}</td>
