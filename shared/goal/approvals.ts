@@ -139,21 +139,22 @@ export class ApprovalStore {
   /**
    * Decides a pending call; reports an unknown goal or call, or a call decided before. A human's
    * decision (approved, rejected) on a goal that has ended is refused, a ValidationError saying
-   * so: the call never runs, whatever is decided (its job ends as skipped).
+   * so: the call never runs, whatever is decided (its job ends as skipped). Without `now`, the
+   * expiry is judged on Redis's clock: a human decides from a host whose clock may be off.
    */
   async decide(
     goalId: string,
     callId: string,
     decision: ApprovalDecisionStatus,
     reason?: string,
-    now = Date.now(),
+    now?: number,
   ): Promise<DecideOutcome> {
     if (reason && reason.length > APPROVAL_REASON_MAX_CHARS)
       throw new ValidationError(`the reason is ${reason.length} characters long: at most ${APPROVAL_REASON_MAX_CHARS}`);
     const k = this.keys;
     const keys = [k.goal(goalId), k.approvals(goalId), k.events(goalId), k.approvalsPending()];
     const given = reason ? cutText(reason, APPROVAL_REASON_MAX_CHARS) : '';
-    const args = [callId, decision, given, now, this.opts.eventsMaxLen, goalId];
+    const args = [callId, decision, given, now ?? '', this.opts.eventsMaxLen, goalId];
     const reply = (await runScript(this.redis, 'approvalDecide', keys, args)) as [string, string?, (number | string)?];
     const [kind, raw, left] = reply;
     if (kind === 'no_goal' || kind === 'no_call') return { kind };

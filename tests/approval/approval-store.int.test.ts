@@ -312,3 +312,19 @@ test('a call whose time ran out is no longer waiting, before the sweep decides i
   assert.equal(counted, (await t.rt.approvals.pendingAll()).length, 'the gauge counts what is listed');
   assert.ok(!(await t.rt.approvals.pendingAll()).some((p) => p.callId === recs[1]!.callId));
 });
+
+test("a human's decision is judged on Redis's clock, not on the deciding host's", async (ctx) => {
+  const goalId = await t.newGoal();
+  const jobId = `${goalId}:1:0`;
+  const recs = records(goalId, jobId, 2).map((r, i) => ({ ...r, expiresAt: r.requestedAt + (i ? 60_000 : -1) }));
+  await t.rt.approvals.request(goalId, jobId, checkpoint(recs), recs);
+  const [expired, live] = recs.map((r) => r.callId) as [string, string];
+  const realNow = Date.now.bind(Date);
+  // A host an hour behind would still take the expired call; one an hour ahead would refuse the live one.
+  ctx.mock.method(Date, 'now', () => realNow() - 3_600_000);
+  assert.equal((await t.rt.approvals.decide(goalId, expired, 'approved')).kind, 'expired');
+  ctx.mock.method(Date, 'now', () => realNow() + 3_600_000);
+  const ok = await t.rt.approvals.decide(goalId, live, 'approved');
+  assert.equal(ok.kind, 'ok');
+  assert.ok(Math.abs(ok.record!.decidedAt! - realNow()) < 60_000, `decided at ${ok.record!.decidedAt}`);
+});

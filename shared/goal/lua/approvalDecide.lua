@@ -6,7 +6,8 @@
 -- (releaseApprovals, the job's wake-up or the reconciler); timeout and cancelled still land.
 -- Reports what happened, and how many calls of the same job still wait.
 -- KEYS[1] goal hash, KEYS[2] approvals hash, KEYS[3] events stream, KEYS[4] global pending zset
--- ARGV[1] call id, ARGV[2] decision, ARGV[3] reason ('' for none), ARGV[4] now (ms)
+-- ARGV[1] call id, ARGV[2] decision, ARGV[3] reason ('' for none), ARGV[4] now (ms), or '' for Redis's clock
+-- (a human's decision: the CLI's or browser host's clock may be off; the servers share Redis's)
 -- ARGV[5] events max length, ARGV[6] goal id
 -- Returns {'no_goal'}, {'no_call'}, {'decided', record} (already decided: the record as it
 -- is), {'ended', record, goal status} (a human's decision on an ended goal), {'expired', record}
@@ -20,6 +21,10 @@ local rec = cjson.decode(raw)
 if rec.status ~= 'pending' then return { 'decided', raw } end
 
 local now = tonumber(ARGV[4])
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 local human = ARGV[2] == 'approved' or ARGV[2] == 'rejected'
 if human and terminal[status] then return { 'ended', raw, status } end
 if human and now >= tonumber(rec.expiresAt) then return { 'expired', raw } end
