@@ -36,7 +36,7 @@ export function registerApprovalCommands(program: Command): void {
     .action(async (goalId: string | undefined, o) => {
       const c = await client();
       const rows = await c.pendingApprovals(goalId);
-      const full = o.full ? await Promise.all(rows.map((r) => c.approvals.fullInput(r.goalId, r))) : [];
+      const full = o.full ? await c.approvals.fullInputs(rows, (i) => rows[i]!.goalId) : [];
       if (o.json) {
         printJson(o.full ? rows.map((r, i) => ({ ...r, inputFull: full[i] ?? r.input })) : rows);
         return;

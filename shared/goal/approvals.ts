@@ -171,15 +171,23 @@ export class ApprovalStore {
   }
 
   /**
-   * A waiting call's whole input, as pretty JSON (the record holds a preview cut at
-   * INPUT_PREVIEW_CHARS): what approving it would run. Read from its job's checkpoint; null when
-   * that is gone (the call was decided and its job went on).
+   * Waiting calls' whole inputs, as pretty JSON (a record holds a preview cut at
+   * INPUT_PREVIEW_CHARS): what approving each would run. Read from their jobs' checkpoints, each
+   * read and parsed once (a turn may hold many calls, its checkpoint the whole conversation); null
+   * for a call whose checkpoint is gone (it was decided and its job went on).
    */
-  async fullInput(goalId: string, rec: Pick<ApprovalRecord, 'jobId' | 'callId'>): Promise<string | null> {
-    const cp = await this.checkpoint(goalId, rec.jobId);
-    const call = cp?.calls.find((c) => c.callId === rec.callId);
-    const use = call && cp?.agent.uses[call.index];
-    return use ? (JSON.stringify(use.input, null, 2) ?? 'null') : null;
+  async fullInputs(recs: Pick<ApprovalRecord, 'jobId' | 'callId'>[], goalOf: (i: number) => string) {
+    const checkpoints = new Map<string, Promise<JobCheckpoint | null>>();
+    return Promise.all(
+      recs.map(async (rec, i) => {
+        const key = `${goalOf(i)}/${rec.jobId}`;
+        if (!checkpoints.has(key)) checkpoints.set(key, this.checkpoint(goalOf(i), rec.jobId));
+        const cp = await checkpoints.get(key);
+        const call = cp?.calls.find((c) => c.callId === rec.callId);
+        const use = call && cp?.agent.uses[call.index];
+        return use ? (JSON.stringify(use.input, null, 2) ?? 'null') : null;
+      }),
+    );
   }
 
   /** A checkpoint without approval calls: a run that stopped at its goal's budget (shared/goal/parking.ts). */

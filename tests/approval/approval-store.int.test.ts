@@ -328,3 +328,25 @@ test("a human's decision is judged on Redis's clock, not on the deciding host's"
   assert.equal(ok.kind, 'ok');
   assert.ok(Math.abs(ok.record!.decidedAt! - realNow()) < 60_000, `decided at ${ok.record!.decidedAt}`);
 });
+
+test("many calls of one turn: each call's whole input, its job's checkpoint read once", async () => {
+  const goalId = await t.newGoal();
+  const jobId = `${goalId}:1:0`;
+  const recs = records(goalId, jobId, 40);
+  const cp = checkpoint(recs);
+  const uses = recs.map((r, i) => ({
+    id: `tu${i}`,
+    name: r.tool,
+    input: { name: `f${i}.py`, content: 'x'.repeat(i) },
+  }));
+  await t.rt.approvals.request(goalId, jobId, { ...cp, agent: { ...cp.agent, uses } } as JobCheckpoint, recs);
+  await redis.client.config('RESETSTAT');
+  const inputs = await t.rt.approvals.fullInputs([...recs, { jobId, callId: newCallId() }], () => goalId);
+  const reads = (await redis.client.info('commandstats')).match(/cmdstat_hget:calls=(\d+)/)?.[1];
+  assert.equal(reads, '1', 'one checkpoint read');
+  assert.deepEqual(
+    inputs.slice(0, 40).map((s) => JSON.parse(s!)),
+    uses.map((u) => u.input),
+  );
+  assert.equal(inputs[40], null, 'a call its checkpoint does not hold');
+});

@@ -14,7 +14,7 @@ export const toolApprovals: DecisionProvider = {
   async pending(ctx, goal) {
     const calls = await ctx.client.pendingApprovals(goal.goalId);
     // The whole input, not the record's preview: approving runs all of it.
-    const inputs = await Promise.all(calls.map((r) => ctx.client.approvals.fullInput(goal.goalId, r)));
+    const inputs = await ctx.client.approvals.fullInputs(calls, () => goal.goalId);
     return calls.map((r, i) => {
       const base = path`/goals/${goal.goalId}/approvals/${r.callId}`;
       return {
