@@ -104,6 +104,33 @@ test('a gateway that reports no usage: estimated, flagged, said once', async () 
   server.setHandler(defaultHandler);
 });
 
+test('usage that is no count (negative, Infinity, a string) is estimated or zero, never booked as is', async () => {
+  const message = { id: 'msg_2', type: 'message', role: 'assistant', model: 'model-y', stop_reason: 'end_turn' };
+  const content = [{ type: 'text', text: 'y'.repeat(400) }];
+  let usage: Record<string, unknown> = {};
+  server.setHandler(() => ({ status: 200, body: { ...message, content, usage } }));
+  const p = new AnthropicProvider({ apiKey: FAKE_API_KEY, baseURL: server.url, timeoutMs: 10_000 });
+  usage = { input_tokens: 10, output_tokens: -5000 };
+  const negative = (await p.createMessage(REQ, CTX)).usage;
+  assert.equal(negative.estimated, true);
+  assert.ok(negative.output_tokens >= 100, JSON.stringify(negative));
+  // A JSON number too large for a double reads as Infinity; cache counts as strings are no counts.
+  usage = { input_tokens: 12, output_tokens: 3.6, cache_read_input_tokens: '7', cache_creation_input_tokens: -1 };
+  assert.deepEqual((await p.createMessage(REQ, CTX)).usage, {
+    input_tokens: 12,
+    output_tokens: 4,
+    cache_read_input_tokens: 0,
+    cache_creation_input_tokens: 0,
+  });
+  server.setHandler(() => ({
+    status: 200,
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ ...message, content }).replace(/}$/, ',"usage":{"input_tokens":1e999,"output_tokens":2}}'),
+  }));
+  assert.equal((await p.createMessage(REQ, CTX)).usage.estimated, true);
+  server.setHandler(defaultHandler);
+});
+
 test('a tool_use answer round-trips: id, name and input reach the agent, the result goes back', async () => {
   const { res } = await once(toolUse('list_files', { deep: { x: [1, 2] } }, { id: 'toolu_rt_1' }));
   assert.equal(res!.stop_reason, 'tool_use');

@@ -273,6 +273,20 @@ test('a server that reports no usage: estimated, flagged, said once', async () =
   assert.equal((await p.createMessage(REQ, CTX)).usage.estimated, undefined);
 });
 
+test('usage that is no count is estimated; more cached tokens than prompt tokens are capped', async () => {
+  const p = provider();
+  const answer = (usage: Record<string, unknown>) => say('x', { usage: usage as never });
+  server.setHandler(() => answer({ prompt_tokens: 10, completion_tokens: -3, cached_tokens: 0 }));
+  assert.equal((await p.createMessage(REQ, CTX)).usage.estimated, true);
+  server.setHandler(() => answer({ prompt_tokens: 10, completion_tokens: 2, cached_tokens: 25 }));
+  assert.deepEqual((await p.createMessage(REQ, CTX)).usage, {
+    input_tokens: 0,
+    output_tokens: 2,
+    cache_read_input_tokens: 10,
+    cache_creation_input_tokens: 0,
+  });
+});
+
 test('the fault matrix maps each fault to the same kinds as the Anthropic provider', { timeout: 30_000 }, async () => {
   const cases: {
     name: string;

@@ -13,7 +13,7 @@ import {
   type ModelProvider,
   type ModelRequest,
   type ModelResponse,
-  type ModelUsage,
+  reportedUsage,
 } from './types.ts';
 
 export { parseRetryAfterMs } from './retry-after.ts';
@@ -74,7 +74,8 @@ export class AnthropicProvider implements ModelProvider {
       const out = res as unknown as ModelResponse;
       // A Messages-API gateway that reports no usage: estimated and flagged, as for an OpenAI
       // server without it (booked as 0 tokens, its goal's token budget was never reached).
-      if (hasUsage(out.usage)) return out;
+      const usage = reportedUsage(out.usage);
+      if (usage) return { ...out, usage };
       if (!this.warnedNoUsage) {
         this.warnedNoUsage = true;
         this.opts.onEstimatedUsage?.(this.name, req.model);
@@ -85,8 +86,4 @@ export class AnthropicProvider implements ModelProvider {
       sdkErrorToModelCallError(err, Sdk, 'anthropic', ctx.signal),
     );
   }
-}
-
-function hasUsage(u: ModelUsage | undefined): boolean {
-  return typeof u?.input_tokens === 'number' && typeof u.output_tokens === 'number';
 }

@@ -16,6 +16,7 @@ import {
   type ModelRequest,
   type ModelResponse,
   type ModelUsage,
+  reportedUsage,
   type TextBlock,
   type ToolResultBlock,
   type ToolUseBlock,
@@ -155,12 +156,12 @@ function stopReason(finish: unknown, calls: boolean): string {
 
 /** prompt_tokens include the cached ones; deepq's input excludes them, as the Messages API does. */
 function usageOf(u: WireCompletion['usage']): ModelUsage | undefined {
-  if (!u || typeof u.prompt_tokens !== 'number' || typeof u.completion_tokens !== 'number') return undefined;
-  const cached = typeof u.prompt_tokens_details?.cached_tokens === 'number' ? u.prompt_tokens_details.cached_tokens : 0;
-  return {
-    input_tokens: Math.max(0, u.prompt_tokens - cached),
-    output_tokens: u.completion_tokens,
-    cache_read_input_tokens: cached,
-    cache_creation_input_tokens: 0,
-  };
+  const usage = reportedUsage({
+    input_tokens: u?.prompt_tokens,
+    output_tokens: u?.completion_tokens,
+    cache_read_input_tokens: u?.prompt_tokens_details?.cached_tokens,
+  });
+  if (!usage) return undefined;
+  const cached = Math.min(usage.input_tokens, usage.cache_read_input_tokens ?? 0);
+  return { ...usage, input_tokens: usage.input_tokens - cached, cache_read_input_tokens: cached };
 }

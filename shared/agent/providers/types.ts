@@ -158,6 +158,28 @@ export function responseText(res: ModelResponse): string {
     .join('');
 }
 
+/** A count an endpoint reported, as a whole number of tokens ≥ 0, or undefined if it is no count at all. */
+function tokenCount(n: unknown): number | undefined {
+  return typeof n === 'number' && Number.isFinite(n) && n >= 0 ? Math.round(n) : undefined;
+}
+
+/**
+ * An endpoint's usage as deepq books it, or undefined when its input or output count is missing
+ * or no count (negative, Infinity, a string): the caller estimates it then. A bad cache count is
+ * 0. Nothing an endpoint says may make a metric or the goal's books throw.
+ */
+export function reportedUsage(u: Partial<Record<keyof ModelUsage, unknown>> | undefined): ModelUsage | undefined {
+  const input = tokenCount(u?.input_tokens);
+  const output = tokenCount(u?.output_tokens);
+  if (input === undefined || output === undefined) return undefined;
+  return {
+    input_tokens: input,
+    output_tokens: output,
+    cache_read_input_tokens: tokenCount(u?.cache_read_input_tokens) ?? 0,
+    cache_creation_input_tokens: tokenCount(u?.cache_creation_input_tokens) ?? 0,
+  };
+}
+
 /** A server that reports no usage: about 4 characters a token, flagged as an estimate. */
 export function estimatedUsage(req: ModelRequest, content: ContentBlock[]): ModelUsage {
   const inChars = JSON.stringify(req.system).length + JSON.stringify(req.messages).length;
