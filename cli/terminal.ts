@@ -4,6 +4,8 @@
 // C1 byte U+009B is a one-character CSI on many terminals). Every C0 control (U+0000–U+001F),
 // DEL (U+007F) and every C1 control (U+0080–U+009F) is shown as a visible escape instead.
 
+import { escapeRawInJson } from '../shared/runtime/bidi.ts';
+
 // Bidirectional overrides and isolates too (shared/runtime/bidi.ts): they reorder what follows.
 // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
 const CONTROL = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
@@ -12,7 +14,6 @@ const CONTROL = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
 const CONTROL_EXCEPT_LAYOUT =
   // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
   /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]|\r(?!\n)/g;
-const C1_AND_DEL = /[\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
 
 const SHORT: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
 
@@ -36,7 +37,7 @@ export function safeText(s: string): string {
  * controls raw; those become `\u007f`…`\u009f`, which is still the same JSON value.
  */
 export function safeJson(value: unknown, indent?: number): string {
-  return JSON.stringify(value, null, indent).replace(C1_AND_DEL, visible);
+  return escapeRawInJson(JSON.stringify(value, null, indent));
 }
 
 // Characters a terminal draws two columns wide: East Asian wide and fullwidth forms, and emoji

@@ -11,3 +11,14 @@ const bidiEscape = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4,
 export function showBidiControls(text: string): string {
   return text.replace(BIDI_CONTROLS, bidiEscape);
 }
+
+/** DEL, the C1 controls (U+009B is a one-character CSI on many terminals) and the bidi controls. */
+const RAW_IN_JSON = /[\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+
+/**
+ * JSON text with what JSON.stringify leaves raw and a terminal may act on written as `\u009b`
+ * escapes: the same JSON value, safe to print (C0 controls JSON escapes itself).
+ */
+export function escapeRawInJson(json: string): string {
+  return json.replace(RAW_IN_JSON, bidiEscape);
+}
