@@ -15,7 +15,7 @@ import { type CostEstimate, estimateCost, formatCost, knownCostUsd } from '../sh
 import type { TimelineEvent } from '../shared/goal/events.ts';
 import { GoalIdSchema, newGoalId } from '../shared/goal/ids.ts';
 import type { GoalLifecycle } from '../shared/goal/lifecycle.ts';
-import { promoteParked } from '../shared/goal/parking.ts';
+import { isPausedForBudget, promoteParked } from '../shared/goal/parking.ts';
 import { currentCycle, isTerminal } from '../shared/goal/status.ts';
 import { type GoalRecord, totalTokens } from '../shared/goal/store.ts';
 import { type Config, redactUrl } from '../shared/runtime/config.ts';
@@ -75,7 +75,8 @@ export class GoalClient extends GoalReader {
     // reconciler (in the reflector) adds after its grace period.
     await this.goals.create(goalId, req.goal, budgets, req.review);
     await this.queues.addPlan({ goalId, step: 1 });
-    if (budgets.maxSeconds !== undefined) await this.queues.addDeadline(goalId, budgets.maxSeconds * 1000 + 50);
+    // Read after the goal's creation: its createdAt is no later than now.
+    if (budgets.maxSeconds !== undefined) await this.queues.addDeadline(goalId, Date.now() + budgets.maxSeconds * 1000);
     return goalId;
   }
 
@@ -201,7 +202,8 @@ export class GoalClient extends GoalReader {
       throw await this.changedWhileResuming(goalId);
     }
     await this.queues.addPlan({ goalId, step: g.step + 1 }, resumes);
-    if (raise.maxSeconds !== undefined) await this.queues.addDeadline(goalId, raise.maxSeconds * 1000 + 50);
+    if (raise.maxSeconds !== undefined && budgets.maxSeconds !== undefined)
+      await this.queues.addDeadline(goalId, deadlineOf(g, budgets.maxSeconds));
     return { status: 'queued', action };
   }
 
@@ -248,7 +250,8 @@ export class GoalClient extends GoalReader {
       throw await this.changedWhileResuming(g.goalId);
     }
     await promoteParked(this, g.goalId);
-    if (raise.maxSeconds !== undefined) await this.queues.addDeadline(g.goalId, raise.maxSeconds * 1000 + 50);
+    if (raise.maxSeconds !== undefined && budgets.maxSeconds !== undefined)
+      await this.queues.addDeadline(g.goalId, deadlineOf(g, budgets.maxSeconds));
     return { status: to, action: 'raise budget' };
   }
 
@@ -262,14 +265,15 @@ export class GoalClient extends GoalReader {
 
   /**
    * Approves or rejects a call waiting for a human; when it was its job's last one, wakes the
-   * job (any worker then resumes it). Bad ids and calls decided before are errors that say so.
+   * job (any worker then resumes it; at a budget pause it parks until the goal is resumed, and
+   * `pausedAtBudget` is the goal then). Bad ids and calls decided before are errors that say so.
    */
   async decide(
     goalId: string,
     callId: string,
     decision: Extract<ApprovalDecisionStatus, 'approved' | 'rejected'>,
     reason?: string,
-  ): Promise<{ record: ApprovalRecord; pendingLeft: number }> {
+  ): Promise<{ record: ApprovalRecord; pendingLeft: number; pausedAtBudget?: GoalRecord }> {
     if (!GoalIdSchema.safeParse(goalId).success)
       throw new ValidationError(`${JSON.stringify(goalId)} is not a goal id (6-32 lower-case letters or digits)`);
     if (!isCallId(callId))
@@ -289,8 +293,11 @@ export class GoalClient extends GoalReader {
       const when = r.decidedAt ? ` at ${new Date(r.decidedAt).toISOString()}` : '';
       throw new ValidationError(`${callId} was already decided: ${r.status}${when}${r.reason ? ` (${r.reason})` : ''}`);
     }
-    if (d.pendingLeft === 0) await promotePaused(this.queues, d.record);
-    return { record: d.record, pendingLeft: d.pendingLeft };
+    if (d.pendingLeft > 0) return { record: d.record, pendingLeft: d.pendingLeft };
+    await promotePaused(this.queues, d.record);
+    const goal = await this.goals.get(goalId);
+    const pausedAtBudget = goal && isPausedForBudget(goal) ? goal : undefined;
+    return { record: d.record, pendingLeft: 0, ...(pausedAtBudget ? { pausedAtBudget } : {}) };
   }
 
   /** The newest `limit` goals (in `status`, when given), as `deepq goals` shows them. */
@@ -345,6 +352,11 @@ export function raisedBudgets(g: GoalRecord, raise: RaisedBudgets, now = Date.no
   const elapsed = (now - g.createdAt) / 1000;
   const maxSeconds = raise.maxSeconds === undefined ? undefined : Math.ceil(elapsed + raise.maxSeconds);
   return { ...g.budgets, ...stripUndefined({ maxTokens: raise.maxTokens, maxSteps: raise.maxSteps, maxSeconds }) };
+}
+
+/** When a time budget of `maxSeconds` ends (it counts from the goal's creation). */
+function deadlineOf(g: Pick<GoalRecord, 'createdAt'>, maxSeconds: number): number {
+  return g.createdAt + maxSeconds * 1000;
 }
 
 function stripUndefined<T extends object>(o: T): Partial<T> {

@@ -3,6 +3,8 @@
 // through print (control characters escaped), JSON through printJson.
 import type { Command } from 'commander';
 import type { ApprovalRecord } from '../../shared/goal/approvals.ts';
+import type { GoalRecord } from '../../shared/goal/store.ts';
+import { BUDGET_FLAG, pausedBudgetKind } from '../budget-status.ts';
 import { client } from '../connect.ts';
 import { safeLine } from '../terminal.ts';
 import { print, printJson } from './output.ts';
@@ -15,7 +17,7 @@ export function registerApprovalCommands(program: Command): void {
     .argument('<callId>', 'the ap-… id shown by status, watch and approvals')
     .action(async (goalId: string, callId: string) => {
       const r = await (await client()).decide(goalId, callId, 'approved');
-      print(`approved ${callId} (${r.record.tool}) of goal ${goalId}; ${afterDecision(r.pendingLeft)}`);
+      print(`approved ${callId} (${r.record.tool}) of goal ${goalId}; ${afterDecision(r)}`);
     });
   program
     .command('reject')
@@ -25,7 +27,7 @@ export function registerApprovalCommands(program: Command): void {
     .option('--reason <text>', 'why: the model reads it')
     .action(async (goalId: string, callId: string, o) => {
       const r = await (await client()).decide(goalId, callId, 'rejected', o.reason);
-      print(`rejected ${callId} (${r.record.tool}) of goal ${goalId}; ${afterDecision(r.pendingLeft)}`);
+      print(`rejected ${callId} (${r.record.tool}) of goal ${goalId}; ${afterDecision(r)}`);
     });
   program
     .command('approvals')
@@ -48,10 +50,13 @@ export function registerApprovalCommands(program: Command): void {
     });
 }
 
-function afterDecision(pendingLeft: number): string {
-  return pendingLeft
-    ? `${pendingLeft} more call(s) of that subtask still wait`
-    : 'the subtask goes on in the next free worker';
+function afterDecision(r: { pendingLeft: number; pausedAtBudget?: GoalRecord }): string {
+  if (r.pendingLeft) return `${r.pendingLeft} more call(s) of that subtask still wait`;
+  const g = r.pausedAtBudget;
+  if (!g) return 'the subtask goes on in the next free worker';
+  const flag = BUDGET_FLAG[pausedBudgetKind(g)];
+  const resume = `deepq resume ${g.goalId} ${flag} N`;
+  return `the goal is paused at its budget: the subtask goes on once it is resumed (${resume})`;
 }
 
 /**

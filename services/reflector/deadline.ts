@@ -7,19 +7,27 @@
 import { releaseApprovals } from '../../shared/goal/approvals.ts';
 import { budgetProblem, onBudgetOf } from '../../shared/goal/budgets.ts';
 import { currentCycle, isTerminal } from '../../shared/goal/status.ts';
+import { DEADLINE_MARGIN_MS } from '../../shared/runtime/queues.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 
-/** Fired this much after the budget's end, so the elapsed time is past it, not at it. */
-export const DEADLINE_MARGIN_MS = 50;
+/** The deadline job came before the budget's end: it waits `waitMs` more, then looks again. */
+export class DeadlineEarly extends Error {
+  constructor(readonly waitMs: number) {
+    super(`not yet: ${waitMs} ms left`);
+  }
+}
 
+/** Ends or pauses a goal whose time budget ran out; throws DeadlineEarly before its end. */
 export async function enforceDeadline(rt: Runtime, goalId: string, now = Date.now()): Promise<string> {
   const goal = await rt.goals.get(goalId);
   if (!goal || isTerminal(goal.status) || goal.status === 'awaiting_human') return `skipped: ${goal?.status ?? 'gone'}`;
   const over = budgetProblem(goal, { now });
   if (!over) {
-    // Early (a clock skew between hosts): look again when the budget really runs out.
-    const left = goal.createdAt + (goal.budgets.maxSeconds ?? 0) * 1000 - now;
-    return `not yet: ${Math.max(0, left)} ms left`;
+    // Early (a clock skew between hosts, a job added before a limit was raised): the budget
+    // still runs out, and nothing else would notice it mid-cycle.
+    if (goal.budgets.maxSeconds === undefined) return 'skipped: no time budget';
+    const left = goal.createdAt + goal.budgets.maxSeconds * 1000 - now;
+    throw new DeadlineEarly(Math.max(0, left) + DEADLINE_MARGIN_MS);
   }
   if (onBudgetOf(goal) === 'pause') {
     if (await rt.lifecycle.pauseForBudget(goalId, over, currentCycle(goal)))

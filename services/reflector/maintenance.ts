@@ -1,25 +1,36 @@
 // The reflector's maintenance queue: the TTL sweep and the reconciler (job schedulers, one
 // run at a time fleet-wide per schedule: each run holds a lease) and the per-goal deadline
 // jobs, routed by job name.
-import type { Job } from 'bullmq';
+import { DelayedError, type Job } from 'bullmq';
 import { withLease } from '../../shared/runtime/lease.ts';
 import { MAINTENANCE_JOBS, MAINTENANCE_QUEUE, RECONCILE_SCHEDULER_ID } from '../../shared/runtime/queues.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
-import { enforceDeadline } from './deadline.ts';
+import { DeadlineEarly, enforceDeadline } from './deadline.ts';
 import { reconcile } from './reconcile.ts';
 import { scheduleSweep, sweep } from './sweep.ts';
 
 export function maintenanceHandler(rt: Runtime) {
-  return async (job: Job): Promise<unknown> => {
+  return async (job: Job, _signal?: AbortSignal, token?: string): Promise<unknown> => {
     switch (job.name) {
       case MAINTENANCE_JOBS.reconcile:
         return withLease(rt.redis, rt.goals.keys.maintenanceLease('reconcile'), () => reconcile(rt));
       case MAINTENANCE_JOBS.deadline:
-        return enforceDeadline(rt, String(job.data?.goalId ?? ''));
+        return deadline(rt, job, token);
       default:
         return withLease(rt.redis, rt.goals.keys.maintenanceLease('sweep'), () => sweep(rt));
     }
   };
+}
+
+/** A deadline job that came early waits again, as the same job (an add of its id would be ignored). */
+async function deadline(rt: Runtime, job: Job, token?: string): Promise<string> {
+  try {
+    return await enforceDeadline(rt, String(job.data?.goalId ?? ''));
+  } catch (err) {
+    if (!(err instanceof DeadlineEarly)) throw err;
+    await job.moveToDelayed(Date.now() + err.waitMs, token);
+    throw new DelayedError();
+  }
 }
 
 /** Upserts are idempotent across reflector replicas. */

@@ -210,5 +210,5 @@ async function ensureDeadline(rt: Runtime, goal: GoalRecord): Promise<void> {
   if (maxSeconds === undefined) return;
   const queue: Queue = rt.queues.get(MAINTENANCE_QUEUE);
   if (await queue.getJob(deadlineJobId(goal.goalId))) return;
-  await rt.queues.addDeadline(goal.goalId, goal.createdAt + maxSeconds * 1000 - Date.now());
+  await rt.queues.addDeadline(goal.goalId, goal.createdAt + maxSeconds * 1000);
 }

@@ -27,6 +27,9 @@ export function planJobId(goalId: string, step: number, attempt = 0): string {
 export function reflectJobId(goalId: string, step: number): string {
   return `${goalId}:${step}:reflect`;
 }
+/** A deadline job fires this much after the budget's end, so the elapsed time is past it, not at it. */
+export const DEADLINE_MARGIN_MS = 50;
+
 /** One deadline job per goal with a time budget: it ends the goal mid-cycle. */
 export function deadlineJobId(goalId: string): string {
   return `deadline-${goalId}`; // no colon: BullMQ refuses it in the id of a delayed job
@@ -74,16 +77,17 @@ export class Queues {
   }
 
   /**
-   * At the time budget's end, the reflector's maintenance worker checks the goal. Replaces the
-   * goal's pending deadline (a resume's new limit): BullMQ ignores an add whose id it holds, so
-   * the old one would fire at the old limit. One firing right now cannot be removed; it reads
-   * the goal's budgets as they are, and the reconciler adds a deadline a goal lacks.
+   * At the time budget's end (`endsAt`, ms: the goal's createdAt + maxSeconds), the reflector's
+   * maintenance worker checks the goal. Replaces the goal's pending deadline (a resume's new
+   * limit): BullMQ ignores an add whose id it holds, so the old one would fire at the old limit.
+   * One firing right now cannot be removed; it reads the goal's budgets as they are (and waits
+   * again if it came early), and the reconciler adds a deadline a goal lacks.
    */
-  async addDeadline(goalId: string, delayMs: number): Promise<void> {
+  async addDeadline(goalId: string, endsAt: number): Promise<void> {
     const queue = this.get(MAINTENANCE_QUEUE);
     const opts = {
       jobId: deadlineJobId(goalId),
-      delay: Math.max(0, delayMs),
+      delay: Math.max(0, endsAt - Date.now() + DEADLINE_MARGIN_MS),
       removeOnComplete: true,
       removeOnFail: 100,
     };

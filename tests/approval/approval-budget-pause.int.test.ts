@@ -31,6 +31,13 @@ test('approved while its goal is paused at a budget: the approval outlives the k
   await until(async () => (await c.get(goalId)).pausedFor === 'budget', 20_000);
   const approved = await runCli(['approve', goalId, call.callId], { ...fleet.env, LOG_LEVEL: 'silent' });
   assert.equal(approved.code, 0, approved.stderr);
+  // It says what the call waits for now: not a free worker, a resume.
+  assert.match(
+    approved.stdout,
+    new RegExp(
+      `paused at its budget: the subtask goes on once it is resumed \\(deepq resume ${goalId} --max-seconds N\\)`,
+    ),
+  );
 
   // The woken job parks with the goal; the decision lasts as long as the goal may wait.
   const parked = c.goals.keys.parked(goalId);

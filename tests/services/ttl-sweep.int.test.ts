@@ -131,7 +131,7 @@ test("a time-budget goal's deadline job goes with the goal; a live goal's stays"
   // after both goals end.
   for (const goalId of [old, young]) {
     await t.rt.goals.create(goalId, 'a timed goal', { maxSeconds: 86_400 }, false);
-    await t.rt.queues.addDeadline(goalId, DAY);
+    await t.rt.queues.addDeadline(goalId, Date.now() + DAY);
   }
   const finishedAt = await finish(t.rt, old);
   await sweep(t.rt, finishedAt + t.rt.cfg.retentionSeconds * 1000 + 1);
