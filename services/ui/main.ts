@@ -15,7 +15,7 @@ import { stopOnSignals } from '../../shared/runtime/service.ts';
 import { DirBlobStore } from '../../shared/vfs/blob-store.ts';
 import { createApp } from './app.ts';
 import type { UiContext } from './context.ts';
-import { UiMetrics } from './metrics.ts';
+import { refreshUiGauges, UiMetrics } from './metrics.ts';
 import { checkBindPolicy } from './security/bind-policy.ts';
 import { SignInThrottle } from './security/sign-in-throttle.ts';
 import { StreamHub } from './stream-hub.ts';
@@ -77,7 +77,7 @@ export async function startUi(cfg: Config, opts: UiOptions): Promise<RunningUi> 
     host: cfg.metricsHost,
     registry: metrics.registry,
     // deepq_redis_up, as every service reports it (left at 0, it fired the critical alert).
-    beforeScrape: async () => void metrics.base.redisUp.set((await pingRedis(client.redis)) ? 1 : 0),
+    beforeScrape: () => refreshUiGauges(metrics.base, client),
     ready: async () => {
       const checks = { redis: await pingRedis(client.redis), http: server.listening };
       return { ok: checks.redis && checks.http, checks };

@@ -1,7 +1,9 @@
 // The inspector's own metrics, on the registry every deepq process serves (/metrics on
 // METRICS_PORT). Labels are route patterns, never paths: no goal id or artifact name.
 import { Counter, Gauge, Histogram } from 'prom-client';
+import type { GoalClient } from '../../cli/goal-client.ts';
 import { Metrics } from '../../shared/runtime/metrics.ts';
+import { pingRedis } from '../../shared/runtime/redis.ts';
 
 export class UiMetrics {
   readonly base = new Metrics({ service: 'ui' });
@@ -38,4 +40,14 @@ export class UiMetrics {
   get registry() {
     return this.base.registry;
   }
+}
+
+/**
+ * What every deepq process reports at a scrape: Redis reachable (left at 0, it fired the critical
+ * alert), and the tool calls waiting for a human, read from the same Redis set as the services.
+ */
+export async function refreshUiGauges(base: Metrics, client: GoalClient): Promise<void> {
+  const up = await pingRedis(client.redis);
+  base.redisUp.set(up ? 1 : 0);
+  if (up) base.approvalsPending.set(await client.approvals.pendingCount());
 }

@@ -6,7 +6,7 @@ export class Metrics {
   readonly registry = new Registry();
   readonly jobs = new Counter({
     name: 'deepq_jobs_total',
-    help: 'Jobs processed, by queue, role and final status',
+    help: 'Job runs, by queue, role and how each ended (failed: for good; retried: another attempt follows)',
     labelNames: ['queue', 'role', 'status'],
     registers: [this.registry],
   });

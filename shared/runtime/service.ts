@@ -118,6 +118,13 @@ async function warnIfEvicting(rt: Runtime): Promise<void> {
   );
 }
 
+/** The series the failure alert divides exist from the start: rate() misses a series' first increment. */
+function zeroJobSeries(opts: ServiceOptions): void {
+  for (const q of [{ queueName: opts.queueName, role: opts.role }, ...(opts.sideQueues ?? [])])
+    for (const status of ['completed', 'failed'])
+      opts.rt.metrics.jobs.inc({ queue: q.queueName, role: q.role, status }, 0);
+}
+
 function createWorkers(opts: ServiceOptions, active: ActiveRuns): Worker[] {
   const { rt } = opts;
   const base = {
@@ -128,16 +135,17 @@ function createWorkers(opts: ServiceOptions, active: ActiveRuns): Worker[] {
     maxStalledCount: rt.cfg.maxStalledCount,
     autorun: false,
   };
-  const hooked = new WeakSet<Job>();
+  const marks: JobMarks = { hooked: new WeakSet(), ran: new WeakSet() };
+  zeroJobSeries(opts);
   const own = { queue: opts.queueName, role: opts.role, handler: opts.handler, onFinalFailure: opts.onFinalFailure };
-  const main = new Worker(opts.queueName, instrumented(rt, own, active, hooked), {
+  const main = new Worker(opts.queueName, instrumented(rt, own, active, marks), {
     ...base,
     concurrency: opts.concurrency,
   });
-  main.on('failed', (job, err) => onJobFailed(opts, job, err, hooked));
+  main.on('failed', (job, err) => onJobFailed(opts, job, err, marks));
   const side = (opts.sideQueues ?? []).map(
     (q) =>
-      new Worker(q.queueName, instrumented(rt, { ...q, queue: q.queueName }, active, hooked), {
+      new Worker(q.queueName, instrumented(rt, { ...q, queue: q.queueName }, active, marks), {
         ...base,
         concurrency: q.concurrency,
       }),
@@ -154,6 +162,12 @@ function createWorkers(opts: ServiceOptions, active: ActiveRuns): Worker[] {
   return [main, ...side];
 }
 
+/** Jobs this process's processor ran (`ran`), and those whose final failure it recorded (`hooked`). */
+interface JobMarks {
+  hooked: WeakSet<Job>;
+  ran: WeakSet<Job>;
+}
+
 /** A queue's processor as instrumented() wraps it. */
 interface Processing {
   queue: string;
@@ -163,17 +177,20 @@ interface Processing {
 }
 
 /** Wraps a handler with job metrics, the active-runs bookkeeping and the final-failure hook. */
-function instrumented(rt: Runtime, p: Processing, active: ActiveRuns, hooked: WeakSet<Job>): Processor {
+function instrumented(rt: Runtime, p: Processing, active: ActiveRuns, marks: JobMarks): Processor {
   const { queue, role, handler } = p;
   return async (job, token, bullSignal) => {
     const started = performance.now();
+    marks.ran.add(job);
     const { run, end } = active.start(job, token, bullSignal);
     const signal = run.controller.signal;
     try {
       const earlier = active.othersOf(run);
       if (earlier.length) await deliveredAgain(rt, run, earlier);
       const res = await handler(job, signal, token);
-      rt.metrics.jobs.inc({ queue, role, status: 'completed' });
+      // A run its goal's end (a cancel, a budget) stopped returns as skipped: not work completed.
+      const stopped = signal.reason === LOCK_LOST ? 'lock_lost' : 'aborted';
+      rt.metrics.jobs.inc({ queue, role, status: signal.aborted ? stopped : 'completed' });
       return res;
     } catch (err) {
       scrubError(err, rt.secrets);
@@ -184,13 +201,14 @@ function instrumented(rt: Runtime, p: Processing, active: ActiveRuns, hooked: We
         : ((await handedBack(rt, job, token, signal)) ?? (await delayForFullRedis(rt, job, token, err)));
       // Its lock lost: here by the renewal's failure, or a write refused after another worker took it.
       const lost = signal.reason === LOCK_LOST || hasCode(err, ErrorCode.LockLost);
+      const failure = back ?? unrecoverableIfRefused(err);
+      const failed = failsForGood(job, failure) ? 'failed' : 'retried';
       rt.metrics.jobs.inc({
         queue,
         role,
-        status: back ? 'handed_back' : lost ? 'lock_lost' : (notFailed(err) ?? 'failed'),
+        status: back ? 'handed_back' : lost ? 'lock_lost' : (notFailed(err) ?? failed),
       });
-      const failure = back ?? unrecoverableIfRefused(err);
-      if (!back && !lost && !notFailed(err)) await finalFailureFirst(rt, p, job, failure, hooked);
+      if (!back && !lost && !notFailed(err)) await finalFailureFirst(rt, p, job, failure, marks.hooked);
       throw failure;
     } finally {
       end();
@@ -231,10 +249,14 @@ async function deliveredAgain(rt: Runtime, run: ActiveRun, earlier: ActiveRun[])
  * often) is recorded there.
  */
 async function finalFailureFirst(rt: Runtime, p: Processing, job: Job, err: unknown, hooked: WeakSet<Job>) {
-  if (!p.onFinalFailure || !(err instanceof Error)) return;
-  if (!(err instanceof UnrecoverableError) && job.attemptsMade + 1 < (job.opts.attempts ?? 1)) return;
+  if (!p.onFinalFailure || !(err instanceof Error) || !failsForGood(job, err)) return;
   hooked.add(job);
   await p.onFinalFailure(job, err).catch((e) => rt.logger.error({ err: e }, 'final-failure hook failed'));
+}
+
+/** A failure of the job's last attempt, or one that no attempt may retry: the job fails for good. */
+function failsForGood(job: Job, err: unknown): boolean {
+  return err instanceof UnrecoverableError || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
 }
 
 /**
@@ -265,7 +287,7 @@ function notFailed(err: unknown): string | undefined {
   return undefined;
 }
 
-function onJobFailed(opts: ServiceOptions, job: Job | undefined, err: Error, hooked: WeakSet<Job>): void {
+function onJobFailed(opts: ServiceOptions, job: Job | undefined, err: Error, marks: JobMarks): void {
   if (!job) return;
   const log = opts.rt.logger;
   const final = err instanceof UnrecoverableError || job.attemptsMade >= (job.opts.attempts ?? 1);
@@ -281,7 +303,9 @@ function onJobFailed(opts: ServiceOptions, job: Job | undefined, err: Error, hoo
     { ...fields, reason: scrubSecrets(err.message, opts.rt.secrets) },
     final ? 'job failed for good' : 'job failed, will retry',
   );
-  if (final && !hooked.has(job))
+  // Failed by BullMQ before any processor ran (stalled, or started, too often): counted here.
+  if (!marks.ran.has(job)) opts.rt.metrics.jobs.inc({ queue: opts.queueName, role: opts.role, status: 'failed' });
+  if (final && !marks.hooked.has(job))
     opts.onFinalFailure?.(job, err).catch((e) => log.error({ err: e }, 'final-failure hook failed'));
 }
 

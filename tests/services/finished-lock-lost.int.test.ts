@@ -127,6 +127,9 @@ test('a job the stalled check fails after its run recorded the artifact counts d
       [[0, 'done', 'summary.md', undefined]],
     );
     assert.ok(!(await eventTypes(goalId)).includes('subtask_failed'));
+    // BullMQ failed it before any processor ran: deepq_jobs_total counts it, once.
+    const failedCount = (await rt.metrics.jobs.get()).values.find((v) => v.labels.status === 'failed')?.value;
+    assert.equal(failedCount, 1);
   } finally {
     await queue.close();
     await reflect.close();

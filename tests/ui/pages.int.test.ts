@@ -11,6 +11,7 @@ import { test } from 'node:test';
 import { Worker } from 'bullmq';
 import type { Browser, Page } from 'playwright-core';
 import type { GoalClient } from '../../cli/goal-client.ts';
+import { newCallId } from '../../shared/goal/approvals.ts';
 import { newGoalId } from '../../shared/goal/ids.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
 import { usageArgs } from '../../shared/goal/store.ts';
@@ -291,6 +292,23 @@ test("the ui process's /metrics count its requests and live streams; /healthz an
   assert.ok(!(await metrics()).includes(id), 'labels are route patterns, never a goal id');
   await page.close();
   await until(async () => sample(await metrics(), 'deepq_ui_live_streams') === 0, 'the stream closed');
+
+  // Tool calls waiting for a human: the same figure as every service reads (it stayed 0 here).
+  assert.equal(sample(await metrics(), 'deepq_approvals_pending'), 0);
+  const now = Date.now();
+  const call = {
+    callId: newCallId(),
+    jobId: `${id}:1:0`,
+    queue: subagentQueueName('code-writer'),
+    role: 'code-writer',
+  };
+  const rec = { ...call, step: 1, index: 0, threadId: threadIdFor(id, 'code-writer', 'abcd1234'), tool: 'write_file' };
+  const pending = { ...rec, input: '{}', requestedAt: now, expiresAt: now + 60_000, status: 'pending' as const };
+  const agent = { messages: [], turns: 1, phaseTurns: 1, contractRetry: false, uses: [], awaiting: [] };
+  const checkpoint = { threadId: rec.threadId, startedAt: now, calls: [{ index: 0, callId: call.callId }], agent };
+  await client.approvals.request(id, call.jobId, checkpoint, [pending]);
+  // A scrape serves the last refresh for up to a second.
+  await until(async () => sample(await metrics(), 'deepq_approvals_pending') === 1, 'the pending gauge', 5000);
 
   const health = await fetch(`${ops}/healthz`);
   assert.equal(health.status, 200);
