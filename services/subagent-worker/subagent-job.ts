@@ -1,6 +1,6 @@
 // A subagent job: run the role's agent on a fresh message list (P52), write the artifact
 // to the virtual FS, return a small SubagentResult without content or transcript.
-import { type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
+import { type Job, type Queue, UnrecoverableError } from 'bullmq';
 import type { Logger } from 'pino';
 import { type AgentCheckpoint, ApprovalPause, approvalGate } from '../../shared/agent/approval.ts';
 import { type AgentRun, checkpointBeforeFailedCall } from '../../shared/agent/create-agent.ts';
@@ -25,10 +25,10 @@ import {
   type SubagentJobResult,
   SubagentJobSchema,
 } from '../../shared/runtime/jobs.ts';
-import { pauseQueueForRateLimit } from '../../shared/runtime/queue-rate-limit.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 import type { FileEntry, WriteMeta } from '../../shared/vfs/vfs.ts';
 import { endPaused, type PausedJob, pauseForApproval, type Resumed, takeDecisions } from './approval.ts';
+import { putBackForRateLimit } from './rate-limited.ts';
 import { noteRunTokens } from './run-tokens.ts';
 import { buildSubagentTask } from './task.ts';
 
@@ -201,7 +201,7 @@ async function runSubtask(
       // A call answered 429, or failing past its retries: the job's next start goes on from that turn.
       const before = checkpointBeforeFailedCall(err);
       if (before) await saveConversation(p, before, resume?.saved, job.attemptsMade + 1);
-      return handleRunError(deps, job, base, err, log);
+      return handleRunError(deps, p, base, err);
     }
     const status = await pauseForApproval(p, err); // throws DelayedError unless the goal ended
     return skippedResult(base, `skipped: goal is ${status}`, status);
@@ -346,23 +346,13 @@ async function recordResult(
  */
 async function handleRunError(
   deps: SubagentDeps,
-  job: Job,
+  p: PausedJob,
   base: ResultBase,
   err: unknown,
-  log: Logger,
 ): Promise<SubagentJobResult> {
   const { rt } = deps;
-  if (err instanceof ProviderRateLimitError) {
-    // A provider that never stops saying 429 must not keep a job circling forever, though.
-    const requeues = Number(job.data?.rateLimitRequeues ?? 0) + 1;
-    if (requeues > rt.cfg.modelRetry.maxRateLimitRequeues) {
-      throw new Error(`provider rate limit persisted through ${requeues - 1} queue pauses: ${err.message}`);
-    }
-    await job.updateData({ ...job.data, rateLimitRequeues: requeues });
-    log.warn({ retryAfterMs: err.retryAfterMs, requeues }, 'provider rate limit: pausing the queue');
-    await pauseQueueForRateLimit(rt, deps.queue, err.retryAfterMs);
-    throw Worker.RateLimitError();
-  }
+  const { job, token, log } = p;
+  if (err instanceof ProviderRateLimitError) return putBackForRateLimit(deps, job, token, err, log);
   if (err instanceof ModelCallError && err.kind === 'aborted') {
     const g = await rt.goals.get(job.data.goalId);
     if (g && isTerminal(g.status)) return skippedResult(base, `aborted: goal is ${g.status}`, g.status);

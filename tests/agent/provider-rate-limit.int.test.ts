@@ -159,6 +159,35 @@ test('a provider that never stops answering 429 fails the subtask with the reaso
   }
 });
 
+test("a job still refused after pausing its queue 3 times waits alone: other goals' subtasks go on", {
+  timeout: 60_000,
+}, async () => {
+  let refusals = 0;
+  const poisoned = await startMessagesApiServer({
+    handler: (body, i, req) => {
+      if (roleOf(body) !== 'research' || !firstUserText(body).includes('Poison')) return defaultHandler(body, i, req);
+      // Short pauses first; then a minute, which would hold every goal's research were it the queue's.
+      refusals++;
+      return apiError(429, 'request over the per-minute input tokens', { 'retry-after': refusals <= 3 ? '1' : '60' });
+    },
+  });
+  const f = await startFleet(redis.url, poisoned.env());
+  try {
+    const poison = await f.client.enqueue({ goal: 'Poison: one request too large' });
+    const queue = f.client.queues.get(subagentQueueName('research-specialist'));
+    const poisonJob = `${poison}:1:0`;
+    await until(async () => (await queue.getJob(poisonJob))?.data.rateLimitRequeues >= 4, 30_000);
+    assert.equal(await queue.getJobState(poisonJob), 'delayed', 'the refused job waits by itself');
+    const other = await f.client.enqueue({ goal: 'An ordinary goal' });
+    const g = await f.client.waitFor(other, { timeoutMs: 30_000 });
+    assert.equal(g.status, 'done', g.reason ?? '');
+    assert.equal(await queue.getJobState(poisonJob), 'delayed', 'the poison job ran again meanwhile');
+  } finally {
+    await f.stop();
+    await poisoned.close();
+  }
+});
+
 test('a 429 on a later turn: the job goes on from that turn, not from the start', async () => {
   // The research subagent looks at the files (turn 1), then its turn 2 is answered 429 once.
   let limited = 0;
