@@ -27,6 +27,9 @@ export function planJobId(goalId: string, step: number, attempt = 0): string {
 export function reflectJobId(goalId: string, step: number): string {
   return `${goalId}:${step}:reflect`;
 }
+/** A new goal's first plan job's BullMQ priority: any, so long as it is one (see addPlan). */
+const NEW_GOAL_PRIORITY = 1;
+
 /** A deadline job fires this much after the budget's end, so the elapsed time is past it, not at it. */
 export const DEADLINE_MARGIN_MS = 50;
 
@@ -95,8 +98,15 @@ export class Queues {
     await queue.add(MAINTENANCE_JOBS.deadline, { goalId }, opts);
   }
 
+  /**
+   * A goal's first plan job waits behind work already under way: BullMQ takes a queue's jobs
+   * without a priority before its prioritized ones, so goals that have started plan their later
+   * cycles first (their subtasks and reflections meet no new goal in their queues), and a flood
+   * of new goals does not hold them up. New goals among themselves go first come, first served.
+   */
   async addPlan(data: PlanJob, attempt = 0): Promise<void> {
-    await this.get(PLAN_QUEUE).add('plan', data, { jobId: planJobId(data.goalId, data.step, attempt) });
+    const priority = data.step === 1 ? { priority: NEW_GOAL_PRIORITY } : {};
+    await this.get(PLAN_QUEUE).add('plan', data, { jobId: planJobId(data.goalId, data.step, attempt), ...priority });
   }
 
   allNames(): string[] {

@@ -203,7 +203,8 @@ test('the queues page: depth per queue and state, and a failed job in recent fai
     await worker.close();
     connection.disconnect();
   }
-  const waiting = await client.queues.get(PLAN_QUEUE).getWaitingCount();
+  // A new goal's first plan job is prioritized below work under way (shared/runtime/queues.ts).
+  const waiting = await client.queues.get(PLAN_QUEUE).getPrioritizedCount();
   assert.ok(waiting >= 2, `plan jobs waiting: ${waiting}`);
 
   const page = await browser.newPage();
@@ -221,7 +222,7 @@ test('the queues page: depth per queue and state, and a failed job in recent fai
     'completed',
   ]);
   const depth = (q: string, state: string) => text(page, `tr.queue-row[data-queue="${q}"] td[data-state="${state}"]`);
-  assert.equal(await depth(PLAN_QUEUE, 'waiting'), String(waiting));
+  assert.equal(await depth(PLAN_QUEUE, 'prioritized'), String(waiting));
   assert.equal(await depth(PLAN_QUEUE, 'failed'), '0');
   assert.equal(await depth(queue, 'failed'), '1');
   assert.equal(await depth(queue, 'waiting'), '0');
