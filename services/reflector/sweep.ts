@@ -160,13 +160,18 @@ function hasTimeBudget(budgets: string | null): boolean {
 async function readIndexes(rt: Runtime, goalIds: string[], withBlobs: ReadonlySet<string>) {
   const bytes = { inline: 0, spilled: 0 };
   const referenced = new Map<string, Set<string>>();
-  // Each goal's index, then its history: a revised artifact's old versions keep their blobs.
-  const read = (p: ChainableCommander, goalId: string) =>
-    p.hvals(rt.goals.keys.files(goalId)).hvals(rt.goals.keys.history(goalId));
+  // Each goal's index, then, for a goal with blobs, its history: a revised artifact's old
+  // versions keep their blobs. Only then: old versions hold their inline content, up to the
+  // whole goal's worth a read. (HLEN, a reply of the same shape, for the others.)
+  const read = (p: ChainableCommander, goalId: string) => {
+    const history = rt.goals.keys.history(goalId);
+    p.hvals(rt.goals.keys.files(goalId));
+    return withBlobs.has(goalId) ? p.hvals(history) : p.hlen(history);
+  };
   await eachGoal(rt, goalIds, read, (goalId, [values, history]) => {
     const kept = withBlobs.has(goalId) ? new Set<string>() : undefined;
     if (kept) referenced.set(goalId, kept);
-    countEntries(values as string[], history as string[], bytes, kept);
+    countEntries(values as string[], Array.isArray(history) ? (history as string[]) : [], bytes, kept);
   });
   return { referenced, ...bytes };
 }

@@ -299,6 +299,9 @@ test('old unreferenced blobs and temp leftovers of a live goal go; referenced an
   await dispatch(t.rt, goalId);
   const big = 'y'.repeat(t.rt.cfg.vfs.spillBytes + 1);
   const kept = await t.rt.vfs.write(goalId, 'big.csv', big, { status: 'done', step: 1, writer: 'w' });
+  // Revised: the old version, its blob with it, is in the history; the new one is current.
+  const meta = { status: 'done' as const, step: 2, writer: 'r', keepHistory: true };
+  const current = await t.rt.vfs.write(goalId, 'big.csv', `${big}2`, meta);
   // A write whose script failed after its blob was stored leaves a blob no entry points to.
   const orphanOld = await t.rt.vfs.blobs.put(goalId, 'orphan, old');
   const orphanYoung = await t.rt.vfs.blobs.put(goalId, 'orphan, young');
@@ -309,20 +312,22 @@ test('old unreferenced blobs and temp leftovers of a live goal go; referenced an
   const file = (ref: string) => ref.split('/')[1]!;
   const grace = t.rt.cfg.vfs.orphanBlobGraceSeconds * 1000;
   const past = new Date(Date.now() - grace - 60_000);
-  for (const f of [file(kept.blobRef!), file(orphanOld), tmpOld]) utimesSync(join(dir, f), past, past);
+  const referenced = [file(kept.blobRef!), file(current.blobRef!)];
+  for (const f of [...referenced, file(orphanOld), tmpOld]) utimesSync(join(dir, f), past, past);
 
   const report = await sweep(t.rt);
   assert.equal(report.orphanBlobs, 2);
-  assert.deepEqual(readdirSync(dir).sort(), [file(kept.blobRef!), file(orphanYoung), tmpYoung].sort());
-  assert.equal(await t.rt.vfs.read(goalId, 'big.csv'), big, 'the referenced blob stays, however old');
+  assert.deepEqual(readdirSync(dir).sort(), [...referenced, file(orphanYoung), tmpYoung].sort());
+  assert.equal(await t.rt.vfs.read(goalId, 'big.csv'), `${big}2`, 'the referenced blob stays, however old');
+  assert.equal(await t.rt.vfs.blobs.get(kept.blobRef!), big, "the history's blob stays");
   assert.equal(await t.rt.vfs.blobs.get(orphanYoung), 'orphan, young');
   assert.equal((await t.rt.goals.mustGet(goalId)).status, 'running');
 
   // Once the young ones are past the grace too, they go; the referenced blob still stays.
   const later = await sweep(t.rt, Date.now() + grace + 60_000);
   assert.equal(later.orphanBlobs, 2);
-  assert.deepEqual(readdirSync(dir), [file(kept.blobRef!)]);
-  assert.equal(await t.rt.vfs.read(goalId, 'big.csv'), big);
+  assert.deepEqual(readdirSync(dir).sort(), referenced.sort());
+  assert.equal(await t.rt.vfs.read(goalId, 'big.csv'), `${big}2`);
 });
 
 test('the orphan-blob grace is configurable', async () => {

@@ -117,8 +117,15 @@ test("a name's kept versions go with it when it is evicted; a name used again ne
   await v.write(goalId, 'plan.md', big('OLD A '), writeMeta('A', { step: 1, keepHistory: true }));
   await v.write(goalId, 'plan.md', 'OLD B', writeMeta('B', { step: 2, keepHistory: true }));
   assert.equal((await v.history(goalId, 'plan.md')).length, 1);
+  // A younger name's versions stay: only the evicted name's go.
+  await v.write(goalId, 'plan.md.bak', 'NEW A', writeMeta('A', { step: 6, keepHistory: true }));
+  await v.write(goalId, 'plan.md.bak', 'NEW B', writeMeta('B', { step: 6, keepHistory: true }));
   await v.evict(goalId, 7);
   assert.deepEqual(await v.history(goalId, 'plan.md'), []);
+  assert.deepEqual(
+    (await v.history(goalId, 'plan.md.bak')).map((h) => h.content),
+    ['NEW A'],
+  );
   assert.deepEqual(blobs(goalId), [], "the evicted artifact's old version kept its blob");
   await v.evict(goalId, 8); // the tombstone goes
   assert.equal(await v.stat(goalId, 'plan.md'), null);

@@ -10,19 +10,31 @@
 -- ARGV[5] events max length, ARGV[6] tombstone steps, ARGV[7] key TTL seconds
 -- Returns {a flat list: name, reason, blobRef ('' if inline), ...; the blobs of dropped history}
 local step = tonumber(ARGV[1])
-local historyKeys = nil
+-- The history's keys by name, read once (a scan per evicted name made a cycle's eviction
+-- quadratic in the goal's files, with Redis blocked for every goal meanwhile).
+local historyByName = nil
 local historyBlobs = {}
+local function historyOf(name)
+  if not historyByName then
+    historyByName = {}
+    for _, key in ipairs(redis.call('HKEYS', KEYS[4])) do
+      local n = string.match(key, '^(.*)@%d+$')
+      if n then
+        historyByName[n] = historyByName[n] or {}
+        table.insert(historyByName[n], key)
+      end
+    end
+  end
+  return historyByName[name] or {}
+end
 -- Drops every kept version of `name`, noting its blob.
 local function dropHistory(name)
-  historyKeys = historyKeys or redis.call('HKEYS', KEYS[4])
-  for _, key in ipairs(historyKeys) do
-    if string.match(key, '^(.*)@%d+$') == name then
-      local raw = redis.call('HGET', KEYS[4], key)
-      if raw then
-        local d = cjson.decode(raw)
-        if d.blobRef then table.insert(historyBlobs, d.blobRef) end
-        redis.call('HDEL', KEYS[4], key)
-      end
+  for _, key in ipairs(historyOf(name)) do
+    local raw = redis.call('HGET', KEYS[4], key)
+    if raw then
+      local d = cjson.decode(raw)
+      if d.blobRef then table.insert(historyBlobs, d.blobRef) end
+      redis.call('HDEL', KEYS[4], key)
     end
   end
 end
