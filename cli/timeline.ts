@@ -249,7 +249,10 @@ export function formatEventLine(e: TimelineEvent, t0: number, goalId = '<goalId>
 
 /** A later attempt, or the same one delivered again after its run was lost. */
 function startNote(e: EventOf<'subtask_started'>): string {
-  const notes = [e.attempt > 1 ? `attempt ${e.attempt}` : '', e.restarted ? 'restarted: its earlier run was lost' : ''];
+  const notes = [
+    e.attempt > 1 ? `attempt ${e.attempt}` : '',
+    e.restarted ? 'restarted: its earlier run did not finish' : '',
+  ];
   const said = notes.filter(Boolean).join(', ');
   return said ? ` (${said})` : '';
 }

@@ -4,10 +4,10 @@
 // alone (a request over the account's per-minute tokens is refused every time): it waits by
 // itself, at the back of the queue, and every other goal's jobs go on. Were the limit the
 // account's, their own 429s pause the queue again.
-import { DelayedError, type Job, type Queue, Worker } from 'bullmq';
+import { type Job, type Queue, Worker } from 'bullmq';
 import type { Logger } from 'pino';
 import type { ProviderRateLimitError } from '../../shared/errors.ts';
-import { pauseQueueForRateLimit } from '../../shared/runtime/queue-rate-limit.ts';
+import { pauseQueueForRateLimit, WaitsAloneForRateLimit } from '../../shared/runtime/queue-rate-limit.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 
 export const QUEUE_PAUSES_PER_JOB = 3;
@@ -29,7 +29,7 @@ export async function putBackForRateLimit(
   if (requeues > QUEUE_PAUSES_PER_JOB && token) {
     log.warn({ retryAfterMs: err.retryAfterMs, requeues }, 'provider rate limit again for this job: it waits alone');
     await job.moveToDelayed(Date.now() + Math.max(1, err.retryAfterMs), token);
-    throw new DelayedError();
+    throw new WaitsAloneForRateLimit();
   }
   log.warn({ retryAfterMs: err.retryAfterMs, requeues }, 'provider rate limit: pausing the queue');
   await pauseQueueForRateLimit(rt, deps.queue, err.retryAfterMs);

@@ -119,9 +119,7 @@ interface OpenedJob {
  */
 async function openJob(rt: Runtime, job: Job, data: SubagentJob, role: string): Promise<OpenedJob> {
   const { goalId, step, index } = data;
-  // BullMQ counts every start: more starts than attempts means an earlier run of this attempt was lost.
-  const restarted = job.attemptsStarted > job.attemptsMade + 1;
-  const started = (threadId: string): TimelineEventBody => {
+  const started = (threadId: string, restarted = false): TimelineEventBody => {
     const ref = { step, index, role, artifact: data.expected_artifact, threadId };
     return { type: 'subtask_started', ...ref, attempt: job.attemptsMade + 1, ...(restarted ? { restarted } : {}) };
   };
@@ -141,7 +139,10 @@ async function openJob(rt: Runtime, job: Job, data: SubagentJob, role: string): 
   // A new attempt after a failed one shows on the timeline, also when it goes on from where the
   // failed one stopped (a resume after a pause or a 429 is the same attempt).
   const newAttempt = !saved || saved.failedAttempt === job.attemptsMade;
-  if (newAttempt && goesOn) await rt.goals.appendEvent(goalId, started(threadId));
+  // BullMQ counts every start. A run put back on purpose (a 429, an approval, a budget) or failed
+  // leaves a checkpoint; more starts than attempts and none: a run of this attempt did not finish.
+  const restarted = !saved && job.attemptsStarted > job.attemptsMade + 1;
+  if (newAttempt && goesOn) await rt.goals.appendEvent(goalId, started(threadId, restarted));
   return { saved, goal, threadId };
 }
 

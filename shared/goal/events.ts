@@ -59,7 +59,7 @@ export type TimelineEventBody =
       step: number;
       threadId: string;
       attempt: number;
-      /** The same attempt delivered again: its earlier run was lost (a killed worker, a lock that ran out). */
+      /** The same attempt delivered again: its earlier run did not finish (a killed worker, a lost lock, a shutdown). */
       restarted?: true;
     })
   | (SubtaskRef & { type: 'subtask_finished'; step: number } & SubtaskEnd)

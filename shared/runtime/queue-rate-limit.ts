@@ -7,9 +7,12 @@
 //
 // A 429 racing the sweep's switch-off (the limit removed between the sweep's check and its
 // removal) leaves that pause unenforced: the next call to get a 429 switches the limit on again.
-import type { Queue } from 'bullmq';
+import { DelayedError, type Queue } from 'bullmq';
 import { subagentQueueName } from './queues.ts';
 import type { Runtime } from './runtime.ts';
+
+/** A job refused again after pausing its queue often enough moved itself to wait alone (rate_limited). */
+export class WaitsAloneForRateLimit extends DelayedError {}
 
 /** Jobs per window while switched on: high enough never to bind by itself. */
 const LIMIT_MAX = 1_000_000;

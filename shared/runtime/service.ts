@@ -19,6 +19,7 @@ import { type ActiveRun, ActiveRuns } from './active-runs.ts';
 import { delayForFullRedis } from './full-redis.ts';
 import { scrubSecrets } from './logger.ts';
 import { startOpsServer } from './ops-server.ts';
+import { WaitsAloneForRateLimit } from './queue-rate-limit.ts';
 import { createRedis, evictionPolicy, pingRedis } from './redis.ts';
 import type { Runtime } from './runtime.ts';
 import { watchWorkerErrors } from './worker-errors.ts';
@@ -190,7 +191,8 @@ function instrumented(rt: Runtime, p: Processing, active: ActiveRuns, marks: Job
       const res = await handler(job, signal, token);
       // A run its goal's end (a cancel, a budget) stopped returns as skipped: not work completed.
       const stopped = signal.reason === LOCK_LOST ? 'lock_lost' : 'aborted';
-      rt.metrics.jobs.inc({ queue, role, status: signal.aborted ? stopped : 'completed' });
+      const ended = signal.aborted && signal.reason !== SHUTDOWN;
+      rt.metrics.jobs.inc({ queue, role, status: ended ? stopped : 'completed' });
       return res;
     } catch (err) {
       scrubError(err, rt.secrets);
@@ -282,7 +284,7 @@ function scrubError(err: unknown, secrets: string[]): void {
 
 /** A job handed back to the queue on purpose is no failure: a 429 pause, or a wait for a human. */
 function notFailed(err: unknown): string | undefined {
-  if (err instanceof RateLimitError) return 'rate_limited';
+  if (err instanceof RateLimitError || err instanceof WaitsAloneForRateLimit) return 'rate_limited';
   if (err instanceof DelayedError) return 'delayed';
   return undefined;
 }

@@ -188,6 +188,33 @@ test("a job still refused after pausing its queue 3 times waits alone: other goa
   }
 });
 
+test('a job put back by a 429, then failed: its next attempt is a new attempt, not a restart', async () => {
+  let research = 0;
+  const api2 = await startMessagesApiServer({
+    handler: (body, i, req) => {
+      if (roleOf(body) === 'research' && ++research <= 2)
+        return research === 1 ? apiError(429, 'rate limited', { 'retry-after': '1' }) : apiError(500, 'boom');
+      return defaultHandler(body, i, req);
+    },
+  });
+  const f = await startFleet(redis.url, api2.env({ DEEPQ_MODEL_MAX_RETRIES: '0', DEEPQ_RATE_LIMIT_HOLD_SECONDS: '1' }));
+  try {
+    const goalId = await f.client.enqueue({ goal: 'Research something small' });
+    await f.client.waitFor(goalId, { timeoutMs: 60_000 });
+    const starts = (await f.client.goals.events(goalId)).flatMap(({ event: e }) =>
+      e.type === 'subtask_started' && e.role === 'research-specialist' ? [[e.attempt, e.restarted ?? false]] : [],
+    );
+    // The 429 put it back on purpose, with its conversation saved: nothing was lost.
+    assert.deepEqual(starts, [
+      [1, false],
+      [2, false],
+    ]);
+  } finally {
+    await f.stop();
+    await api2.close();
+  }
+});
+
 test('a 429 on a later turn: the job goes on from that turn, not from the start', async () => {
   // The research subagent looks at the files (turn 1), then its turn 2 is answered 429 once.
   let limited = 0;

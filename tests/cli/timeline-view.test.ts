@@ -325,15 +325,15 @@ test('each finished or failed subtask shows the tokens its model calls used, in 
   assert.doesNotMatch(formatEventLine(failed, t0), /tok/);
 });
 
-test('a start line says a later attempt, and a start of the same attempt after its run was lost', () => {
+test('a start line says a later attempt, and a start of the same attempt after its run did not finish', () => {
   const start = events[4] as Extract<TimelineEvent, { type: 'subtask_started' }>;
   assert.equal(formatEventLine(start, t0), '  +0.13s cycle 1 [1] code-writer started solution.py');
   assert.equal(
     formatEventLine({ ...start, restarted: true }, t0),
-    '  +0.13s cycle 1 [1] code-writer started solution.py (restarted: its earlier run was lost)',
+    '  +0.13s cycle 1 [1] code-writer started solution.py (restarted: its earlier run did not finish)',
   );
   assert.equal(
     formatEventLine({ ...start, attempt: 2, restarted: true }, t0),
-    '  +0.13s cycle 1 [1] code-writer started solution.py (attempt 2, restarted: its earlier run was lost)',
+    '  +0.13s cycle 1 [1] code-writer started solution.py (attempt 2, restarted: its earlier run did not finish)',
   );
 });
