@@ -59,7 +59,7 @@ export type TimelineEventBody =
       step: number;
       threadId: string;
       attempt: number;
-      /** The same attempt delivered again: its earlier run did not finish (a killed worker, a lost lock, a shutdown). */
+      /** The same attempt delivered again: its earlier run did not finish (killed worker, lost lock, shutdown). */
       restarted?: true;
     })
   | (SubtaskRef & { type: 'subtask_finished'; step: number } & SubtaskEnd)
