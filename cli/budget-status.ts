@@ -2,20 +2,9 @@
 // and what happens at it, a budget pause with the command that carries the goal on, and a
 // stall (the reflector stopped asking the model) with how the cycles went. The inspector
 // uses the same reading of a budget pause (services/ui/decisions/budget-pause.ts).
-import type { BudgetKind } from '../shared/errors.ts';
 import type { GoalRecord } from '../shared/goal/store.ts';
 import { totalTokens } from '../shared/goal/store.ts';
-
-export const BUDGET_FLAG = { tokens: '--max-tokens', steps: '--max-steps', seconds: '--max-seconds' } as const;
-
-/**
- * Which budget a goal paused at: the hash keeps only the reason (the `paused` event has the
- * kind), and every budget reason starts with its kind's word.
- */
-export function pausedBudgetKind(g: Pick<GoalRecord, 'reason'>): BudgetKind {
-  const word = /^(token|step|time)/.exec(g.reason ?? '')?.[1];
-  return word === 'step' ? 'steps' : word === 'time' ? 'seconds' : 'tokens';
-}
+import { BUDGET_FLAG, pausedBudgetKind } from './budget-flags.ts';
 
 export function budgetStatusLines(g: GoalRecord, now = Date.now()): string[] {
   const b = g.budgets;

@@ -4,7 +4,7 @@
 import type { Command } from 'commander';
 import type { ApprovalRecord } from '../../shared/goal/approvals.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';
-import { BUDGET_FLAG, pausedBudgetKind } from '../budget-status.ts';
+import { BUDGET_FLAG, pausedBudgetKind } from '../budget-flags.ts';
 import { client } from '../connect.ts';
 import { safeLine } from '../terminal.ts';
 import { print, printJson } from './output.ts';

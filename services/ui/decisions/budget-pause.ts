@@ -3,7 +3,7 @@
 // (tokens and cycles: a new limit above what is used; seconds: that many more from now). It
 // posts to the resume route, which calls GoalClient.resume like the CLI: the goal carries on
 // from where it stopped, its parked jobs woken.
-import { BUDGET_FLAG, pausedBudgetKind } from '../../../cli/budget-status.ts';
+import { BUDGET_FLAG, pausedBudgetKind } from '../../../cli/budget-flags.ts';
 import type { BudgetKind } from '../../../shared/errors.ts';
 import { type GoalRecord, totalTokens } from '../../../shared/goal/store.ts';
 import { count } from '../views/format.ts';

@@ -1,7 +1,7 @@
 // A goal's current state as the Goal page shows it (header, budgets, artifacts, tokens by role,
 // pending decisions, stored transcripts), display-ready: the page renders it and every live update carries it
 // again as JSON, which the client script renders with text nodes only.
-import { pausedBudgetKind } from '../../../cli/budget-status.ts';
+import { pausedBudgetKind } from '../../../cli/budget-flags.ts';
 import { storedThreads } from '../../../shared/agent/transcripts.ts';
 import type { BudgetKind } from '../../../shared/errors.ts';
 import { estimateCost, formatCost } from '../../../shared/goal/cost.ts';
