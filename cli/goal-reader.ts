@@ -78,19 +78,22 @@ export class GoalReader {
   /**
    * Calls waiting for a human: one goal's (oldest first), or every goal's (soonest timeout first).
    * An ended goal's are left out: still pending until they are released, but no decision runs them.
+   * Timed out or not is judged on Redis's clock, as a decision is.
    */
   async pendingApprovals(goalId?: string): Promise<(ApprovalRecord & { goalId: string })[]> {
+    const [seconds, micros] = await this.redis.time();
+    const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
     if (goalId) {
       if (isTerminal((await this.get(goalId)).status)) return [];
       const records = await this.approvals.records(goalId);
-      return records.filter((r) => isAwaitingDecision(r)).map((r) => ({ ...r, goalId }));
+      return records.filter((r) => isAwaitingDecision(r, now)).map((r) => ({ ...r, goalId }));
     }
     const out: (ApprovalRecord & { goalId: string })[] = [];
     const live = new Map<string, boolean>();
-    for (const p of await this.approvals.pendingAll()) {
+    for (const p of await this.approvals.pendingAll(1000, now)) {
       if (!live.has(p.goalId)) live.set(p.goalId, await this.isLive(p.goalId));
       const r = live.get(p.goalId) ? await this.approvals.record(p.goalId, p.callId) : null;
-      if (r && isAwaitingDecision(r)) out.push({ ...r, goalId: p.goalId });
+      if (r && isAwaitingDecision(r, now)) out.push({ ...r, goalId: p.goalId });
     }
     return out;
   }

@@ -320,10 +320,13 @@ test("a human's decision is judged on Redis's clock, not on the deciding host's"
   await t.rt.approvals.request(goalId, jobId, checkpoint(recs), recs);
   const [expired, live] = recs.map((r) => r.callId) as [string, string];
   const realNow = Date.now.bind(Date);
+  // One mock (a second would wrap the first, and only it is restored): its skew changes.
+  let skew = 0;
+  ctx.mock.method(Date, 'now', () => realNow() + skew);
   // A host an hour behind would still take the expired call; one an hour ahead would refuse the live one.
-  ctx.mock.method(Date, 'now', () => realNow() - 3_600_000);
+  skew = -3_600_000;
   assert.equal((await t.rt.approvals.decide(goalId, expired, 'approved')).kind, 'expired');
-  ctx.mock.method(Date, 'now', () => realNow() + 3_600_000);
+  skew = 3_600_000;
   const ok = await t.rt.approvals.decide(goalId, live, 'approved');
   assert.equal(ok.kind, 'ok');
   assert.ok(Math.abs(ok.record!.decidedAt! - realNow()) < 60_000, `decided at ${ok.record!.decidedAt}`);
@@ -349,4 +352,24 @@ test("many calls of one turn: each call's whole input, its job's checkpoint read
     uses.map((u) => u.input),
   );
   assert.equal(inputs[40], null, 'a call its checkpoint does not hold');
+});
+
+test("the waiting calls a human is shown are judged on Redis's clock too", async (ctx) => {
+  const goalId = await t.newGoal();
+  const jobId = `${goalId}:1:0`;
+  const recs = records(goalId, jobId, 2).map((r, i) => ({ ...r, expiresAt: r.requestedAt + (i ? 60_000 : -1) }));
+  await t.rt.approvals.request(goalId, jobId, checkpoint(recs), recs);
+  const reader = new GoalReader(t.rt.cfg, t.rt.redis);
+  const realNow = Date.now.bind(Date);
+  let skew = 0;
+  ctx.mock.method(Date, 'now', () => realNow() + skew);
+  // A host an hour behind would list the expired call; one an hour ahead would hide the live one.
+  for (skew of [-3_600_000, 3_600_000]) {
+    assert.deepEqual(
+      (await reader.pendingApprovals(goalId)).map((r) => r.callId),
+      [recs[1]!.callId],
+    );
+    assert.ok((await reader.pendingApprovals()).some((r) => r.callId === recs[1]!.callId));
+    assert.ok(!(await reader.pendingApprovals()).some((r) => r.callId === recs[0]!.callId));
+  }
 });
