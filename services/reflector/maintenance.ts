@@ -53,10 +53,12 @@ export async function scheduleMaintenance(rt: Runtime): Promise<void> {
  * with no sweep, reconciler or rate-limit release until the reflector was restarted.
  */
 export async function keepMaintenanceScheduled(rt: Runtime): Promise<void> {
-  await scheduleMaintenance(rt);
+  // Listening first: a Redis that restarts while the first scheduling is under way (its
+  // commands wait out the reconnect) must not leave the schedules it wrote before lost.
   rt.redis.on('ready', () => {
     scheduleMaintenance(rt).catch((err: Error) =>
       rt.logger.warn({ err: { message: err.message } }, 'could not schedule maintenance; trying at the next reconnect'),
     );
   });
+  await scheduleMaintenance(rt);
 }
