@@ -10,7 +10,7 @@ import {
   releaseApprovals,
   timeoutReason,
 } from '../shared/goal/approvals.ts';
-import { type Budgets, budgetProblem } from '../shared/goal/budgets.ts';
+import { type Budgets, budgetProblem, timeBudgetEnd } from '../shared/goal/budgets.ts';
 import { type CostEstimate, estimateCost, formatCost, knownCostUsd } from '../shared/goal/cost.ts';
 import type { TimelineEvent } from '../shared/goal/events.ts';
 import { GoalIdSchema, newGoalId } from '../shared/goal/ids.ts';
@@ -202,8 +202,8 @@ export class GoalClient extends GoalReader {
       throw await this.changedWhileResuming(goalId);
     }
     await this.queues.addPlan({ goalId, step: g.step + 1 }, resumes);
-    if (raise.maxSeconds !== undefined && budgets.maxSeconds !== undefined)
-      await this.queues.addDeadline(goalId, deadlineOf(g, budgets.maxSeconds));
+    const end = timeBudgetEnd({ createdAt: g.createdAt, budgets });
+    if (raise.maxSeconds !== undefined && end !== undefined) await this.queues.addDeadline(goalId, end);
     return { status: 'queued', action };
   }
 
@@ -250,8 +250,8 @@ export class GoalClient extends GoalReader {
       throw await this.changedWhileResuming(g.goalId);
     }
     await promoteParked(this, g.goalId);
-    if (raise.maxSeconds !== undefined && budgets.maxSeconds !== undefined)
-      await this.queues.addDeadline(g.goalId, deadlineOf(g, budgets.maxSeconds));
+    const end = timeBudgetEnd({ createdAt: g.createdAt, budgets });
+    if (raise.maxSeconds !== undefined && end !== undefined) await this.queues.addDeadline(g.goalId, end);
     return { status: to, action: 'raise budget' };
   }
 
@@ -352,11 +352,6 @@ export function raisedBudgets(g: GoalRecord, raise: RaisedBudgets, now = Date.no
   const elapsed = (now - g.createdAt) / 1000;
   const maxSeconds = raise.maxSeconds === undefined ? undefined : Math.ceil(elapsed + raise.maxSeconds);
   return { ...g.budgets, ...stripUndefined({ maxTokens: raise.maxTokens, maxSteps: raise.maxSteps, maxSeconds }) };
-}
-
-/** When a time budget of `maxSeconds` ends (it counts from the goal's creation). */
-function deadlineOf(g: Pick<GoalRecord, 'createdAt'>, maxSeconds: number): number {
-  return g.createdAt + maxSeconds * 1000;
 }
 
 function stripUndefined<T extends object>(o: T): Partial<T> {

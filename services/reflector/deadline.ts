@@ -5,7 +5,7 @@
 // call (shared/goal/parking.ts), their work kept. A goal awaiting a human is left alone: the
 // planner checks the budget when it is resumed.
 import { releaseApprovals } from '../../shared/goal/approvals.ts';
-import { budgetProblem, onBudgetOf } from '../../shared/goal/budgets.ts';
+import { budgetProblem, onBudgetOf, timeBudgetEnd } from '../../shared/goal/budgets.ts';
 import { currentCycle, isTerminal } from '../../shared/goal/status.ts';
 import { DEADLINE_MARGIN_MS } from '../../shared/runtime/queues.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
@@ -25,9 +25,9 @@ export async function enforceDeadline(rt: Runtime, goalId: string, now = Date.no
   if (!over) {
     // Early (a clock skew between hosts, a job added before a limit was raised): the budget
     // still runs out, and nothing else would notice it mid-cycle.
-    if (goal.budgets.maxSeconds === undefined) return 'skipped: no time budget';
-    const left = goal.createdAt + goal.budgets.maxSeconds * 1000 - now;
-    throw new DeadlineEarly(Math.max(0, left) + DEADLINE_MARGIN_MS);
+    const end = timeBudgetEnd(goal);
+    if (end === undefined) return 'skipped: no time budget';
+    throw new DeadlineEarly(Math.max(0, end - now) + DEADLINE_MARGIN_MS);
   }
   if (onBudgetOf(goal) === 'pause') {
     if (await rt.lifecycle.pauseForBudget(goalId, over, currentCycle(goal)))

@@ -11,6 +11,7 @@
 // (or are gone) are released, so their paused jobs end and the pending gauge stays true.
 import type { Job, Queue } from 'bullmq';
 import { releaseApprovals } from '../../shared/goal/approvals.ts';
+import { timeBudgetEnd } from '../../shared/goal/budgets.ts';
 import { promoteParked } from '../../shared/goal/parking.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';
@@ -206,9 +207,9 @@ async function unchanged(rt: Runtime, goal: GoalRecord): Promise<boolean> {
 
 /** A goal with a time budget always has its deadline job (enqueue may have died before adding it). */
 async function ensureDeadline(rt: Runtime, goal: GoalRecord): Promise<void> {
-  const maxSeconds = goal.budgets.maxSeconds;
-  if (maxSeconds === undefined) return;
+  const end = timeBudgetEnd(goal);
+  if (end === undefined) return;
   const queue: Queue = rt.queues.get(MAINTENANCE_QUEUE);
   if (await queue.getJob(deadlineJobId(goal.goalId))) return;
-  await rt.queues.addDeadline(goal.goalId, goal.createdAt + maxSeconds * 1000);
+  await rt.queues.addDeadline(goal.goalId, end);
 }

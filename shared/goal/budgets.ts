@@ -218,3 +218,9 @@ export function goalUsage(rt: Runtime, goal: Pick<GoalRecord, 'goalId' | 'budget
   };
   return { sink, takePending, flush, carry };
 }
+
+/** When a goal's time budget ends (ms; it counts from the goal's creation), or undefined without one. */
+export function timeBudgetEnd(goal: { createdAt: number; budgets: Pick<Budgets, 'maxSeconds'> }): number | undefined {
+  const { maxSeconds } = goal.budgets;
+  return maxSeconds === undefined ? undefined : goal.createdAt + maxSeconds * 1000;
+}
