@@ -20,8 +20,13 @@ const NAMES = ['planner', 'reflector', 'worker-research-specialist', 'worker-cod
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Starts `deepq up` in its own process group (the test plays the terminal); `out()` is its
- *  output and its children's (they inherit its stdout and stderr). */
-function startUp(env: NodeJS.ProcessEnv, base: number): { up: ChildProcess; out: () => string } {
+ *  output and its children's (they inherit its stdout and stderr). `closed` (its exit code) settles
+ *  once every writer of that output has exited and the test has read all of it: a process's exit
+ *  can be seen before its last lines are read from the pipe. */
+function startUp(
+  env: NodeJS.ProcessEnv,
+  base: number,
+): { up: ChildProcess; out: () => string; closed: Promise<number | null> } {
   const up = spawn(process.execPath, [BIN, 'up', '--metrics-port-base', String(base)], {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -30,7 +35,8 @@ function startUp(env: NodeJS.ProcessEnv, base: number): { up: ChildProcess; out:
   let out = '';
   up.stdout!.on('data', (d) => (out += d));
   up.stderr!.on('data', (d) => (out += d));
-  return { up, out: () => out };
+  const closed = new Promise<number | null>((r) => up.on('close', (code) => r(code)));
+  return { up, out: () => out, closed };
 }
 
 /** The pids of a process's live children (Linux /proc; a zombie counts as gone). */
@@ -67,8 +73,7 @@ test('deepq up prints a port per child, serves a goal, and stops on Ctrl-C with 
   await redis.ready;
   const base = await freePortRange(NAMES.length);
   const env = testEnv(redis.url);
-  const { up, out } = startUp(env, base);
-  const exited = new Promise<number | null>((r) => up.on('exit', (code) => r(code)));
+  const { up, out, closed: exited } = startUp(env, base);
   const client = new GoalClient(loadConfig(env));
   try {
     for (const [i, name] of NAMES.entries()) {
@@ -101,8 +106,7 @@ test(
     await redis.ready;
     const base = await freePortRange(NAMES.length);
     const env = testEnv(redis.url, { DEEPQ_SCRIPTED_LATENCY_MS: '3000' });
-    const { up, out } = startUp(env, base);
-    const exited = new Promise<number | null>((r) => up.on('exit', (code) => r(code)));
+    const { up, out, closed: exited } = startUp(env, base);
     const client = new GoalClient(loadConfig(env));
     try {
       const goalId = await client.enqueue({ goal: 'Stopped mid-plan' });
@@ -130,7 +134,7 @@ test('children of a SIGKILLed deepq up drain and exit by themselves', linuxOnly,
   await redis.ready;
   const base = await freePortRange(NAMES.length);
   const env = testEnv(redis.url);
-  const { up, out } = startUp(env, base);
+  const { up, out, closed } = startUp(env, base);
   let pids: number[] = [];
   try {
     // Every child serving, and past its start line (its shutdown hooks are installed after it).
@@ -159,6 +163,7 @@ test('children of a SIGKILLed deepq up drain and exit by themselves', linuxOnly,
     const took = Date.now() - killedAt;
     assert.ok(took < 10_000, `children took ${took} ms to exit`);
     t.diagnostic(`all ${pids.length} children exited ${took} ms after the supervisor's SIGKILL`);
+    await closed;
     // They drained (the graceful stop), rather than being cut off.
     assert.equal(out().match(/supervisor gone/g)?.length, NAMES.length, out());
     assert.equal(out().match(/"msg":"stopped"/g)?.length, NAMES.length, out());
@@ -171,7 +176,7 @@ test('children of a SIGKILLed deepq up drain and exit by themselves', linuxOnly,
 test('children still starting when deepq up is SIGKILLed exit too', linuxOnly, async (t) => {
   await redis.ready;
   // Port 0: each child binds whatever port is free; this test never scrapes them.
-  const { up, out } = startUp(testEnv(redis.url), 0);
+  const { up, out, closed } = startUp(testEnv(redis.url), 0);
   let pids: number[] = [];
   try {
     // Kill the supervisor as soon as its children exist, before any has started its service.
@@ -186,6 +191,7 @@ test('children still starting when deepq up is SIGKILLed exit too', linuxOnly, a
     while (pids.some(alive) && Date.now() - killedAt < 30_000) await sleep(50);
     assert.deepEqual(pids.filter(alive), [], `children still running:\n${out()}`);
     t.diagnostic(`all ${pids.length} children exited ${Date.now() - killedAt} ms after the supervisor's SIGKILL`);
+    await closed;
     assert.equal(out().match(/supervisor gone/g)?.length, NAMES.length, out());
   } finally {
     if (up.exitCode === null && up.signalCode === null) process.kill(-up.pid!, 'SIGKILL');
@@ -201,8 +207,7 @@ test('a child that cannot start is not restarted for ever: deepq up says why, st
   // The planner's metrics port is taken: it fails at every start.
   const holder = createServer().listen(base, '127.0.0.1');
   await once(holder, 'listening');
-  const { up, out } = startUp(testEnv(redis.url), base);
-  const exited = new Promise<number | null>((r) => up.on('exit', (code) => r(code)));
+  const { up, out, closed: exited } = startUp(testEnv(redis.url), base);
   try {
     assert.equal(await exited, 1, out());
     assert.match(out(), /deepq up: planner is not restarted: it exited 5 times in a row within 30 s of starting/);
@@ -215,8 +220,8 @@ test('a child that cannot start is not restarted for ever: deepq up says why, st
 
 test('a --metrics-port-base whose children would need ports past 65535 is refused up front', async () => {
   await redis.ready;
-  const { up, out } = startUp(testEnv(redis.url), 65534);
-  const code = await new Promise<number | null>((r) => up.on('exit', (c) => r(c)));
+  const { out, closed } = startUp(testEnv(redis.url), 65534);
+  const code = await closed;
   assert.equal(code, 1);
   assert.match(out(), /deepq: error: --metrics-port-base 65534: its children need ports up to 65538/);
   assert.doesNotMatch(out(), /planner\s+metrics/);
