@@ -66,13 +66,16 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
   const workers = createWorkers(opts, active);
   const [worker] = workers;
   let stopping = false;
+  // Ready only once the start is complete: a probe answered earlier let a rollout move on
+  // (or a test go ahead) before the maintenance schedules were written.
+  let startDone = false;
   const ops = await startOpsServer({
     port: rt.cfg.metricsPort,
     host: rt.cfg.metricsHost,
     registry: rt.metrics.registry,
     async ready() {
       const redisOk = await pingRedis(rt.redis);
-      const workerOk = worker!.isRunning() && !stopping;
+      const workerOk = startDone && worker!.isRunning() && !stopping;
       const checks = { redis: redisOk, worker: workerOk, ...(await opts.readyChecks?.()) };
       return { ok: Object.values(checks).every(Boolean), checks };
     },
@@ -90,6 +93,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     await w.waitUntilReady();
   }
   await opts.onStart?.();
+  startDone = true;
   const started = {
     queue: opts.queueName,
     concurrency: opts.concurrency,
