@@ -26,7 +26,8 @@
 // to leave them. A refused transition returns false and changes nothing. Every call carries a
 // fresh operation id: when its reply is lost and ioredis sends it again, the replay returns
 // true instead of "refused". A goal awaiting a human keeps its keys; other moves renew the TTL
-// once half of it has run (the goal's `ttlAt` says when it was set), and at the end. A move a
+// once less than half of it is left (the goal's `ttlAt` says when the keys expire), and at the
+// end. A move a
 // model run decided (a plan dispatched, a reflection applied) stores that run's transcript in
 // the same script; a refused move stores it on its own.
 import type { Redis } from 'ioredis';

@@ -176,7 +176,7 @@ export const ConfigSchema = z
     /** A tool call waiting for a human's approval longer than this is refused (`timeout`). */
     approvalTimeoutSeconds: z.number().int().positive().default(86_400),
     /**
-     * Backstop EXPIRE on every goal key, renewed by the goal's moves once half of it has run
+     * Backstop EXPIRE on every goal key, renewed by the goal's moves once less than half of it is left
      * (not by model calls or writes): it must outlast a cycle's longest stretch between moves.
      */
     goalKeyTtlSeconds: z
@@ -251,8 +251,12 @@ function checkApprovals(
       ctx.addIssue({ code: 'custom', path: ['roles', i, 'approval', j], message });
     }
   }
-  if (cfg.approvalTimeoutSeconds >= cfg.goalKeyTtlSeconds) {
-    const message = `must be below goalKeyTtlSeconds (${cfg.goalKeyTtlSeconds}): a goal's keys must outlive a wait`;
+  // A request sets the keys' whole TTL: a wait of at most half leaves the rest of the run what any
+  // move leaves it. Closer to the TTL, the keys expired under the subtask carrying on after a timeout.
+  if (cfg.approvalTimeoutSeconds * 2 > cfg.goalKeyTtlSeconds) {
+    const message =
+      `must be at most half of goalKeyTtlSeconds (${cfg.goalKeyTtlSeconds}): ` +
+      "a goal's keys must outlive a wait and the work after it";
     ctx.addIssue({ code: 'custom', path: ['approvalTimeoutSeconds'], message });
   }
 }

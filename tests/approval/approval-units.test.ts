@@ -55,11 +55,13 @@ test('the config refuses an approval entry that matches none of its role tools, 
   assert.throws(() => loadConfig({}, { roles: roles(['bogus_tool']), mcpServers }), /unknown tool "bogus_tool"/);
 });
 
-test('approvalTimeoutSeconds comes from DEEPQ_APPROVAL_TIMEOUT_SECONDS and stays below the key TTL', () => {
+test('approvalTimeoutSeconds comes from DEEPQ_APPROVAL_TIMEOUT_SECONDS and is at most half the key TTL', () => {
   assert.equal(loadConfig({ DEEPQ_APPROVAL_TIMEOUT_SECONDS: '30' }).approvalTimeoutSeconds, 30);
+  const ttl = { DEEPQ_GOAL_KEY_TTL_SECONDS: '600' };
+  assert.equal(loadConfig({ DEEPQ_APPROVAL_TIMEOUT_SECONDS: '300', ...ttl }).approvalTimeoutSeconds, 300);
   assert.throws(
-    () => loadConfig({ DEEPQ_APPROVAL_TIMEOUT_SECONDS: '600', DEEPQ_GOAL_KEY_TTL_SECONDS: '600' }),
-    /approvalTimeoutSeconds \(DEEPQ_APPROVAL_TIMEOUT_SECONDS\): must be below goalKeyTtlSeconds \(600\)/,
+    () => loadConfig({ DEEPQ_APPROVAL_TIMEOUT_SECONDS: '301', ...ttl }),
+    /approvalTimeoutSeconds \(DEEPQ_APPROVAL_TIMEOUT_SECONDS\): must be at most half of goalKeyTtlSeconds \(600\)/,
   );
   assert.throws(() => loadConfig({ DEEPQ_APPROVAL_TIMEOUT_SECONDS: 'soon' }), /expected an integer/);
 });

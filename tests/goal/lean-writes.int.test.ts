@@ -1,5 +1,5 @@
 // The goal's hot-path writes stay bounded and correct while doing less: a move renews the keys'
-// backstop TTL only once half of it has run (at the end, only when less is left than the goal
+// backstop TTL only once less than half of it is left (at the end, only when less is left than the goal
 // is kept after it; and after a pause), usage is one script
 // whose per-kind totals are read back as sums, and nothing is written for a goal that is gone.
 
@@ -12,7 +12,7 @@ import { loadTranscript, transcriptWrite } from '../../shared/agent/transcripts.
 import { goalCallBudget, goalUsage } from '../../shared/goal/budgets.ts';
 import { newGoalId } from '../../shared/goal/ids.ts';
 import { GoalLifecycle } from '../../shared/goal/lifecycle.ts';
-import { totalTokens, usageArgs } from '../../shared/goal/store.ts';
+import { GoalStore, totalTokens, usageArgs } from '../../shared/goal/store.ts';
 import { ctxFor } from '../../testing/agent-harness.ts';
 import { useRedis } from '../../testing/redis.ts';
 import { useVfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
@@ -32,18 +32,18 @@ async function renewedKeys(goalId: string): Promise<string[]> {
   return [k.goal(goalId), k.events(goalId), k.files(goalId), k.content(goalId)];
 }
 
-test('a move renews the backstop TTL of every goal key once half of it has run, not before', async () => {
+test('a move renews the backstop TTL of every goal key once less than half of it is left, not before', async () => {
   const goalId = await t.newGoal();
   const full = t.rt.cfg.goalKeyTtlSeconds;
   const k = t.rt.goals.keys;
   const keys = await renewedKeys(goalId);
-  // Less than half has run (ttlAt, set at creation, is recent): a move leaves the TTLs alone.
+  // More than half is left (ttlAt, when the keys expire, set at creation): a move leaves the TTLs alone.
   for (const key of keys) await redis.client.expire(key, Math.ceil(full * 0.75));
   assert.ok(await t.rt.lifecycle.beginPlanning(goalId));
   for (const key of keys) assert.ok((await redis.client.ttl(key)) <= Math.ceil(full * 0.75), `${key} renewed early`);
-  // More than half has run since the TTL was set: the next move renews all four.
+  // Less than half is left: the next move renews all four.
   for (const key of keys) await redis.client.expire(key, 100);
-  await redis.client.hset(k.goal(goalId), 'ttlAt', Date.now() - full * 600);
+  await redis.client.hset(k.goal(goalId), 'ttlAt', Date.now() + full * 400);
   assert.ok(await t.rt.lifecycle.beginPlanning(goalId));
   for (const key of keys) assert.ok((await redis.client.ttl(key)) > full - 60, `${key} not renewed`);
   // A goal stored before ttlAt existed is renewed on its first move.
@@ -51,6 +51,22 @@ test('a move renews the backstop TTL of every goal key once half of it has run, 
   await redis.client.hdel(k.goal(goalId), 'ttlAt');
   assert.ok(await t.rt.lifecycle.beginPlanning(goalId));
   for (const key of keys) assert.ok((await redis.client.ttl(key)) > full - 60, `${key} not renewed without ttlAt`);
+});
+
+test("a producer's shorter TTL is renewed by the first move of a service with a longer one", async () => {
+  const full = t.rt.cfg.goalKeyTtlSeconds;
+  const k = t.rt.goals.keys;
+  // `deepq enqueue` run with DEEPQ_GOAL_KEY_TTL_SECONDS=12 against services at the default.
+  const producer = new GoalStore(t.rt.redis, t.rt.cfg.prefix, { keyTtlSeconds: 12, eventsMaxLen: 100 });
+  const goalId = newGoalId();
+  assert.ok(await producer.create(goalId, 'a goal', {}, false));
+  assert.ok((await redis.client.ttl(k.goal(goalId))) <= 12);
+  assert.ok(await t.rt.lifecycle.beginPlanning(goalId));
+  for (const key of [k.goal(goalId), k.events(goalId)])
+    assert.ok((await redis.client.ttl(key)) > full - 60, `${key} left to expire at the producer's TTL`);
+  // The renewal is recorded as when the keys now expire: the next move has nothing to renew.
+  const ttlAt = Number(await redis.client.hget(k.goal(goalId), 'ttlAt'));
+  assert.ok(Math.abs(ttlAt - (Date.now() + full * 1000)) < 60_000, `ttlAt ${ttlAt}`);
 });
 
 test('a goal awaiting a human keeps its keys; the move that takes it on sets the backstop again', async () => {
@@ -72,7 +88,7 @@ test('the end of a goal renews the backstop only when less is left than the goal
     const goalId = await t.newGoal();
     await renewedKeys(goalId);
     // A third of the TTL has run: no move before the end would renew it.
-    await redis.client.hset(k.goal(goalId), 'ttlAt', Date.now() - full * 333);
+    await redis.client.hset(k.goal(goalId), 'ttlAt', Date.now() + full * 667);
     await redis.client.expire(k.goal(goalId), Math.ceil(full * 0.67));
     const lc = new GoalLifecycle(t.rt.redis, k, { keyTtlSeconds: full, eventsMaxLen: 100, keptAfterEndSeconds });
     assert.ok(await lc.cancel(goalId, 0));

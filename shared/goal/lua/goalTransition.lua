@@ -100,24 +100,27 @@ if ARGV[9] and ARGV[9] ~= '' then
   table.insert(set, cur)
 end
 -- A goal awaiting a human keeps its keys (the TTL is a backstop for abandoned work, not a
--- deadline for a person). Otherwise the backstop is set again once half of it has run, or when
--- the goal ends with less of it left than the goal is kept after its end: `ttlAt` says when it
--- was last set (0 after a pause, none on goals stored before it existed), so no TTL read is
--- needed. Four EXPIREs on every move were a third of a move's work.
+-- deadline for a person). Otherwise the backstop is set again once less than half of it is left,
+-- or when the goal ends with less left than the goal is kept after its end. `ttlAt` says when the
+-- keys expire (0 while kept without a TTL; none on goals stored before it existed, and on older
+-- goals the time it was set: both renew at once), so no TTL read is needed, and a TTL set by a
+-- process configured with another one is judged by what is really left.
 local now = tonumber(ARGV[3])
 local ttlArg, keptArg = string.match(ARGV[7], '^(%d+):?(%d*)$')
 local ttl = tonumber(ttlArg)
 local keptAfterEnd = tonumber(keptArg) or ttl
-local setAge = now - (tonumber(h[3]) or 0)
+local left = (tonumber(h[3]) or 0) - now
 local keys = nil
 if status == 'awaiting_human' then
   keys = 'PERSIST'
   table.insert(set, 'ttlAt')
   table.insert(set, '0')
-elseif (terminal[status] and setAge > (ttl - keptAfterEnd) * 1000) or setAge >= ttl * 500 then
+elseif (terminal[status] and left < keptAfterEnd * 1000) or left <= ttl * 500 then
   keys = 'EXPIRE'
+  -- An ended goal's keys last as long as it is kept after its end, if that is the longer.
+  if terminal[status] then ttl = math.max(ttl, keptAfterEnd) end
   table.insert(set, 'ttlAt')
-  table.insert(set, ARGV[3])
+  table.insert(set, tostring(now + ttl * 1000))
 end
 if usage then
   usageSet(usage, h, 5, ARGV, 19, set, KEYS[8])
@@ -150,8 +153,6 @@ if keys == 'PERSIST' then
   redis.call('PERSIST', KEYS[7])
   redis.call('PERSIST', KEYS[9])
 elseif keys == 'EXPIRE' then
-  -- An ended goal's keys last as long as it is kept after its end, if that is the longer.
-  if terminal[status] then ttl = math.max(ttl, keptAfterEnd) end
   for i = 1, 4 do redis.call('EXPIRE', KEYS[i], ttl) end
   -- The threads index and the history too: writes set their TTL only when they make them.
   redis.call('EXPIRE', KEYS[7], ttl)

@@ -196,7 +196,7 @@ else
 end
 local event = appendEvent()
 -- The backstop TTL of a key this write made: goalTransition.lua renews the goal's keys (these
--- two, the goal hash and its events) once half of it has run, so a write never reads a TTL.
+-- two, the goal hash and its events) once less than half of it is left, so a write never reads a TTL.
 -- A content hash can be new beside an older files hash (its first files were spilled); a new
 -- files hash may be a goal's whose keys are gone, so an events stream this write made gets one.
 -- A goal awaiting a human has keys without a TTL (its move took them off): a write made then (a
