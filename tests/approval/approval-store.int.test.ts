@@ -215,6 +215,7 @@ test('a request refreshes every goal key TTL; the sweep keeps a waiting goal, th
   const k = t.rt.goals.keys;
   await t.rt.redis.expire(k.goal(goalId), 5);
   await t.rt.redis.expire(k.events(goalId), 5);
+  await t.rt.redis.hset(k.goal(goalId), 'ttlAt', Date.now() + 5000);
   // A revised artifact's old version, kept in the history with the goal's other keys.
   await t.rt.redis.hset(k.history(goalId), 'report.md@1', '{}');
   await t.rt.redis.expire(k.history(goalId), 5);
@@ -226,7 +227,10 @@ test('a request refreshes every goal key TTL; the sweep keeps a waiting goal, th
     const left = await t.rt.redis.ttl(key);
     assert.ok(left > ttl - 10 && left <= ttl, `${key}: ttl ${left}`);
   }
-  assert.ok(ttl > t.rt.cfg.approvalTimeoutSeconds);
+  assert.ok(ttl >= 2 * t.rt.cfg.approvalTimeoutSeconds);
+  // The goal records when its keys now expire: its next move judges a renewal by that.
+  const ttlAt = Number(await t.rt.redis.hget(k.goal(goalId), 'ttlAt'));
+  assert.ok(Math.abs(ttlAt - (Date.now() + ttl * 1000)) < 10_000, `ttlAt ${ttlAt}`);
 
   // A goal whose call waits is live: however late the sweep, it stays.
   const later = Date.now() + (t.rt.cfg.retentionSeconds + 1) * 1000;

@@ -9,7 +9,7 @@
 -- ARGV[1] job id, ARGV[2] checkpoint (JSON, stored as is)
 -- ARGV[3] records: JSON objects, one per line, each with callId and expiresAt
 -- ARGV[4] events: JSON objects, one per line, ARGV[5] events max length
--- ARGV[6] key TTL seconds (refreshed on every key of the goal), ARGV[7] goal id
+-- ARGV[6] key TTL seconds (refreshed on every key of the goal, and `ttlAt` with them), ARGV[7] goal id
 -- Returns {'ok'}, {'waiting', callId...}, {'terminal', status} or {'gone'}.
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return { 'gone' } end
@@ -39,5 +39,11 @@ local persisted = status == 'awaiting_human'
 for i = 1, 9 do
   local kept = persisted and (i == 1 or i == 4 or i == 6 or i == 7 or i == 8 or i == 9)
   if i ~= 5 and not kept then redis.call('EXPIRE', KEYS[i], ARGV[6]) end
+end
+-- The goal's moves judge a renewal by `ttlAt`: it says when the keys now expire.
+if not persisted then
+  local t = redis.call('TIME')
+  local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('HSET', KEYS[1], 'ttlAt', tostring(nowMs + ARGV[6] * 1000))
 end
 return { 'ok' }
