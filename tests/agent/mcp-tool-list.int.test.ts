@@ -6,6 +6,8 @@
 
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
+import { MAX_TOOL_DESCRIPTION_CHARS } from '../../shared/agent/mcp/connection.ts';
+import { MAX_TOOLS_PER_SERVER, McpManager, resolveRoleServers } from '../../shared/agent/mcp/manager.ts';
 import { captureLogger } from '../../testing/agent-harness.ts';
 import {
   type EverythingHttp,
@@ -76,4 +78,37 @@ test('top-level anyOf, which model APIs refuse in a tool schema, moves into the 
   );
   // The server's own tools are as they were.
   assert.equal(conn.tools?.find((x) => x.name === 'echo')?.inputSchema.anyOf, undefined);
+});
+
+/** 200 tools before the server's own, the first with a 10,000-character description. */
+const MANY_TOOLS = `${Array.from({ length: 200 }, (_, i) =>
+  JSON.stringify({ name: `t${i}`, description: i === 0 ? 'x'.repeat(10_000) : 'd', inputSchema: { type: 'object' } }),
+).join(',')},`;
+
+test("hundreds of tools: '*' offers a server's first 128, named ones anyway; long descriptions are cut", async (t) => {
+  web ??= await startEverythingHttp(await freePort());
+  const { logger, lines } = captureLogger('debug');
+  const port = await testProxy(web.port, { answer: withToolFirst(MANY_TOOLS) });
+  const servers = {
+    web: { type: 'http' as const, url: `http://127.0.0.1:${port}/mcp`, headers: {}, timeoutMs: 10_000 },
+  };
+  const start = async (tools: string[]) => {
+    const mcp = new McpManager(resolveRoleServers({ tools }, servers, {}), { log: logger, secrets: [] });
+    t.after(() => mcp.close());
+    mcp.start();
+    await mcp.awaitTools();
+    return mcp.tools().map((x) => x.def);
+  };
+  const all = await start(['mcp:web/*']);
+  assert.equal(all.length, MAX_TOOLS_PER_SERVER);
+  assert.ok(!all.some((d) => d.name === 'mcp__web__echo'), 'a tool past the first 128');
+  assert.equal(all[0]!.description.length, MAX_TOOL_DESCRIPTION_CHARS);
+  assert.match(all[0]!.description, /^x+…$/);
+  assert.equal(lines.filter((l) => /lists \d+ tools: its first 128 are offered/.test(String(l.msg))).length, 1);
+  assert.ok(lines.some((l) => /description cut to 4000 characters/.test(String(l.msg)) && l.tool === 't0'));
+  const named = await start(['mcp:web/echo', 'mcp:web/t150']);
+  assert.deepEqual(
+    named.map((d) => d.name),
+    ['mcp__web__echo', 'mcp__web__t150'],
+  );
 });

@@ -180,3 +180,17 @@ test('the walk counts folders as entries and bytes: only empty folders still rea
   assert.equal(capped.truncated, true, 'past the cap with folders alone');
   rmSync(root, { recursive: true });
 });
+
+test('a deep but ordinary tree is walked whole: 60 nested folders are no reason to kill a run', async () => {
+  const root = mkdtempSync(join(tmpdir(), 'deepq-walk-'));
+  const deep = join(root, ...Array.from({ length: 60 }, (_, i) => `level${i}`));
+  mkdirSync(deep, { recursive: true });
+  writeFileSync(join(deep, 'f.txt'), 'hello');
+  const walk = await walkWorkDir(root);
+  assert.equal(walk.truncated, false);
+  assert.deepEqual(
+    walk.entries.map((e) => e.name),
+    [join(...Array.from({ length: 60 }, (_, i) => `level${i}`), 'f.txt')],
+  );
+  rmSync(root, { recursive: true });
+});

@@ -71,6 +71,11 @@ const STDERR_TAIL = 10;
 /** A stderr line kept (and held while it has no end yet) up to this many characters. */
 const STDERR_LINE_CHARS = 500;
 const MAX_TOOL_PAGES = 100;
+/**
+ * A tool description the model is sent, at most (characters): it rides in every request of the
+ * role, and a server with 3 KB descriptions over thousands of tools filled each one past any context.
+ */
+export const MAX_TOOL_DESCRIPTION_CHARS = 4000;
 /** A tools/list page with its tools unchecked: each is checked on its own (listTools). */
 const ToolPageSchema = z.looseObject({ tools: z.array(z.unknown()), nextCursor: z.string().optional() });
 
@@ -226,12 +231,19 @@ export class McpConnection {
             `MCP tool's input schema has ${moved.join('/')} at its top level: moved into its description`,
           );
         }
-        out.push({ name: t.name, description, title: t.title, inputSchema });
+        out.push({ name: t.name, description: this.cutDescription(t.name, description), title: t.title, inputSchema });
       }
       cursor = res.nextCursor;
       if (!cursor) break;
     }
     return out;
+  }
+
+  private cutDescription(tool: string, description: string | undefined): string | undefined {
+    if (!description || description.length <= MAX_TOOL_DESCRIPTION_CHARS) return description;
+    const fields = { mcpServer: this.name, tool: this.opts.scrub(tool).slice(0, 100), chars: description.length };
+    this.opts.log.warn(fields, `MCP tool's description cut to ${MAX_TOOL_DESCRIPTION_CHARS} characters`);
+    return `${description.slice(0, MAX_TOOL_DESCRIPTION_CHARS - 1)}…`;
   }
 
   /** A listed tool as the SDK's schema reads it, or null (logged) when it does not pass. */

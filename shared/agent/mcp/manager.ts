@@ -55,6 +55,12 @@ interface Exposed {
   tool: McpToolInfo;
 }
 
+/**
+ * What `mcp:<server>/*` offers of one server at most: every tool's definition rides in every
+ * request of the role (a server listing thousands filled each one), and OpenAI's API takes 128.
+ */
+export const MAX_TOOLS_PER_SERVER = 128;
+
 export class McpManager {
   private readonly conns: { conn: McpConnection; selection: ToolSelection }[];
   private exposed: Exposed[] = [];
@@ -141,7 +147,8 @@ export class McpManager {
     const picked: { conn: McpConnection; tool: McpToolInfo }[] = [];
     for (const { conn, selection } of this.conns) {
       const tools = conn.tools ?? [];
-      const chosen = selection === '*' ? tools : selection.flatMap((n) => tools.filter((t) => t.name === n));
+      const chosen =
+        selection === '*' ? this.firstOf(conn, tools) : selection.flatMap((n) => tools.filter((t) => t.name === n));
       const seen = new Set<string>();
       for (const tool of chosen) {
         if (seen.has(tool.name)) continue;
@@ -152,6 +159,17 @@ export class McpManager {
     const names = assignToolNames(picked.map((p) => ({ server: p.conn.name, tool: p.tool.name })));
     this.exposed = picked.map((p, i) => ({ ...p, name: names[i]! }));
     return this.exposed;
+  }
+
+  /** `mcp:<server>/*` takes a server's first MAX_TOOLS_PER_SERVER tools; named ones are taken whatever their place. */
+  private firstOf(conn: McpConnection, tools: McpToolInfo[]): McpToolInfo[] {
+    if (tools.length <= MAX_TOOLS_PER_SERVER) return tools;
+    this.opts.log.warn(
+      { mcpServer: conn.name, tools: tools.length, offered: MAX_TOOLS_PER_SERVER },
+      `MCP server "${conn.name}" lists ${tools.length} tools: its first ${MAX_TOOLS_PER_SERVER} are offered ` +
+        `(mcp:${conn.name}/*); name the ones the role needs (mcp:${conn.name}/<tool>) to choose others`,
+    );
+    return tools.slice(0, MAX_TOOLS_PER_SERVER);
   }
 
   /**

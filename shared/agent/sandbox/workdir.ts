@@ -11,10 +11,11 @@ import { dirname, join, relative, sep } from 'node:path';
 
 /**
  * A walk of the work dir stops here, folders counted: a program that makes a million files or
- * folders must not stall the worker (and the files limit kills the run at it).
+ * folders must not stall the worker (and the files limit kills the run at it). There is no
+ * depth limit of its own: the cap bounds a chain of folders too, and past the host's PATH_MAX
+ * the walk cannot read on (a depth limit of 32 killed ordinary `mkdir -p` trees as over the limit).
  */
 export const WALK_MAX_ENTRIES = 5000;
-const WALK_MAX_DEPTH = 32;
 
 export interface WorkDir {
   path: string;
@@ -57,7 +58,7 @@ export interface Walk {
   entries: WalkEntry[];
   /** Bytes of the regular files and of the folders (a folder of many names takes disk too). */
   bytes: number;
-  /** The walk stopped at WALK_MAX_ENTRIES or WALK_MAX_DEPTH, or met a folder it cannot read. */
+  /** The walk stopped at WALK_MAX_ENTRIES, or met a folder it cannot read (or past PATH_MAX). */
   truncated: boolean;
 }
 
@@ -118,7 +119,7 @@ export const diskBytes = (s: { size: number; blocks: number }) => Math.max(s.siz
 export async function walkWorkDir(root: string, maxEntries = WALK_MAX_ENTRIES): Promise<Walk> {
   const out: Walk = { entries: [], bytes: 0, truncated: false };
   let seen = 0;
-  const visit = async (dir: string, depth: number): Promise<void> => {
+  const visit = async (dir: string): Promise<void> => {
     // One more than is left: a folder holding more than that is past the cap.
     for (const d of await listDir(dir, maxEntries - seen + 1, out)) {
       if (seen >= maxEntries) {
@@ -131,11 +132,10 @@ export async function walkWorkDir(root: string, maxEntries = WALK_MAX_ENTRIES): 
       const { size: bytes, disk } = kind === 'file' || kind === 'dir' ? await sizesOf(path, out) : { size: 0, disk: 0 };
       out.bytes += disk;
       if (kind !== 'dir') out.entries.push({ name: relative(root, path), kind, bytes });
-      else if (depth >= WALK_MAX_DEPTH) out.truncated = true;
-      else await visit(path, depth + 1);
+      else await visit(path);
     }
   };
-  await visit(root, 0);
+  await visit(root);
   return out;
 }
 
