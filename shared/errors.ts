@@ -68,7 +68,8 @@ export class LockLostError extends DeepqError {
 export class ProviderRateLimitError extends DeepqError {
   constructor(
     message: string,
-    readonly retryAfterMs: number,
+    /** The provider's retry-after (capped), or undefined: the queue's own backoff decides then. */
+    readonly retryAfterMs: number | undefined,
   ) {
     super(ErrorCode.RateLimited, message);
   }

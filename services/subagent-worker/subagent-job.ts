@@ -28,7 +28,7 @@ import {
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 import type { FileEntry, WriteMeta } from '../../shared/vfs/vfs.ts';
 import { endPaused, type PausedJob, pauseForApproval, type Resumed, takeDecisions } from './approval.ts';
-import { putBackForRateLimit } from './rate-limited.ts';
+import { clearRateLimitRequeues, putBackForRateLimit } from './rate-limited.ts';
 import { noteRunTokens } from './run-tokens.ts';
 import { buildSubagentTask } from './task.ts';
 
@@ -192,6 +192,8 @@ async function runSubtask(
       tokenCap: data.token_cap,
       transcriptWithResult: true,
       onTokens: (n) => {
+        // A call answered: any 429s before it no longer count toward the put-backs in a row.
+        clearRateLimitRequeues(job, log);
         p.tokens = (p.tokens ?? 0) + n;
       },
     });

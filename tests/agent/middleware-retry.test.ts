@@ -4,6 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { rateLimitPauseMs } from '../../services/subagent-worker/rate-limited.ts';
 import { createAgent } from '../../shared/agent/create-agent.ts';
 import type { MiddlewareDeps } from '../../shared/agent/middleware/index.ts';
 import { backoffMs, MAX_QUEUE_PAUSE_MS, RATE_LIMIT_RETRIES } from '../../shared/agent/middleware/retry.ts';
@@ -188,7 +189,14 @@ test('in a worker, a 429 becomes a queue-wide rate limit with retry-after (0 inc
     assert.equal(o.err.retryAfterMs, wait);
   }
   const o = await callThrough([apiError(429, 'slow')], { retry: { rateLimitToQueue: true } });
-  assert.ok(o.err instanceof ProviderRateLimitError && o.err.retryAfterMs > 0, 'without a header, the backoff');
+  assert.ok(o.err instanceof ProviderRateLimitError, String(o.err));
+  assert.equal(o.err.retryAfterMs, undefined, "without a header, the queue's backoff decides");
+  // It grows with the job's put-backs in a row: 1-2 s, then doubling, to a minute.
+  const pause = (requeues: number) => rateLimitPauseMs(o.err as ProviderRateLimitError, requeues);
+  assert.ok(pause(1) >= 1000 && pause(1) <= 2000, String(pause(1)));
+  assert.ok(pause(4) >= 8000 && pause(4) <= 16_000, String(pause(4)));
+  assert.ok(pause(40) >= 30_000 && pause(40) <= 60_000, String(pause(40)));
+  assert.equal(rateLimitPauseMs(new ProviderRateLimitError('429', 2000), 40), 2000, 'retry-after wins');
   // Other faults are still retried in place.
   const o2 = await callThrough([apiError(500, 'x')], { retry: { rateLimitToQueue: true } });
   assert.equal(o2.ok, true);

@@ -159,6 +159,31 @@ test('a provider that never stops answering 429 fails the subtask with the reaso
   }
 });
 
+test('429s spread over a run, each followed by an answered call, are not in a row: the subtask finishes', async () => {
+  // Every other research request is refused: each turn is answered on its second try.
+  let n = 0;
+  const spread = await startMessagesApiServer({
+    handler: (body, i, req) =>
+      roleOf(body) === 'research' && n++ % 2 === 0
+        ? apiError(429, 'rate limited', { 'retry-after': '0' })
+        : defaultHandler(body, i, req),
+  });
+  const f = await startFleet(
+    redis.url,
+    spread.env({ DEEPQ_MAX_RATE_LIMIT_REQUEUES: '1', DEEPQ_SUBTASK_ATTEMPTS: '1', DEEPQ_MAX_DEPTH: '1' }),
+  );
+  try {
+    const goalId = await f.client.enqueue({ goal: 'Spread limits' });
+    await f.client.waitFor(goalId, { timeoutMs: 60_000 });
+    const job = await f.client.queues.get(subagentQueueName('research-specialist')).getJob(`${goalId}:1:0`);
+    assert.equal(await job!.getState(), 'completed', job!.failedReason);
+    assert.ok(n >= 4, `two turns, each refused once: ${n} requests`);
+  } finally {
+    await f.stop();
+    await spread.close();
+  }
+});
+
 test("a job still refused after pausing its queue 3 times waits alone: other goals' subtasks go on", {
   timeout: 60_000,
 }, async () => {

@@ -388,6 +388,28 @@ test('a server without tool calling: a clear error at the first call with tools,
   }
 });
 
+test("a 5xx naming tools is a fault, retried; llama.cpp's 500 refusing tools is a refusal, not retried", async () => {
+  const spec = RoleSpecSchema.parse({ name: 'critic', systemPrompt: 'You review.', tools: [] });
+  const tools = [{ def: LIST_FILES, run: async () => '' }];
+  const run = () =>
+    createAgent(spec, {
+      provider: provider(),
+      logger: captureLogger().logger,
+      models: { HIGH: 'h', LOW: 'qwen' },
+      retry: { baseDelayMs: 1 },
+    }).run({ task: 't', tools, contract: textContract, ctx: ctxFor('critic') });
+  const faults: ChatHandlerResult[] = [chatError(500, 'tool parser failed: requires valid JSON')];
+  server.setHandler(() => faults.shift() ?? say('fine'));
+  assert.equal((await run()).ok, true, 'a transient 500 about a tool parser was not retried');
+  server.setHandler(() => chatError(500, 'tools param requires --jinja flag'));
+  const before = server.requests.length;
+  await assert.rejects(
+    run(),
+    (err: ModelCallError) => err.kind === 'client' && /refused tool calling/.test(err.message),
+  );
+  assert.equal(server.requests.length - before, 1, 'the refusal was retried');
+});
+
 test("deepq's retry middleware retries 5xx and waits out a 429's retry-after on this provider too", async () => {
   const spec = RoleSpecSchema.parse({ name: 'r', systemPrompt: 'You help.', tier: 'LOW' });
   const faults: ChatHandlerResult[] = [chatError(500, 'oops'), chatError(429, 'slow', { 'retry-after': '1' })];

@@ -37,8 +37,9 @@ export function retry(deps: Pick<MiddlewareDeps, 'retry' | 'logger'>): ModelMidd
         if (!(err instanceof ModelCallError) || !err.retryable) throw err;
         if (err.kind === 'rate_limit' && deps.retry?.rateLimitToQueue) {
           // It pauses a role's whole queue: a retry-after of hours (or a server clock far ahead)
-          // is capped; the job then tries again, and another 429 pauses it again.
-          const pause = Math.min(err.retryAfterMs ?? backoffMs(attempt, base, max), MAX_QUEUE_PAUSE_MS);
+          // is capped; the job then tries again, and another 429 pauses it again. Without one,
+          // the pause grows with the job's put-backs (rate-limited.ts): here it is always the first try.
+          const pause = err.retryAfterMs === undefined ? undefined : Math.min(err.retryAfterMs, MAX_QUEUE_PAUSE_MS);
           throw new ProviderRateLimitError(err.message, pause);
         }
         if (attempt >= retriesFor(err, maxRetries, deps.retry?.patient)) throw err;

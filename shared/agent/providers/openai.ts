@@ -78,7 +78,7 @@ export class OpenAIProvider implements ModelProvider {
 
   private toError(Sdk: Sdk, err: unknown, req: ModelRequest, signal?: AbortSignal): ModelCallError {
     const mapped = sdkErrorToModelCallError(err, Sdk, `${this.name} (openai)`, signal);
-    if (req.tools?.length && mapped.kind !== 'rate_limit' && (mapped.status ?? 0) >= 400 && refusesTools(err)) {
+    if (req.tools?.length && mapped.kind !== 'rate_limit' && refusesTools(err, mapped.status ?? 0)) {
       const said = (err as Error).message.slice(0, 300);
       const message =
         `provider "${this.name}" (${this.opts.baseURL}) refused tool calling for model "${req.model}": ` +
@@ -94,8 +94,12 @@ export class OpenAIProvider implements ModelProvider {
  * tools", vLLM "auto tool choice requires --enable-auto-tool-choice", llama.cpp "tools param
  * requires --jinja flag". Such an error is not worth retrying.
  */
-function refusesTools(err: unknown): boolean {
+function refusesTools(err: unknown, status: number): boolean {
   const message = err instanceof Error ? err.message : '';
+  if (status < 400) return false;
+  // llama.cpp answers its refusal with a 500: only the known phrases, where any other 5xx
+  // naming tools (a tool parser that failed once) is a fault worth retrying.
+  if (status >= 500) return /jinja|does not support tools|enable-auto-tool-choice/i.test(message);
   const aboutTools = /\b(tools?|tool[ _]choice|function[ _]call(ing)?)\b/i.test(message);
   return aboutTools && /support|requires?|enable|jinja/i.test(message);
 }
