@@ -230,6 +230,18 @@ test('the fault matrix maps each fault to what the retry policy needs', { timeou
       kind: 'malformed',
       retryable: true,
     },
+    // What a non-conforming gateway may send: sent back as it came, the next request would be refused.
+    ...[
+      null,
+      'text',
+      { type: 'tool_use', id: 't1', input: {} },
+      { type: 'tool_use', name: 'grep', input: '{"a": ' },
+    ].map((block) => ({
+      name: `content block ${JSON.stringify(block)}`,
+      result: { status: 200, body: { id: 'msg_1', type: 'message', role: 'assistant', content: [block] } },
+      kind: 'malformed' as const,
+      retryable: true,
+    })),
     { name: '400', result: apiError(400, 'bad request'), kind: 'client', status: 400, retryable: false },
     { name: '401', result: apiError(401, 'invalid x-api-key'), kind: 'client', status: 401, retryable: false },
   ];
@@ -243,6 +255,16 @@ test('the fault matrix maps each fault to what the retry policy needs', { timeou
     assert.equal(reqs.length, 1, `${c.name}: the SDK made exactly one request (its retries are off)`);
     assert.ok(!err.message.includes(FAKE_API_KEY), `${c.name}: the key is not in the error`);
   }
+});
+
+test('a tool_use without an id gets one: its tool_result can name it', async () => {
+  server.setHandler(() => ({
+    status: 200,
+    body: { id: 'msg_1', type: 'message', role: 'assistant', content: [{ type: 'tool_use', name: 'grep', input: {} }] },
+  }));
+  const res = await anthropicAt(server, 5000).createMessage(REQ, CTX);
+  const [block] = res.content;
+  assert.ok(block?.type === 'tool_use' && /^toolu_[0-9a-f]{32}$/.test(block.id), JSON.stringify(block));
 });
 
 test('an abort reaches the HTTP call', async () => {

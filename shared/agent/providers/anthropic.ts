@@ -3,6 +3,7 @@
 // that policy (it honours retry-after, including 0, and feeds the queue-wide rate limit).
 // The SDK loads at the first call: a process on the scripted model, or on another provider,
 // never pays its import.
+import { randomUUID } from 'node:crypto';
 import type Anthropic from '@anthropic-ai/sdk';
 import { headersOverEnv } from './sdk-env.ts';
 import { sdkErrorToModelCallError, withDeadline } from './sdk-errors.ts';
@@ -71,7 +72,10 @@ export class AnthropicProvider implements ModelProvider {
       if (!res || !Array.isArray((res as { content?: unknown }).content)) {
         throw new ModelCallError('provider returned a body without a content array', 'malformed');
       }
-      const out = res as unknown as ModelResponse;
+      const out = {
+        ...(res as unknown as ModelResponse),
+        content: checkedContent((res as { content: unknown[] }).content),
+      };
       // A Messages-API gateway that reports no usage: estimated and flagged, as for an OpenAI
       // server without it (booked as 0 tokens, its goal's token budget was never reached).
       const usage = reportedUsage(out.usage);
@@ -86,4 +90,26 @@ export class AnthropicProvider implements ModelProvider {
       sdkErrorToModelCallError(err, Sdk, 'anthropic', ctx.signal),
     );
   }
+}
+
+/**
+ * The blocks as the rest of deepq (and the next request) needs them: a Messages-API gateway may
+ * send what the real API never does. A block that is not an object, a tool_use without a name or
+ * whose input is not an object is a malformed answer (retried; sent back as it came, the next
+ * request would be refused for it); a tool_use without an id gets one, as on the OpenAI wire.
+ */
+function checkedContent(content: unknown[]): ModelResponse['content'] {
+  return content.map((block) => {
+    const b = block as { type?: unknown; id?: unknown; name?: unknown; input?: unknown } | null;
+    if (!b || typeof b !== 'object' || typeof b.type !== 'string') {
+      throw new ModelCallError('provider returned a content block that is not an object with a type', 'malformed');
+    }
+    if (b.type !== 'tool_use') return b as ModelResponse['content'][number];
+    if (typeof b.name !== 'string' || !b.name)
+      throw new ModelCallError('provider returned a tool_use without a name', 'malformed');
+    if (!b.input || typeof b.input !== 'object' || Array.isArray(b.input))
+      throw new ModelCallError(`provider returned a tool_use of ${b.name} whose input is not an object`, 'malformed');
+    const id = typeof b.id === 'string' && b.id ? b.id : `toolu_${randomUUID().replaceAll('-', '')}`;
+    return { ...b, id } as ModelResponse['content'][number];
+  });
 }
