@@ -81,7 +81,9 @@ export function supervise(specs: ChildSpec[], opts: SuperviseOptions = {}): Supe
             : null;
       if (hopeless) return opts.onGiveUp?.(spec.name, hopeless, code);
       process.stderr.write(`deepq up: ${spec.name} exited (${signal ?? code}); restarting\n`);
-      setTimeout(() => launch(spec, failures), Math.min(5000, 250 * 2 ** failures)).unref();
+      // Not unref'd: with every child down between restarts, it is what keeps the supervisor
+      // alive (unref'd, it ended with exit 0, no child running and nothing said).
+      setTimeout(() => launch(spec, failures), Math.min(5000, 250 * 2 ** failures));
     });
   };
   for (const s of specs) launch(s);

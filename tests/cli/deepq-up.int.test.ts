@@ -218,6 +218,25 @@ test('a child that cannot start is not restarted for ever: deepq up says why, st
   }
 });
 
+test('every child failing at once: deepq up still gives up with exit 1, not a silent exit 0', {
+  timeout: 90_000,
+}, async () => {
+  await redis.ready;
+  const base = await freePortRange(NAMES.length);
+  // Every child's metrics port is taken: all of them fail at every start, and between the
+  // restarts no child runs (the supervisor once ended there, its restart timers unref'd, exit 0).
+  const holders = NAMES.map((_, i) => createServer().listen(base + i, '127.0.0.1'));
+  await Promise.all(holders.map((h) => once(h, 'listening')));
+  const { up, out, closed: exited } = startUp(testEnv(redis.url), base);
+  try {
+    assert.equal(await exited, 1, out());
+    assert.match(out(), /deepq up: \S+ is not restarted: it exited 5 times in a row within 30 s of starting/);
+  } finally {
+    if (up.exitCode === null) process.kill(-up.pid!, 'SIGKILL');
+    for (const h of holders) h.close();
+  }
+});
+
 test('a --metrics-port-base whose children would need ports past 65535 is refused up front', async () => {
   await redis.ready;
   const { out, closed } = startUp(testEnv(redis.url), 65534);
