@@ -138,7 +138,7 @@ function withinTime(createdAt: number | undefined, maxSeconds: number | undefine
 
 /** The script's reply as a grant, or the reason no call may be made, thrown. */
 function grantOf(reply: (string | number)[], wanted: number): { maxTokens: number; member: string } {
-  const [kind, a, b, c] = reply;
+  const [kind, a, b, c, d, e] = reply;
   if (kind === 'ok') return { maxTokens: Number(a ?? wanted), member: String(b ?? '') };
   if (kind === 'paused') throw new BudgetExceededError('the goal is paused at its budget', 'tokens');
   if (kind === 'seconds') {
@@ -148,8 +148,10 @@ function grantOf(reply: (string | number)[], wanted: number): { maxTokens: numbe
   if (kind === 'tokens') {
     const [used, reserved, max] = [Number(a), Number(b), Number(c)];
     const inFlight = reserved ? ` and ${reserved} reserved by calls in flight` : '';
-    const reason = `token budget exceeded: ${used} tokens used${inFlight}, too few left for another call (max ${max})`;
-    throw new BudgetExceededError(reason, 'tokens');
+    // What the next call needs, named: "332 used, too few left (max 1200)" read as a bug.
+    const needs = d === undefined ? '' : ` (the next call needs about ${d} input and ${e} output)`;
+    const reason = `token budget exceeded: ${used} tokens used${inFlight}${needs}, too few left for another call`;
+    throw new BudgetExceededError(`${reason} (max ${max})`, 'tokens');
   }
   // Gone or ended: the goal stopped under this call (cancelled, or another call ended it).
   throw new GoalEndedError(kind === 'ended' ? String(a) : 'gone');

@@ -33,7 +33,11 @@ test('--max-steps 1: the second cycle is never dispatched; cycle 1 artifacts sta
 test('--max-tokens: the goal stops at the first model call whose reservation does not fit', async () => {
   const { summary, goal } = await enqueue(['--max-tokens', '1500']);
   assert.equal(summary.status, 'budget_exceeded');
-  assert.match(goal.reason!, /token budget exceeded: \d+ tokens used.*, too few left for another call \(max 1500\)/);
+  assert.match(
+    goal.reason!,
+    /token budget exceeded: \d+ tokens used.* \(the next call needs about \d+ input and \d+ output\), too few left/,
+  );
+  assert.match(goal.reason!, /, too few left for another call \(max 1500\)$/);
   const used = goal.tokens.input + goal.tokens.output;
   // Each call reserved its tokens first: the goal stopped below its budget, not past it.
   assert.ok(used > 0 && used <= 1500, `recorded ${used} tokens`);

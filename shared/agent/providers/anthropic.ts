@@ -94,9 +94,9 @@ export class AnthropicProvider implements ModelProvider {
 
 /**
  * The blocks as the rest of deepq (and the next request) needs them: a Messages-API gateway may
- * send what the real API never does. A block that is not an object, a tool_use without a name or
- * whose input is not an object is a malformed answer (retried; sent back as it came, the next
- * request would be refused for it); a tool_use without an id gets one, as on the OpenAI wire.
+ * send what the real API never does. A block that is not an object, or a tool_use without a name,
+ * is a malformed answer (retried); a tool_use without an id gets one, as on the OpenAI wire, and
+ * an input that is not an object goes to the tool as it came (its schema check tells the model).
  */
 function checkedContent(content: unknown[]): ModelResponse['content'] {
   return content.map((block) => {
@@ -107,8 +107,6 @@ function checkedContent(content: unknown[]): ModelResponse['content'] {
     if (b.type !== 'tool_use') return b as ModelResponse['content'][number];
     if (typeof b.name !== 'string' || !b.name)
       throw new ModelCallError('provider returned a tool_use without a name', 'malformed');
-    if (!b.input || typeof b.input !== 'object' || Array.isArray(b.input))
-      throw new ModelCallError(`provider returned a tool_use of ${b.name} whose input is not an object`, 'malformed');
     const id = typeof b.id === 'string' && b.id ? b.id : `toolu_${randomUUID().replaceAll('-', '')}`;
     return { ...b, id } as ModelResponse['content'][number];
   });

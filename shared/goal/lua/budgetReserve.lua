@@ -7,7 +7,8 @@
 -- ARGV[7] key TTL seconds
 -- Returns {'ok', max output tokens granted, member} ({'ok', wanted, ''} without a token budget),
 -- {'paused'} (the goal waits for a human to raise a budget), {'ended', status}, {'gone'},
--- {'seconds', elapsed ms, max seconds}, or {'tokens', used, reserved, max}. A re-send of a
+-- {'seconds', elapsed ms, max seconds}, or {'tokens', used, reserved, max, the call's input as
+-- held, fewest output}. A re-send of a
 -- reservation that landed (a lost reply) gets what it was granted, reserving nothing more.
 local h = redis.call('HMGET', KEYS[1], 'status', 'pausedFor', 'budgets', 'createdAt',
   'tokens.input', 'tokens.output', 'tokens.cache_read', 'tokens.cache_write', 'inputRatio', 'tokens')
@@ -41,7 +42,7 @@ if again then
   return { 'ok', math.max(0, math.min(wanted, held - input)), again }
 end
 local grant = math.min(wanted, b.maxTokens - used - reserved - input)
-if grant < tonumber(ARGV[4]) then return { 'tokens', used, reserved, b.maxTokens } end
+if grant < tonumber(ARGV[4]) then return { 'tokens', used, reserved, b.maxTokens, input, tonumber(ARGV[4]) } end
 -- The call's input is held too: calls in flight hold all they will spend.
 local member = ARGV[1] .. ':' .. (input + grant)
 redis.call('ZADD', KEYS[2], ARGV[6], member)
