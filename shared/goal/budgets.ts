@@ -150,8 +150,8 @@ function grantOf(reply: (string | number)[], wanted: number): { maxTokens: numbe
     const inFlight = reserved ? ` and ${reserved} reserved by calls in flight` : '';
     // What the next call needs, named: "332 used, too few left (max 1200)" read as a bug.
     const needs = d === undefined ? '' : ` (the next call needs about ${d} input and ${e} output)`;
-    const reason = `token budget exceeded: ${used} tokens used${inFlight}${needs}, too few left for another call`;
-    throw new BudgetExceededError(`${reason} (max ${max})`, 'tokens');
+    const tooFew = `too few left for another call (max ${max})`;
+    throw new BudgetExceededError(`token budget exceeded: ${used} tokens used${inFlight}${needs}, ${tooFew}`, 'tokens');
   }
   // Gone or ended: the goal stopped under this call (cancelled, or another call ended it).
   throw new GoalEndedError(kind === 'ended' ? String(a) : 'gone');

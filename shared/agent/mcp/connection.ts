@@ -243,7 +243,7 @@ export class McpConnection {
     if (!description || description.length <= MAX_TOOL_DESCRIPTION_CHARS) return description;
     const fields = { mcpServer: this.name, tool: this.opts.scrub(tool).slice(0, 100), chars: description.length };
     this.opts.log.warn(fields, `MCP tool's description cut to ${MAX_TOOL_DESCRIPTION_CHARS} characters`);
-    return `${description.slice(0, MAX_TOOL_DESCRIPTION_CHARS - 1)}…`;
+    return `${cutChars(description, MAX_TOOL_DESCRIPTION_CHARS - 1)}…`;
   }
 
   /** A listed tool as the SDK's schema reads it, or null (logged) when it does not pass. */
