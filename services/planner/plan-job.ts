@@ -148,15 +148,19 @@ async function choosePlan(c: PlanJobContext): Promise<ChosenPlan | PlanOutcome> 
 
 /**
  * The plan broke its contract twice: the goal fails, naming the problem; unless no plan could
- * fit what is left of the token budget, which is the budget running out (end or pause).
+ * fit what is left of the token budget, which is the budget running out (end or pause), or the
+ * goal paused at a budget meanwhile.
  */
 async function rejected(c: PlanJobContext, problem: string, overBudget: string | null): Promise<PlanOutcome> {
   const { rt, goal, step } = c;
   if (overBudget) return atBudget(c, { kind: 'tokens', reason: `token budget too small for a plan: ${overBudget}` });
   const reason = `planner output rejected: ${problem}`;
   c.log.warn({ threadId: c.threadId, reason }, 'planning failed');
-  await rt.lifecycle.fail(goal.goalId, reason, step, ['planning']);
-  return { status: 'failed', reason };
+  if (await rt.lifecycle.fail(goal.goalId, reason, step, ['planning'])) return { status: 'failed', reason };
+  // Refused: the deadline paused the goal while the model answered; the job waits with it and
+  // plans again once resumed (else the goal moved on and there is nothing left to do).
+  await parkIfPausedForBudget(rt, c.job, c.token, goal.goalId);
+  return { status: 'skipped', reason: 'planner output rejected after the goal moved on' };
 }
 
 /**

@@ -186,8 +186,13 @@ async function askModel(
   if (res.kind === 'stopped') return { skipped: res.reason };
   if (res.kind === 'paused') return parkForBudget(rt, d.job, d.token, goal.goalId);
   if (res.kind === 'rejected') {
-    await rt.lifecycle.fail(goal.goalId, `reflector output rejected: ${res.problem}`, step);
-    return { decision: 'failed' };
+    if (await rt.lifecycle.fail(goal.goalId, `reflector output rejected: ${res.problem}`, step, ['reflecting'])) {
+      return { decision: 'failed' };
+    }
+    // Refused: the deadline paused the goal while the model answered (the job waits with it and
+    // reflects again once resumed), or the goal moved on.
+    await parkIfPausedForBudget(rt, d.job, d.token, goal.goalId);
+    return { skipped: 'reflector output rejected after the goal moved on' };
   }
   // The transcript lands with the move the decision makes.
   const reflection = endWithoutWork(res.value, d.outcomes, index);

@@ -44,6 +44,11 @@ let releaseReflection: () => void = () => {};
 const reflectionHeld = new Promise<void>((r) => {
   releaseReflection = r;
 });
+const REJECTED = '[rejected]';
+/** Holds the planner's (or reflector's) corrected answer in the REJECTED scenario until the test lets it go. */
+const held = { planner: gate(), reflector: gate() };
+/** Fresh runs (first call of a conversation) of each role in the REJECTED scenarios. */
+const freshRuns = { planner: 0, reflector: 0 };
 const RESEARCH_QUEUE = 'subagent-research-specialist';
 const SLOW_TURNS = 8;
 
@@ -106,6 +111,16 @@ const handler = scenarioHandler({
     if (role !== 'reflector') return text('answer for late.md');
     await reflectionHeld;
     return json({ decision: 'end', reason: 'ok' });
+  },
+  // The role's first run answers what breaks its contract, twice: the correction asked for is held
+  // until the test lets it answer (after the deadline paused the goal); the run after the resume
+  // answers well. `[rejected-planner]` or `[rejected-reflector]`.
+  [REJECTED]: async (body, role, task) => {
+    if (role !== 'planner' && role !== 'reflector') return text('answer for rejected.md');
+    if (!task.includes(`[rejected-${role}]`)) return answer(role);
+    if (body.messages.length === 1 && ++freshRuns[role] === 2) return answer(role);
+    if (body.messages.length > 1) await held[role].promise;
+    return json({ nonsense: true });
   },
   // Five subtasks in parallel, each looking at the files forever: only the budget stops them.
   // Two cycles of one quick subtask each.
@@ -347,6 +362,33 @@ test("--on-budget pause during the reflector's call: the reflection waits with t
   assert.equal((await ends()) - endsBefore, 1, 'one decision applied, counted once');
 });
 
+for (const role of ['planner', 'reflector'] as const) {
+  test(`--on-budget pause while the ${role}'s output is rejected: its job waits with the goal, runs again`, {
+    timeout: 90_000,
+  }, async () => {
+    const goalText = `${REJECTED} [rejected-${role}] Rejected`;
+    const enq = await runCli(['enqueue', goalText, '--max-seconds', '3', '--on-budget', 'pause'], fleet.env);
+    assert.equal(enq.code, 0, enq.stderr);
+    const goalId = enq.stdout.trim();
+    const corrections = () => server.requests.filter((q) => roleOf(q.body) === role && q.body.messages.length > 1);
+    await until(async () => corrections().some((q) => firstUserText(q.body).includes(goalText)) || undefined, 30_000);
+    let g = await fleet.client.waitFor(goalId, { timeoutMs: 30_000 });
+    assert.deepEqual([g.status, g.pausedFrom], ['awaiting_human', role === 'planner' ? 'planning' : 'reflecting']);
+    // Rejected twice after the pause: the goal is not failed, the job parks with it.
+    held[role].resolve();
+    const parked = fleet.client.goals.keys.parked(goalId);
+    await until(async () => (await redis.client.hlen(parked)) === 1 || undefined, 10_000);
+    assert.equal((await fleet.client.get(goalId)).status, 'awaiting_human');
+    const r = await runCli(['resume', goalId, '--max-seconds', '120'], fleet.env);
+    assert.equal(r.code, 0, r.stderr);
+    g = await fleet.client.waitFor(goalId, { timeoutMs: 30_000 });
+    assert.equal(g.status, 'done', g.reason ?? '');
+    assert.equal(freshRuns[role], 2, `the ${role} ran again after the resume`);
+    const lengths = requestsOf(server, goalText, role).map((q) => q.body.messages.length);
+    assert.deepEqual(lengths, [1, 3, 1], 'asked, corrected, asked again after the resume');
+  });
+}
+
 /** Runs the five-subagent loop at a budget; returns its overshoot and how many subagents ran. */
 async function overshootAt(budget: number): Promise<{ overshoot: number; running: number; calls: number }> {
   const tag = `${OVERSHOOT}-${budget}]`;
@@ -360,6 +402,20 @@ async function overshootAt(budget: number): Promise<{ overshoot: number; running
   const used = Object.values((await fleet.client.get(goalId)).tokens).reduce((a, b) => a + b, 0);
   const calls = requestsOf(server, tag, 'research').map((r) => /write (loop-\d\.md)/.exec(firstUserText(r.body))?.[1]);
   return { overshoot: Math.max(0, used - budget), running: new Set(calls).size, calls: calls.length };
+}
+
+/** A REJECTED role's answer that keeps its contract. */
+function answer(role: 'planner' | 'reflector'): MessageReply {
+  if (role === 'planner') return json({ subtasks: [research(REJECTED, 'rejected.md')] });
+  return json({ decision: 'end', reason: 'ok' });
+}
+
+function gate(): { promise: Promise<void>; resolve: () => void } {
+  let resolve = () => {};
+  const promise = new Promise<void>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
