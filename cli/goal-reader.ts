@@ -20,6 +20,10 @@ export interface GoalSummary {
   artifacts: string[];
   createdAt: number;
   finishedAt: number | null;
+  /** Why the goal ended or waits for a human (a failure, a budget, a review, an escalation); else null. */
+  reason: string | null;
+  /** What an `awaiting_human` goal waits for (`review`, `escalation`, `budget`); else null. */
+  pausedFor: GoalRecord['pausedFor'];
   /** Tokens and estimated cost per model, and the total (costUsd null when a model has no price). */
   usage: UsageSummary;
   /** Tool calls waiting for a human, oldest first: the goal runs on once they are decided. */
@@ -61,6 +65,8 @@ export class GoalReader {
       artifacts: files.filter((f) => f.status !== 'evicted').map((f) => f.name),
       createdAt: g.createdAt,
       finishedAt: g.finishedAt,
+      reason: g.reason,
+      pausedFor: g.status === 'awaiting_human' ? g.pausedFor : null,
       usage: usageSummary(g, this.cfg.prices),
       approvals: (await this.pendingApprovals(goalId)).map(pendingApproval),
     };

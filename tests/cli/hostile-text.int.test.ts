@@ -123,7 +123,8 @@ test('status, watch (lines), goals and transcript print hostile text as visible 
     assert.ok(out.watch!.includes(line), `watch does not show ${line}:\n${out.watch}`);
   }
   assert.ok(out.goals!.includes(`${SHOWN} goal text`), out.goals);
-  assert.equal(JSON.parse(out['status --json']!).status, 'failed');
+  const status = JSON.parse(out['status --json']!);
+  assert.deepEqual([status.status, status.reason, status.pausedFor], ['failed', `failure ${HOSTILE}`, null]);
   // The JSON outputs still hold exactly what was written.
   const rows = JSON.parse(out['goals --json']!) as { goalId: string; goal: string }[];
   assert.equal(rows.find((r) => r.goalId === goalId)?.goal, `${HOSTILE} goal text`);

@@ -309,6 +309,9 @@ test('--on-budget pause at --max-seconds: the deadline pauses a goal mid-loop; r
   assert.equal(g.status, 'awaiting_human');
   assert.deepEqual([g.pausedFor, g.pausedFrom], ['budget', 'running']);
   assert.match(g.reason!, /^time budget exceeded: [\d.]+ s elapsed \(max 2 s\)$/);
+  const shown = await runCli(['status', goalId, '--json'], fleet.env);
+  const { status, pausedFor, reason } = JSON.parse(shown.stdout);
+  assert.deepEqual([status, pausedFor, reason], ['awaiting_human', 'budget', g.reason]);
   assert.equal(await metricSum(fleet, 'deepq_budget_events_total', { kind: 'seconds', action: 'pause' }), 1);
   // The running call finishes; the job parks at its next one.
   const queue = fleet.client.queues.get(RESEARCH_QUEUE);
