@@ -36,6 +36,8 @@ export interface PausedJob {
   log: Logger;
   /** Every token its run has used so far (cache too), kept across its pauses (in the checkpoint). */
   tokens?: number;
+  /** The run's checkpoint after its last tool call (stored: a redelivery goes on from it). */
+  progress?: AgentCheckpoint;
 }
 
 /**

@@ -10,13 +10,13 @@ import type { RoleSpec } from '../../shared/agent/roles.ts';
 import { type GoalRunOutcome, runForGoal } from '../../shared/agent/run-for-goal.ts';
 import { createSandboxTools, createVfsTools, type Tool, type ToolScope } from '../../shared/agent/tools.ts';
 import { shortId, storeTranscript, type TranscriptWrite } from '../../shared/agent/transcripts.ts';
-import { ProviderRateLimitError, VfsLimitError } from '../../shared/errors.ts';
+import { ErrorCode, hasCode, ProviderRateLimitError, VfsLimitError } from '../../shared/errors.ts';
 import type { JobCheckpoint } from '../../shared/goal/approvals.ts';
 import type { TimelineEventBody } from '../../shared/goal/events.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
 import { isPausedForBudget, parkForBudget } from '../../shared/goal/parking.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
-import type { GoalBrief } from '../../shared/goal/store.ts';
+import type { GoalBrief, ToolProgress } from '../../shared/goal/store.ts';
 import { finishedArtifact } from '../../shared/goal/subtask-artifact.ts';
 import {
   goalBriefOfJob,
@@ -80,7 +80,7 @@ export async function processSubagentJob(
   const resume = saved ? await resumeFrom(paused, saved) : undefined;
   const result = await runSubtask(deps, paused, goal, base, resume, signal);
   // The job finished: its pause is over. (A failed attempt keeps it: the retry resumes from it.)
-  if (saved) await rt.approvals.clearCheckpoint(goalId, String(job.id));
+  if (saved || paused.progress) await rt.approvals.clearCheckpoint(goalId, String(job.id));
   return result;
 }
 
@@ -140,9 +140,10 @@ async function openJob(rt: Runtime, job: Job, data: SubagentJob, role: string): 
   // failed one stopped (a resume after a pause or a 429 is the same attempt).
   const newAttempt = !saved || saved.failedAttempt === job.attemptsMade;
   // BullMQ counts every start. A run put back on purpose (a 429, an approval, a budget) or failed
-  // leaves a checkpoint; more starts than attempts and none: a run of this attempt did not finish.
-  const restarted = !saved && job.attemptsStarted > job.attemptsMade + 1;
-  if (newAttempt && goesOn) await rt.goals.appendEvent(goalId, started(threadId, restarted));
+  // leaves a checkpoint; more starts than attempts and none, or only a running run's progress: a
+  // run of this attempt did not finish (its process died), and this one goes on from its last tool call.
+  const restarted = saved ? saved.running === true : job.attemptsStarted > job.attemptsMade + 1;
+  if ((newAttempt || restarted) && goesOn) await rt.goals.appendEvent(goalId, started(threadId, restarted));
   return { saved, goal, threadId };
 }
 
@@ -189,6 +190,7 @@ async function runSubtask(
       approval: approvalGate(role.approval, resume?.decisions),
       resume: resume?.agent,
       onResumedTurn: resume && ((agent) => saveConversation(p, agent, resume.saved)),
+      progress: (agent) => progressOf(p, agent, resume?.saved),
       tokenCap: data.token_cap,
       transcriptWithResult: true,
       onTokens: (n) => {
@@ -202,7 +204,8 @@ async function runSubtask(
     noteRunTokens(err, p.tokens ?? 0);
     if (!(err instanceof ApprovalPause)) {
       // A call answered 429, or failing past its retries: the job's next start goes on from that turn.
-      const before = checkpointBeforeFailedCall(err);
+      // Else, an attempt that failed by itself after a tool call: its retry goes on from that call.
+      const before = checkpointBeforeFailedCall(err) ?? (failedOnItsOwn(err, signal) ? p.progress : undefined);
       if (before) await saveConversation(p, before, resume?.saved, job.attemptsMade + 1);
       return handleRunError(deps, p, base, err);
     }
@@ -227,6 +230,25 @@ async function saveConversation(
   const base = resumed ?? { threadId: p.threadId, startedAt: p.startedAt, calls: [] };
   const cp: JobCheckpoint = { ...base, agent, tokens: p.tokens, failedAttempt };
   await p.rt.approvals.saveCheckpoint(p.data.goalId, String(p.job.id), cp);
+}
+
+/**
+ * The job's checkpoint after a tool call of its run (its lock must still be the run's to store it):
+ * marked `running`, a next start knows the run did not end on purpose (its process died, or a
+ * shutdown's drain timed out) and goes on from it, the calls done not run again.
+ */
+function progressOf(p: PausedJob, agent: AgentCheckpoint, resumed?: JobCheckpoint): ToolProgress {
+  p.progress = agent;
+  const base = resumed ?? { threadId: p.threadId, startedAt: p.startedAt, calls: [] };
+  const cp: JobCheckpoint = { ...base, agent, tokens: p.tokens, failedAttempt: undefined, running: true };
+  const lock = { key: `${p.job.queueQualifiedName}:${p.job.id}:lock`, token: p.token ?? '' };
+  return { jobId: String(p.job.id), checkpoint: JSON.stringify(cp), lock };
+}
+
+/** An attempt that failed by itself: not aborted (a cancel, a shutdown), not taken over by another worker. */
+function failedOnItsOwn(err: unknown, signal?: AbortSignal): boolean {
+  const aborted = signal?.aborted || (err instanceof ModelCallError && err.kind === 'aborted');
+  return !aborted && !hasCode(err, ErrorCode.LockLost);
 }
 
 /** Records the run's artifact; a run the budget stopped is skipped, or parked with its messages. */

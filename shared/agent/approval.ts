@@ -4,7 +4,7 @@
 // messages so far, that turn's tool uses, which ones await a decision). The job stores it and
 // stops; later, with the decisions, the loop resumes from the checkpoint without asking the
 // model again. Persistence and the job's wait live in shared/goal/approvals.ts and the worker.
-import type { Message, ToolUseBlock } from './providers/types.ts';
+import type { Message, ToolResultBlock, ToolUseBlock } from './providers/types.ts';
 
 /** How a call awaiting approval was decided. */
 export const APPROVAL_DECISIONS = ['approved', 'rejected', 'timeout', 'cancelled'] as const;
@@ -36,6 +36,8 @@ export interface AgentCheckpoint {
   /** The paused turn's tool uses, in order (none for a run paused at its goal's budget). */
   uses: ToolUseBlock[];
   awaiting: AwaitingCall[];
+  /** Results of the turn's first calls, already run (a checkpoint stored after each tool call). */
+  results?: ToolResultBlock[];
   /** Tokens the run had used, and whether it was told its token cap is near (create-agent.ts). */
   tokensUsed?: number;
   capWarned?: boolean;

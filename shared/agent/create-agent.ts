@@ -96,8 +96,12 @@ export interface RunOptions {
   tools?: Tool[];
   contract: OutputContract;
   ctx: Omit<CallContext, 'tier' | 'contract'>;
-  /** Called after each tool call (awaited, in order); a subagent job appends a `tool_called` event. */
-  onToolCall?: (call: ToolCallRecord) => void | Promise<void>;
+  /**
+   * Called after each tool call (awaited, in order), with the run's checkpoint after it (none when
+   * the job's abort cut the call short): a subagent job appends a `tool_called` event and stores
+   * the checkpoint, so that a redelivery after its process died runs none of the calls done again.
+   */
+  onToolCall?: (call: ToolCallRecord, progress?: AgentCheckpoint) => void | Promise<void>;
   /** Which tools wait for a human's approval, and the decisions known for `resume`'s calls. */
   approval?: ApprovalGate;
   /** Go on from a paused turn (its calls decided in `approval.decisions`); `task` is unused then. */
@@ -295,14 +299,15 @@ type TurnsEnd = FinalText | { stop: 'turns' | 'cap' };
 
 /**
  * Turns until the model stops calling tools (its final text), the turn limit, or the token cap.
- * With a checkpoint, its paused turn's tools run first (with the decisions): no model call
- * repeated; a checkpoint taken at a budget (no tool uses) goes straight on to the next call.
+ * With a checkpoint, its turn's tools not run yet run first (a paused turn's with the decisions):
+ * no model call repeated; a checkpoint taken at a budget (no tool uses) goes straight on to the next call.
  */
 async function runTurns(c: Conversation, resume?: AgentCheckpoint): Promise<TurnsEnd> {
   if (resume?.uses.length) {
     // Still undecided: the same pause again, nothing run (the job waits on).
     if (resume.awaiting.some((a) => !c.approval?.decisions?.has(a.index))) throw new ApprovalPause(resume);
-    c.messages.push({ role: 'user', content: await runTools(c, resume.uses, resume.awaiting) });
+    const decided = resume.awaiting.length ? resume.awaiting : undefined;
+    c.messages.push({ role: 'user', content: await runTools(c, resume.uses, decided, resume.results) });
     // Results the abort cut short ("not run: the job was aborted") would stand for approved
     // calls never made: the checkpoint keeps the decided turn, and the next start runs it again.
     if (c.signal?.aborted) throw new ModelCallError('model call aborted', 'aborted');
@@ -439,15 +444,22 @@ function pauseIfGated(c: Conversation, uses: ToolUseBlock[]): void {
 }
 
 /**
- * Runs each tool call, in order. An unknown tool, bad input or a thrown error becomes an
+ * Runs each tool call, in order, from the first without a result in `done` (the calls an earlier
+ * run of the job made). An unknown tool, bad input or a thrown error becomes an
  * is_error result naming the problem; every result is cut at maxChars with a marker. Each call
  * is counted under its configured tool name (`unknown` for a name the model made up), timed,
- * and reported to onToolCall.
+ * and reported to onToolCall with the checkpoint after it.
  */
-async function runTools(c: Conversation, uses: ToolUseBlock[], decided?: AwaitingCall[]): Promise<ToolResultBlock[]> {
-  const results: ToolResultBlock[] = [];
-  const turn = { left: c.maxChars * TURN_RESULTS_SHARE };
-  for (const [i, use] of uses.entries()) {
+async function runTools(
+  c: Conversation,
+  uses: ToolUseBlock[],
+  decided?: AwaitingCall[],
+  done: ToolResultBlock[] = [],
+): Promise<ToolResultBlock[]> {
+  const results = [...done];
+  const turn = { left: c.maxChars * TURN_RESULTS_SHARE - done.reduce((n, r) => n + r.content.length, 0) };
+  for (let i = done.length; i < uses.length; i++) {
+    const use = uses[i]!;
     const tool = c.tools.get(use.name);
     const label = tool ? (tool.label ?? tool.def.name) : 'unknown';
     const refused = decided?.some((a) => a.index === i) ? refusal(c.approval?.decisions?.get(i)) : undefined;
@@ -465,7 +477,9 @@ async function runTools(c: Conversation, uses: ToolUseBlock[], decided?: Awaitin
     c.metrics?.toolCalls.inc({ role: c.role, tool: label, status });
     if (tool && !refused) c.metrics?.toolLatency.observe({ role: c.role, tool: label }, ms / 1000);
     results.push(result);
-    await c.onToolCall?.({ tool: label, ms: Math.round(ms), ok });
+    // A call the abort cut short has no result to keep: a redelivery runs it again.
+    const progress = () => ({ ...checkpointOf(c), uses, awaiting: decided ?? [], results: [...results] });
+    await c.onToolCall?.({ tool: label, ms: Math.round(ms), ok }, c.signal?.aborted ? undefined : progress());
   }
   return results;
 }

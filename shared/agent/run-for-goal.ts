@@ -8,7 +8,7 @@ import { releaseApprovals } from '../goal/approvals.ts';
 import { GoalEndedError, type GoalUsage, goalCallBudget, goalUsage, onBudgetOf } from '../goal/budgets.ts';
 import type { TimelineEventBody } from '../goal/events.ts';
 import { isTerminal } from '../goal/status.ts';
-import type { GoalRecord } from '../goal/store.ts';
+import type { GoalRecord, ToolProgress } from '../goal/store.ts';
 import type { Runtime } from '../runtime/runtime.ts';
 import type { AgentCheckpoint } from './approval.ts';
 import { type AgentRun, BudgetRefused, createAgent, type RunOptions, type ToolCallRecord } from './create-agent.ts';
@@ -28,6 +28,8 @@ export interface GoalRunOptions<T> {
   tools?: Tool[];
   /** Each tool call's timeline event (`tool_called`), appended after the call has run. */
   toolCalled?: (call: ToolCallRecord) => TimelineEventBody;
+  /** The job's checkpoint after a tool call, stored with its event (a subagent's: its redelivery goes on from it). */
+  progress?: (checkpoint: AgentCheckpoint) => ToolProgress;
   /** Subagent workers hand a 429 to the queue (pausing the role fleet-wide); others wait it out. */
   rateLimitToQueue?: boolean;
   /** Tools that wait for a human, and a paused run to go on from (see RunOptions). */
@@ -82,7 +84,7 @@ export async function runForGoal<T>(rt: Runtime, o: GoalRunOptions<T>): Promise<
       tools: o.tools,
       contract: o.contract,
       ctx: o.ctx,
-      onToolCall: o.toolCalled && ((call) => recordToolCall(rt, o, usage, call)),
+      onToolCall: o.toolCalled && ((call, progress) => recordToolCall(rt, o, usage, call, progress)),
       approval: o.approval,
       resume: o.resume,
       onResumedTurn: o.onResumedTurn,
@@ -102,13 +104,21 @@ export async function runForGoal<T>(rt: Runtime, o: GoalRunOptions<T>): Promise<
 
 /**
  * A tool call's event goes out with the waiting usage record of the model call that asked for it
- * (one request). Not awaited: the turn need not wait, and the next call's flush waits for it.
+ * and the run's checkpoint after the call (one request). Not awaited: the turn need not wait, the
+ * next call's flush waits for it, and the writes land in order (a lost one: more is run again).
  */
-function recordToolCall<T>(rt: Runtime, o: GoalRunOptions<T>, usage: GoalUsage, call: ToolCallRecord): void {
+function recordToolCall<T>(
+  rt: Runtime,
+  o: GoalRunOptions<T>,
+  usage: GoalUsage,
+  call: ToolCallRecord,
+  checkpoint?: AgentCheckpoint,
+): void {
   o.log.debug(call, 'tool call');
   const event = o.toolCalled!(call);
+  const progress = checkpoint && o.progress?.(checkpoint);
   void usage
-    .carry((args) => rt.goals.toolCalled(o.goal.goalId, event, args))
+    .carry((args) => rt.goals.toolCalled(o.goal.goalId, event, args, progress))
     .catch((err) => o.log.warn({ err }, 'could not append a tool_called event'));
 }
 

@@ -53,6 +53,11 @@ export interface JobCheckpoint {
    * attempt, so its resume starts no new one.
    */
   failedAttempt?: number;
+  /**
+   * Stored after a tool call while the run went on (its progress): a start that finds it knows
+   * the run did not end on purpose (its process died) and goes on from there.
+   */
+  running?: boolean;
 }
 
 export type RequestOutcome =

@@ -81,6 +81,14 @@ export function usageArgs(
   return [reservation ?? '', `${role}|${model}`, ...kinds, requested, origin.estimated ? '1' : '', newOperationId()];
 }
 
+/** A job's checkpoint after a tool call, stored while `lock` (the job's lock key and its run's token) holds. */
+export interface ToolProgress {
+  jobId: string;
+  /** The JobCheckpoint (shared/goal/approvals.ts), as JSON. */
+  checkpoint: string;
+  lock: { key: string; token: string };
+}
+
 export interface GoalStoreOptions {
   keyTtlSeconds: number;
   eventsMaxLen: number;
@@ -150,12 +158,26 @@ export class GoalStore {
 
   /**
    * A tool call's event, with the usage of the model call that asked for it when that is not
-   * booked yet (usageArgs; lua/toolCalled.lua): one request for both.
+   * booked yet (usageArgs) and the run's checkpoint after the call (progress; stored while the
+   * job's lock is the run's): one request for all (lua/toolCalled.lua).
    */
-  async toolCalled(goalId: string, event: TimelineEventBody, usage?: (string | number)[]): Promise<void> {
-    if (!usage) return this.appendEvent(goalId, event);
-    const keys = [this.keys.goal(goalId), this.keys.reservations(goalId), this.keys.events(goalId)];
-    await runScript(this.redis, 'toolCalled', keys, [storedEvent(event), this.opts.eventsMaxLen, ...usage]);
+  async toolCalled(
+    goalId: string,
+    event: TimelineEventBody,
+    usage?: (string | number)[],
+    progress?: ToolProgress,
+  ): Promise<void> {
+    if (!usage && !progress) return this.appendEvent(goalId, event);
+    const k = this.keys;
+    const keys = [k.goal(goalId), k.reservations(goalId), k.events(goalId), k.checkpoints(goalId)];
+    const saved = progress ? [progress.jobId, progress.checkpoint, progress.lock.token] : ['', '', ''];
+    const args = [storedEvent(event), this.opts.eventsMaxLen, usage ? '1' : '0', ...saved, this.opts.keyTtlSeconds];
+    await runScript(
+      this.redis,
+      'toolCalled',
+      [...keys, progress?.lock.key ?? k.goal(goalId)],
+      [...args, ...(usage ?? [])],
+    );
   }
 
   async appendEvent(goalId: string, event: TimelineEventBody): Promise<void> {

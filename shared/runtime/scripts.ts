@@ -15,7 +15,7 @@ const SCRIPTS = {
   approvalDecide: { keys: 4, dir: GOAL_LUA },
   budgetReserve: { keys: 2, dir: GOAL_LUA },
   usageAdd: { keys: 2, dir: GOAL_LUA },
-  toolCalled: { keys: 3, dir: GOAL_LUA },
+  toolCalled: { keys: 5, dir: GOAL_LUA },
   subtaskStart: { keys: 2, dir: GOAL_LUA },
   vfsWrite: { keys: 9, dir: VFS_LUA },
   vfsEvict: { keys: 4, dir: VFS_LUA },

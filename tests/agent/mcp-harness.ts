@@ -17,6 +17,7 @@ import {
   type Handler,
   type MessageReply,
   type MessagesBody,
+  type RawReply,
   roleOf,
   text,
   type WireBlock,
@@ -154,7 +155,7 @@ export type ScriptTurn = (ctx: {
   body: MessagesBody;
   turn: number;
   results: WireToolResult[];
-}) => MessageReply | Promise<MessageReply>;
+}) => MessageReply | RawReply | Promise<MessageReply | RawReply>;
 
 /** The tool_result blocks of the conversation's last (user) message. */
 export function lastResults(body: MessagesBody): WireToolResult[] {

@@ -1,14 +1,28 @@
--- Appends a tool call's `tool_called` event with the usage of the model call that asked for it,
--- when that usage is not booked yet: one script where an XADD and usageAdd.lua were two
--- requests, once per tool turn.
--- KEYS[1] goal hash, KEYS[2] the goal's token reservations, KEYS[3] the goal's events stream
--- ARGV[1] the event (JSON), ARGV[2] events max length
--- ARGV[3..11] the call's usage (usageAdd.lua's ARGV[1..9])
+-- A tool call's end, in one script: its `tool_called` event, the usage of the model call that
+-- asked for it when that usage is not booked yet (where an XADD and usageAdd.lua were two
+-- requests), and the run's progress: its checkpoint after this call, so that a job handed out
+-- again after its process died goes on from here instead of running every tool again.
+-- KEYS[1] goal hash, KEYS[2] the goal's token reservations, KEYS[3] the goal's events stream,
+-- KEYS[4] the goal's checkpoints hash, KEYS[5] the job's lock
+-- ARGV[1] the event (JSON), ARGV[2] events max length, ARGV[3] '1' when the usage is given,
+-- ARGV[4] the checkpoint's field (the job id; '' for none), ARGV[5] the checkpoint (JSON),
+-- ARGV[6] the job's lock token, ARGV[7] the checkpoints hash's TTL (seconds, set when it has none)
+-- ARGV[8..16] the call's usage (usageAdd.lua's ARGV[1..9])
 -- Returns 1, or 0 when the goal is gone (nothing is written then: no orphan keys). A re-send of
--- a call that landed (a lost reply: its usage is booked already) appends nothing either.
+-- a call that landed (a lost reply: its usage is booked already) appends no second event. The
+-- checkpoint is stored only while the job's lock is the run's: a run another worker took over
+-- (its lock lost) never overwrites the new run's progress.
 --- @include "includes/addUsage.lua"
-local booked = addUsage(KEYS[1], KEYS[2], ARGV, 3)
-if booked == 0 then return 0 end
-if booked == 2 then return 1 end
-redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], '*', 'e', ARGV[1])
+if ARGV[3] == '1' then
+  local booked = addUsage(KEYS[1], KEYS[2], ARGV, 8)
+  if booked == 0 then return 0 end
+  if booked ~= 2 then redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], '*', 'e', ARGV[1]) end
+else
+  if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], '*', 'e', ARGV[1])
+end
+if ARGV[4] ~= '' and redis.call('GET', KEYS[5]) == ARGV[6] then
+  redis.call('HSET', KEYS[4], ARGV[4], ARGV[5])
+  redis.call('EXPIRE', KEYS[4], ARGV[7], 'NX')
+end
 return 1

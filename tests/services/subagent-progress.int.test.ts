@@ -1,0 +1,102 @@
+// A subagent's run stores its checkpoint after each tool call. Its worker process SIGKILLed in
+// the middle of the run, the job handed out again goes on from the last call done: no tool
+// call runs twice, no model turn is asked again, the timeline shows the restart, and the
+// finished job leaves no checkpoint behind.
+
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import type { TimelineEvent } from '../../shared/goal/events.ts';
+import { subtaskJobId } from '../../shared/runtime/queues.ts';
+import { anthropicEnv } from '../../testing/agent-harness.ts';
+import { type Fleet, startFleet, stopProcess } from '../../testing/fleet.ts';
+import {
+  firstUserText,
+  type MessagesApiServer,
+  startMessagesApiServer,
+  systemText,
+  text,
+  toolUse,
+} from '../../testing/messages-api-server.ts';
+import { useRedis } from '../../testing/redis.ts';
+import { until } from '../../testing/until.ts';
+import { goalFor, scriptedModel, writeConfig } from '../agent/mcp-harness.ts';
+
+const ROLE = 'toolsmith';
+/** Answers of the second turn so far, per scenario: the first is held while its worker dies. */
+const secondTurns: Record<string, number> = {};
+let releaseHeld: () => void = () => {};
+const held = new Promise<void>((r) => {
+  releaseHeld = r;
+});
+
+const firstTurn = (scenario: string) =>
+  toolUse('write_file', { name: `${scenario}-notes.md`, content: 'notes\n' }, { text: 'first, notes' });
+
+const model = scriptedModel({
+  killed: async ({ turn }) => {
+    if (turn === 0) return firstTurn('killed');
+    if (++secondTurns.killed! === 1) await held; // its worker dies meanwhile
+    return text('killed: the answer');
+  },
+});
+
+const redis = useRedis();
+let server: MessagesApiServer;
+let fleet: Fleet;
+before(async () => {
+  await redis.ready;
+  secondTurns.killed = 0;
+  server = await startMessagesApiServer({ handler: model });
+  const config = writeConfig({}, [{ name: ROLE, tools: ['write_file', 'list_files'] }]);
+  const env = { DEEPQ_CONFIG: config, DEEPQ_LOCK_DURATION_MS: '3000', DEEPQ_STALLED_INTERVAL_MS: '1000' };
+  fleet = await startFleet(redis.url, anthropicEnv(server, env), { roles: [ROLE] });
+});
+after(async () => {
+  releaseHeld();
+  await fleet?.stop();
+  await server?.close();
+});
+
+/** The subagent's model requests of one scenario (answered or not): how many messages each sent. */
+const turnsAsked = (scenario: string) =>
+  server.requests
+    .filter(
+      (q) => systemText(q.body).includes(`agent ${ROLE}.`) && firstUserText(q.body).includes(`scenario=${scenario}`),
+    )
+    .map((q) => q.body.messages.length);
+
+async function timeline(goalId: string): Promise<TimelineEvent[]> {
+  return (await fleet.client.goals.events(goalId)).map((e) => e.event);
+}
+
+const checkpointOf = (goalId: string) =>
+  redis.client.hget(fleet.client.goals.keys.checkpoints(goalId), subtaskJobId(goalId, 1, 0));
+
+test('SIGKILLed after a tool call, the job goes on from there: the call not run again, no turn asked again', {
+  timeout: 60_000,
+}, async () => {
+  const goalId = await fleet.client.enqueue({ goal: goalFor(ROLE, 'killed') });
+  await until(async () => secondTurns.killed === 1 || undefined, 30_000);
+  const saved = JSON.parse((await checkpointOf(goalId))!);
+  assert.equal(saved.running, true);
+  assert.equal(saved.agent.results.length, 1, 'the checkpoint holds the call done');
+  await stopProcess(fleet.procs.find((p) => p.name === `worker-${ROLE}`)!, 'SIGKILL');
+  await fleet.start(`worker-${ROLE}-2`, ['worker', '--role', ROLE]);
+  const g = await fleet.client.waitFor(goalId, { timeoutMs: 30_000 });
+  assert.equal(g.status, 'done', g.reason ?? '');
+  assert.equal(await fleet.client.read(goalId, 'killed.md'), 'killed: the answer');
+  assert.equal(await fleet.client.read(goalId, 'killed-notes.md'), 'notes\n');
+  // The first turn was asked once and its call ran once; the second asked again (its answer died).
+  assert.deepEqual(turnsAsked('killed'), [1, 3, 3]);
+  const events = await timeline(goalId);
+  assert.equal(events.filter((e) => e.type === 'tool_called').length, 1, 'write_file ran again');
+  const starts = events.filter((e) => e.type === 'subtask_started');
+  assert.deepEqual(
+    starts.map((e) => e.type === 'subtask_started' && [e.attempt, !!e.restarted, e.threadId]),
+    [
+      [1, false, saved.threadId],
+      [1, true, saved.threadId],
+    ],
+  );
+  assert.equal(await checkpointOf(goalId), null, 'a finished job left its checkpoint');
+});
