@@ -20,7 +20,7 @@ export interface GoalSummary {
   artifacts: string[];
   createdAt: number;
   finishedAt: number | null;
-  /** Why the goal ended or waits for a human (a failure, a budget, a review, an escalation); else null. */
+  /** Why the goal ended (the reflector's reason, a failure, a budget) or waits for a human; else null. */
   reason: string | null;
   /** What an `awaiting_human` goal waits for (`review`, `escalation`, `budget`); else null. */
   pausedFor: GoalRecord['pausedFor'];

@@ -321,13 +321,16 @@ function checkSubtask(
   const k = `${step}:${t.index}`;
   const mine = ofStep.filter((e) => 'index' in e && e.index === t.index);
   const runs = new Set<string>();
+  let goneOn = 0;
   for (const e of mine) {
     if (e.type !== 'subtask_started') continue;
-    // A run (its thread) starts once: a second event of it is a re-sent write applied twice.
-    if (runs.has(e.threadId)) problem(`subtask ${k} run ${e.threadId} started twice`, true);
+    // A run (its thread) starts once: a second event of it is a re-sent write applied twice,
+    // unless it says the run went on after its process died (from its last tool call).
+    if (runs.has(e.threadId) && e.restarted) goneOn++;
+    else if (runs.has(e.threadId)) problem(`subtask ${k} run ${e.threadId} started twice`, true);
     runs.add(e.threadId);
   }
-  out.subtaskReruns += Math.max(0, runs.size - 1);
+  out.subtaskReruns += Math.max(0, runs.size - 1) + goneOn;
   const ends = new Map<string, number>();
   for (const e of mine) {
     if (e.type !== 'subtask_finished' && e.type !== 'subtask_failed') continue;

@@ -46,7 +46,9 @@ test('a usage record re-sent after a lost reply is booked once', async () => {
 test("a tool_called event with its call's usage, re-sent: one event, the usage booked once", async () => {
   const goalId = await t.newGoal();
   const event = { type: 'tool_called' as const, step: 1, index: 0, role: 'critic', threadId: 't', tool: 'read_file' };
-  const dropped = proxy.dropReplyOnce(script(3, ':events'));
+  // toolCalled.lua's keys: the goal, its reservations, events and checkpoints, and a job's lock
+  // (the goal's hash again, for a call that stores no progress).
+  const dropped = proxy.dropReplyOnce(script(5, goalId));
   await t.rt.goals.toolCalled(goalId, { ...event, ms: 3, ok: true }, usageArgs('critic', 'test-model', USAGE));
   await dropped;
   assert.equal(totalTokens((await t.rt.goals.get(goalId))!.tokens), 1500);

@@ -23,9 +23,21 @@ test('enqueue --wait --json ends done with the expected artifacts in Redis', asy
   const last = JSON.parse(r.stdout.trim().split('\n').pop()!);
   assert.deepEqual(
     Object.keys(last).sort(),
-    ['approvals', 'artifacts', 'createdAt', 'finishedAt', 'goalId', 'status', 'steps', 'usage'].sort(),
+    [
+      'approvals',
+      'artifacts',
+      'createdAt',
+      'finishedAt',
+      'goalId',
+      'pausedFor',
+      'reason',
+      'status',
+      'steps',
+      'usage',
+    ].sort(),
   );
   assert.equal(last.status, 'done');
+  assert.deepEqual([last.reason, last.pausedFor], ['the code was written and reviewed; the goal is met', null]);
   assert.equal(last.steps, 2);
   assert.deepEqual([...last.artifacts].sort(), ['critique.json', 'research.md', 'solution.py']);
   assert.ok(last.finishedAt >= last.createdAt);

@@ -12,8 +12,8 @@ const research = { index: 0, role: 'research-specialist', artifact: 'research.md
 const code = { index: 1, role: 'code-writer', artifact: 'solution.py' };
 const critic = { index: 0, role: 'critic', artifact: 'critique.json' };
 
-const started = (step: number, ref: typeof research, threadId: string) =>
-  at({ type: 'subtask_started', step, ...ref, threadId, attempt: 1 });
+const started = (step: number, ref: typeof research, threadId: string, restarted?: true) =>
+  at({ type: 'subtask_started', step, ...ref, threadId, attempt: 1, ...(restarted ? { restarted } : {}) });
 const ended = (step: number, ref: typeof research, threadId?: string, type = 'subtask_finished' as const) =>
   at({ type, step, ...ref, ...(threadId ? { threadId } : {}) });
 const reflected = (step: number, statuses: ('done' | 'failed' | 'partial')[], decision = 'continue' as const) =>
@@ -125,6 +125,14 @@ test('a run started twice (one run, two events) is a duplicate', () => {
   const c = checkTimeline('g', 'done', insertAfter(events, i, started(1, code, 'b')));
   assert.deepEqual(c.problems, ['goal g: subtask 1:1 run b started twice']);
   assert.equal(c.duplicates, 1);
+});
+
+test('a run going on after its process died (a restarted start of its thread) is no duplicate', () => {
+  const events = doneGoal();
+  const i = indexOf(events, (e) => e.type === 'subtask_started' && e.step === 1 && e.index === 1);
+  const c = checkTimeline('g', 'done', insertAfter(events, i, started(1, code, 'b', true)));
+  assert.deepEqual(c.problems, []);
+  assert.equal(c.subtaskReruns, 1);
 });
 
 test('at-least-once repeats pass: a re-run after a recorded end, then a failure for good; a partial end', () => {
