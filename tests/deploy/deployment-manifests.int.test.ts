@@ -1186,7 +1186,7 @@ describe('Kubernetes manifests', () => {
       assert.deepEqual(Object.keys(example).sort(), Object.keys(base).sort(), `${rel(path)}.example: the keys`);
     }
     // The docs no longer have the operator make deepq-secrets by hand (the apply overwrote it).
-    for (const doc of ['k8s/README.md', 'deploy/RUN_AT_SCALE.md', 'README.md']) {
+    for (const doc of ['k8s/README.md', 'README.md']) {
       assert.doesNotMatch(readText(doc), /create secret generic deepq-secrets/, `${doc}: kubectl create deepq-secrets`);
       assert.match(readText(doc), /secrets\.env\.example/, `${doc}: says where the secrets go`);
     }
