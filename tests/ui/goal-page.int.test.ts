@@ -209,5 +209,11 @@ test('a goal is cancelled from its page', async () => {
   assert.equal(await text(page, '#goal-reason'), 'cancelled by user');
   await until(async () => (await fleet.client.get(goalId)).status === 'cancelled', 'the goal cancelled in Redis');
   assert.deepEqual(problems, []);
+  // Sent again (a page older than the goal's end): refused, saying how it ended.
+  const again = await page.evaluate<[number, string]>(`fetch('/goals/${goalId}/cancel', { method: 'POST',
+    headers: { 'x-csrf-token': document.querySelector('meta[name="csrf-token"]').content } })
+    .then(async (r) => [r.status, await r.text()])`);
+  assert.equal(again[0], 409);
+  assert.match(again[1], /the goal is already cancelled: nothing to cancel/);
   await page.close();
 });

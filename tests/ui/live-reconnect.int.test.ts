@@ -128,3 +128,34 @@ test('a browser that reconnects while Redis is down is answered, waits, and foll
   assert.deepEqual(others, []);
   await page.close();
 });
+
+/** Tells the page it is hidden or shown, as a browser does when its tab goes to the background. */
+const setVisibility = (page: Page, state: 'hidden' | 'visible') =>
+  page.evaluate(`Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => '${state}' });
+    document.dispatchEvent(new Event('visibilitychange'))`);
+
+test('hidden goal pages close their streams: a seventh page opens; shown again, a page catches up once', async () => {
+  // One browser context: its 6 connections per host are shared by every page in it.
+  const context = await browser.newContext();
+  const goals = await Promise.all([1, 2, 3, 4, 5, 6].map(() => runningGoal()));
+  const pages = await Promise.all(goals.map(() => context.newPage()));
+  for (const [i, page] of pages.entries()) {
+    await page.goto(`${ui.url}/goals/${goals[i]}`);
+    await page.locator('#live-state[data-state="live"]').waitFor();
+    await setVisibility(page, 'hidden');
+    await page.locator('#live-state[data-state="paused"]').waitFor();
+  }
+  const seventh = await context.newPage();
+  await seventh.goto(`${ui.url}/`, { timeout: 10_000 });
+  assert.ok(await seventh.locator('h1').count(), 'the goals list did not load');
+
+  // Shown again, the first page follows on from the last entry it had.
+  const [page, goalId] = [pages[0]!, goals[0]!];
+  const ref = { step: 1, index: 0, role: ROLE, artifact: 'notes.md', threadId: threadIdFor(goalId, ROLE, 'dddd4444') };
+  await client.goals.appendEvent(goalId, { type: 'subtask_started', ...ref, attempt: 1 });
+  await setVisibility(page, 'visible');
+  await page.locator('#cycle-1 tr.subtask[data-state="running"]').waitFor();
+  await page.locator('#live-state[data-state="live"]').waitFor();
+  assert.equal(await lines(page, 'started notes.md'), 1);
+  await context.close();
+});

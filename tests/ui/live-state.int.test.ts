@@ -46,3 +46,28 @@ test('a goal swept while watched ends its stream', async () => {
   const again = await fetch(`${ui.url}/goals/${goalId}/events`);
   assert.equal(again.status, 404);
 });
+
+test("a busy goal's feed sends its snapshot at most once a second, and one after its last entries", async () => {
+  const goalId = newGoalId();
+  await client.goals.create(goalId, 'A busy goal', {}, false);
+  const feed = await openEventStream(ui.url, goalId);
+  await feed.waitFor(/event: goal/, 'the first snapshot');
+  const started = Date.now();
+  let last = '';
+  for (let i = 0; i < 60; i++) {
+    const event = { type: 'tool_called', at: Date.now(), step: 1, index: 0, role: 'critic', tool: 'read_file' };
+    last = (await redis.client.xadd(
+      client.goals.keys.events(goalId),
+      '*',
+      'e',
+      JSON.stringify({ ...event, ms: i, ok: true }),
+    ))!;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  await feed.waitFor(new RegExp(`id: ${last}\\n[^]*event: goal`), 'a snapshot after the last entry');
+  const seconds = (Date.now() - started) / 1000;
+  const snapshots = feed.text().split('event: goal').length - 1;
+  // The first, then one a second at most while entries came, and the one owed after them.
+  assert.ok(snapshots <= Math.ceil(seconds) + 2, `${snapshots} snapshots in ${seconds.toFixed(1)} s`);
+  feed.close();
+});

@@ -181,6 +181,11 @@ test("a cycle's subtask attempt, duration and tokens; usage rows whose counts ar
   await page.locator('#usage-rows tr[data-estimated="true"] td.input', { hasText: '301' }).waitFor();
   assert.equal(await estimated.locator('td.model').textContent(), 'local-model-x (estimated)');
   assert.equal(await exact.locator('td.model').textContent(), 'claude-haiku-5-5');
+  // A run going on after its process died, live as on a reload.
+  await client.goals.appendEvent(id, { type: 'subtask_started', ...older, attempt: 1, restarted: true });
+  await page.locator(`${old} td.attempt`, { hasText: '1 (restarted)' }).waitFor();
+  await page.reload();
+  assert.equal(await text(page, `${old} td.attempt`), '1 (restarted)');
   assert.deepEqual(problems, []);
   await page.close();
 });
@@ -317,4 +322,53 @@ test("the ui process's /metrics count its requests and live streams; /healthz an
   const ready = await fetch(`${ops}/readyz`);
   assert.equal(ready.status, 200);
   assert.deepEqual(((await ready.json()) as { checks: unknown }).checks, { redis: true, http: true });
+});
+
+test('bidi overrides in model-written text show as escapes, on first render and live', async () => {
+  const rlo = '\u202e';
+  const id = await storedGoal(`Check ${rlo}this goal`, true);
+  const role = 'research-specialist';
+  const plan = { subtasks: [{ role, instruction: `Look ${rlo}txt.exe`, expected_artifact: 'a.md', read_files: [] }] };
+  await client.lifecycle.dispatch(id, 1, plan, { threadId: threadIdFor(id, 'planner', 'aaaa2222') });
+  const page = await browser.newPage();
+  const problems = recordMisbehaviour(page);
+  await page.goto(`${ui.url}/goals/${id}`);
+  await page.locator('#live-state[data-state="live"]').waitFor();
+  const shownText = () => page.evaluate<string>('document.body.innerText');
+  assert.ok(!(await shownText()).includes(rlo), 'a raw override on the first render');
+  assert.equal(await text(page, '#cycle-1 td.instruction'), 'Look \\u202etxt.exe');
+  // Live: a subtask's failure reason and the reflector's escalation reason.
+  const ref = { step: 1, index: 0, role, artifact: 'a.md', threadId: threadIdFor(id, role, 'bbbb3333') };
+  await client.goals.appendEvent(id, { type: 'subtask_failed', ...ref, reason: `broke ${rlo}lived` });
+  await page.locator('#cycle-1 tr.subtask[data-state="failed"]').waitFor();
+  await client.lifecycle.beginReflecting(id);
+  const reflection = { decision: 'escalate' as const, reason: `ask ${rlo}namuh a` };
+  const outcomes = [{ index: 0, status: 'failed' as const }];
+  assert.ok(await client.lifecycle.awaitHuman(id, { step: 1, reflection, outcomes }, 'escalation'));
+  await page.locator('#goal-status', { hasText: 'awaiting_human' }).waitFor();
+  assert.ok(!(await shownText()).includes(rlo), 'a raw override rendered live');
+  assert.equal(await text(page, '#cycle-1 td.reason'), 'broke \\u202elived');
+  assert.match((await text(page, '#goal-reason')) ?? '', /ask \\u202enamuh a/);
+  await page.reload();
+  assert.ok(!(await shownText()).includes(rlo), 'a raw override after a reload');
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
+test('a goal whose timeline lost its first entries (past eventsMaxLen) says so above its cycles', async () => {
+  const id = await storedGoal('A goal with a long past', true);
+  const role = 'research-specialist';
+  const plan = { subtasks: [{ role, instruction: 'Look', expected_artifact: 'a.md', read_files: [] }] };
+  await client.lifecycle.dispatch(id, 1, plan, { threadId: threadIdFor(id, 'planner', 'aaaa3333') });
+  const page = await browser.newPage();
+  await page.goto(`${ui.url}/goals/${id}`);
+  assert.equal(await page.locator('#timeline-trimmed').count(), 0, 'a whole timeline is not trimmed');
+  // As MAXLEN trims a long goal's stream: `created` and the planning entries are gone.
+  await redis.client.xtrim(client.goals.keys.events(id), 'MAXLEN', 1);
+  await page.reload();
+  assert.match(
+    (await text(page, '#timeline-trimmed')) ?? '',
+    /keeps its last 1,000\s+entries \(eventsMaxLen\)\. Cycles before 1 are not shown; cycle\s+1 may be shown in part\./,
+  );
+  await page.close();
 });

@@ -3,9 +3,11 @@
 // and cancel a goal that has not ended. They call the CLI's own functions (GoalClient.resume /
 // endAsDone / cancel), so the UI and `deepq resume [--end]|cancel` behave the same.
 import { cycleCounts } from '../../../cli/budget-status.ts';
+import { ValidationError } from '../../../shared/errors.ts';
 import { isTerminal } from '../../../shared/goal/status.ts';
 import type { GoalRecord } from '../../../shared/goal/store.ts';
 import { raiseFromForm } from '../budget-input.ts';
+import type { UiContext } from '../context.ts';
 import { path } from '../views/html.ts';
 import { act, formText } from './act.ts';
 import { budgetPause } from './budget-pause.ts';
@@ -67,6 +69,12 @@ export const goalControl: DecisionProvider = {
       }),
     );
     app.post('/goals/:id/end', (c) => act(c, ctx, 'end', (goalId) => ctx.client.endAsDone(goalId)));
-    app.post('/goals/:id/cancel', (c) => act(c, ctx, 'cancel', (goalId) => ctx.client.cancel(goalId)));
+    app.post('/goals/:id/cancel', (c) => act(c, ctx, 'cancel', (goalId) => cancel(ctx, goalId)));
   },
 };
+
+/** Cancels the goal; one that ended meanwhile (the page was older) is refused, saying how it ended. */
+async function cancel(ctx: UiContext, goalId: string): Promise<void> {
+  const { cancelled, status } = await ctx.client.cancel(goalId);
+  if (!cancelled) throw new ValidationError(`the goal is already ${status}: nothing to cancel`);
+}

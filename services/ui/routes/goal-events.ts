@@ -1,7 +1,7 @@
 // GET /goals/:id/events: the Goal page's live feed (Server-Sent Events). Fed by the goal's
 // Redis stream through the stream hub (XREAD BLOCK, no polling). Each timeline entry goes out
-// as a `timeline` event with its stream id, carrying the whole changed cycle; after each batch
-// a `goal` event carries a fresh snapshot. A reconnecting EventSource sends Last-Event-ID and
+// as a `timeline` event with its stream id, carrying the whole changed cycle; after a batch a
+// `goal` event carries a fresh snapshot (at most one a second). A reconnecting EventSource sends Last-Event-ID and
 // gets exactly what it missed: the feed replays the stream to rebuild the cycles and sends
 // only the entries after that id. With Redis down the stream still opens (a `waiting` event)
 // and follows once Redis is back: a browser reconnecting during an outage never gives up.
@@ -25,6 +25,11 @@ const KEEPALIVE_MS = 15_000;
 const GOAL_REFRESH_MS = 2000;
 /** Timeline entries waiting for one client to read them before it is let go (a live page reads at once). */
 const MAX_QUEUED_ENTRIES = 2000;
+/**
+ * The least time between two snapshots of the goal after new entries: a busy goal writes many
+ * entries a second, and each snapshot (its artifacts, usage, decisions) is tens of KB to render.
+ */
+const SNAPSHOT_MIN_MS = 1000;
 /** How long a browser waits before reconnecting after the stream drops. */
 const RETRY_MS = 1000;
 /** How long the route waits for Redis before it opens the stream anyway. */
@@ -40,6 +45,9 @@ interface Feed {
   sentState?: string;
   /** A re-read of the goal waits in the relay's queue. */
   refreshQueued?: boolean;
+  /** When the last snapshot went out, and the timer of one owed since (entries came sooner). */
+  snapshotAt?: number;
+  owed?: NodeJS.Timeout;
 }
 
 export function registerGoalEventsRoute(app: Hono<UiEnv>, ctx: UiContext): void {
@@ -111,6 +119,7 @@ async function follow(f: Feed, waitingForRedis: boolean): Promise<void> {
   } finally {
     clearInterval(keepalive);
     clearInterval(refresh);
+    clearTimeout(f.owed);
     unsubscribe();
     ctx.liveStreams.delete(live);
     ctx.metrics.liveStreams.dec();
@@ -139,12 +148,14 @@ async function subscribe(f: Feed, batches: AsyncQueue<StreamEntry[]>): Promise<(
 async function relay(f: Feed, batches: AsyncQueue<StreamEntry[]>): Promise<void> {
   const timeline = new GoalTimeline();
   const planned = new Set<number>();
-  let t0: number | undefined;
+  // Times count from the goal's creation, as on the page (its first entries may be trimmed).
+  let t0 = (await f.ctx.client.goals.get(f.goalId).catch(() => null))?.createdAt;
   for await (const batch of batches) {
     // The timer's re-read: a changed goal is sent; a goal swept meanwhile ends the stream.
     if (!batch.length) {
       f.refreshQueued = false;
-      if (!(await sendGoal(f, true).catch(() => true))) return;
+      // An owed snapshot goes out whatever changed (artifacts change no goal field); else only a change.
+      if (!(await sendGoal(f, !f.owed).catch(() => true))) return;
     }
     let sent = false;
     for (const entry of batch) {
@@ -163,9 +174,17 @@ async function relay(f: Feed, batches: AsyncQueue<StreamEntry[]>): Promise<void>
       await f.stream.writeSSE({ event: 'timeline', id: entry.id, data });
       sent = true;
     }
-    if (sent && !(await sendGoal(f))) return;
+    if (sent && !(await sendGoalSoon(f, batches))) return;
     if (f.stream.aborted) return;
   }
+}
+
+/** The goal's snapshot after new entries: now, or (one sent less than a second ago) owed until then. */
+async function sendGoalSoon(f: Feed, batches: AsyncQueue<StreamEntry[]>): Promise<boolean> {
+  const wait = (f.snapshotAt ?? 0) + SNAPSHOT_MIN_MS - Date.now();
+  if (wait <= 0) return sendGoal(f);
+  f.owed ??= setTimeout(() => batches.push([]), wait);
+  return true;
 }
 
 /** Sends the goal's state (only if it changed, with `onlyIfChanged`); false when the goal is gone. */
@@ -175,6 +194,9 @@ async function sendGoal(f: Feed, onlyIfChanged = false): Promise<boolean> {
   const state = JSON.stringify([goal.status, goal.updatedAt, goal.tokens]);
   if (onlyIfChanged && state === f.sentState) return true;
   f.sentState = state;
+  clearTimeout(f.owed);
+  f.owed = undefined;
+  f.snapshotAt = Date.now();
   await f.stream.writeSSE({ event: 'goal', data: JSON.stringify(await goalSnapshot(f.ctx, goal)) });
   return true;
 }

@@ -31,9 +31,13 @@ export function registerGoalRoute(app: Hono<UiEnv>, ctx: UiContext): void {
         cycles.map((x) => x.step),
       ),
     ]);
-    const t0 = entries[0]?.event.at ?? goal.createdAt;
-    const activity = entries.slice(-ACTIVITY_LINES).map(({ event }) => formatEventLine(event, t0, goalId));
+    // Times count from the goal's creation, whatever entries the timeline still keeps.
+    const activity = entries.slice(-ACTIVITY_LINES).map(({ event }) => formatEventLine(event, goal.createdAt, goalId));
     const lastEventId = entries.at(-1)?.id ?? '0-0';
-    return c.html(goalPage(chromeOf(c, ctx), { goal, snapshot, cycles, lastEventId, activity }));
+    const trimmed =
+      entries.length && entries[0]!.event.type !== 'created'
+        ? { firstCycle: cycles[0]?.step, kept: ctx.cfg.eventsMaxLen }
+        : undefined;
+    return c.html(goalPage(chromeOf(c, ctx), { goal, snapshot, cycles, lastEventId, activity, trimmed }));
   });
 }

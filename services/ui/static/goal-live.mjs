@@ -16,10 +16,14 @@ function el(tag, attrs = {}, ...children) {
   }
   for (const child of children.flat()) {
     if (child === undefined || child === null || child === '') continue;
-    node.append(typeof child === 'string' || typeof child === 'number' ? String(child) : child);
+    node.append(typeof child === 'string' || typeof child === 'number' ? shown(String(child)) : child);
   }
   return node;
 }
+
+/** Bidi overrides and isolates as visible escapes (as the server's pages show them): drawn, they reorder text. */
+const shown = (text) =>
+  text.replace(/[\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 
 const enc = encodeURIComponent;
 const goalId = root?.dataset.goalId ?? '';
@@ -50,7 +54,7 @@ function subtaskRow(s) {
     el('td', { class: 'state' }, el('span', { class: `badge state-${s.state}` }, s.state)),
     el('td', { class: 'tokens' }, s.tokens === undefined ? '' : count(s.tokens)),
     el('td', { class: 'token-cap' }, s.tokenCap === undefined ? '' : count(s.tokenCap)),
-    el('td', { class: 'attempt' }, s.attempt === undefined ? '' : String(s.attempt)),
+    el('td', { class: 'attempt' }, `${s.attempt ?? ''}${s.restarted ? ' (restarted)' : ''}`),
     el('td', { class: 'duration' }, duration(s.ms)),
     el('td', { class: 'tools' }, toolCalls(s)),
     el('td', { class: 'reason' }, s.reason ?? ''),
@@ -250,7 +254,8 @@ function replaceRows(id, nodes) {
 
 function text(id, value) {
   const node = document.getElementById(id);
-  if (node && node.textContent !== value) node.textContent = value;
+  const content = shown(String(value ?? ''));
+  if (node && node.textContent !== content) node.textContent = content;
 }
 
 function renderGoal(g) {
@@ -291,35 +296,61 @@ function live(state, label) {
   text('live-state', label);
 }
 
+/** The page's open stream, if any: closed while the page is hidden. */
+let source = null;
+
 function follow() {
   const url = new URL(root.dataset.eventsUrl, location.href);
   // The first connection starts after what the page shows; a reconnect sends Last-Event-ID.
   url.searchParams.set('after', root.dataset.lastEventId ?? '');
-  const source = new EventSource(url);
+  const stream = new EventSource(url);
+  source = stream;
   live('connecting', 'connecting…');
-  source.addEventListener('open', () => live('connected', 'connected'));
+  stream.addEventListener('open', () => live('connected', 'connected'));
   // The inspector is up, Redis is not (yet): the stream follows once it is back.
-  source.addEventListener('waiting', () => live('waiting', 'waiting for Redis…'));
-  source.addEventListener('error', () =>
-    source.readyState === EventSource.CLOSED
+  stream.addEventListener('waiting', () => live('waiting', 'waiting for Redis…'));
+  stream.addEventListener('error', () =>
+    stream.readyState === EventSource.CLOSED
       ? live('disconnected', 'disconnected')
       : live('reconnecting', 'reconnecting…'),
   );
-  source.addEventListener('timeline', (m) => {
+  stream.addEventListener('timeline', (m) => {
     const data = JSON.parse(m.data);
     if (data.cycle) upsertCycle(data.cycle);
     if (data.line) appendActivity(data.line);
     root.dataset.lastEventId = m.lastEventId;
   });
-  source.addEventListener('goal', (m) => {
+  stream.addEventListener('goal', (m) => {
     const g = JSON.parse(m.data);
     renderGoal(g);
     // A finished goal has nothing more to say: stop, rather than reconnect forever.
     if (g.terminal) {
-      source.close();
+      stream.close();
       live('finished', 'finished');
     } else live('live', 'live');
   });
 }
 
-if (root && root.dataset.terminal !== 'true' && typeof EventSource === 'function') follow();
+/**
+ * A browser keeps at most 6 connections to one host over HTTP/1.1, and each open stream holds one:
+ * a seventh goal page, or any click, would wait behind them. A hidden page closes its stream and
+ * opens it again when shown, from the last event it has (missing nothing, repeating nothing).
+ */
+function followWhileVisible() {
+  if (root.dataset.terminal === 'true' || document.visibilityState === 'hidden') return;
+  if (!source) follow();
+}
+
+function onVisibilityChange() {
+  if (document.visibilityState !== 'hidden') return followWhileVisible();
+  if (!source) return;
+  source.close();
+  source = null;
+  if (root.dataset.terminal !== 'true') live('paused', 'paused while hidden');
+}
+
+if (root && typeof EventSource === 'function') {
+  document.addEventListener('visibilitychange', onVisibilityChange);
+  if (document.visibilityState === 'hidden' && root.dataset.terminal !== 'true') live('paused', 'paused while hidden');
+  followWhileVisible();
+}

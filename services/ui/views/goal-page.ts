@@ -18,6 +18,23 @@ export interface GoalPageData {
   lastEventId: string;
   /** The latest timeline lines, oldest first. */
   activity: string[];
+  /**
+   * The goal's timeline no longer starts at its creation (it keeps the last `eventsMaxLen`
+   * entries): the first cycle it still shows, and that bound.
+   */
+  trimmed?: { firstCycle: number | undefined; kept: number };
+}
+
+/** Says that older cycles are not shown, and that the first one shown may be partial. */
+function trimmedNote(t: GoalPageData['trimmed']): Html | string {
+  if (!t) return '';
+  const from =
+    t.firstCycle === undefined
+      ? ''
+      : html` Cycles before ${t.firstCycle} are not shown; cycle
+    ${t.firstCycle} may be shown in part.`;
+  return html`<p id="timeline-trimmed" class="note">The goal's timeline keeps its last ${t.kept.toLocaleString('en-US')}
+    entries (<code>eventsMaxLen</code>).${from}</p>`;
 }
 
 function header(d: GoalPageData): Html {
@@ -98,6 +115,7 @@ export function goalPage(chrome: Chrome, d: GoalPageData): Html {
       </section>
       <section>
         <h2>Cycles</h2>
+        ${trimmedNote(d.trimmed)}
         <div id="cycles">${d.cycles.map((c) => cycleBlock(s.goalId, c))}</div>
       </section>
       ${tables(d)} ${activity(d)}

@@ -3,11 +3,20 @@
 // interpolates a promise, so a render is always a plain string.
 import { html as honoHtml, raw } from 'hono/html';
 import type { HtmlEscapedString } from 'hono/utils/html';
+import { showBidiControls } from '../../../shared/runtime/bidi.ts';
 
 export type Html = HtmlEscapedString;
 
+/**
+ * Text read from Redis (model- or user-written) with its bidi controls shown as escapes: drawn,
+ * they reorder what follows, and a human deciding on a reason or an instruction would read
+ * another text than the one written. Fragments built by the tag were shown already.
+ */
+const visible = (v: unknown): unknown =>
+  typeof v === 'string' ? showBidiControls(v) : Array.isArray(v) ? v.map(visible) : v;
+
 export function html(strings: TemplateStringsArray, ...values: unknown[]): Html {
-  return honoHtml(strings, ...values) as Html;
+  return honoHtml(strings, ...values.map(visible)) as Html;
 }
 
 /** A link path built from fixed parts and encoded values: never a scheme, so never `javascript:`. */
@@ -17,9 +26,9 @@ export function path(parts: TemplateStringsArray, ...values: (string | number)[]
 
 const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 
-/** For text streamed outside the tag (artifact contents): the same five characters it escapes. */
+/** For text streamed outside the tag (artifact contents): the same five characters it escapes, bidi controls shown. */
 export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (ch) => ESCAPES[ch]!);
+  return showBidiControls(text).replace(/[&<>"']/g, (ch) => ESCAPES[ch]!);
 }
 
 /** The app's own fixed markup, inserted as is: never for anything read from Redis or a request. */
