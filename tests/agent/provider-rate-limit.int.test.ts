@@ -202,7 +202,12 @@ test("a job still refused after pausing its queue 3 times waits alone: other goa
     const queue = f.client.queues.get(subagentQueueName('research-specialist'));
     const poisonJob = `${poison}:1:0`;
     await until(async () => (await queue.getJob(poisonJob))?.data.rateLimitRequeues >= 4, 30_000);
-    assert.equal(await queue.getJobState(poisonJob), 'delayed', 'the refused job waits by itself');
+    // The count is stored before the job moves itself to delayed: a moment of `active` between.
+    await until(
+      async () => (await queue.getJobState(poisonJob)) === 'delayed' || undefined,
+      5_000,
+      'the refused job waiting by itself',
+    );
     const other = await f.client.enqueue({ goal: 'An ordinary goal' });
     const g = await f.client.waitFor(other, { timeoutMs: 30_000 });
     assert.equal(g.status, 'done', g.reason ?? '');
