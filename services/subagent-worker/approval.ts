@@ -14,6 +14,7 @@ import {
   newCallId,
   timeoutReason,
 } from '../../shared/goal/approvals.ts';
+import type { CheckpointWriter } from '../../shared/goal/checkpoints.ts';
 import type { SubagentJob } from '../../shared/runtime/jobs.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 
@@ -38,6 +39,8 @@ export interface PausedJob {
   tokens?: number;
   /** The run's checkpoint after its last tool call (stored: a redelivery goes on from it). */
   progress?: AgentCheckpoint;
+  /** Stores this run's checkpoints, each after the first only what changed (one per run). */
+  checkpoints?: CheckpointWriter;
 }
 
 /**
@@ -67,7 +70,7 @@ export async function pauseForApproval(p: PausedJob, pause: ApprovalPause): Prom
     status: 'pending',
   }));
   const saved: JobCheckpoint = { threadId: p.threadId, startedAt: p.startedAt, calls, agent: cp, tokens: p.tokens };
-  const r = await rt.approvals.request(data.goalId, jobId, saved, records);
+  const r = await rt.approvals.request(data.goalId, jobId, saved, records, p.checkpoints);
   if (r.kind === 'terminal') return r.status;
   if (r.kind === 'gone') return 'gone';
   // 'waiting': an earlier request of this job stands (a replayed script): wait on that one.
@@ -114,7 +117,7 @@ export async function takeDecisions(p: PausedJob, saved: JobCheckpoint): Promise
 async function countOnce(p: PausedJob, saved: JobCheckpoint, decisions: string[]): Promise<void> {
   if (saved.counted) return;
   saved.counted = true;
-  await p.rt.approvals.saveCheckpoint(p.data.goalId, String(p.job.id), saved);
+  await p.rt.approvals.saveCheckpoint(p.data.goalId, String(p.job.id), saved, p.checkpoints);
   for (const decision of decisions) if (decision !== 'timeout') p.rt.metrics.approvals.inc({ decision });
 }
 

@@ -12,6 +12,7 @@ import { createSandboxTools, createVfsTools, type Tool, type ToolScope } from '.
 import { shortId, storeTranscript, type TranscriptWrite } from '../../shared/agent/transcripts.ts';
 import { ErrorCode, hasCode, ProviderRateLimitError, VfsLimitError } from '../../shared/errors.ts';
 import type { JobCheckpoint } from '../../shared/goal/approvals.ts';
+import { CheckpointWriter } from '../../shared/goal/checkpoints.ts';
 import type { TimelineEventBody } from '../../shared/goal/events.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
 import { isPausedForBudget, parkForBudget } from '../../shared/goal/parking.ts';
@@ -69,7 +70,18 @@ export async function processSubagentJob(
   };
   const log = rt.logger.child({ goalId, step, role: role.name, threadId, jobId: job.id });
   const startedAt = base.startedAt;
-  const paused: PausedJob = { rt, job, token, data, threadId, startedAt, log, tokens: saved?.tokens ?? 0 };
+  const tokens = saved?.tokens ?? 0;
+  const paused: PausedJob = {
+    rt,
+    job,
+    token,
+    data,
+    threadId,
+    startedAt,
+    log,
+    tokens,
+    checkpoints: new CheckpointWriter(),
+  };
   if (finished) return finishedEarlier(paused, base, finished, saved);
   if (isTerminal(goal.status)) {
     if (saved) await endPaused(paused, saved, goal.status);
@@ -229,7 +241,7 @@ async function saveConversation(
 ): Promise<void> {
   const base = resumed ?? { threadId: p.threadId, startedAt: p.startedAt, calls: [] };
   const cp: JobCheckpoint = { ...base, agent, tokens: p.tokens, failedAttempt };
-  await p.rt.approvals.saveCheckpoint(p.data.goalId, String(p.job.id), cp);
+  await p.rt.approvals.saveCheckpoint(p.data.goalId, String(p.job.id), cp, p.checkpoints);
 }
 
 /**
@@ -242,7 +254,9 @@ function progressOf(p: PausedJob, agent: AgentCheckpoint, resumed?: JobCheckpoin
   const base = resumed ?? { threadId: p.threadId, startedAt: p.startedAt, calls: [] };
   const cp: JobCheckpoint = { ...base, agent, tokens: p.tokens, failedAttempt: undefined, running: true };
   const lock = { key: `${p.job.queueQualifiedName}:${p.job.id}:lock`, token: p.token ?? '' };
-  return { jobId: String(p.job.id), checkpoint: JSON.stringify(cp), lock };
+  p.checkpoints ??= new CheckpointWriter();
+  const writer = p.checkpoints;
+  return { jobId: String(p.job.id), checkpoint: writer.next(cp), lock, unstored: () => writer.unstored() };
 }
 
 /** An attempt that failed by itself: not aborted (a cancel, a shutdown), not taken over by another worker. */

@@ -1,5 +1,5 @@
 // Approvals of risky tool calls, in Redis. Per goal: a hash of approval records by call id and
-// a hash of paused jobs' checkpoints by job id (both among the goal's keys, so the sweep and
+// a hash of jobs' checkpoints (./checkpoints.ts: each stored in parts; both among the goal's keys, so the sweep and
 // the TTL cover them), plus one global sorted set of every pending `<goalId>/<callId>` by when
 // it times out (the pending gauge, `deepq approvals`). Requesting is one idempotent script
 // (lua/approvalRequest.lua), deciding another that only changes a pending record
@@ -12,6 +12,7 @@ import type { AgentCheckpoint, ApprovalDecisionStatus } from '../agent/approval.
 import { ValidationError } from '../errors.ts';
 import type { Queues } from '../runtime/queues.ts';
 import { runScript } from '../runtime/scripts.ts';
+import { CheckpointWriter, checkpointOfReply, usesInMessages } from './checkpoints.ts';
 import type { TimelineEventBody } from './events.ts';
 import type { Keys } from './keys.ts';
 
@@ -119,22 +120,30 @@ export class ApprovalStore {
     private readonly opts: { keyTtlSeconds: number; eventsMaxLen: number },
   ) {}
 
-  /** Stores a paused job's checkpoint and its pending calls, with an `approval_requested` event each. */
-  async request(goalId: string, jobId: string, cp: JobCheckpoint, records: ApprovalRecord[]): Promise<RequestOutcome> {
+  /**
+   * Stores a paused job's checkpoint (whole, by its run's writer) and its pending calls, with an
+   * `approval_requested` event each.
+   */
+  async request(
+    goalId: string,
+    jobId: string,
+    cp: JobCheckpoint,
+    records: ApprovalRecord[],
+    writer = new CheckpointWriter(),
+  ): Promise<RequestOutcome> {
     const k = this.keys;
     const keys = [k.goal(goalId), k.approvals(goalId), k.checkpoints(goalId), k.events(goalId)];
     keys.push(k.approvalsPending(), k.files(goalId), k.content(goalId), k.threads(goalId), k.history(goalId));
     const events = records.map((r) => JSON.stringify({ ...requestedEvent(r), at: r.requestedAt }));
-    const reply = (await runScript(this.redis, 'approvalRequest', keys, [
-      jobId,
-      JSON.stringify(cp),
-      records.map((r) => JSON.stringify(r)).join('\n'),
-      events.join('\n'),
-      this.opts.eventsMaxLen,
-      this.opts.keyTtlSeconds,
-      goalId,
-    ])) as string[];
+    const args = [jobId, records.map((r) => JSON.stringify(r)).join('\n'), events.join('\n')];
+    args.push(String(this.opts.eventsMaxLen), String(this.opts.keyTtlSeconds), goalId);
+    const write = writer.next(cp, true);
+    const reply = (await runScript(this.redis, 'approvalRequest', keys, [...args, ...write]).catch((err) => {
+      writer.unstored();
+      throw err;
+    })) as string[];
     const [kind, ...rest] = reply;
+    if (kind !== 'ok') writer.unstored();
     if (kind === 'ok' || kind === 'gone') return { kind };
     if (kind === 'waiting') return { kind, callIds: rest };
     if (kind === 'terminal') return { kind, status: rest[0] ?? '' };
@@ -170,23 +179,31 @@ export class ApprovalStore {
     throw new Error(`approvalDecide: unexpected reply ${JSON.stringify(reply)}`);
   }
 
+  /** A job's checkpoint, its messages included (lua/checkpointRead.lua); null when it has none. */
   async checkpoint(goalId: string, jobId: string): Promise<JobCheckpoint | null> {
+    const reply = await runScript(this.redis, 'checkpointRead', [this.keys.checkpoints(goalId)], [jobId]);
+    return checkpointOfReply(reply as (string | null)[]);
+  }
+
+  /** A job's checkpoint, maybe without its messages: its calls and its turn's tool uses. */
+  async checkpointHead(goalId: string, jobId: string): Promise<JobCheckpoint | null> {
     const raw = await this.redis.hget(this.keys.checkpoints(goalId), jobId);
-    return raw ? (JSON.parse(raw) as JobCheckpoint) : null;
+    const head = raw ? (JSON.parse(raw) as JobCheckpoint) : null;
+    return head && usesInMessages(head) ? this.checkpoint(goalId, jobId) : head;
   }
 
   /**
    * Waiting calls' whole inputs, as pretty JSON (a record holds a preview cut at
-   * INPUT_PREVIEW_CHARS): what approving each would run. Read from their jobs' checkpoints, each
-   * read and parsed once (a turn may hold many calls, its checkpoint the whole conversation); null
-   * for a call whose checkpoint is gone (it was decided and its job went on).
+   * INPUT_PREVIEW_CHARS): what approving each would run. Read from their jobs' checkpoint heads
+   * (the paused turn's tool uses, not the conversation), each read and parsed once; null for a
+   * call whose checkpoint is gone (it was decided and its job went on).
    */
   async fullInputs(recs: Pick<ApprovalRecord, 'jobId' | 'callId'>[], goalOf: (i: number) => string) {
     const checkpoints = new Map<string, Promise<JobCheckpoint | null>>();
     return Promise.all(
       recs.map(async (rec, i) => {
         const key = `${goalOf(i)}/${rec.jobId}`;
-        if (!checkpoints.has(key)) checkpoints.set(key, this.checkpoint(goalOf(i), rec.jobId));
+        if (!checkpoints.has(key)) checkpoints.set(key, this.checkpointHead(goalOf(i), rec.jobId));
         const cp = await checkpoints.get(key);
         const call = cp?.calls.find((c) => c.callId === rec.callId);
         const use = call && cp?.agent.uses[call.index];
@@ -195,13 +212,20 @@ export class ApprovalStore {
     );
   }
 
-  /** A checkpoint without approval calls: a run that stopped at its goal's budget (shared/goal/parking.ts). */
-  async saveCheckpoint(goalId: string, jobId: string, cp: JobCheckpoint): Promise<void> {
-    await this.redis.hset(this.keys.checkpoints(goalId), jobId, JSON.stringify(cp));
+  /**
+   * A checkpoint without approval calls (a run that stopped at its goal's budget, a failed
+   * attempt, a resumed turn), stored whole by its run's writer (lua/checkpointSave.lua).
+   */
+  async saveCheckpoint(goalId: string, jobId: string, cp: JobCheckpoint, writer = new CheckpointWriter()) {
+    const write = writer.next(cp, true);
+    await runScript(this.redis, 'checkpointSave', [this.keys.checkpoints(goalId)], [jobId, ...write]).catch((err) => {
+      writer.unstored();
+      throw err;
+    });
   }
 
   async clearCheckpoint(goalId: string, jobId: string): Promise<void> {
-    await this.redis.hdel(this.keys.checkpoints(goalId), jobId);
+    await runScript(this.redis, 'checkpointClear', [this.keys.checkpoints(goalId)], [jobId]);
   }
 
   /** The goal's approval records, oldest first. */

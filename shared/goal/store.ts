@@ -4,6 +4,7 @@ import type { BudgetKind } from '../errors.ts';
 import { UnknownGoalError } from '../errors.ts';
 import { runScript } from '../runtime/scripts.ts';
 import type { Budgets } from './budgets.ts';
+import type { CheckpointArgs } from './checkpoints.ts';
 import {
   type PausedFor,
   storedEvent,
@@ -84,10 +85,15 @@ export function usageArgs(
 /** A job's checkpoint after a tool call, stored while `lock` (the job's lock key and its run's token) holds. */
 export interface ToolProgress {
   jobId: string;
-  /** The JobCheckpoint (shared/goal/approvals.ts), as JSON. */
-  checkpoint: string;
+  /** The write of the JobCheckpoint (shared/goal/checkpoints.ts). */
+  checkpoint: CheckpointArgs;
   lock: { key: string; token: string };
+  /** Called when the write was not stored: the run's next write is whole. */
+  unstored(): void;
 }
+
+/** toolCalled.lua's usage arguments when the call's usage is booked already. */
+const NO_USAGE = Array<string>(9).fill('');
 
 export interface GoalStoreOptions {
   keyTtlSeconds: number;
@@ -170,14 +176,19 @@ export class GoalStore {
     if (!usage && !progress) return this.appendEvent(goalId, event);
     const k = this.keys;
     const keys = [k.goal(goalId), k.reservations(goalId), k.events(goalId), k.checkpoints(goalId)];
-    const saved = progress ? [progress.jobId, progress.checkpoint, progress.lock.token] : ['', '', ''];
+    const saved = progress ? [progress.jobId, progress.lock.token] : ['', ''];
     const args = [storedEvent(event), this.opts.eventsMaxLen, usage ? '1' : '0', ...saved, this.opts.keyTtlSeconds];
-    await runScript(
+    const lockKey = progress?.lock.key ?? k.goal(goalId);
+    const reply = await runScript(
       this.redis,
       'toolCalled',
-      [...keys, progress?.lock.key ?? k.goal(goalId)],
-      [...args, ...(usage ?? [])],
-    );
+      [...keys, lockKey],
+      [...args, ...(usage ?? NO_USAGE), ...(progress?.checkpoint ?? [])],
+    ).catch((err) => {
+      progress?.unstored();
+      throw err;
+    });
+    if (reply !== 1) progress?.unstored();
   }
 
   async appendEvent(goalId: string, event: TimelineEventBody): Promise<void> {

@@ -17,6 +17,9 @@ const SCRIPTS = {
   usageAdd: { keys: 2, dir: GOAL_LUA },
   toolCalled: { keys: 5, dir: GOAL_LUA },
   subtaskStart: { keys: 2, dir: GOAL_LUA },
+  checkpointSave: { keys: 1, dir: GOAL_LUA },
+  checkpointRead: { keys: 1, dir: GOAL_LUA },
+  checkpointClear: { keys: 1, dir: GOAL_LUA },
   vfsWrite: { keys: 9, dir: VFS_LUA },
   vfsEvict: { keys: 4, dir: VFS_LUA },
   transcriptSave: { keys: 4, dir: AGENT_LUA },
@@ -27,17 +30,28 @@ export type ScriptName = keyof typeof SCRIPTS;
 const loaded = new WeakSet<Redis>();
 const sources = new Map<ScriptName, string>();
 
-/** A `--- @include "<path>"` line (relative to the script) stands for that file's text, as in BullMQ. */
+/**
+ * A `--- @include "<path>"` line (relative to the file it is in) stands for that file's text, as
+ * in BullMQ; a file included twice into one script is inserted once.
+ */
 const INCLUDE = /^--- @include "([^"]+)"$/gm;
 
 function source(name: ScriptName): string {
   let s = sources.get(name);
   if (!s) {
-    const file = new URL(`${name}.lua`, SCRIPTS[name].dir);
-    s = readFileSync(file, 'utf8').replace(INCLUDE, (_line, rel: string) => readFileSync(new URL(rel, file), 'utf8'));
+    s = withIncludes(new URL(`${name}.lua`, SCRIPTS[name].dir), new Set());
     sources.set(name, s);
   }
   return s;
+}
+
+function withIncludes(file: URL, seen: Set<string>): string {
+  return readFileSync(file, 'utf8').replace(INCLUDE, (_line, rel: string) => {
+    const inc = new URL(rel, file);
+    if (seen.has(inc.href)) return '';
+    seen.add(inc.href);
+    return withIncludes(inc, seen);
+  });
 }
 
 /**

@@ -1,7 +1,8 @@
 // A subagent's run stores its checkpoint after each tool call. Its worker process SIGKILLed in
 // the middle of the run, the job handed out again goes on from the last call done: no tool
 // call runs twice, no model turn is asked again, the timeline shows the restart, and the
-// finished job leaves no checkpoint behind.
+// finished job leaves no checkpoint behind. Each checkpoint sends only what the last one did
+// not hold: a run's checkpoints add up to about its conversation, not a copy of it per call.
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -32,12 +33,22 @@ const held = new Promise<void>((r) => {
 const firstTurn = (scenario: string) =>
   toolUse('write_file', { name: `${scenario}-notes.md`, content: 'notes\n' }, { text: 'first, notes' });
 
+/** The long scenario: this many turns each writing a file this big, then the answer. */
+const LONG_TURNS = 7;
+const LONG_FILE_BYTES = 16_384;
+const longFile = (turn: number) =>
+  `${String(turn).padStart(4, '0')} ${'lorem ipsum '.repeat(2000)}`.slice(0, LONG_FILE_BYTES);
+
 const model = scriptedModel({
   killed: async ({ turn }) => {
     if (turn === 0) return firstTurn('killed');
     if (++secondTurns.killed! === 1) await held; // its worker dies meanwhile
     return text('killed: the answer');
   },
+  long: ({ turn }) =>
+    turn < LONG_TURNS
+      ? toolUse('write_file', { name: `long-${turn}.md`, content: longFile(turn) })
+      : text('long: done'),
 });
 
 const redis = useRedis();
@@ -99,4 +110,32 @@ test('SIGKILLed after a tool call, the job goes on from there: the call not run 
     ],
   );
   assert.equal(await checkpointOf(goalId), null, 'a finished job left its checkpoint');
+});
+
+test("a run's checkpoints send each message once: their bytes add up to about the conversation", {
+  timeout: 60_000,
+}, async () => {
+  const monitor = await redis.client.monitor();
+  const writes: number[] = [];
+  let goalId = '';
+  monitor.on('monitor', (_time: string, args: string[]) => {
+    const [cmd, key, ...rest] = args;
+    if (cmd?.toLowerCase() !== 'hset' || !goalId || key !== fleet.client.goals.keys.checkpoints(goalId)) return;
+    writes.push(rest.reduce((n, a) => n + Buffer.byteLength(a), 0));
+  });
+  try {
+    goalId = await fleet.client.enqueue({ goal: goalFor(ROLE, 'long') });
+    const g = await fleet.client.waitFor(goalId, { timeoutMs: 30_000 });
+    assert.equal(g.status, 'done', g.reason ?? '');
+  } finally {
+    await monitor.disconnect();
+  }
+  assert.equal(await fleet.client.read(goalId, `long-${LONG_TURNS - 1}.md`), longFile(LONG_TURNS - 1));
+  assert.equal(writes.length, LONG_TURNS, 'one checkpoint after each tool call');
+  const sent = writes.reduce((a, b) => a + b, 0);
+  const written = LONG_TURNS * LONG_FILE_BYTES;
+  assert.ok(sent > written, `the checkpoints hold the conversation (${sent} bytes sent)`);
+  assert.ok(sent < 1.5 * written, `${sent} bytes of checkpoints for ${written} bytes of conversation`);
+  const left = await redis.client.hkeys(fleet.client.goals.keys.checkpoints(goalId));
+  assert.deepEqual(left, [], 'a finished job left parts of its checkpoint');
 });

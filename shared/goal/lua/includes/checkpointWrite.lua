@@ -1,0 +1,32 @@
+-- A job's checkpoint in parts (shared/goal/checkpoints.ts): its head `<jobId>` (the checkpoint
+-- without its messages), its messages `<jobId>#<i>`, and `<jobId>#n`: how many messages it has
+-- and which write stored it (`<count> <run>.<n>`). A head without `#n` was written whole.
+local function checkpointParts(hash, jobId)
+  local meta = redis.call('HGET', hash, jobId .. '#n')
+  if not meta then return 0, nil end
+  local n, write = string.match(meta, '^(%d+) (%S+)$')
+  return tonumber(n), write
+end
+
+-- Stores a checkpoint: its head and its messages from index `base` on (the ones before are its
+-- writer's last write's). A write that goes on from an earlier one (base > 0) is refused unless
+-- that write is the one stored now (a write lost or refused in between, or another run's write,
+-- breaks the chain): it returns false, and its writer's next write is whole. Message fields
+-- past the new count are deleted. (A run has at most a few hundred messages, maxTurns being at
+-- most 200: well within unpack's limit.)
+-- argv[from] the write it goes on from, argv[from + 1] this write, argv[from + 2] base,
+-- argv[from + 3] the head, argv[from + 4 ..] the messages from base on
+local function storeCheckpoint(hash, jobId, argv, from)
+  local after, base = argv[from], tonumber(argv[from + 2])
+  local storedN, storedWrite = checkpointParts(hash, jobId)
+  if base > 0 and (storedWrite ~= after or storedN < base) then return false end
+  local count = base + #argv - from - 3
+  local fields = { jobId, argv[from + 3], jobId .. '#n', count .. ' ' .. argv[from + 1] }
+  for i = from + 4, #argv do
+    fields[#fields + 1] = jobId .. '#' .. (base + i - from - 4)
+    fields[#fields + 1] = argv[i]
+  end
+  redis.call('HSET', hash, unpack(fields))
+  for i = count, storedN - 1 do redis.call('HDEL', hash, jobId .. '#' .. i) end
+  return true
+end
