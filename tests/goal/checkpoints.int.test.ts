@@ -89,7 +89,7 @@ test('a write after one that was not stored is refused, and the next one is whol
   assert.equal(await save(goalId, writer.next(checkpointAt([...messages, results(2)]))), 0);
 });
 
-test("a tool call's checkpoint is stored only under the job's lock, and a refused one makes the next whole", async () => {
+test("a tool call's checkpoint is stored only under the job's lock; a refused one makes the next whole", async () => {
   const goalId = await t.newGoal();
   const lock = { key: `${t.rt.goals.keys.goal(goalId)}:lock`, token: 'the-run' };
   await t.rt.redis.set(lock.key, 'another-run');
