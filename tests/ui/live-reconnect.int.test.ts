@@ -159,3 +159,25 @@ test('hidden goal pages close their streams: a seventh page opens; shown again, 
   assert.equal(await lines(page, 'started notes.md'), 1);
   await context.close();
 });
+
+test('a page whose stream gets nothing from a frozen Redis says it is not updating, then goes on', async () => {
+  const goalId = await runningGoal();
+  const ref = { step: 1, index: 0, role: ROLE, artifact: 'notes.md', threadId: threadIdFor(goalId, ROLE, 'eeee5555') };
+  const page = await browser.newPage();
+  await page.goto(`${ui.url}/goals/${goalId}`);
+  await page.locator('#live-state[data-state="live"]').waitFor();
+  assert.equal(await page.locator('#live-state').getAttribute('role'), 'status', 'a screen reader hears the state');
+  // Redis answers nothing (stopped, not gone: no connection drops); the stream stays open, its
+  // keep-alives coming from the inspector.
+  const pid = redis.server.proc.pid!;
+  process.kill(pid, 'SIGSTOP');
+  try {
+    await page.locator('#live-state[data-state="stale"]').waitFor({ timeout: 12_000 });
+  } finally {
+    process.kill(pid, 'SIGCONT');
+  }
+  await page.locator('#live-state[data-state="live"]').waitFor({ timeout: 10_000 });
+  await client.goals.appendEvent(goalId, { type: 'subtask_started', ...ref, attempt: 1 });
+  await page.locator('#cycle-1 tr.subtask[data-state="running"]').waitFor({ timeout: 10_000 });
+  await page.close();
+});

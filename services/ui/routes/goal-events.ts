@@ -20,7 +20,8 @@ import { compareStreamIds, normalizeStreamId, type StreamEntry } from '../stream
 const KEEPALIVE_MS = 15_000;
 /**
  * How often the feed re-reads the goal: moves into planning or reflecting and a planner's or
- * reflector's usage write no timeline entry, and a swept goal's stream must end.
+ * reflector's usage write no timeline entry, and a swept goal's stream must end. Each read that
+ * Redis answers sends a `beat`: a page that hears none for a while says it is not updating.
  */
 const GOAL_REFRESH_MS = 2000;
 /** Timeline entries waiting for one client to read them before it is let go (a live page reads at once). */
@@ -155,7 +156,10 @@ async function relay(f: Feed, batches: AsyncQueue<StreamEntry[]>): Promise<void>
     if (!batch.length) {
       f.refreshQueued = false;
       // An owed snapshot goes out whatever changed (artifacts change no goal field); else only a change.
-      if (!(await sendGoal(f, !f.owed).catch(() => true))) return;
+      const read = await sendGoal(f, !f.owed).catch(() => null);
+      if (read === false) return;
+      // Redis answered: the page hears it (its keep-alive comments say nothing of Redis).
+      if (read) await f.stream.writeSSE({ event: 'beat', data: '1' });
     }
     let sent = false;
     for (const entry of batch) {

@@ -299,6 +299,23 @@ function live(state, label) {
 /** The page's open stream, if any: closed while the page is hidden. */
 let source = null;
 
+/**
+ * The server re-reads the goal every 2 s and beats when Redis answered. Nothing heard for this
+ * long on a live stream (Redis frozen, or too busy to answer): the page says it is not updating.
+ */
+const STALE_MS = 7000;
+let heardAt = Date.now();
+
+function heard() {
+  heardAt = Date.now();
+  if (document.getElementById('live-state')?.dataset.state === 'stale') live('live', 'live');
+}
+
+setInterval(() => {
+  const state = document.getElementById('live-state')?.dataset.state;
+  if (state === 'live' && Date.now() - heardAt > STALE_MS) live('stale', 'not updating: Redis does not answer…');
+}, 1000);
+
 function follow() {
   const url = new URL(root.dataset.eventsUrl, location.href);
   // The first connection starts after what the page shows; a reconnect sends Last-Event-ID.
@@ -314,13 +331,16 @@ function follow() {
       ? live('disconnected', 'disconnected')
       : live('reconnecting', 'reconnecting…'),
   );
+  stream.addEventListener('beat', heard);
   stream.addEventListener('timeline', (m) => {
+    heard();
     const data = JSON.parse(m.data);
     if (data.cycle) upsertCycle(data.cycle);
     if (data.line) appendActivity(data.line);
     root.dataset.lastEventId = m.lastEventId;
   });
   stream.addEventListener('goal', (m) => {
+    heardAt = Date.now();
     const g = JSON.parse(m.data);
     renderGoal(g);
     // A finished goal has nothing more to say: stop, rather than reconnect forever.

@@ -45,7 +45,7 @@ function header(d: GoalPageData): Html {
     <h1>Goal <code>${s.goalId}</code></h1>
     <p class="goal-text">${d.goal.goal}</p>
     <dl class="summary">
-      <dt>status</dt><dd><span id="goal-status" class="badge status-${s.status}">${s.status}</span></dd>
+      <dt>status</dt><dd role="status"><span id="goal-status" class="badge status-${s.status}">${s.status}</span></dd>
       <dt>cycles</dt><dd id="goal-step">${s.step}</dd>
       <dt>tokens</dt><dd id="goal-tokens">${s.tokens}</dd>
       <dt>cost</dt><dd id="goal-cost">${s.cost}</dd>
@@ -53,7 +53,7 @@ function header(d: GoalPageData): Html {
       <dt>review</dt><dd>${d.goal.review ? 'after every reflection' : 'no'}</dd>
     </dl>
     <p class="reason" id="goal-reason">${s.reason}</p>
-    <p id="live-state" class="live" data-state="${state}">${label}</p>
+    <p id="live-state" class="live" role="status" data-state="${state}">${label}</p>
   </header>`;
 }
 
@@ -82,7 +82,9 @@ function tables(d: GoalPageData): Html {
 function activity(d: GoalPageData): Html {
   return html`<section>
       <h2>Activity</h2>
-      <ol id="activity-log" class="activity">${d.activity.map((line) => html`<li>${line}</li>`)}</ol>
+      <ol id="activity-log" class="activity" role="log" aria-label="activity">
+        ${d.activity.map((line) => html`<li>${line}</li>`)}
+      </ol>
     </section>
     <section>
       <h2>Stored transcripts</h2>
