@@ -79,6 +79,8 @@ test('a goal paused at its token budget says so, refuses bad numbers, and carrie
   const paused = page.locator('#cycle-1 .paused[data-paused-for="budget"][data-budget="tokens"]');
   assert.equal(await paused.locator('.title').textContent(), 'Paused at its token budget');
   assert.equal(await paused.locator('.reason').textContent(), g.reason);
+  // The second subagent may be refused a moment after the first paused the goal: its row follows live.
+  await page.locator('#cycle-1 tr.subtask[data-state="parked"]').nth(1).waitFor({ timeout: 10_000 });
   const states = await page.locator('#cycle-1 tr.subtask').evaluateAll((rows) => rows.map((r) => r.dataset.state));
   assert.deepEqual(states, ['parked', 'parked'], 'the running subagents wait for the budget');
   await page.screenshot({ path: outputPath('budget-pause.png'), fullPage: true });
