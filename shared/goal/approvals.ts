@@ -1,9 +1,9 @@
 // Approvals of risky tool calls, in Redis. Per goal: a hash of approval records by call id and
-// a hash of jobs' checkpoints (./checkpoints.ts: each stored in parts; both among the goal's keys, so the sweep and
-// the TTL cover them), plus one global sorted set of every pending `<goalId>/<callId>` by when
-// it times out (the pending gauge, `deepq approvals`). Requesting is one idempotent script
-// (lua/approvalRequest.lua), deciding another that only changes a pending record
-// (lua/approvalDecide.lua). Call ids are deepq's own (`ap-` and 10 base36 characters): short
+// a hash of jobs' checkpoints (each stored in parts: ./checkpoints.ts), both among the goal's
+// keys, so the sweep and the TTL cover them; plus one global sorted set of every pending
+// `<goalId>/<callId>` by when it times out (the pending gauge, `deepq approvals`). Requesting is
+// one idempotent script (lua/approvalRequest.lua), deciding another that only changes a pending
+// record (lua/approvalDecide.lua). Call ids are deepq's own (`ap-` and 10 base36 characters): short
 // enough to type, and never the model's tool_use id, so no model text ever picks a key.
 import { randomInt } from 'node:crypto';
 import type { Job } from 'bullmq';
