@@ -25,10 +25,19 @@ const counts = async () => {
 test('failed counts jobs that fail for good; retried attempts, cancelled runs and zero series apart', {
   timeout: 30_000,
 }, async () => {
+  // The cancel goes out once the run is under way: BullMQ marks a job active a moment before its
+  // processor runs (a cancel before that finds no run; a real job then reads its goal's status).
+  let longStarted = () => {};
+  const started = new Promise<void>((r) => {
+    longStarted = r;
+  });
   const handler = async (job: { data: { kind: string }; attemptsMade: number }, signal: AbortSignal) => {
     if (job.data.kind === 'flaky' && job.attemptsMade === 0) throw new Error('flaky the first time');
     if (job.data.kind === 'broken') throw new Error('always broken');
-    if (job.data.kind === 'long') await new Promise((r) => signal.addEventListener('abort', r, { once: true }));
+    if (job.data.kind === 'long') {
+      longStarted();
+      await new Promise((r) => signal.addEventListener('abort', r, { once: true }));
+    }
     return { ok: true };
   };
   const svc = await startService({
@@ -50,7 +59,7 @@ test('failed counts jobs that fail for good; retried attempts, cancelled runs an
     assert.deepEqual(await counts(), { completed: 1, failed: 1, retried: 2 });
     // A run its goal's cancel stops returns as skipped: counted aborted.
     await queue.add('j', { goalId: 'longgoal001', kind: 'long' }, { jobId: 'long' });
-    await until(async () => (await queue.getJobState('long')) === 'active', 10_000);
+    await started;
     await t.rt.redis.publish(t.rt.goals.keys.cancelChannel(), 'longgoal001');
     await until(async () => (await queue.getJobState('long')) === 'completed', 10_000);
     assert.deepEqual(await counts(), { completed: 1, failed: 1, retried: 2, aborted: 1 });
