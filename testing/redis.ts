@@ -31,8 +31,24 @@ export function useRedis(opts: { appendonly?: boolean; password?: string } = {})
     await stopEverything();
     ctx.client?.disconnect();
     await ctx.server?.stop();
+    exitIfStillRunningAfter(AFTER_TESTS_EXIT_MS);
   });
   return ctx;
+}
+
+/** How long a test file's process may run on after its Redis stopped (its other after hooks included). */
+const AFTER_TESTS_EXIT_MS = 60_000;
+
+/**
+ * Node 20's runner waits for each file's process to exit, and a test that timed out can leave a
+ * client reconnecting or a service draining forever: the whole run then hangs. The file's
+ * results are reported by then; its process exits, failed, naming why.
+ */
+function exitIfStillRunningAfter(ms: number): void {
+  setTimeout(() => {
+    process.stderr.write(`this test file's process was still running ${ms / 1000} s after its tests: ended\n`);
+    process.exit(1);
+  }, ms).unref();
 }
 
 /** Every value in a Redis, whatever its type, as one text: what a leak check searches. */
