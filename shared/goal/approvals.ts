@@ -12,7 +12,7 @@ import type { AgentCheckpoint, ApprovalDecisionStatus } from '../agent/approval.
 import { ValidationError } from '../errors.ts';
 import type { Queues } from '../runtime/queues.ts';
 import { runScript } from '../runtime/scripts.ts';
-import { CheckpointWriter, checkpointOfReply, usesInMessages } from './checkpoints.ts';
+import { CheckpointWriter, checkpointHeadField, checkpointOfReply, usesInMessages } from './checkpoints.ts';
 import type { TimelineEventBody } from './events.ts';
 import type { Keys } from './keys.ts';
 
@@ -187,7 +187,8 @@ export class ApprovalStore {
 
   /** A job's checkpoint, maybe without its messages: its calls and its turn's tool uses. */
   async checkpointHead(goalId: string, jobId: string): Promise<JobCheckpoint | null> {
-    const raw = await this.redis.hget(this.keys.checkpoints(goalId), jobId);
+    const [inParts, whole] = await this.redis.hmget(this.keys.checkpoints(goalId), checkpointHeadField(jobId), jobId);
+    const raw = inParts ?? whole;
     const head = raw ? (JSON.parse(raw) as JobCheckpoint) : null;
     return head && usesInMessages(head) ? this.checkpoint(goalId, jobId) : head;
   }

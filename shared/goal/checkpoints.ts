@@ -1,5 +1,5 @@
 // A subagent job's checkpoint, stored in parts so that a run stores each message once: in the
-// goal's checkpoints hash, a head `<jobId>` (the JobCheckpoint without its messages), one field
+// goal's checkpoints hash, a head `<jobId>#h` (the JobCheckpoint without its messages), one field
 // per message `<jobId>#<i>`, and `<jobId>#n` (lua/includes/checkpointWrite.lua). A run stores its
 // checkpoint after every tool call; as one JSON that was a copy of its conversation per call,
 // O(n²) bytes over a run. The writer sends only the messages new or replaced since its last
@@ -46,6 +46,11 @@ export class CheckpointWriter {
     this.stored = [];
     this.last = '';
   }
+}
+
+/** Where a checkpoint's head is (a checkpoint at `<jobId>` itself was stored whole by an earlier version). */
+export function checkpointHeadField(jobId: string): string {
+  return `${jobId}#h`;
 }
 
 /** A checkpoint as lua/checkpointRead.lua returns it (its head, then its messages); null for none. */

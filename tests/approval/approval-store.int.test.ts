@@ -349,7 +349,7 @@ test("many calls of one turn: each call's whole input, its job's checkpoint read
   await t.rt.approvals.request(goalId, jobId, { ...cp, agent: { ...cp.agent, uses } } as JobCheckpoint, recs);
   await redis.client.config('RESETSTAT');
   const inputs = await t.rt.approvals.fullInputs([...recs, { jobId, callId: newCallId() }], () => goalId);
-  const reads = (await redis.client.info('commandstats')).match(/cmdstat_hget:calls=(\d+)/)?.[1];
+  const reads = (await redis.client.info('commandstats')).match(/cmdstat_hmget:calls=(\d+)/)?.[1];
   assert.equal(reads, '1', 'one checkpoint read');
   assert.deepEqual(
     inputs.slice(0, 40).map((s) => JSON.parse(s!)),

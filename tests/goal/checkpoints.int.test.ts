@@ -85,7 +85,11 @@ test('a write after one that was not stored is refused, and the next one is whol
   const other = new CheckpointWriter();
   const shorter = messages.slice(0, 2);
   assert.equal(await save(goalId, other.next(checkpointAt(shorter))), 1, 'a whole write always lands');
-  assert.deepEqual(await fields(goalId), [JOB, `${JOB}#0`, `${JOB}#1`, `${JOB}#n`], 'the longer one left no messages');
+  assert.deepEqual(
+    await fields(goalId),
+    [`${JOB}#0`, `${JOB}#1`, `${JOB}#h`, `${JOB}#n`],
+    'the longer one left no messages',
+  );
   assert.equal(await save(goalId, writer.next(checkpointAt([...messages, results(2)]))), 0);
 });
 
@@ -112,11 +116,19 @@ test("a tool call's checkpoint is stored only under the job's lock; a refused on
   assert.equal((await t.rt.approvals.checkpoint(goalId, JOB))?.agent.messages.length, 4);
 });
 
-test('a checkpoint stored whole by an earlier version reads back', async () => {
+test('a checkpoint an earlier version stored whole reads back; that version finds none stored in parts', async () => {
   const goalId = await t.newGoal();
-  const cp = checkpointAt([{ role: 'user', content: 'the task' }, assistant(0)]);
-  await t.rt.redis.hset(t.rt.goals.keys.checkpoints(goalId), JOB, JSON.stringify(cp));
+  const hash = t.rt.goals.keys.checkpoints(goalId);
+  const messages: Message[] = [{ role: 'user', content: 'the task' }, assistant(0)];
+  const cp = checkpointAt(messages);
+  await t.rt.redis.hset(hash, JOB, JSON.stringify(cp));
   assert.deepEqual(await t.rt.approvals.checkpoint(goalId, JOB), JSON.parse(JSON.stringify(cp)));
   await t.rt.approvals.clearCheckpoint(goalId, JOB);
   assert.deepEqual(await fields(goalId), []);
+  // A process of the earlier version (rolling out) reads `<jobId>` only: it finds no checkpoint
+  // and starts the job over, never a head without its messages.
+  await t.rt.redis.hset(hash, JOB, JSON.stringify(cp));
+  assert.equal(await save(goalId, new CheckpointWriter().next(checkpointAt([...messages, results(0)]))), 1);
+  assert.equal(await t.rt.redis.hget(hash, JOB), null, 'the whole one it replaced is gone');
+  assert.equal((await t.rt.approvals.checkpoint(goalId, JOB))?.agent.messages.length, 3);
 });

@@ -1,6 +1,8 @@
--- A job's checkpoint in parts (shared/goal/checkpoints.ts): its head `<jobId>` (the checkpoint
+-- A job's checkpoint in parts (shared/goal/checkpoints.ts): its head `<jobId>#h` (the checkpoint
 -- without its messages), its messages `<jobId>#<i>`, and `<jobId>#n`: how many messages it has
--- and which write stored it (`<count> <run>.<n>`). A head without `#n` was written whole.
+-- and which write stored it (`<count> <run>.<n>`). A checkpoint at `<jobId>` was written whole by
+-- an earlier version, which reads only that field: a process of that version finds none of
+-- these (its job starts over) rather than a head without its messages.
 local function checkpointParts(hash, jobId)
   local meta = redis.call('HGET', hash, jobId .. '#n')
   if not meta then return 0, nil end
@@ -21,12 +23,14 @@ local function storeCheckpoint(hash, jobId, argv, from)
   local storedN, storedWrite = checkpointParts(hash, jobId)
   if base > 0 and (storedWrite ~= after or storedN < base) then return false end
   local count = base + #argv - from - 3
-  local fields = { jobId, argv[from + 3], jobId .. '#n', count .. ' ' .. argv[from + 1] }
+  local fields = { jobId .. '#h', argv[from + 3], jobId .. '#n', count .. ' ' .. argv[from + 1] }
   for i = from + 4, #argv do
     fields[#fields + 1] = jobId .. '#' .. (base + i - from - 4)
     fields[#fields + 1] = argv[i]
   end
   redis.call('HSET', hash, unpack(fields))
   for i = count, storedN - 1 do redis.call('HDEL', hash, jobId .. '#' .. i) end
+  -- A whole write replaces one an earlier version stored whole.
+  if base == 0 then redis.call('HDEL', hash, jobId) end
   return true
 end
