@@ -138,10 +138,7 @@ export class ApprovalStore {
     const args = [jobId, records.map((r) => JSON.stringify(r)).join('\n'), events.join('\n')];
     args.push(String(this.opts.eventsMaxLen), String(this.opts.keyTtlSeconds), goalId);
     const write = writer.next(cp, true);
-    const reply = (await runScript(this.redis, 'approvalRequest', keys, [...args, ...write]).catch((err) => {
-      writer.unstored();
-      throw err;
-    })) as string[];
+    const reply = (await writer.sent(runScript(this.redis, 'approvalRequest', keys, [...args, ...write]))) as string[];
     const [kind, ...rest] = reply;
     if (kind !== 'ok') writer.unstored();
     if (kind === 'ok' || kind === 'gone') return { kind };
@@ -219,10 +216,7 @@ export class ApprovalStore {
    */
   async saveCheckpoint(goalId: string, jobId: string, cp: JobCheckpoint, writer = new CheckpointWriter()) {
     const write = writer.next(cp, true);
-    await runScript(this.redis, 'checkpointSave', [this.keys.checkpoints(goalId)], [jobId, ...write]).catch((err) => {
-      writer.unstored();
-      throw err;
-    });
+    await writer.sent(runScript(this.redis, 'checkpointSave', [this.keys.checkpoints(goalId)], [jobId, ...write]));
   }
 
   async clearCheckpoint(goalId: string, jobId: string): Promise<void> {

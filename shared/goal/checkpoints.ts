@@ -46,6 +46,14 @@ export class CheckpointWriter {
     this.stored = [];
     this.last = '';
   }
+
+  /** A write's request: failed, it may not have landed, and the next write sends everything. */
+  sent<T>(request: Promise<T>): Promise<T> {
+    return request.catch((err) => {
+      this.unstored();
+      throw err;
+    });
+  }
 }
 
 /** Where a checkpoint's head is (a checkpoint at `<jobId>` itself was stored whole by an earlier version). */

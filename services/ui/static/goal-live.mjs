@@ -340,7 +340,7 @@ function follow() {
     root.dataset.lastEventId = m.lastEventId;
   });
   stream.addEventListener('goal', (m) => {
-    heardAt = Date.now();
+    heard();
     const g = JSON.parse(m.data);
     renderGoal(g);
     // A finished goal has nothing more to say: stop, rather than reconnect forever.
