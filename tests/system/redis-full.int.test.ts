@@ -6,8 +6,10 @@
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { subagentQueueName } from '../../shared/runtime/queues.ts';
 import { assertCliExit, type Fleet, runCli, startFleet } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
+import { until } from '../../testing/until.ts';
 
 const redis = useRedis();
 let fleet: Fleet;
@@ -44,6 +46,20 @@ async function fillRedis(): Promise<number> {
   }
 }
 
+/** Waits until each of the first cycle's subtask jobs was delivered `times` times, or failed. */
+async function untilHandedOut(goalId: string, times: number): Promise<void> {
+  const dispatched = (await fleet.client.goals.events(goalId)).find((e) => e.event.type === 'dispatched')!.event;
+  assert.ok(dispatched.type === 'dispatched');
+  for (const t of dispatched.subtasks) {
+    const queue = fleet.client.queues.get(subagentQueueName(t.role));
+    const handedOut = async () => {
+      const job = await queue.getJob(`${goalId}:1:${t.index}`);
+      return job && (job.attemptsStarted >= times || (await job.isFailed()));
+    };
+    await until(handedOut, 60_000, `${t.role}'s job handed out ${times} times while Redis is full`, 100);
+  }
+}
+
 async function freeRedis(): Promise<void> {
   const keys = await redis.client.keys(`${JUNK}*`);
   for (let i = 0; i < keys.length; i += 500) await redis.client.del(...keys.slice(i, i + 500));
@@ -56,8 +72,10 @@ test('a goal running when Redis fills up keeps a consistent index and ends done 
   const started = async () => (await c.goals.events(goalId)).some((e) => e.event.type === 'subtask_started');
   while (!(await started())) await new Promise((r) => setTimeout(r, 50));
   await fillRedis();
-  // The subtasks' writes meet a full Redis, for longer than their 3 attempts' backoff (1 s, 2 s).
-  await new Promise((r) => setTimeout(r, 8000));
+  // Full until each subtask was handed out 3 times, its writes refused each time: had a refusal
+  // used an attempt, all of them would be gone. (A fixed wait was not enough: after another test had
+  // filled Redis, a retry could wait past it and the old behaviour passed.)
+  await untilHandedOut(goalId, fleet.cfg.subtaskAttempts);
   await freeRedis();
   const g = await c.waitFor(goalId, { timeoutMs: 60_000 });
   assert.equal(g.status, 'done', g.reason ?? '');
