@@ -52,13 +52,20 @@ export async function cyclePlan(ctx: UiContext, goal: GoalRecord, cycle: CycleVi
   return transcript ? { subtasks: transcript, source: 'planner transcript' } : null;
 }
 
+/** Where the page says a cycle's plan was read from, in a reader's words. */
+const SOURCE_TEXT: Record<CyclePlan['source'], string> = {
+  goal: "the goal's current plan",
+  jobs: "the cycle's subtask jobs",
+  'planner transcript': "the planner's transcript",
+};
+
 /** Adds each listed cycle's plan to the timeline, where one can still be found. */
 export async function attachPlans(ctx: UiContext, goal: GoalRecord, timeline: GoalTimeline, steps: number[]) {
   await Promise.all(
     steps.map(async (step) => {
       const cycle = timeline.get(step);
       const plan = cycle && (await cyclePlan(ctx, goal, cycle));
-      if (plan) timeline.attachPlan(step, plan.subtasks, plan.source);
+      if (plan) timeline.attachPlan(step, plan.subtasks, SOURCE_TEXT[plan.source]);
     }),
   );
 }

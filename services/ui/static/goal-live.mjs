@@ -119,7 +119,7 @@ function cycleBlock(c) {
       'p',
       { class: 'plan-meta' },
       'plan from: ',
-      el('span', { class: 'plan-source' }, c.planSource ?? 'timeline only'),
+      el('span', { class: 'plan-source' }, c.planSource ?? 'the timeline (its instructions are no longer kept)'),
       planner,
     ),
     el('table', { class: 'subtasks' }, el('thead', {}, head), el('tbody', {}, c.subtasks.map(subtaskRow))),

@@ -75,13 +75,16 @@ function outcome(c: CycleView): Html {
   return html`${reflection(c)}${stalled}${pauseAndResume(c)}${evicted}`;
 }
 
+/** A cycle whose plan is gone (the goal keeps the latest; jobs and transcripts expire). */
+const NO_PLAN_TEXT = 'the timeline (its instructions are no longer kept)';
+
 export function cycleBlock(goalId: string, c: CycleView): Html {
   const planner = c.plannerThreadId
     ? html` · <a class="planner-thread" href="${transcriptHref(c.plannerThreadId)}">planner transcript</a>`
     : '';
   return html`<section class="cycle" id="cycle-${c.step}" data-step="${c.step}">
     <h3>Cycle ${c.step}</h3>
-    <p class="plan-meta">plan from: <span class="plan-source">${c.planSource ?? 'timeline only'}</span>${planner}</p>
+    <p class="plan-meta">plan from: <span class="plan-source">${c.planSource ?? NO_PLAN_TEXT}</span>${planner}</p>
     <table class="subtasks">
       <thead>
         <tr>
