@@ -41,6 +41,8 @@ export interface PausedJob {
   progress?: AgentCheckpoint;
   /** Stores this run's checkpoints, each after the first only what changed (one per run). */
   checkpoints?: CheckpointWriter;
+  /** A checkpoint of the job is stored (found at its start, or saved after a tool call): its run's end deletes it. */
+  checkpointStored?: boolean;
 }
 
 /**

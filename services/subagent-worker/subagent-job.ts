@@ -81,6 +81,7 @@ export async function processSubagentJob(
     log,
     tokens,
     checkpoints: new CheckpointWriter(),
+    checkpointStored: saved !== null,
   };
   if (finished) return finishedEarlier(paused, base, finished, saved);
   if (isTerminal(goal.status)) {
@@ -91,8 +92,9 @@ export async function processSubagentJob(
   if (isPausedForBudget(goal)) return parkForBudget(rt, job, token, goalId);
   const resume = saved ? await resumeFrom(paused, saved) : undefined;
   const result = await runSubtask(deps, paused, goal, base, resume, signal);
-  // The job finished: its pause is over. (A failed attempt keeps it: the retry resumes from it.)
-  if (saved || paused.progress) await rt.approvals.clearCheckpoint(goalId, String(job.id));
+  // The job finished: its pause is over (its artifact's write took it, else it goes now). A failed
+  // attempt keeps it: the retry resumes from it.
+  if (paused.checkpointStored) await rt.approvals.clearCheckpoint(goalId, String(job.id));
   return result;
 }
 
@@ -251,6 +253,7 @@ async function saveConversation(
  */
 function progressOf(p: PausedJob, agent: AgentCheckpoint, resumed?: JobCheckpoint): ToolProgress {
   p.progress = agent;
+  p.checkpointStored = true;
   const base = resumed ?? { threadId: p.threadId, startedAt: p.startedAt, calls: [] };
   const cp: JobCheckpoint = { ...base, agent, tokens: p.tokens, failedAttempt: undefined, running: true };
   const lock = { key: `${p.job.queueQualifiedName}:${p.job.id}:lock`, token: p.token ?? '' };
@@ -283,8 +286,12 @@ async function afterRun(
   const transcript = res.kind === 'ok' ? res.transcript : undefined;
   // An accepted answer is stored as its contract says (a code block as the code it holds).
   const content = res.run.ok ? (contract.artifact?.(res.run.value) ?? res.run.text) : res.run.text;
-  const recorded = { run: res.run, content, transcript, base, tokens: p.tokens };
-  return recordResult(rt, data, jobScope(p), recorded, p.log);
+  // The artifact's write ends the run: the job's checkpoint goes with it, not in a call of its own.
+  const endsCheckpointOf = content && p.checkpointStored ? String(job.id) : undefined;
+  const recorded = { run: res.run, content, transcript, base, tokens: p.tokens, endsCheckpointOf };
+  const result = await recordResult(rt, data, jobScope(p), recorded, p.log);
+  if (endsCheckpointOf) p.checkpointStored = false;
+  return result;
 }
 
 /**
@@ -333,7 +340,14 @@ async function recordResult(
   rt: Runtime,
   data: SubagentJob,
   who: Pick<ToolScope, 'writer' | 'lock'>,
-  r: { run: AgentRun; content: string; transcript?: TranscriptWrite; base: ResultBase; tokens?: number },
+  r: {
+    run: AgentRun;
+    content: string;
+    transcript?: TranscriptWrite;
+    base: ResultBase;
+    tokens?: number;
+    endsCheckpointOf?: string;
+  },
   log: Logger,
 ): Promise<SubagentJobResult> {
   const { run, transcript, base } = r;
@@ -364,7 +378,8 @@ async function recordResult(
     // that did not finish leaves the done version current (its output goes to the history).
     const keep = status === 'done' ? { keepHistory: true } : { keepDone: true };
     const { writer, lock } = who;
-    const meta: WriteMeta = { status, step, role: base.role, threadId: base.threadId, writer, lock, ...keep };
+    const ends = r.endsCheckpointOf ? { endsCheckpointOf: r.endsCheckpointOf } : {};
+    const meta: WriteMeta = { status, step, role: base.role, threadId: base.threadId, writer, lock, ...keep, ...ends };
     // A refused write still stores the transcript (VirtualFs.write): the run happened. A refusal
     // another attempt would meet again (the goal's file count, a done artifact, the name) ends the
     // job now rather than running the whole agent once per attempt first.

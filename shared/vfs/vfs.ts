@@ -79,6 +79,8 @@ export interface WriteMeta {
    * expired before this run learnt of it) is refused with LockLostError, nothing changed.
    */
   lock?: JobLock;
+  /** A job's last write of its run: the job's checkpoint goes with it (the run is over). */
+  endsCheckpointOf?: string;
 }
 
 /** A BullMQ job's lock key and the token of the delivery that holds it. */
@@ -231,6 +233,7 @@ export class VirtualFs {
           this.keys.reservations(goalId),
           // Untouched without a lock, as above.
           meta.lock?.key ?? this.keys.files(goalId),
+          this.keys.checkpoints(goalId),
         ],
         [
           name,
@@ -246,6 +249,7 @@ export class VirtualFs {
           this.opts.eventsMaxLen,
           ...transcriptArgs(meta.transcript),
           meta.lock?.token ?? '',
+          meta.endsCheckpointOf ?? '',
         ],
       )) as [number, string, string?];
     } catch (err) {

@@ -32,9 +32,9 @@ const transition = (from: string, to: string) => (c: ProxiedCommand) =>
   /:goal:[a-z0-9]+$/.test(c.args[2] ?? '') &&
   c.args[12] === from &&
   c.args[13] === to;
-/** vfsWrite's: script, 9, the files hash first; a subtask's artifact carries its event and transcript. */
+/** vfsWrite's: script, 10, the files hash first; a subtask's artifact carries its event and transcript. */
 const artifactWrite = (c: ProxiedCommand) =>
-  isScript(c) && c.args[1] === '9' && (c.args[2] ?? '').endsWith(':files') && (c.args[22] ?? '') !== '';
+  isScript(c) && c.args[1] === '10' && (c.args[2] ?? '').endsWith(':files') && (c.args[23] ?? '') !== '';
 /** subtaskStart's: script, 2, the goal hash and its events, then the `subtask_started` event. */
 const subtaskStart = (c: ProxiedCommand) =>
   isScript(c) &&

@@ -8,7 +8,7 @@
 -- KEYS[4] history (`<name>@<version>` -> the old meta JSON, with its inline `content`),
 -- KEYS[5] the goal's events stream, KEYS[6] a transcript's key, KEYS[7] the goal's threads,
 -- KEYS[8] the goal's token reservations, KEYS[9] the writing job's lock (BullMQ's `<job key>:lock`;
--- any key when ARGV[28] is '')
+-- any key when ARGV[28] is ''), KEYS[10] the goal's checkpoints hash
 -- ARGV[1] name, ARGV[2] meta JSON (no version; `op` unique per call), ARGV[3] inline content ('' when spilled)
 -- ARGV[4] '1' if inline, ARGV[5] expected version ('' = any), or `<version>:<op>`: the entry as
 -- the writer read it (its last write's op), changed since by any write, its own writer's too, is
@@ -18,12 +18,14 @@
 -- ARGV[10] a timeline event (JSON) that lands with the write ('' for none), ARGV[11] events max length
 -- ARGV[12..18] the writing run's transcript, stored with the write (transcriptSave.lua's ARGV[1..7];
 -- '' in ARGV[12] for none), ARGV[19..27] its last call's usage (its ARGV[8..16]), if any ('' each
--- otherwise: always sixteen), ARGV[28] the writing job's lock token ('' for a write outside a job)
+-- otherwise: always sixteen), ARGV[28] the writing job's lock token ('' for a write outside a job),
+-- ARGV[29] the job whose checkpoint goes with the write (its run's last: the run is over), or ''
 -- Returns {version, blobRefs no longer referenced (space-separated) or ''}, with a third element when a revision that
 -- did not finish left the done version current ('dropped': its output was not stored; 'kept': it
 -- is in the history); or an error reply naming the problem.
 --- @include "../../goal/lua/includes/addUsage.lua"
 --- @include "../../agent/lua/includes/saveTranscript.lua"
+--- @include "../../goal/lua/includes/checkpointWrite.lua"
 local HISTORY_KEPT = 3
 -- Whether the goal's keys are kept without a TTL (it awaits a human: goalTransition.lua sets
 -- ttlAt 0 then); read only where a write would set a TTL.
@@ -84,8 +86,10 @@ local function appendEvent()
   redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[11], '*', 'e', ARGV[10])
   return true
 end
--- The run that wrote it: its transcript and last call's usage, in the same script.
+-- The run that wrote it: its transcript and last call's usage, in the same script; its job's
+-- checkpoint goes (a separate call after the write cost a round trip per subtask).
 local function saveRun()
+  if ARGV[29] and ARGV[29] ~= '' then clearCheckpoint(KEYS[10], ARGV[29]) end
   if not ARGV[12] or ARGV[12] == '' then return end
   if ARGV[20] and ARGV[20] ~= '' then addUsage(KEYS[3], KEYS[8], ARGV, 19) end
   saveTranscript(KEYS[6], KEYS[7], ARGV, 12)

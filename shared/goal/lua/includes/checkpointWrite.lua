@@ -34,3 +34,12 @@ local function storeCheckpoint(hash, jobId, argv, from)
   if base == 0 then redis.call('HDEL', hash, jobId) end
   return true
 end
+
+-- Deletes a job's checkpoint: its head, its `#n` field and its messages (or the one field of a
+-- checkpoint an earlier version stored whole). Returns how many fields were deleted.
+local function clearCheckpoint(hash, jobId)
+  local n = checkpointParts(hash, jobId)
+  local fields = { jobId, jobId .. '#h', jobId .. '#n' }
+  for i = 0, n - 1 do fields[#fields + 1] = jobId .. '#' .. i end
+  return redis.call('HDEL', hash, unpack(fields))
+end
