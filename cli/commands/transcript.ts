@@ -24,7 +24,9 @@ export function registerTranscriptCommand(program: Command): void {
         await connected(rt.redis, cfg.redisUrl);
         if (isGoalId(id)) return await listThreads(rt, id, cfg.transcriptTtlSeconds);
         const t = await transcripts.loadTranscript(rt, id);
-        if (!t) throw new Error(`no transcript for thread id ${id} (unknown, or expired after its TTL)`);
+        // A run's transcript is stored when the run ends.
+        const why = 'still running or paused, unknown, or expired after its TTL';
+        if (!t) throw new Error(`no transcript for thread id ${id} (${why})`);
         printJson(t, 2);
       } finally {
         await rt.close();

@@ -13,7 +13,10 @@ export function registerTranscriptRoute(app: Hono<UiEnv>, ctx: UiContext): void 
     const goalId = goalIdFromThreadId(threadId);
     const t = goalId ? await loadTranscript(ctx.client, threadId) : null;
     if (!t || !goalId) {
-      const message = `No transcript ${threadId}: unknown, or expired after its TTL (kept for debugging only).`;
+      // A subtask's row links its run's thread before the run has ended and stored it.
+      const message =
+        `No transcript ${threadId}: a run's transcript is stored when the run ends (this one may still be ` +
+        'running, or paused), else it is unknown or expired after its TTL (kept for debugging only).';
       return c.html(errorPage(chromeOf(c, ctx), 'No such transcript', message), 404);
     }
     return c.html(transcriptPage(chromeOf(c, ctx), { ...t, goalId }));
