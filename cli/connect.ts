@@ -5,6 +5,7 @@
 import type { Redis } from 'ioredis';
 import type { Config } from '../shared/runtime/config.ts';
 import { closedHint } from '../shared/runtime/redis-hints.ts';
+import { startTracing, stopTracing } from '../shared/runtime/tracing.ts';
 import type { GoalClient } from './goal-client.ts';
 import type { GoalReader } from './goal-reader.ts';
 
@@ -56,6 +57,7 @@ export async function connected(redis: Redis, url: string, timeoutMs = CONNECT_T
 let clientRef: GoalClient | undefined;
 let readerRef: GoalReader | undefined;
 let connectionRef: { cfg: Config; redis: Redis } | undefined;
+let tracingOwned = false;
 
 /** The process's config and Redis connection, without the goal client (no BullMQ loaded). */
 export async function connection(): Promise<{ cfg: Config; redis: Redis }> {
@@ -75,6 +77,8 @@ export async function connection(): Promise<{ cfg: Config; redis: Redis }> {
 export async function client(): Promise<GoalClient> {
   if (!clientRef) {
     const [{ cfg, redis }, { GoalClient }] = await Promise.all([connection(), import('./goal-client.ts')]);
+    // Before its queues are made (they take BullMQ's telemetry then): an enqueue starts the goal's trace.
+    tracingOwned ||= await startTracing('cli');
     clientRef ??= new GoalClient(cfg, redis);
   }
   await connected(clientRef.redis, clientRef.cfg.redisUrl);
@@ -96,4 +100,6 @@ export async function reader(): Promise<GoalReader> {
 export async function closeClient(): Promise<void> {
   if (clientRef) await clientRef.close();
   else connectionRef?.redis.disconnect();
+  // Only the client's own: a service command returns here while its service (and tracing) runs on.
+  if (tracingOwned) await stopTracing();
 }

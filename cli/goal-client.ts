@@ -31,6 +31,7 @@ import {
   subtaskJobId,
 } from '../shared/runtime/queues.ts';
 import { openState, type State } from '../shared/runtime/state.ts';
+import { inSpan } from '../shared/runtime/tracing.ts';
 import { parseOrThrow } from '../shared/zod.ts';
 import { GoalReader } from './goal-reader.ts';
 import { type GoalRequest, GoalRequestSchema } from './goal-request.ts';
@@ -71,12 +72,16 @@ export class GoalClient extends GoalReader {
     const req = parseOrThrow(GoalRequestSchema, input, 'goal request');
     const goalId = newGoalId();
     const budgets = { ...this.cfg.budgets, ...stripUndefined(req.budgets) };
-    // Two steps: a death between them leaves a queued goal without its plan job, which the
-    // reconciler (in the reflector) adds after its grace period.
-    await this.goals.create(goalId, req.goal, budgets, req.review);
-    await this.queues.addPlan({ goalId, step: 1 });
-    // Read after the goal's creation: its createdAt is no later than now.
-    if (budgets.maxSeconds !== undefined) await this.queues.addDeadline(goalId, Date.now() + budgets.maxSeconds * 1000);
+    // With tracing on, the root of the goal's trace: its plan job's add, and so every job after, under it.
+    await inSpan('deepq enqueue', { 'deepq.goal.id': goalId }, async () => {
+      // Two steps: a death between them leaves a queued goal without its plan job, which the
+      // reconciler (in the reflector) adds after its grace period.
+      await this.goals.create(goalId, req.goal, budgets, req.review);
+      await this.queues.addPlan({ goalId, step: 1 });
+      // Read after the goal's creation: its createdAt is no later than now.
+      if (budgets.maxSeconds !== undefined)
+        await this.queues.addDeadline(goalId, Date.now() + budgets.maxSeconds * 1000);
+    });
     return goalId;
   }
 

@@ -5,10 +5,13 @@ import type { Config } from '../../shared/runtime/config.ts';
 import { PLAN_QUEUE } from '../../shared/runtime/queues.ts';
 import { createRuntime } from '../../shared/runtime/runtime.ts';
 import { startService, stopOnSignals } from '../../shared/runtime/service.ts';
+import { startTracing } from '../../shared/runtime/tracing.ts';
 import { processPlanJob } from './plan-job.ts';
 
 export async function main(cfg: Config, opts: { concurrency: number }) {
   const rt = createRuntime(cfg, 'planner');
+  // Before any queue or worker is made: BullMQ takes its telemetry when they are built.
+  await startTracing('planner', rt.logger);
   if (cfg.providerNotice) rt.logger.warn(cfg.providerNotice);
   const svc = await startService({
     rt,

@@ -6,12 +6,15 @@ import type { Config } from '../../shared/runtime/config.ts';
 import { MAINTENANCE_QUEUE, REFLECT_QUEUE } from '../../shared/runtime/queues.ts';
 import { createRuntime, type Runtime } from '../../shared/runtime/runtime.ts';
 import { startService, stopOnSignals } from '../../shared/runtime/service.ts';
+import { startTracing } from '../../shared/runtime/tracing.ts';
 import { countCancelLogged } from './cancel-counts.ts';
 import { keepMaintenanceScheduled, maintenanceHandler } from './maintenance.ts';
 import { processReflectJob } from './reflect-job.ts';
 
 export async function main(cfg: Config, opts: { concurrency: number }) {
   const rt = createRuntime(cfg, 'reflector');
+  // Before any queue or worker is made: BullMQ takes its telemetry when they are built.
+  await startTracing('reflector', rt.logger);
   if (cfg.providerNotice) rt.logger.warn(cfg.providerNotice);
   exportZeroSeries(rt);
   const svc = await startService({

@@ -12,6 +12,7 @@ import type { Config } from '../../shared/runtime/config.ts';
 import { subagentQueueName } from '../../shared/runtime/queues.ts';
 import { createRuntime } from '../../shared/runtime/runtime.ts';
 import { type RunningService, startService, stopOnSignals } from '../../shared/runtime/service.ts';
+import { startTracing } from '../../shared/runtime/tracing.ts';
 import { recordSubtaskFailure } from './final-failure.ts';
 import { processSubagentJob } from './subagent-job.ts';
 
@@ -26,6 +27,8 @@ export async function main(cfg: Config, opts: { role: string; concurrency: numbe
   // Fail closed: a role that runs code starts only where its sandbox works (or says it has none).
   const sandbox = usesSandbox(role) ? await probeSandbox(role.name, role.sandbox) : {};
   const rt = createRuntime(cfg, `worker-${role.name}`);
+  // Before any queue or worker is made: BullMQ takes its telemetry when they are built.
+  await startTracing(`worker-${role.name}`, rt.logger);
   if (sandbox.warning) rt.logger.warn(sandbox.warning);
   // The runtime's logger and error scrubbing read this list: resolved secrets join it.
   rt.secrets.push(...mcpServers.secrets);

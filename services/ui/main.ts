@@ -12,6 +12,7 @@ import { startOpsServer } from '../../shared/runtime/ops-server.ts';
 import { createRedis, pingRedis } from '../../shared/runtime/redis.ts';
 import { secretsOf } from '../../shared/runtime/runtime.ts';
 import { stopOnSignals } from '../../shared/runtime/service.ts';
+import { startTracing, stopTracing } from '../../shared/runtime/tracing.ts';
 import { DirBlobStore } from '../../shared/vfs/blob-store.ts';
 import { createApp } from './app.ts';
 import type { UiContext } from './context.ts';
@@ -53,6 +54,8 @@ export async function startUi(cfg: Config, opts: UiOptions): Promise<RunningUi> 
   checkBindPolicy(opts.host, opts.token);
   const log = createLogger(cfg.logLevel, { service: 'ui' }, [...secretsOf(cfg), ...(opts.token ? [opts.token] : [])]);
   const metrics = new UiMetrics();
+  // Before the client's queues are made: a goal enqueued from the page starts its trace here.
+  await startTracing('ui', log);
   const client = new GoalClient(cfg, createRedis(cfg.redisUrl, 'deepq:ui', { autoPipelining: true }));
   // One blocking connection per followed goal, never the shared one (a blocked connection
   // answers nothing else).
@@ -98,6 +101,7 @@ export async function startUi(cfg: Config, opts: UiOptions): Promise<RunningUi> 
       });
       await new Promise<void>((r) => ops.server.close(() => r()));
       await client.close();
+      await stopTracing();
       log.info('stopped');
     })();
     return stopped;

@@ -11,6 +11,7 @@
 
 import { BudgetExceededError, ErrorCode, hasCode, ProviderRateLimitError } from '../errors.ts';
 import type { Metrics } from '../runtime/metrics.ts';
+import { annotate, failSpan, inSpan, SPAN_KIND_CLIENT, type Span, type SpanAttrs } from '../runtime/tracing.ts';
 import {
   type AgentCheckpoint,
   type ApprovalDecision,
@@ -255,12 +256,37 @@ function ownModel(spec: AgentSpec): Pick<CallContext, 'roleModel'> {
   return spec.model ? { roleModel: spec.model } : {};
 }
 
-async function callProvider(deps: AgentDeps, req: ModelRequest, ctx: CallContext): Promise<ModelResponse> {
+/** A model call's span: what gen_ai's semantic conventions name, and where in the goal it ran. */
+function modelCallSpan(provider: string, req: ModelRequest, ctx: CallContext): SpanAttrs {
+  return {
+    'gen_ai.operation.name': 'chat',
+    'gen_ai.provider.name': provider,
+    'gen_ai.request.model': req.model,
+    'gen_ai.request.max_tokens': req.max_tokens,
+    'deepq.goal.id': ctx.goalId,
+    'deepq.step': ctx.step,
+    'deepq.role': ctx.role,
+    'deepq.thread_id': ctx.threadId,
+  };
+}
+
+function callProvider(deps: AgentDeps, req: ModelRequest, ctx: CallContext): Promise<ModelResponse> {
+  const attrs = modelCallSpan(deps.provider.name, req, ctx);
+  return inSpan(`chat ${req.model}`, attrs, (span) => measuredCall(deps, req, ctx, span), SPAN_KIND_CLIENT);
+}
+
+async function measuredCall(deps: AgentDeps, req: ModelRequest, ctx: CallContext, span?: Span) {
   const started = performance.now();
   const labels = { ...metricLabelsOf(deps.provider, req.model), role: ctx.role };
   try {
     const res = await deps.provider.createMessage(req, ctx);
     deps.metrics?.llmRequests.inc({ ...labels, status: 'ok' });
+    annotate(span, {
+      'gen_ai.response.model': res.model,
+      'gen_ai.response.finish_reasons': res.stop_reason ? [res.stop_reason] : undefined,
+      'gen_ai.usage.input_tokens': res.usage.input_tokens,
+      'gen_ai.usage.output_tokens': res.usage.output_tokens,
+    });
     return res;
   } catch (err) {
     deps.metrics?.llmRequests.inc({ ...labels, status: err instanceof ModelCallError ? err.kind : 'error' });
@@ -521,7 +547,19 @@ function unknownTool(c: Conversation, use: ToolUseBlock): ToolResultBlock {
   return { type: 'tool_result', tool_use_id: use.id, content, is_error: true };
 }
 
-async function runTool(c: Conversation, tool: Tool, use: ToolUseBlock): Promise<ToolResultBlock> {
+function runTool(c: Conversation, tool: Tool, use: ToolUseBlock): Promise<ToolResultBlock> {
+  const attrs = {
+    'gen_ai.operation.name': 'execute_tool',
+    'gen_ai.tool.name': tool.def.name,
+    'gen_ai.tool.call.id': use.id,
+    'deepq.tool': tool.label ?? tool.def.name,
+    'deepq.role': c.role,
+  };
+  // Named by the tool that runs (a configured one), never by a name the model made up.
+  return inSpan(`execute_tool ${tool.def.name}`, attrs, (span) => toolResult(c, tool, use, span));
+}
+
+async function toolResult(c: Conversation, tool: Tool, use: ToolUseBlock, span?: Span): Promise<ToolResultBlock> {
   // A lone surrogate (half an emoji cut off by a server, or in a file the model wrote) makes the
   // request invalid JSON to the Messages API: a 400 that fails the job. U+FFFD stands for it.
   try {
@@ -530,6 +568,8 @@ async function runTool(c: Conversation, tool: Tool, use: ToolUseBlock): Promise<
   } catch (err) {
     // Another worker runs the job now: this run ends, rather than going on beside it.
     if (hasCode(err, ErrorCode.LockLost)) throw err;
+    // The model sees the error as the tool's result; the trace marks the call failed.
+    if (span) failSpan(span, err);
     const message = err instanceof Error ? err.message : String(err);
     const content = truncate(`error: ${message}`.toWellFormed(), c.maxChars);
     return { type: 'tool_result', tool_use_id: use.id, content, is_error: true };

@@ -3,6 +3,7 @@
 import { type ConnectionOptions, FlowProducer, type JobsOptions, Queue } from 'bullmq';
 import type { Config } from './config.ts';
 import type { PlanJob } from './jobs.ts';
+import { bullTelemetry } from './tracing.ts';
 
 export const PLAN_QUEUE = 'plan';
 export const REFLECT_QUEUE = 'reflect';
@@ -64,6 +65,7 @@ export class Queues {
         connection: this.connection,
         prefix: this.cfg.prefix,
         defaultJobOptions: baseJobOptions(this.cfg),
+        telemetry: bullTelemetry(),
       });
       q.on('error', () => {});
       this.queues.set(name, q);
@@ -73,7 +75,11 @@ export class Queues {
 
   flows(): FlowProducer {
     if (!this.flowProducer) {
-      this.flowProducer = new FlowProducer({ connection: this.connection, prefix: this.cfg.prefix });
+      this.flowProducer = new FlowProducer({
+        connection: this.connection,
+        prefix: this.cfg.prefix,
+        telemetry: bullTelemetry(),
+      });
       this.flowProducer.on('error', () => {});
     }
     return this.flowProducer;

@@ -22,6 +22,7 @@ import { startOpsServer } from './ops-server.ts';
 import { WaitsAloneForRateLimit } from './queue-rate-limit.ts';
 import { createRedis, evictionPolicy, pingRedis } from './redis.ts';
 import type { Runtime } from './runtime.ts';
+import { annotateActiveSpan, bullTelemetry, stopTracing } from './tracing.ts';
 import { watchWorkerErrors } from './worker-errors.ts';
 
 /** `token` is the job's lock token: a handler that moves its job (job.moveToDelayed) needs it. */
@@ -139,6 +140,7 @@ function createWorkers(opts: ServiceOptions, active: ActiveRuns): Worker[] {
     stalledInterval: rt.cfg.stalledIntervalMs,
     maxStalledCount: rt.cfg.maxStalledCount,
     autorun: false,
+    telemetry: bullTelemetry(),
   };
   const marks: JobMarks = { hooked: new WeakSet(), ran: new WeakSet() };
   zeroJobSeries(opts);
@@ -187,6 +189,7 @@ function instrumented(rt: Runtime, p: Processing, active: ActiveRuns, marks: Job
   return async (job, token, bullSignal) => {
     const started = performance.now();
     marks.ran.add(job);
+    annotateActiveSpan({ 'deepq.goal.id': job.data?.goalId, 'deepq.step': job.data?.step, 'deepq.role': role });
     const { run, end } = active.start(job, token, bullSignal);
     const signal = run.controller.signal;
     try {
@@ -393,6 +396,7 @@ async function drainAndClose(rt: Runtime, c: Closable): Promise<void> {
   await c.sub.quit().catch(() => c.sub.disconnect());
   await new Promise<void>((r) => c.server.close(() => r()));
   await rt.close();
+  await stopTracing();
   log.info('stopped');
 }
 

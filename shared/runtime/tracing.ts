@@ -1,0 +1,192 @@
+// OpenTelemetry traces: one trace per goal across processes. Off unless an OTLP endpoint is set
+// (the standard OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT). On, BullMQ
+// carries the trace context from each job's add to its processing (bullmq-otel), so the CLI's
+// enqueue, each plan, subtask and reflection job and the next cycle's plan are one tree; deepq
+// adds a span per model call and per tool call. Off, no OpenTelemetry module is even loaded:
+// the hot path pays one check per call (`npm run bench` runs with tracing off).
+import type { Attributes, Span, SpanKind } from '@opentelemetry/api';
+import type { Telemetry } from 'bullmq';
+import type { Logger } from 'pino';
+import { ConfigError } from '../errors.ts';
+
+type Api = typeof import('@opentelemetry/api');
+
+interface Tracing {
+  api: Api;
+  tracer: ReturnType<Api['trace']['getTracer']>;
+  telemetry: Telemetry;
+  shutdown(): Promise<void>;
+}
+
+let on: Tracing | undefined;
+
+const ENDPOINT_VARS = ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OTEL_EXPORTER_OTLP_ENDPOINT'] as const;
+
+/** Whether this process should trace: an OTLP endpoint is set, and the SDK is not disabled. */
+export function tracingWanted(env: NodeJS.ProcessEnv = process.env): boolean {
+  if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true') return false;
+  const exporter = env.OTEL_TRACES_EXPORTER?.trim().toLowerCase();
+  if (exporter && exporter !== 'otlp') return false;
+  return ENDPOINT_VARS.some((v) => Boolean(env[v]?.trim()));
+}
+
+/** A set endpoint that is not an http(s) URL stops the process at start, naming the variable. */
+function checkEndpoints(env: NodeJS.ProcessEnv): void {
+  for (const name of ENDPOINT_VARS) {
+    const value = env[name]?.trim();
+    if (!value) continue;
+    let url: URL | undefined;
+    try {
+      url = new URL(value);
+    } catch {
+      /* reported below */
+    }
+    if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:'))
+      throw new ConfigError(`${name}: must be an http:// or https:// URL (an OTLP/HTTP endpoint), got "${value}"`);
+  }
+}
+
+/**
+ * Starts tracing for this process as `deepq-<service>` (OTEL_SERVICE_NAME overrides it), if
+ * wanted; returns whether it is on. Call it before the first BullMQ queue or worker is made:
+ * they take their telemetry when built. The SDK's own complaints (an unreachable collector)
+ * go to `logger` as warnings, at most one per 30 s.
+ */
+export async function startTracing(service: string, logger?: Logger, env = process.env): Promise<boolean> {
+  if (on || !tracingWanted(env)) return Boolean(on);
+  checkEndpoints(env);
+  const [api, node, otlp, resources, { BullMQOtel }] = await Promise.all([
+    import('@opentelemetry/api'),
+    import('@opentelemetry/sdk-trace-node'),
+    import('@opentelemetry/exporter-trace-otlp-http'),
+    import('@opentelemetry/resources'),
+    import('bullmq-otel'),
+  ]);
+  if (logger) api.diag.setLogger(throttledDiag(logger), api.DiagLogLevel.WARN);
+  const named = resources.resourceFromAttributes({ 'service.name': env.OTEL_SERVICE_NAME || `deepq-${service}` });
+  const provider = new node.NodeTracerProvider({
+    // OTEL_RESOURCE_ATTRIBUTES adds to it (deployment.environment, k8s names, ...).
+    resource: resources.detectResources({ detectors: [resources.envDetector] }).merge(named),
+    spanProcessors: [new node.BatchSpanProcessor(new otlp.OTLPTraceExporter())],
+    // OTEL_TRACES_SAMPLER, when set, decides; else every goal is traced, BullMQ's idle chores are not.
+    ...(env.OTEL_TRACES_SAMPLER ? {} : { sampler: new node.ParentBasedSampler({ root: withoutChores(node) }) }),
+  });
+  provider.register();
+  on = {
+    api,
+    tracer: api.trace.getTracer('deepq'),
+    telemetry: new BullMQOtel({ tracerName: 'bullmq' }) as unknown as Telemetry,
+    shutdown: () => provider.shutdown(),
+  };
+  return true;
+}
+
+/**
+ * BullMQ's periodic work of each worker (its stalled-job check every 30 s, its close) makes a
+ * trace of its own each time: noise beside the goals' traces, so such a root span is dropped.
+ * A span with a parent follows its parent's decision (ParentBasedSampler).
+ */
+const CHORES = /^(startStalledCheckTimer|moveStalledJobsToWait|close|getNextJob)( |$)/;
+function withoutChores(node: typeof import('@opentelemetry/sdk-trace-node')) {
+  return {
+    shouldSample: (_ctx: unknown, _trace: string, name: string) => ({
+      decision: CHORES.test(name) ? node.SamplingDecision.NOT_RECORD : node.SamplingDecision.RECORD_AND_SAMPLED,
+    }),
+    toString: () => 'deepq: no BullMQ chores',
+  };
+}
+
+/** How long a stop waits for the last spans to reach the collector. */
+const FLUSH_TIMEOUT_MS = 5000;
+
+/** Sends what is buffered and stops; a no-op when tracing is off. Never throws, never hangs. */
+export async function stopTracing(): Promise<void> {
+  const t = on;
+  if (!t) return;
+  on = undefined;
+  await Promise.race([t.shutdown().catch(() => {}), new Promise((r) => setTimeout(r, FLUSH_TIMEOUT_MS).unref())]);
+}
+
+/** BullMQ's `telemetry` option: set while tracing is on, undefined (no cost) otherwise. */
+export function bullTelemetry(): Telemetry | undefined {
+  return on?.telemetry;
+}
+
+/** What may be an attribute: a job's data is untrusted (any JSON), so anything else is left out. */
+const ATTR_CHARS = 200;
+function defined(attrs: SpanAttrs): Attributes {
+  const out: Attributes = {};
+  for (const [k, v] of Object.entries(attrs)) {
+    if (typeof v === 'string') out[k] = v.slice(0, ATTR_CHARS);
+    else if (typeof v === 'number' || typeof v === 'boolean') out[k] = v;
+    else if (Array.isArray(v)) out[k] = v.filter((x) => typeof x === 'string').map((x) => x.slice(0, ATTR_CHARS));
+  }
+  return out;
+}
+
+export type SpanAttrs = Record<string, unknown>;
+export type { Span };
+/** SpanKind.CLIENT (a call out of the process), without loading the API to name it. */
+export const SPAN_KIND_CLIENT = 2 as SpanKind;
+
+/**
+ * Runs `fn` in a span named `name` (a child of the active one): ended when `fn` settles, its
+ * status an error when `fn` throws. With tracing off, `fn` runs as is, given no span.
+ */
+export async function inSpan<T>(
+  name: string,
+  attrs: SpanAttrs,
+  fn: (span: Span | undefined) => Promise<T>,
+  kind?: SpanKind,
+): Promise<T> {
+  const t = on;
+  if (!t) return fn(undefined);
+  return t.tracer.startActiveSpan(name, { attributes: defined(attrs), kind }, async (span) => {
+    try {
+      return await fn(span);
+    } catch (err) {
+      failSpan(span, err);
+      throw err;
+    } finally {
+      span.end();
+    }
+  });
+}
+
+/** What a failed span says: the error's kind and its first line, cut short. */
+export function failSpan(span: Span, err: unknown): void {
+  const message = err instanceof Error ? err.message : String(err);
+  span.setStatus({ code: 2, message: message.split('\n', 1)[0]!.slice(0, 300) });
+  if (err instanceof Error) span.recordException({ name: err.name, message: message.slice(0, 300) });
+}
+
+/** Adds attributes to the active span (a BullMQ job's processing span); a no-op when off. */
+export function annotateActiveSpan(attrs: SpanAttrs): void {
+  on?.api.trace.getActiveSpan()?.setAttributes(defined(attrs));
+}
+
+/** Sets attributes on `span` when there is one. */
+export function annotate(span: Span | undefined, attrs: SpanAttrs): void {
+  span?.setAttributes(defined(attrs));
+}
+
+const DIAG_EVERY_MS = 30_000;
+
+/** The SDK's diagnostics as warnings in the service's log, one per 30 s with a count of the rest. */
+function throttledDiag(logger: Logger) {
+  let last = 0;
+  let skipped = 0;
+  const say = (message: string, ...args: unknown[]) => {
+    const now = Date.now();
+    if (now - last < DIAG_EVERY_MS) {
+      skipped++;
+      return;
+    }
+    const detail = args.map((a) => (a instanceof Error ? a.message : String(a))).join(' ');
+    logger.warn({ ...(skipped ? { repeated: skipped } : {}), detail: detail.slice(0, 500) }, `tracing: ${message}`);
+    last = now;
+    skipped = 0;
+  };
+  const quiet = () => {};
+  return { error: say, warn: say, info: quiet, debug: quiet, verbose: quiet };
+}

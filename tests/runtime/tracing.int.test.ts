@@ -1,0 +1,160 @@
+// OpenTelemetry: with an OTLP endpoint set, a goal is one trace across every process that works
+// on it (the CLI's enqueue, the planner, each subagent worker, the reflector, the next cycle's
+// plan), exported by the real SDK over HTTP to a local OTLP receiver; model and tool calls are
+// spans with their usage; BullMQ's idle chores make no traces; a bad endpoint stops a service.
+
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { assertCliExit, type Fleet, runCli, startFleet } from '../../testing/fleet.ts';
+import { type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from '../../testing/otlp-receiver.ts';
+import { useRedis } from '../../testing/redis.ts';
+
+const redis = useRedis();
+let receiver: OtlpReceiver;
+let fleet: Fleet;
+let otel: NodeJS.ProcessEnv;
+const goals: { id: string; tokens: number }[] = [];
+
+const SERVICES = [
+  'deepq-cli',
+  'deepq-planner',
+  'deepq-reflector',
+  'deepq-worker-research-specialist',
+  'deepq-worker-code-writer',
+  'deepq-worker-critic',
+];
+
+/** The goal's trace: the spans sharing the trace id of its `deepq enqueue` root. */
+function traceOf(goalId: string): { root: ReceivedSpan; spans: ReceivedSpan[] } {
+  const root = receiver.spans.find((s) => s.name === 'deepq enqueue' && s.attributes['deepq.goal.id'] === goalId);
+  assert.ok(root, `no deepq enqueue span for goal ${goalId}`);
+  return { root, spans: receiver.spans.filter((s) => s.traceId === root.traceId) };
+}
+
+/** Waits until the goal's trace holds its last span (the second reflection's processing). */
+async function traceComplete(goalId: string): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  const done = () =>
+    receiver.spans.filter((s) => s.name === 'process reflect' && s.attributes['deepq.goal.id'] === goalId).length >= 2;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error(`goal ${goalId}: its trace did not arrive in full`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+before(async () => {
+  await redis.ready;
+  receiver = await startOtlpReceiver();
+  otel = { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: '100' };
+  fleet = await startFleet(redis.url, otel);
+  for (const goal of ['Traced goal one', 'Traced goal two']) {
+    const r = await runCli(['enqueue', goal, '--wait', '--json'], fleet.env);
+    await assertCliExit(r, 0, fleet);
+    const out = JSON.parse(r.stdout.trim().split('\n').pop()!);
+    const tokens = out.usage.models.reduce(
+      (n: number, m: { tokens: Record<string, number> }) => n + Object.values(m.tokens).reduce((a, b) => a + b, 0),
+      0,
+    );
+    goals.push({ id: out.goalId, tokens });
+  }
+  for (const g of goals) await traceComplete(g.id);
+});
+after(async () => {
+  await fleet?.stop();
+  await receiver?.close();
+});
+
+test('a goal is one connected trace across the CLI and every service process', () => {
+  const { root, spans } = traceOf(goals[0]!.id);
+  assert.equal(root.service, 'deepq-cli');
+  assert.equal(root.parentSpanId, undefined);
+  assert.deepEqual([...new Set(spans.map((s) => s.service))].sort(), [...SERVICES].sort());
+  const ids = new Set(spans.map((s) => s.spanId));
+  const orphans = spans.filter((s) => s !== root && !(s.parentSpanId && ids.has(s.parentSpanId)));
+  assert.deepEqual(
+    orphans.map((s) => `${s.service} ${s.name}`),
+    [],
+    'every span but the root has its parent in the trace',
+  );
+  assert.deepEqual(receiver.rejected, []);
+});
+
+test("each job's processing span names its goal and step; the next cycle's plan hangs below the reflection", () => {
+  const { id } = goals[0]!;
+  const { spans } = traceOf(id);
+  const processed = spans.filter((s) => s.name.startsWith('process '));
+  const names = processed.map((s) => s.name).sort();
+  assert.deepEqual(names, [
+    'process plan',
+    'process plan',
+    'process reflect',
+    'process reflect',
+    'process subagent-code-writer',
+    'process subagent-critic',
+    'process subagent-research-specialist',
+  ]);
+  for (const s of processed) {
+    assert.equal(s.attributes['deepq.goal.id'], id, s.name);
+    assert.ok([1, 2].includes(s.attributes['deepq.step'] as number), `${s.name}: step ${s.attributes['deepq.step']}`);
+  }
+  const byId = new Map(spans.map((s) => [s.spanId, s]));
+  const ancestors = (s: ReceivedSpan) => {
+    const out: ReceivedSpan[] = [];
+    for (let p = byId.get(s.parentSpanId ?? ''); p; p = byId.get(p.parentSpanId ?? '')) out.push(p);
+    return out;
+  };
+  const secondPlan = processed.find((s) => s.name === 'process plan' && s.attributes['deepq.step'] === 2)!;
+  const firstReflection = ancestors(secondPlan).find((s) => s.name === 'process reflect');
+  assert.equal(firstReflection?.attributes['deepq.step'], 1, 'step 2 is planned inside step 1’s reflection');
+});
+
+test('model calls are spans with their usage, adding up to the goal’s tokens; tool calls are spans', () => {
+  for (const { id, tokens } of goals) {
+    const chats = traceOf(id).spans.filter((s) => s.attributes['gen_ai.operation.name'] === 'chat');
+    assert.ok(chats.length >= 7, `goal ${id}: ${chats.length} model call spans`);
+    for (const s of chats) {
+      assert.equal(s.attributes['deepq.goal.id'], id);
+      assert.equal(s.attributes['gen_ai.provider.name'], 'scripted');
+      assert.equal(s.kind, 3, 'SpanKind.CLIENT (OTLP numbers it 3)');
+    }
+    const sum = chats.reduce(
+      (n, s) =>
+        n + Number(s.attributes['gen_ai.usage.input_tokens']) + Number(s.attributes['gen_ai.usage.output_tokens']),
+      0,
+    );
+    assert.equal(sum, tokens, `goal ${id}: the spans' tokens against the goal's usage`);
+    const roles = new Set(chats.map((s) => s.attributes['deepq.role']));
+    for (const role of ['planner', 'reflector', 'research-specialist', 'code-writer', 'critic'])
+      assert.ok(roles.has(role));
+  }
+  const tools = traceOf(goals[0]!.id).spans.filter((s) => s.attributes['gen_ai.operation.name'] === 'execute_tool');
+  assert.ok(tools.length > 0, 'the code-writer’s tool calls');
+  for (const s of tools) {
+    assert.equal(s.service, 'deepq-worker-code-writer');
+    assert.equal(s.name, `execute_tool ${s.attributes['gen_ai.tool.name']}`);
+  }
+});
+
+test('two goals are two traces; BullMQ’s periodic chores make none', () => {
+  const [a, b] = goals.map((g) => traceOf(g.id));
+  assert.notEqual(a!.root.traceId, b!.root.traceId);
+  for (const [t, g] of [
+    [a!, goals[0]!],
+    [b!, goals[1]!],
+  ] as const) {
+    const named = t.spans.map((s) => s.attributes['deepq.goal.id']).filter((x) => x !== undefined);
+    assert.deepEqual([...new Set(named)], [g.id], 'no span of the other goal in this trace');
+  }
+  const chores = receiver.spans.filter((s) => /^(startStalledCheckTimer|moveStalledJobsToWait|close)\b/.test(s.name));
+  assert.deepEqual(
+    chores.map((s) => `${s.service} ${s.name}`),
+    [],
+  );
+});
+
+test('a service with an endpoint that is no URL stops at start, naming the variable', async () => {
+  const env = { ...fleet.env, OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' };
+  const r = await runCli(['planner'], env, 30_000);
+  assert.equal(r.code, 78, r.stderr);
+  assert.match(r.stderr, /OTEL_EXPORTER_OTLP_ENDPOINT: must be an http:\/\/ or https:\/\/ URL/);
+});
