@@ -156,6 +156,7 @@ export async function inSpan<T>(
 /** What a failed span says: the error's kind and its first line, cut short. */
 export function failSpan(span: Span, err: unknown): void {
   const message = err instanceof Error ? err.message : String(err);
+  // 2 is SpanStatusCode.ERROR (the API is not loaded to name it).
   span.setStatus({ code: 2, message: message.split('\n', 1)[0]!.slice(0, 300) });
   if (err instanceof Error) span.recordException({ name: err.name, message: message.slice(0, 300) });
 }
