@@ -31,7 +31,7 @@ import {
   subtaskJobId,
 } from '../shared/runtime/queues.ts';
 import { openState, type State } from '../shared/runtime/state.ts';
-import { inSpan } from '../shared/runtime/tracing.ts';
+import { inGoalRoot, inGoalTrace } from '../shared/runtime/tracing.ts';
 import { parseOrThrow } from '../shared/zod.ts';
 import { GoalReader } from './goal-reader.ts';
 import { type GoalRequest, GoalRequestSchema } from './goal-request.ts';
@@ -73,7 +73,7 @@ export class GoalClient extends GoalReader {
     const goalId = newGoalId();
     const budgets = { ...this.cfg.budgets, ...stripUndefined(req.budgets) };
     // With tracing on, the root of the goal's trace: its plan job's add, and so every job after, under it.
-    await inSpan('deepq enqueue', { 'deepq.goal.id': goalId }, async () => {
+    await inGoalRoot(goalId, 'deepq enqueue', { 'deepq.goal.id': goalId }, async () => {
       // Two steps: a death between them leaves a queued goal without its plan job, which the
       // reconciler (in the reflector) adds after its grace period.
       await this.goals.create(goalId, req.goal, budgets, req.review);
@@ -125,9 +125,11 @@ export class GoalClient extends GoalReader {
 
   /** Stops the goal across all processes; artifacts stay until the TTL sweep. */
   async cancel(goalId: string): Promise<{ cancelled: boolean; status: string }> {
-    // Abort running model calls everywhere; remove what still waits.
-    const moved = await stopGoal(this.redis, this.cfg, goalId);
-    return { cancelled: moved, status: await this.clearStopped(goalId) };
+    return inGoalTrace(goalId, 'deepq cancel', { 'deepq.goal.id': goalId }, async () => {
+      // Abort running model calls everywhere; remove what still waits.
+      const moved = await stopGoal(this.redis, this.cfg, goalId);
+      return { cancelled: moved, status: await this.clearStopped(goalId) };
+    });
   }
 
   /** After stopGoal: wakes the goal's paused jobs and removes its waiting ones; its status now. */
@@ -175,7 +177,13 @@ export class GoalClient extends GoalReader {
    * Carries on a goal awaiting a human. After a review pause the reflector's decision
    * applies; after an escalation it re-plans. With a note it always re-plans, note included.
    */
-  async resume(goalId: string, note?: string, raise: RaisedBudgets = {}): Promise<{ status: string; action: string }> {
+  resume(goalId: string, note?: string, raise: RaisedBudgets = {}): Promise<{ status: string; action: string }> {
+    // In the goal's trace: the next cycle's plan job (or the woken parked jobs) hang below it.
+    const attrs = { 'deepq.goal.id': goalId };
+    return inGoalTrace(goalId, 'deepq resume', attrs, () => this.resumeGoal(goalId, note, raise));
+  }
+
+  private async resumeGoal(goalId: string, note: string | undefined, raise: RaisedBudgets) {
     const g = await this.get(goalId);
     if (g.status !== 'awaiting_human')
       throw new ValidationError(`goal ${goalId} is ${g.status}, not awaiting_human: nothing to resume`);
@@ -273,12 +281,22 @@ export class GoalClient extends GoalReader {
    * job (any worker then resumes it; at a budget pause it parks until the goal is resumed, and
    * `pausedAtBudget` is the goal then). Bad ids and calls decided before are errors that say so.
    */
-  async decide(
+  decide(
     goalId: string,
     callId: string,
     decision: Extract<ApprovalDecisionStatus, 'approved' | 'rejected'>,
     reason?: string,
   ): Promise<{ record: ApprovalRecord; pendingLeft: number; pausedAtBudget?: GoalRecord }> {
+    const attrs = { 'deepq.goal.id': goalId, 'deepq.decision': decision };
+    return inGoalTrace(goalId, 'deepq decide', attrs, () => this.decideCall(goalId, callId, decision, reason));
+  }
+
+  private async decideCall(
+    goalId: string,
+    callId: string,
+    decision: Extract<ApprovalDecisionStatus, 'approved' | 'rejected'>,
+    reason?: string,
+  ) {
     if (!GoalIdSchema.safeParse(goalId).success)
       throw new ValidationError(`${JSON.stringify(goalId)} is not a goal id (6-32 lower-case letters or digits)`);
     if (!isCallId(callId))

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { type Command, Option } from 'commander';
 import { ValidationError } from '../../shared/errors.ts';
 import { GOAL_STATUSES } from '../../shared/goal/status.ts';
+import { inGoalTrace } from '../../shared/runtime/tracing.ts';
 import { dir, int, MAX_SECONDS, num, onBudget } from '../args.ts';
 import { client, connection, reader } from '../connect.ts';
 import type { GoalClient } from '../goal-client.ts';
@@ -40,7 +41,10 @@ export function registerGoalCommands(program: Command): void {
       // its waiting jobs: a cancel reaches the running calls without waiting for that load.
       const { cfg, redis } = await connection();
       const moved = await (await import('../stop-goal.ts')).stopGoal(redis, cfg, goalId);
-      const status = await (await client()).clearStopped(goalId);
+      const c = await client();
+      // Traced from here (the client starts tracing): the stop itself does not wait for that load.
+      const attrs = { 'deepq.goal.id': goalId, 'deepq.cancelled': moved };
+      const status = await inGoalTrace(goalId, 'deepq cancel', attrs, () => c.clearStopped(goalId));
       print(moved ? `cancelled ${goalId}` : `goal ${goalId} is already ${status}`);
     });
   program

@@ -24,6 +24,7 @@ import {
   reflectJobId,
 } from '../../shared/runtime/queues.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
+import { inGoalTrace } from '../../shared/runtime/tracing.ts';
 
 export interface ReconcileReport {
   checked: number;
@@ -181,7 +182,10 @@ async function ensureJob(
   const job = await rt.queues.get(queue).getJob(jobId);
   if (job) return retryFinished(rt, goal, job);
   if (!(await unchanged(rt, goal))) return null;
-  await add();
+  // In the goal's trace, not the reconcile run's: the job added joins the goal's tree. (A job
+  // retried keeps the trace context it was added with.)
+  const attrs = { 'deepq.goal.id': goal.goalId, 'deepq.status': goal.status, 'bullmq.job.id': jobId };
+  await inGoalTrace(goal.goalId, 'deepq reconcile', attrs, add);
   return `added ${queue}/${jobId}`;
 }
 
@@ -211,5 +215,6 @@ async function ensureDeadline(rt: Runtime, goal: GoalRecord): Promise<void> {
   if (end === undefined) return;
   const queue: Queue = rt.queues.get(MAINTENANCE_QUEUE);
   if (await queue.getJob(deadlineJobId(goal.goalId))) return;
-  await rt.queues.addDeadline(goal.goalId, end);
+  const attrs = { 'deepq.goal.id': goal.goalId, 'bullmq.job.id': deadlineJobId(goal.goalId) };
+  await inGoalTrace(goal.goalId, 'deepq reconcile', attrs, () => rt.queues.addDeadline(goal.goalId, end));
 }

@@ -4,6 +4,8 @@
 // enqueue, each plan, subtask and reflection job and the next cycle's plan are one tree; deepq
 // adds a span per model call and per tool call. Off, no OpenTelemetry module is even loaded:
 // the hot path pays one check per call (`npm run bench` runs with tracing off).
+
+import { createHash } from 'node:crypto';
 import type { Attributes, Span, SpanKind } from '@opentelemetry/api';
 import type { Telemetry } from 'bullmq';
 import type { Logger } from 'pino';
@@ -68,6 +70,7 @@ export async function startTracing(service: string, logger?: Logger, env = proce
     // OTEL_RESOURCE_ATTRIBUTES adds to it (deployment.environment, k8s names, ...).
     resource: resources.detectResources({ detectors: [resources.envDetector] }).merge(named),
     spanProcessors: [new node.BatchSpanProcessor(new otlp.OTLPTraceExporter())],
+    idGenerator: goalIds(new node.RandomIdGenerator()),
     // OTEL_TRACES_SAMPLER, when set, decides; else every goal is traced, BullMQ's idle chores are not.
     ...(env.OTEL_TRACES_SAMPLER ? {} : { sampler: new node.ParentBasedSampler({ root: withoutChores(node) }) }),
   });
@@ -141,16 +144,66 @@ export async function inSpan<T>(
 ): Promise<T> {
   const t = on;
   if (!t) return fn(undefined);
-  return t.tracer.startActiveSpan(name, { attributes: defined(attrs), kind }, async (span) => {
-    try {
-      return await fn(span);
-    } catch (err) {
-      failSpan(span, err);
-      throw err;
-    } finally {
-      span.end();
-    }
-  });
+  return t.tracer.startActiveSpan(name, { attributes: defined(attrs), kind }, (span) => settled(span, fn));
+}
+
+/** Runs `fn` with its span, ending the span when `fn` settles; a throw marks it failed. */
+async function settled<T>(span: Span, fn: (span: Span) => Promise<T>): Promise<T> {
+  try {
+    return await fn(span);
+  } catch (err) {
+    failSpan(span, err);
+    throw err;
+  } finally {
+    span.end();
+  }
+}
+
+/**
+ * A goal's trace ids, derived from its id: any process can join the goal's trace (a resume, a
+ * cancel, the reconciler's repair) without reading where it started, and an operator finds it
+ * in a trace backend from the goal id alone. The trace id is the first 32 hex digits of
+ * sha256("deepq:<goalId>"); the root span's id the next 16.
+ */
+export function goalTraceIds(goalId: string): { traceId: string; spanId: string } {
+  const hex = createHash('sha256').update(`deepq:${goalId}`).digest('hex');
+  return { traceId: hex.slice(0, 32), spanId: hex.slice(32, 48) };
+}
+
+/** The ids the next root span takes (set only while one is started: see goalIds). */
+let rootIds: { traceId: string; spanId: string } | undefined;
+
+/** The SDK's random ids, but a goal's root span (inGoalRoot) gets the goal's own. */
+function goalIds(random: { generateTraceId(): string; generateSpanId(): string }) {
+  return {
+    generateTraceId: () => rootIds?.traceId ?? random.generateTraceId(),
+    generateSpanId: () => rootIds?.spanId ?? random.generateSpanId(),
+  };
+}
+
+/** Runs `fn` in the root span of the goal's trace (its enqueue), with the goal's trace ids. */
+export function inGoalRoot<T>(goalId: string, name: string, attrs: SpanAttrs, fn: () => Promise<T>): Promise<T> {
+  const t = on;
+  if (!t) return fn();
+  rootIds = goalTraceIds(goalId);
+  try {
+    // The span is made before the callback runs (synchronously): spans inside it take random ids.
+    return t.tracer.startActiveSpan(name, { attributes: defined(attrs), root: true }, (span) => {
+      rootIds = undefined;
+      return settled(span, fn);
+    });
+  } finally {
+    rootIds = undefined;
+  }
+}
+
+/** Runs `fn` in a span of the goal's trace, under its root, whatever trace is active here. */
+export function inGoalTrace<T>(goalId: string, name: string, attrs: SpanAttrs, fn: () => Promise<T>): Promise<T> {
+  const t = on;
+  if (!t) return fn();
+  const root = { ...goalTraceIds(goalId), traceFlags: t.api.TraceFlags.SAMPLED, isRemote: true };
+  const parent = t.api.trace.setSpanContext(t.api.ROOT_CONTEXT, root);
+  return t.tracer.startActiveSpan(name, { attributes: defined(attrs) }, parent, (span) => settled(span, fn));
 }
 
 /** What a failed span says: the error's kind and its first line, cut short. */

@@ -4,6 +4,7 @@
 // spans with their usage; BullMQ's idle chores make no traces; a bad endpoint stops a service.
 
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { assertCliExit, type Fleet, runCli, startFleet } from '../../testing/fleet.ts';
 import { type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from '../../testing/otlp-receiver.ts';
@@ -150,6 +151,50 @@ test('two goals are two traces; BullMQ’s periodic chores make none', () => {
     chores.map((s) => `${s.service} ${s.name}`),
     [],
   );
+});
+
+test("a goal's trace id and its root's span id come from its id alone", () => {
+  for (const { id } of goals) {
+    const hex = createHash('sha256').update(`deepq:${id}`).digest('hex');
+    const { root } = traceOf(id);
+    assert.equal(root.traceId, hex.slice(0, 32));
+    assert.equal(root.spanId, hex.slice(32, 48));
+  }
+});
+
+/** Waits for a span of the goal's trace that `match` accepts. */
+async function spanOf(goalId: string, match: (s: ReceivedSpan) => boolean): Promise<ReceivedSpan> {
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const hit = traceOf(goalId).spans.find(match);
+    if (hit) return hit;
+    if (Date.now() > deadline) throw new Error(`goal ${goalId}: no such span in its trace`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+test('a resume and a cancel from another CLI process join the goal’s trace under its root', async () => {
+  const r = await runCli(['enqueue', 'Reviewed traced goal', '--review', '--json'], fleet.env);
+  await assertCliExit(r, 0, fleet);
+  const id = JSON.parse(r.stdout.trim().split('\n').pop()!).goalId as string;
+  assert.equal((await fleet.client.waitFor(id, { timeoutMs: 30_000 })).status, 'awaiting_human');
+  await assertCliExit(await runCli(['resume', id, '--note', 'look again'], fleet.env), 0, fleet);
+  assert.equal((await fleet.client.waitFor(id, { timeoutMs: 30_000 })).status, 'awaiting_human');
+  await assertCliExit(await runCli(['cancel', id], fleet.env), 0, fleet);
+
+  const { root } = traceOf(id);
+  const resume = await spanOf(id, (s) => s.name === 'deepq resume');
+  const cancel = await spanOf(id, (s) => s.name === 'deepq cancel');
+  for (const s of [resume, cancel]) {
+    assert.equal(s.service, 'deepq-cli');
+    assert.equal(s.parentSpanId, root.spanId, `${s.name} hangs under the goal's root`);
+  }
+  // The cycle the resume started: its plan job's processing descends from the resume.
+  const replanned = await spanOf(id, (s) => s.name === 'process plan' && s.attributes['deepq.step'] === 2);
+  const byId = new Map(traceOf(id).spans.map((s) => [s.spanId, s]));
+  let p = byId.get(replanned.parentSpanId ?? '');
+  while (p && p !== resume) p = byId.get(p.parentSpanId ?? '');
+  assert.equal(p, resume, 'step 2 was planned below the resume');
 });
 
 test('a service with an endpoint that is no URL stops at start, naming the variable', async () => {
