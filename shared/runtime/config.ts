@@ -164,6 +164,15 @@ export const ConfigSchema = z
     /** The inspector's sign-in lockout: this many wrong tokens from one address within the window. */
     uiSignInMaxFailures: z.number().int().positive().default(20),
     uiSignInWindowSeconds: z.number().int().positive().default(600),
+    /** The inspector links a goal's trace here: an http(s) URL with `{traceId}` in it. */
+    traceUrl: z
+      .string()
+      .refine(
+        (v) => /^https?:\/\/[^\s]+$/.test(v) && URL.canParse(v.replaceAll('{traceId}', '0')),
+        'must be an http(s) URL',
+      )
+      .refine((v) => v.includes('{traceId}'), 'must contain {traceId} (where the trace id goes)')
+      .optional(),
     /** How often the reconciler looks for goals whose next job is missing, and how long it waits. */
     reconcileIntervalSeconds: z.number().int().positive().default(30),
     reconcileGraceSeconds: z.number().int().positive().default(60),
@@ -306,6 +315,7 @@ const ENV_MAP: Record<string, { path: string[]; kind: 'string' | 'int' | 'number
   DEEPQ_COMPLETED_JOBS_KEPT: { path: ['completedJobsKept'], kind: 'int' },
   DEEPQ_UI_SIGNIN_MAX_FAILURES: { path: ['uiSignInMaxFailures'], kind: 'int' },
   DEEPQ_UI_SIGNIN_WINDOW_SECONDS: { path: ['uiSignInWindowSeconds'], kind: 'int' },
+  DEEPQ_TRACE_URL: { path: ['traceUrl'], kind: 'string' },
   DEEPQ_RECONCILE_INTERVAL_SECONDS: { path: ['reconcileIntervalSeconds'], kind: 'int' },
   DEEPQ_RECONCILE_GRACE_SECONDS: { path: ['reconcileGraceSeconds'], kind: 'int' },
   DEEPQ_AWAITING_RETENTION_SECONDS: { path: ['awaitingRetentionSeconds'], kind: 'int' },

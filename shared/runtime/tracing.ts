@@ -110,6 +110,11 @@ export async function stopTracing(): Promise<void> {
   await Promise.race([t.shutdown().catch(() => {}), new Promise((r) => setTimeout(r, FLUSH_TIMEOUT_MS).unref())]);
 }
 
+/** Whether this process traces (startTracing turned it on). */
+export function tracingOn(): boolean {
+  return on !== undefined;
+}
+
 /** BullMQ's `telemetry` option: set while tracing is on, undefined (no cost) otherwise. */
 export function bullTelemetry(): Telemetry | undefined {
   return on?.telemetry;

@@ -223,3 +223,15 @@ test('a price without cache prices charges cached tokens at its input price, not
     cacheWritePerMTok: 3,
   });
 });
+
+test("the inspector's trace link is an http(s) URL with {traceId} in it", () => {
+  const url = 'http://jaeger:16686/trace/{traceId}';
+  assert.equal(loadConfig({ DEEPQ_TRACE_URL: url }).traceUrl, url);
+  assert.equal(loadConfig({}).traceUrl, undefined);
+  assert.throws(
+    () => loadConfig({ DEEPQ_TRACE_URL: 'http://jaeger:16686/search' }),
+    /traceUrl .*must contain \{traceId\}/,
+  );
+  assert.throws(() => loadConfig({ DEEPQ_TRACE_URL: 'javascript:alert(1)//{traceId}' }), /traceUrl .*http\(s\) URL/);
+  assert.throws(() => loadConfig({ DEEPQ_TRACE_URL: 'http://a b/{traceId}' }), /traceUrl .*http\(s\) URL/);
+});

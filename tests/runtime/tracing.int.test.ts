@@ -6,7 +6,16 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { after, before, test } from 'node:test';
-import { assertCliExit, type Fleet, runCli, startFleet } from '../../testing/fleet.ts';
+import { freePort } from '../../cli/private-redis.ts';
+import {
+  assertCliExit,
+  type Fleet,
+  runCli,
+  startFleet,
+  startProcess,
+  stopProcess,
+  waitForStart,
+} from '../../testing/fleet.ts';
 import { type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from '../../testing/otlp-receiver.ts';
 import { useRedis } from '../../testing/redis.ts';
 
@@ -195,6 +204,27 @@ test('a resume and a cancel from another CLI process join the goal’s trace und
   let p = byId.get(replanned.parentSpanId ?? '');
   while (p && p !== resume) p = byId.get(p.parentSpanId ?? '');
   assert.equal(p, resume, 'step 2 was planned below the resume');
+});
+
+test('the inspector shows a goal’s trace id, linked where DEEPQ_TRACE_URL says traces are shown', async () => {
+  const port = await freePort();
+  const env = { ...fleet.env, DEEPQ_TRACE_URL: 'https://traces.example/trace/{traceId}?from=deepq&x=1' };
+  const ui = startProcess('ui', ['ui', '--port', String(port)], env);
+  try {
+    await waitForStart(ui);
+    const { id } = goals[0]!;
+    const page = await (await fetch(`http://127.0.0.1:${port}/goals/${id}`)).text();
+    const traceId = traceOf(id).root.traceId;
+    assert.ok(
+      page.includes(`<a href="https://traces.example/trace/${traceId}?from=deepq&amp;x=1" rel="noreferrer">`),
+      'the trace row links the goal’s trace',
+    );
+  } finally {
+    await stopProcess(ui);
+  }
+  const bad = await runCli(['ui', '--port', '0'], { ...fleet.env, DEEPQ_TRACE_URL: 'javascript:alert(1)//{traceId}' });
+  assert.equal(bad.code, 78, bad.stderr);
+  assert.match(bad.stderr, /traceUrl \(DEEPQ_TRACE_URL\): must be an http\(s\) URL/);
 });
 
 test('a service with an endpoint that is no URL stops at start, naming the variable', async () => {

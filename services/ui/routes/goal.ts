@@ -2,13 +2,14 @@
 import type { Hono } from 'hono';
 import { formatEventLine } from '../../../cli/timeline.ts';
 import { isGoalId } from '../../../shared/goal/ids.ts';
+import { goalTraceIds, tracingOn } from '../../../shared/runtime/tracing.ts';
 import { chromeOf } from '../chrome.ts';
 import type { UiContext, UiEnv } from '../context.ts';
 import { attachPlans } from '../model/cycle-plans.ts';
 import { goalSnapshot } from '../model/goal-snapshot.ts';
 import { GoalTimeline } from '../model/goal-timeline.ts';
 import { errorPage } from '../views/error-page.ts';
-import { goalPage } from '../views/goal-page.ts';
+import { type GoalPageData, goalPage } from '../views/goal-page.ts';
 
 /** Lines of recent activity a page starts with (the live log keeps adding). */
 export const ACTIVITY_LINES = 60;
@@ -38,6 +39,14 @@ export function registerGoalRoute(app: Hono<UiEnv>, ctx: UiContext): void {
       entries.length && entries[0]!.event.type !== 'created'
         ? { firstCycle: cycles[0]?.step, kept: ctx.cfg.eventsMaxLen }
         : undefined;
-    return c.html(goalPage(chromeOf(c, ctx), { goal, snapshot, cycles, lastEventId, activity, trimmed }));
+    const trace = traceOf(ctx, goalId);
+    return c.html(goalPage(chromeOf(c, ctx), { goal, snapshot, cycles, lastEventId, activity, trimmed, trace }));
   });
+}
+
+/** The goal's trace id, when this inspector traces or knows where traces are shown (`traceUrl`). */
+function traceOf(ctx: UiContext, goalId: string): GoalPageData['trace'] {
+  if (!tracingOn() && !ctx.cfg.traceUrl) return undefined;
+  const { traceId } = goalTraceIds(goalId);
+  return { id: traceId, url: ctx.cfg.traceUrl?.replaceAll('{traceId}', traceId) };
 }

@@ -23,6 +23,16 @@ export interface GoalPageData {
    * entries): the first cycle it still shows, and that bound.
    */
   trimmed?: { firstCycle: number | undefined; kept: number };
+  /** The goal's OpenTelemetry trace id, and its page in the trace backend when configured. */
+  trace?: { id: string; url?: string };
+}
+
+/** The trace row of the summary: the id, a link when the deployment says where traces are shown. */
+function traceRow(t: GoalPageData['trace']): Html | string {
+  if (!t) return '';
+  const id = html`<code>${t.id}</code>`;
+  const shown = t.url ? html`<a href="${t.url}" rel="noreferrer">${id}</a>` : id;
+  return html`<dt>trace</dt><dd id="goal-trace">${shown}</dd>`;
 }
 
 /** Says that older cycles are not shown, and that the first one shown may be partial. */
@@ -51,6 +61,7 @@ function header(d: GoalPageData): Html {
       <dt>cost</dt><dd id="goal-cost">${s.cost}</dd>
       <dt>created</dt><dd>${isoTime(d.goal.createdAt)}</dd>
       <dt>review</dt><dd>${d.goal.review ? 'after every reflection' : 'no'}</dd>
+      ${traceRow(d.trace)}
     </dl>
     <p class="reason" id="goal-reason">${s.reason}</p>
     <p id="live-state" class="live" role="status" data-state="${state}">${label}</p>
