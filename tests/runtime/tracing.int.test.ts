@@ -41,11 +41,15 @@ function traceOf(goalId: string): { root: ReceivedSpan; spans: ReceivedSpan[] } 
   return { root, spans: receiver.spans.filter((s) => s.traceId === root.traceId) };
 }
 
-/** Waits until the goal's trace holds its last span (the second reflection's processing). */
+/**
+ * Waits until the goal's trace holds the processing span of each of its 7 jobs. A process exports
+ * its spans in the order they end, and a job's model and tool calls end before its processing: so
+ * each process's part of the trace is then complete (the processes' exports race each other).
+ */
 async function traceComplete(goalId: string): Promise<void> {
   const deadline = Date.now() + 20_000;
   const done = () =>
-    receiver.spans.filter((s) => s.name === 'process reflect' && s.attributes['deepq.goal.id'] === goalId).length >= 2;
+    receiver.spans.filter((s) => s.name.startsWith('process ') && s.attributes['deepq.goal.id'] === goalId).length >= 7;
   while (!done()) {
     if (Date.now() > deadline) throw new Error(`goal ${goalId}: its trace did not arrive in full`);
     await new Promise((r) => setTimeout(r, 100));
