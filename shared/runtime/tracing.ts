@@ -211,9 +211,13 @@ export function inGoalTrace<T>(goalId: string, name: string, attrs: SpanAttrs, f
   return t.tracer.startActiveSpan(name, { attributes: defined(attrs) }, parent, (span) => settled(span, fn));
 }
 
-/** What a failed span says: the error's kind and its first line, cut short. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
+const CONTROLS = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g;
+
+/** What a failed span says: the error's kind and its first line, cut short, no control characters
+ *  (a tool's error can echo what the model wrote). */
 export function failSpan(span: Span, err: unknown): void {
-  const message = err instanceof Error ? err.message : String(err);
+  const message = (err instanceof Error ? err.message : String(err)).replace(CONTROLS, ' ');
   // 2 is SpanStatusCode.ERROR (the API is not loaded to name it).
   span.setStatus({ code: 2, message: message.split('\n', 1)[0]!.slice(0, 300) });
   if (err instanceof Error) span.recordException({ name: err.name, message: message.slice(0, 300) });

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { test } from 'node:test';
-import { bullTelemetry, inSpan, tracingWanted } from '../../shared/runtime/tracing.ts';
+import { bullTelemetry, failSpan, inSpan, type Span, tracingWanted } from '../../shared/runtime/tracing.ts';
 
 test('tracing is wanted only with an OTLP endpoint and not disabled', () => {
   assert.equal(tracingWanted({}), false);
@@ -45,4 +45,19 @@ test('with tracing off, the services load no OpenTelemetry module', async () => 
   ]);
   const loaded = Object.keys(createRequire(import.meta.url).cache).filter((f) => f.includes('@opentelemetry'));
   assert.deepEqual(loaded, []);
+});
+
+test('a failed span says the first line of the error, without control characters, cut short', () => {
+  const seen: { status?: { code: number; message?: string }; exception?: { name: string; message: string } } = {};
+  const span = {
+    setStatus: (s: { code: number; message?: string }) => (seen.status = s),
+    recordException: (e: { name: string; message: string }) => (seen.exception = e),
+  } as unknown as Span;
+  failSpan(span, new TypeError(`bad \x1b[31mred\x07 ${'x'.repeat(400)}\nsecond line`));
+  assert.equal(seen.status?.code, 2);
+  assert.ok(seen.status?.message?.startsWith('bad  [31mred  xxx'), seen.status?.message);
+  assert.equal(seen.status?.message?.length, 300);
+  assert.equal(seen.exception?.name, 'TypeError');
+  const recorded = seen.exception?.message ?? '';
+  assert.ok(!recorded.includes('\x1b') && !recorded.includes('\x07'), 'no escape or bell');
 });
