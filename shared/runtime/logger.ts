@@ -2,6 +2,7 @@
 import { type DestinationStream, type Logger, pino } from 'pino';
 import { escapeRawInJson } from './bidi.ts';
 import { scrubSecrets } from './scrub.ts';
+import { traceIdsForLog } from './tracing.ts';
 
 export const REDACT_PATHS = [
   'apiKey',
@@ -33,6 +34,8 @@ export function createLogger(level: string, bindings: Record<string, unknown> = 
       level,
       base: { pid: process.pid, ...bindings },
       redact: { paths: REDACT_PATHS, censor: '***' },
+      // With tracing on, a line written inside a span carries its ids (a log backend links to the trace).
+      mixin: traceIdsForLog,
       hooks: {
         // Redaction by path misses secrets inside strings (an error message echoing a URL).
         logMethod(args, method) {

@@ -110,6 +110,15 @@ export async function stopTracing(): Promise<void> {
   await Promise.race([t.shutdown().catch(() => {}), new Promise((r) => setTimeout(r, FLUSH_TIMEOUT_MS).unref())]);
 }
 
+/** The active span's ids for a log line (`trace_id`, `span_id`, OpenTelemetry's names); none when off.
+ *  A new object each time: pino merges the line's fields into it. */
+export function traceIdsForLog(): Record<string, string> {
+  const span = on?.api.trace.getActiveSpan();
+  if (!span) return {};
+  const { traceId, spanId } = span.spanContext();
+  return { trace_id: traceId, span_id: spanId };
+}
+
 /** Whether this process traces (startTracing turned it on). */
 export function tracingOn(): boolean {
   return on !== undefined;

@@ -231,6 +231,26 @@ test('the inspector shows a goal’s trace id, linked where DEEPQ_TRACE_URL says
   assert.match(bad.stderr, /traceUrl \(DEEPQ_TRACE_URL\): must be an http\(s\) URL/);
 });
 
+test("a job's log lines carry its trace's ids: a log backend links them to the goal's trace", () => {
+  const { id } = goals[0]!;
+  const { root, spans } = traceOf(id);
+  const lines = fleet.procs
+    .flatMap((p) => p.output().split('\n'))
+    .filter((l) => l.startsWith('{') && l.includes(`"goalId":"${id}"`))
+    .map((l) => JSON.parse(l) as { msg: string; trace_id?: string; span_id?: string });
+  for (const msg of ['cycle dispatched', 'subtask finished', 'reflected']) {
+    const hits = lines.filter((l) => l.msg === msg);
+    assert.ok(hits.length > 0, `no "${msg}" line for goal ${id}`);
+    for (const l of hits) {
+      assert.equal(l.trace_id, root.traceId, msg);
+      assert.ok(
+        spans.some((s) => s.spanId === l.span_id),
+        `${msg}: its span_id is a span of the trace`,
+      );
+    }
+  }
+});
+
 test('a service with an endpoint that is no URL stops at start, naming the variable', async () => {
   const env = { ...fleet.env, OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' };
   const r = await runCli(['planner'], env, 30_000);
