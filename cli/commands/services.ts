@@ -3,6 +3,7 @@
 // runs, so that `deepq --help` stays fast.
 import { type Command, Option } from 'commander';
 import { ValidationError } from '../../shared/errors.ts';
+import { catchStartSignals } from '../../shared/runtime/start-signals.ts';
 import { int } from '../args.ts';
 import { CONFIG_ERROR_EXIT, planChildren, supervise } from '../supervisor.ts';
 import { print } from './output.ts';
@@ -19,6 +20,7 @@ export function registerServiceCommands(program: Command): void {
     .description('run a planner service process')
     .addOption(concurrency())
     .action(async (o) => {
+      catchStartSignals();
       const [{ main }, { loadConfig }] = await Promise.all([
         import('../../services/planner/main.ts'),
         import('../../shared/runtime/config.ts'),
@@ -31,6 +33,7 @@ export function registerServiceCommands(program: Command): void {
     .description('run a reflector service process (hosts the TTL sweep)')
     .addOption(concurrency())
     .action(async (o) => {
+      catchStartSignals();
       const [{ main }, { loadConfig }] = await Promise.all([
         import('../../services/reflector/main.ts'),
         import('../../shared/runtime/config.ts'),
@@ -44,6 +47,7 @@ export function registerServiceCommands(program: Command): void {
     .requiredOption('--role <role>', 'the role this worker serves')
     .addOption(concurrency())
     .action(async (o) => {
+      catchStartSignals();
       const [{ main }, { loadConfig }] = await Promise.all([
         import('../../services/subagent-worker/main.ts'),
         import('../../shared/runtime/config.ts'),

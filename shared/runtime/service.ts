@@ -22,6 +22,7 @@ import { startOpsServer } from './ops-server.ts';
 import { WaitsAloneForRateLimit } from './queue-rate-limit.ts';
 import { createRedis, evictionPolicy, pingRedis } from './redis.ts';
 import type { Runtime } from './runtime.ts';
+import { takeStartSignal, workersStarting } from './start-signals.ts';
 import { annotateActiveSpan, bullTelemetry, stopTracing } from './tracing.ts';
 import { watchWorkerErrors } from './worker-errors.ts';
 
@@ -89,6 +90,7 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
   const sub = await listenForCancels(rt, opts, active);
   await warnIfEvicting(rt);
   await opts.beforeRun?.();
+  workersStarting();
   for (const w of workers) {
     void w.run().catch((err) => rt.logger.error({ err }, 'worker stopped'));
     await w.waitUntilReady();
@@ -470,6 +472,9 @@ export function stopOnSignals(svc: { stop(): Promise<void>; drainTimeoutMs: numb
   };
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   process.on('SIGINT', () => onSignal('SIGINT'));
+  // A stop asked for while the service started (start-signals.ts): carried out now.
+  const early = takeStartSignal();
+  if (early) onSignal(early);
   // Spawned with a channel (process.send exists): follow the supervisor's lifetime.
   if (typeof process.send !== 'function') return;
   const orphaned = () => {

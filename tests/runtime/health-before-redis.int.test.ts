@@ -60,3 +60,23 @@ test('a service started by a supervisor exits when the supervisor leaves while i
   assert.notEqual(code, 'running', 'still running 10 s after its supervisor left');
   assert.match(out, /supervisor gone \(IPC channel closed\) before this service started/);
 });
+
+test('a SIGTERM while a service still waits for Redis is a stop (exit 0), not a death by signal', async () => {
+  const env = testEnv(`redis://127.0.0.1:${await freePort()}`);
+  const proc = startProcess('planner', ['planner'], env);
+  // Its ops server answers while it waits for Redis: the start is under way, no worker runs yet.
+  for (let t = 0; ; t++) {
+    const up = await fetch(`http://127.0.0.1:${proc.port}/healthz`).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (up) break;
+    assert.ok(t < 100, `no /healthz within 20 s: ${proc.output().slice(-500)}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const exited = new Promise<[number | null, string | null]>((r) => proc.proc.once('exit', (c, s) => r([c, s])));
+  proc.proc.kill('SIGTERM');
+  const result = await Promise.race([exited, new Promise<'running'>((r) => setTimeout(() => r('running'), 10_000))]);
+  if (result === 'running') proc.proc.kill('SIGKILL');
+  assert.deepEqual(result, [0, null], proc.output().slice(-500));
+});
