@@ -10,6 +10,7 @@ import type { Attributes, Span, SpanKind } from '@opentelemetry/api';
 import type { Telemetry } from 'bullmq';
 import type { Logger } from 'pino';
 import { ConfigError } from '../errors.ts';
+import { throttled } from './throttle.ts';
 
 type Api = typeof import('@opentelemetry/api');
 
@@ -131,7 +132,7 @@ export function bullTelemetry(): Telemetry | undefined {
 
 /** What may be an attribute: a job's data is untrusted (any JSON), so anything else is left out. */
 const ATTR_CHARS = 200;
-function defined(attrs: SpanAttrs): Attributes {
+function asAttributes(attrs: SpanAttrs): Attributes {
   const out: Attributes = {};
   for (const [k, v] of Object.entries(attrs)) {
     if (typeof v === 'string') out[k] = v.slice(0, ATTR_CHARS);
@@ -158,7 +159,7 @@ export async function inSpan<T>(
 ): Promise<T> {
   const t = on;
   if (!t) return fn(undefined);
-  return t.tracer.startActiveSpan(name, { attributes: defined(attrs), kind }, (span) => settled(span, fn));
+  return t.tracer.startActiveSpan(name, { attributes: asAttributes(attrs), kind }, (span) => settled(span, fn));
 }
 
 /** Runs `fn` with its span, ending the span when `fn` settles; a throw marks it failed. */
@@ -202,7 +203,7 @@ export function inGoalRoot<T>(goalId: string, name: string, attrs: SpanAttrs, fn
   rootIds = goalTraceIds(goalId);
   try {
     // The span is made before the callback runs (synchronously): spans inside it take random ids.
-    return t.tracer.startActiveSpan(name, { attributes: defined(attrs), root: true }, (span) => {
+    return t.tracer.startActiveSpan(name, { attributes: asAttributes(attrs), root: true }, (span) => {
       rootIds = undefined;
       return settled(span, fn);
     });
@@ -217,7 +218,7 @@ export function inGoalTrace<T>(goalId: string, name: string, attrs: SpanAttrs, f
   if (!t) return fn();
   const root = { ...goalTraceIds(goalId), traceFlags: t.api.TraceFlags.SAMPLED, isRemote: true };
   const parent = t.api.trace.setSpanContext(t.api.ROOT_CONTEXT, root);
-  return t.tracer.startActiveSpan(name, { attributes: defined(attrs) }, parent, (span) => settled(span, fn));
+  return t.tracer.startActiveSpan(name, { attributes: asAttributes(attrs) }, parent, (span) => settled(span, fn));
 }
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
@@ -234,30 +235,25 @@ export function failSpan(span: Span, err: unknown): void {
 
 /** Adds attributes to the active span (a BullMQ job's processing span); a no-op when off. */
 export function annotateActiveSpan(attrs: SpanAttrs): void {
-  on?.api.trace.getActiveSpan()?.setAttributes(defined(attrs));
+  on?.api.trace.getActiveSpan()?.setAttributes(asAttributes(attrs));
 }
 
 /** Sets attributes on `span` when there is one. */
 export function annotate(span: Span | undefined, attrs: SpanAttrs): void {
-  span?.setAttributes(defined(attrs));
+  span?.setAttributes(asAttributes(attrs));
 }
 
 const DIAG_EVERY_MS = 30_000;
 
 /** The SDK's diagnostics as warnings in the service's log, one per 30 s with a count of the rest. */
 function throttledDiag(logger: Logger) {
-  let last = 0;
-  let skipped = 0;
+  // One key for all: a collector that does not answer says so in several ways at once.
+  const log = throttled<{ message: string; detail: string }>(DIAG_EVERY_MS, (_key, repeated, line) =>
+    logger.warn({ ...repeated, detail: line.detail }, `tracing: ${line.message}`),
+  );
   const say = (message: string, ...args: unknown[]) => {
-    const now = Date.now();
-    if (now - last < DIAG_EVERY_MS) {
-      skipped++;
-      return;
-    }
     const detail = args.map((a) => (a instanceof Error ? a.message : String(a))).join(' ');
-    logger.warn({ ...(skipped ? { repeated: skipped } : {}), detail: detail.slice(0, 500) }, `tracing: ${message}`);
-    last = now;
-    skipped = 0;
+    log('tracing', { message, detail: detail.slice(0, 500) });
   };
   const quiet = () => {};
   return { error: say, warn: say, info: quiet, debug: quiet, verbose: quiet };

@@ -8,6 +8,7 @@ import type { Worker } from 'bullmq';
 import { REDIS_FULL } from './full-redis.ts';
 import type { Runtime } from './runtime.ts';
 import { scrubSecrets } from './scrub.ts';
+import { throttled } from './throttle.ts';
 
 const FIRST_PAUSE_MS = 1000;
 const MAX_PAUSE_MS = 30_000;
@@ -35,17 +36,8 @@ export function watchWorkerErrors(rt: Runtime, worker: Worker): void {
 
 /** Logs a message the first time, then at most once per interval with the repeats between. */
 function throttledLog(rt: Runtime, everyMs: number) {
-  const seen = new Map<string, { at: number; repeats: number }>();
-  return (message: string, extra: Record<string, unknown> = {}) => {
-    const now = Date.now();
-    const s = seen.get(message);
-    if (s && now - s.at < everyMs) {
-      s.repeats++;
-      return;
-    }
-    const repeated = s?.repeats ? { repeated: s.repeats } : {};
-    seen.set(message, { at: now, repeats: 0 });
-    if (seen.size > 100) seen.delete(seen.keys().next().value!);
-    rt.logger.error({ err: { message }, ...repeated, ...extra }, 'worker error');
-  };
+  const log = throttled<Record<string, unknown>>(everyMs, (message, repeated, extra) =>
+    rt.logger.error({ err: { message }, ...repeated, ...extra }, 'worker error'),
+  );
+  return (message: string, extra: Record<string, unknown> = {}) => log(message, extra);
 }
