@@ -40,8 +40,12 @@ export function anthropicEnv(server: MessagesApiServer, extra: NodeJS.ProcessEnv
   return server.env({ DEEPQ_MODEL_HIGH: TEST_MODELS.HIGH, DEEPQ_MODEL_LOW: TEST_MODELS.LOW, ...extra });
 }
 
-export function anthropicAt(server: MessagesApiServer, timeoutMs = 10_000): AnthropicProvider {
-  return new AnthropicProvider({ apiKey: FAKE_API_KEY, baseURL: server.url, timeoutMs });
+export function anthropicAt(
+  server: MessagesApiServer,
+  timeoutMs = 10_000,
+  opts: { stream?: boolean; maxCallMs?: number } = {},
+): AnthropicProvider {
+  return new AnthropicProvider({ apiKey: FAKE_API_KEY, baseURL: server.url, timeoutMs, ...opts });
 }
 
 /** Model ids the tests configure for the tiers (DEEPQ_MODEL_HIGH / DEEPQ_MODEL_LOW). */

@@ -13,8 +13,23 @@
 // deepq processes reach it through a config file's provider entry (`providerConfig`), with
 // the API key in the variable it names (`env`).
 
-import { defaultAnswer, type MessagesBody, roleOf, type WireBlock, type WireMessage } from './messages-api-server.ts';
-import { type Held, type RawReply, type RecordedHttpRequest, startRecordingServer } from './recording-server.ts';
+import {
+  defaultAnswer,
+  type MessagesBody,
+  roleOf,
+  type StreamPacing,
+  type WireBlock,
+  type WireMessage,
+} from './messages-api-server.ts';
+import {
+  type Held,
+  inPieces,
+  type RawReply,
+  type RecordedHttpRequest,
+  type SseAnswer,
+  sseFrame,
+  startRecordingServer,
+} from './recording-server.ts';
 
 // ---- the wire shapes -------------------------------------------------------------------
 
@@ -62,6 +77,8 @@ export interface ChatReply {
   model?: string;
   /** null: the response has no usage at all (servers that do not report it). */
   usage?: Partial<ChatUsage> | null;
+  /** How a streamed answer goes out (see StreamPacing); ignored for a request not streamed. */
+  stream?: Omit<StreamPacing, 'errorAfter' | 'error'>;
 }
 
 export type { RawReply };
@@ -269,7 +286,7 @@ export function validateChatRequest(body: unknown): string | null {
   if (unknown.length) return `Unrecognized request argument supplied: ${unknown.join(', ')}`;
   if (/"cache_control"\s*:/.test(JSON.stringify(b))) return 'Unrecognized request argument supplied: cache_control';
   if (typeof b.model !== 'string' || !b.model) return 'you must provide a model parameter';
-  if (b.stream) return 'stream: this test server only implements non-streaming requests';
+  if (b.stream !== undefined && typeof b.stream !== 'boolean') return 'stream: must be a boolean';
   for (const k of ['max_tokens', 'max_completion_tokens'] as const)
     if (b[k] !== undefined && (!Number.isInteger(b[k]) || b[k]! < 1)) return `${k}: must be a positive integer`;
   if (!Array.isArray(b.messages) || b.messages.length === 0) return "[] is too short - 'messages'";
@@ -352,6 +369,53 @@ export function completionOf(body: ChatBody, out: ChatReply): Record<string, unk
   return completion;
 }
 
+// ---- streaming -------------------------------------------------------------------------
+
+const chunkHead = (body: ChatBody, id = 'chatcmpl-stream') => ({
+  id,
+  object: 'chat.completion.chunk',
+  created: Math.floor(Date.now() / 1000),
+  model: body.model,
+});
+const choiceDelta = (delta: Record<string, unknown>, finish: string | null = null) => ({
+  index: 0,
+  delta,
+  finish_reason: finish,
+  logprobs: null,
+});
+/** Each tool call's deltas: its id and name first, then its arguments in pieces. */
+function toolCallDeltas(calls: ChatToolCall[], n: number): Record<string, unknown>[] {
+  return calls.flatMap((c, index) => [
+    { tool_calls: [{ index, id: c.id, type: 'function', function: { name: c.function.name, arguments: '' } }] },
+    ...inPieces(c.function.arguments, n).map((a) => ({ tool_calls: [{ index, function: { arguments: a } }] })),
+  ]);
+}
+
+/**
+ * The completion as Chat Completions streams it: a role delta, the content in pieces, the tool
+ * calls in pieces, the finish reason, the usage (asked with `stream_options.include_usage`), and
+ * `[DONE]`; paced and broken as `pacing` says.
+ */
+function chunksOf(completion: Record<string, unknown>, body: ChatBody, pacing: ChatReply['stream'] = {}): SseAnswer {
+  const head = { ...chunkHead(body, completion.id as string), model: completion.model };
+  const choice = (completion.choices as { message: ChatMessage; finish_reason: string | null }[])[0]!;
+  const n = pacing.chunk ?? 40;
+  const content = typeof choice.message.content === 'string' ? inPieces(choice.message.content, n) : [];
+  const deltas = [
+    { role: 'assistant', content: '' },
+    ...content.map((c) => ({ content: c })),
+    ...toolCallDeltas(choice.message.tool_calls ?? [], n),
+  ];
+  const wantsUsage = (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true;
+  const events: SseAnswer['events'] = [
+    ...deltas.map((d) => ({ event: '', data: { ...head, choices: [choiceDelta(d)] } })),
+    { event: '', data: { ...head, choices: [choiceDelta({}, choice.finish_reason)] } },
+    ...(wantsUsage && completion.usage ? [{ event: '', data: { ...head, choices: [], usage: completion.usage } }] : []),
+    { event: '', data: '[DONE]' },
+  ];
+  return { events, delayMs: pacing.delayMs, stallAfter: pacing.stallAfter, endAfter: pacing.endAfter };
+}
+
 export interface ChatServerOptions {
   handler?: ChatHandler;
   /** Reject what the real API rejects (default true). */
@@ -381,8 +445,21 @@ export async function startChatCompletionsServer(opts: ChatServerOptions = {}): 
     problemOf,
     errorBody: (status, message) => chatError(status, message).body,
     handle: (rec) => handler(rec.body, rec.index, rec),
-    stalledBody: '{"id": "chatcmpl-stalled", "object": "chat.completion", "choices": [',
-    reply: (rec, out) => ({ kind: 'completion', body: completionOf(rec.body, out) }),
+    stalledBody: (rec) =>
+      rec.body?.stream === true
+        ? {
+            body: sseFrame('', { ...chunkHead(rec.body), choices: [choiceDelta({ role: 'assistant' })] }),
+            contentType: 'text/event-stream',
+          }
+        : {
+            body: '{"id": "chatcmpl-stalled", "object": "chat.completion", "choices": [',
+            contentType: 'application/json',
+          },
+    reply: (rec, out) => {
+      const body = completionOf(rec.body, out);
+      const sse = rec.body.stream === true ? chunksOf(body, rec.body, out.stream) : undefined;
+      return { kind: 'completion', body, sse };
+    },
   });
   const baseURL = `http://127.0.0.1:${core.port}/v1`;
   return {

@@ -11,7 +11,18 @@
 // cache_control breakpoints, a conversation that does not start with a user message.
 // An async handler holds its response for as long as it awaits; `abortedAt` records a client
 // that closed the connection meanwhile (an aborted call, as the model endpoint sees it).
-import { type Held, type RawReply, type RecordedHttpRequest, startRecordingServer } from './recording-server.ts';
+// A request with `stream: true` gets its answer as the API streams it (server-sent events:
+// message_start, a ping, each block's start, deltas and stop, message_delta, message_stop), paced
+// and broken as the reply's `stream` says.
+import {
+  type Held,
+  inPieces,
+  type RawReply,
+  type RecordedHttpRequest,
+  type SseAnswer,
+  sseFrame,
+  startRecordingServer,
+} from './recording-server.ts';
 
 // ---- the wire shapes -------------------------------------------------------------------
 
@@ -62,6 +73,21 @@ export interface WireUsage {
   cache_creation_input_tokens: number;
 }
 
+/**
+ * How a streamed answer goes out: `delayMs` between events, `chunk` characters per delta; it
+ * stalls (sends nothing more, the connection open) after `stallAfter` events, ends cut short after
+ * `endAfter`, or sends an `error` event (`overloaded_error`, say) after `errorAfter` and ends.
+ * Ignored for a request that did not ask for a stream.
+ */
+export interface StreamPacing {
+  delayMs?: number;
+  chunk?: number;
+  stallAfter?: number;
+  endAfter?: number;
+  errorAfter?: number;
+  error?: { type: string; message: string };
+}
+
 /** What a handler returns for a normal answer; missing fields are filled in. */
 export interface MessageReply {
   content: (WireTextBlock | WireToolUse)[];
@@ -69,6 +95,7 @@ export interface MessageReply {
   model?: string;
   usage?: Partial<WireUsage>;
   id?: string;
+  stream?: StreamPacing;
 }
 
 export type { RawReply };
@@ -213,7 +240,7 @@ export function validateRequest(body: unknown): string | null {
   const b = body as MessagesBody;
   if (typeof b.model !== 'string' || !b.model) return 'model: Field required';
   if (!Number.isInteger(b.max_tokens) || b.max_tokens < 1) return 'max_tokens: must be a positive integer';
-  if (b.stream) return 'stream: this test server only implements non-streaming requests';
+  if (b.stream !== undefined && typeof b.stream !== 'boolean') return 'stream: Input should be a valid boolean';
   if (b.system !== undefined && typeof b.system !== 'string') {
     if (!Array.isArray(b.system)) return 'system: must be a string or an array of text blocks';
     for (const [i, blk] of b.system.entries()) {
@@ -485,6 +512,67 @@ export const defaultHandler: Handler = (body, reqIndex) => {
   return text(defaultAnswer(body));
 };
 
+// ---- streaming -------------------------------------------------------------------------
+
+type WireMessageOut = {
+  content: (WireTextBlock | WireToolUse)[];
+  stop_reason: string;
+  usage: WireUsage;
+  [k: string]: unknown;
+};
+
+/** One block's events: its start (empty), its deltas, its stop. */
+function blockEvents(block: WireTextBlock | WireToolUse, index: number, chunk: number) {
+  const isTool = block.type === 'tool_use';
+  const start = isTool ? { ...block, input: {} } : { type: 'text', text: '' };
+  const deltas = isTool
+    ? inPieces(JSON.stringify(block.input ?? {}), chunk).map((p) => ({ type: 'input_json_delta', partial_json: p }))
+    : inPieces(block.text, chunk).map((t) => ({ type: 'text_delta', text: t }));
+  return [
+    { event: 'content_block_start', data: { type: 'content_block_start', index, content_block: start } },
+    ...deltas.map((delta) => ({ event: 'content_block_delta', data: { type: 'content_block_delta', index, delta } })),
+    { event: 'content_block_stop', data: { type: 'content_block_stop', index } },
+  ];
+}
+
+/** The message as the API streams it, paced and broken as `pacing` says. */
+export function streamOf(message: WireMessageOut, pacing: StreamPacing = {}): SseAnswer {
+  const { output_tokens, ...inputUsage } = message.usage;
+  const started = {
+    ...message,
+    content: [],
+    stop_reason: null,
+    stop_sequence: null,
+    usage: { ...inputUsage, output_tokens: 1 },
+  };
+  const events: SseAnswer['events'] = [
+    { event: 'message_start', data: { type: 'message_start', message: started } },
+    { event: 'ping', data: { type: 'ping' } },
+    ...message.content.flatMap((b, i) => blockEvents(b, i, pacing.chunk ?? 40)),
+    {
+      event: 'message_delta',
+      data: {
+        type: 'message_delta',
+        delta: { stop_reason: message.stop_reason, stop_sequence: null },
+        usage: { output_tokens },
+      },
+    },
+    { event: 'message_stop', data: { type: 'message_stop' } },
+  ];
+  if (pacing.errorAfter !== undefined) {
+    const error = pacing.error ?? { type: 'overloaded_error', message: 'Overloaded' };
+    events.splice(pacing.errorAfter, events.length, { event: 'error', data: { type: 'error', error } });
+  }
+  return { events, delayMs: pacing.delayMs, stallAfter: pacing.stallAfter, endAfter: pacing.endAfter };
+}
+
+/** What a streamed request's stall sends before it stalls: the headers and message_start. */
+const stalledStream = () =>
+  sseFrame('message_start', {
+    type: 'message_start',
+    message: { id: 'msg_stalled', type: 'message', role: 'assistant', content: [], model: 'stalled', usage: {} },
+  });
+
 // ---- the server ------------------------------------------------------------------------
 
 export async function startMessagesApiServer(
@@ -522,8 +610,17 @@ export async function startMessagesApiServer(
     problemOf,
     errorBody: (status, message) => apiError(status, message).body,
     handle: (rec) => handler(rec.body, rec.index, rec),
-    stalledBody: '{"id": "msg_stalled", "type": "message", "role": "assistant", "content": [',
-    reply: (rec, out) => ({ kind: 'message', body: messageOf(rec.body, out) }),
+    stalledBody: (rec) =>
+      rec.body?.stream === true
+        ? { body: stalledStream(), contentType: 'text/event-stream' }
+        : {
+            body: '{"id": "msg_stalled", "type": "message", "role": "assistant", "content": [',
+            contentType: 'application/json',
+          },
+    reply: (rec, out) => {
+      const body = messageOf(rec.body, out);
+      return { kind: 'message', body, sse: rec.body.stream === true ? streamOf(body, out.stream) : undefined };
+    },
   });
   const url = `http://127.0.0.1:${core.port}`;
   return {

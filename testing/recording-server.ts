@@ -44,11 +44,25 @@ export function isRaw(r: unknown): r is RawReply {
 /** 'reset' destroys the connection; 'hang' never answers; 'stall' sends 200 and part of a body. */
 export type Held = 'reset' | 'hang' | 'stall';
 
+/**
+ * A streamed answer (server-sent events), and how it is paced: `delayMs` between events; after
+ * `stallAfter` events nothing more is sent (the connection stays open); after `endAfter` the
+ * response ends there, cut short.
+ */
+export interface SseAnswer {
+  events: { event: string; data: unknown }[];
+  delayMs?: number;
+  stallAfter?: number;
+  endAfter?: number;
+}
+
 /** How a server answers one request. */
 export interface Answer {
   send(status: number, body: unknown, headers?: Record<string, string>): void;
   /** Holds the response as `kind` says; `partial` is the stalled body's first part. */
-  hold(kind: Held, partial: string): void;
+  hold(kind: Held, partial: string, contentType?: string): void;
+  /** Sends server-sent events as `sse` paces them. */
+  stream(sse: SseAnswer): void;
 }
 
 export interface RecordingServer<R> {
@@ -74,10 +88,10 @@ export interface ApiShape<R, O extends object> {
   errorBody(status: number, message: string): unknown;
   /** The test's handler: a reply, a raw answer, or a held response. */
   handle(rec: R): O | RawReply | Held | Promise<O | RawReply | Held>;
-  /** The first part of a body that stalls. */
-  stalledBody: string;
-  /** The full answer for a reply, and the kind it is recorded as. */
-  reply(rec: R, out: O): { kind: string; body: unknown };
+  /** The first part of a body that stalls (for a streamed request: the events sent before it stalls). */
+  stalledBody(rec: R): { body: string; contentType: string };
+  /** The full answer for a reply, and the kind it is recorded as; `sse` when it goes out streamed. */
+  reply(rec: R, out: O): { kind: string; body: unknown; sse?: SseAnswer };
 }
 
 /** Answers one request as the API would, recording what it answered. */
@@ -103,15 +117,17 @@ async function answerRequest<R extends RecordedHttpRequest<unknown>, O extends o
   }
   if (typeof out === 'string') {
     record({ kind: out });
-    return res.hold(out, api.stalledBody);
+    const stalled = api.stalledBody(rec);
+    return res.hold(out, stalled.body, stalled.contentType);
   }
   if (isRaw(out)) {
     record({ kind: 'raw', status: out.status, body: out.body });
     return res.send(out.status, out.body, out.headers);
   }
-  const { kind, body } = api.reply(rec, out);
+  const { kind, body, sse } = api.reply(rec, out);
   record({ kind, status: 200, body });
-  res.send(200, body);
+  if (sse) res.stream(sse);
+  else res.send(200, body);
 }
 
 function headersOf(req: IncomingMessage): Record<string, string> {
@@ -159,6 +175,60 @@ function waitList(name: string, received: () => number) {
   };
 }
 
+/** `s` in pieces of `n` characters, as a stream's deltas carry it (one empty piece for ''). */
+export const inPieces = (s: string, n: number) =>
+  Array.from({ length: Math.max(1, Math.ceil(s.length / n)) }, (_, i) => s.slice(i * n, (i + 1) * n));
+
+/** One server-sent event as the APIs frame it: OpenAI's have no event name, and end with `[DONE]`. */
+export const sseFrame = (event: string, data: unknown) =>
+  `${event ? `event: ${event}\n` : ''}data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`;
+
+/** Writes the events as `sse` paces them; stops early on a stall, a cut, or a client gone. */
+async function sendEvents(res: ServerResponse, sse: SseAnswer): Promise<void> {
+  for (const [i, e] of sse.events.entries()) {
+    if (res.destroyed) return;
+    if (i === sse.stallAfter) return;
+    if (i === sse.endAfter) return void res.end();
+    if (sse.delayMs && i > 0) await new Promise((r) => setTimeout(r, sse.delayMs));
+    if (res.destroyed) return;
+    res.write(sseFrame(e.event, e.data));
+  }
+  res.end();
+}
+
+/** The ways one response can go; `held` keeps the open ones, which the server's close() ends. */
+function answerOn(
+  req: IncomingMessage,
+  res: ServerResponse,
+  requestId: Record<string, string>,
+  held: Set<ServerResponse>,
+): Answer {
+  const keepOpen = () => {
+    held.add(res);
+    res.on('close', () => held.delete(res));
+  };
+  return {
+    send(status, body, headers = {}) {
+      const payload = typeof body === 'string' ? body : JSON.stringify(body ?? {});
+      res.writeHead(status, { 'content-type': 'application/json', ...requestId, ...headers });
+      res.end(payload);
+    },
+    hold(kind, partial, contentType = 'application/json') {
+      if (kind === 'reset') return void req.socket.destroy();
+      keepOpen();
+      if (kind === 'stall') {
+        res.writeHead(200, { 'content-type': contentType });
+        res.write(partial);
+      }
+    },
+    stream(sse) {
+      keepOpen();
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', ...requestId });
+      void sendEvents(res, sse);
+    },
+  };
+}
+
 export async function startRecordingServer<R extends RecordedHttpRequest<unknown>, O extends object>(
   opts: ApiShape<R, O>,
 ): Promise<RecordingServer<R>> {
@@ -167,24 +237,6 @@ export async function startRecordingServer<R extends RecordedHttpRequest<unknown
   const hanging = new Set<ServerResponse>();
   let counter = 0;
   const waits = waitList(opts.name, () => counter);
-
-  const answerOn = (req: IncomingMessage, res: ServerResponse): Answer => ({
-    send(status, body, headers = {}) {
-      const payload = typeof body === 'string' ? body : JSON.stringify(body ?? {});
-      const id = { [opts.requestIdHeader]: `req_test_${counter}` };
-      res.writeHead(status, { 'content-type': 'application/json', ...id, ...headers });
-      res.end(payload);
-    },
-    hold(kind, partial) {
-      if (kind === 'reset') return void req.socket.destroy();
-      hanging.add(res);
-      res.on('close', () => hanging.delete(res));
-      if (kind === 'stall') {
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.write(partial);
-      }
-    },
-  });
 
   const onRequest = (req: IncomingMessage, res: ServerResponse, rawBody: string) => {
     const headers = headersOf(req);
@@ -203,7 +255,8 @@ export async function startRecordingServer<R extends RecordedHttpRequest<unknown
       if (!res.writableEnded) rec.abortedAt = Date.now();
     });
     waits.notify();
-    void answerRequest(rec, answerOn(req, res), opts);
+    const requestId = { [opts.requestIdHeader]: `req_test_${counter}` };
+    void answerRequest(rec, answerOn(req, res, requestId, hanging), opts);
   };
 
   const server = createServer((req, res) => {

@@ -278,8 +278,11 @@ function callProvider(deps: AgentDeps, req: ModelRequest, ctx: CallContext): Pro
 async function measuredCall(deps: AgentDeps, req: ModelRequest, ctx: CallContext, span?: Span) {
   const started = performance.now();
   const labels = { ...metricLabelsOf(deps.provider, req.model), role: ctx.role };
+  const metrics = deps.metrics;
+  const sinceStart = () => (performance.now() - started) / 1000;
+  const timed = metrics ? { ...ctx, onFirstOutput: () => metrics.llmFirstOutput.observe(labels, sinceStart()) } : ctx;
   try {
-    const res = await deps.provider.createMessage(req, ctx);
+    const res = await deps.provider.createMessage(req, timed);
     deps.metrics?.llmRequests.inc({ ...labels, status: 'ok' });
     annotate(span, {
       'gen_ai.response.model': res.model,
@@ -292,7 +295,7 @@ async function measuredCall(deps: AgentDeps, req: ModelRequest, ctx: CallContext
     deps.metrics?.llmRequests.inc({ ...labels, status: err instanceof ModelCallError ? err.kind : 'error' });
     throw err;
   } finally {
-    deps.metrics?.llmLatency.observe(labels, (performance.now() - started) / 1000);
+    metrics?.llmLatency.observe(labels, sinceStart());
   }
 }
 

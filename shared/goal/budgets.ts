@@ -13,6 +13,7 @@ import { RATE_LIMIT_RETRIES } from '../agent/middleware/retry.ts';
 import type { CallBudget } from '../agent/middleware/types.ts';
 import { metricLabelsOf } from '../agent/providers/model-labels.ts';
 import { canonicalModel } from '../agent/providers/model-ref.ts';
+import { longestCallMs, usedProviders } from '../agent/providers/settings.ts';
 import { estimateInputTokens, MIN_CALL_TOKENS } from '../agent/providers/types.ts';
 import { BudgetExceededError, type BudgetKind } from '../errors.ts';
 import type { Runtime } from '../runtime/runtime.ts';
@@ -73,16 +74,27 @@ function secondsHit(elapsed: number, max: number): BudgetHit {
 }
 
 /**
- * How long a reservation may outlive its call: every attempt timing out, with backoff between,
- * at the slowest timeout any provider has (one may set a longer one than DEEPQ_MODEL_TIMEOUT_MS:
- * a reservation that lapsed under its call would let other calls spend its share).
+ * How long a reservation may outlive its call: every attempt taking as long as a call may, with
+ * backoff between, at the slowest provider (a streamed answer's whole-call limit, or the timeout of
+ * one sent whole: a reservation that lapsed under its call would let other calls spend its share).
  */
-export function reservationTtlMs(cfg: Pick<Runtime['cfg'], 'modelRetry' | 'modelTimeoutMs' | 'providers'>): number {
+export function reservationTtlMs(cfg: Runtime['cfg']): number {
+  const known = reservationTtls.get(cfg);
+  if (known !== undefined) return known;
+  const ttl = longestReservationMs(cfg);
+  reservationTtls.set(cfg, ttl);
+  return ttl;
+}
+
+/** Per config object: the walk over its model refs is not redone for every reservation. */
+const reservationTtls = new WeakMap<Runtime['cfg'], number>();
+
+function longestReservationMs(cfg: Runtime['cfg']): number {
   // A rate limit (and, for the planner and reflector, an outage) is retried in place more often.
   const retries = Math.max(cfg.modelRetry.maxRetries, RATE_LIMIT_RETRIES);
   const attempts = retries + 1;
-  const timeouts = Object.values(cfg.providers).map((p) => p.timeoutMs ?? 0);
-  const slowest = Math.max(cfg.modelTimeoutMs, ...timeouts);
+  const used = usedProviders(cfg).map((name) => longestCallMs(cfg, cfg.providers[name]));
+  const slowest = Math.max(cfg.modelTimeoutMs, ...used);
   return attempts * slowest + retries * cfg.modelRetry.maxDelayMs + 10_000;
 }
 

@@ -89,7 +89,10 @@ export const ConfigSchema = z
       .refine((v) => !v.startsWith('replace-with'), 'is the example placeholder: set your real key')
       .optional(),
     anthropicBaseUrl: z.string().url().optional(),
+    /** Longest wait for a model's next output: between a streamed answer's events, or for a whole one. */
     modelTimeoutMs: timerMs().default(120_000),
+    /** A streamed answer's whole-call limit (a long answer streams for minutes without a pause). */
+    modelMaxCallMs: timerMs().default(600_000),
     models: z
       .object({
         HIGH: z.string().min(1).default('claude-sonnet-5-5'),
@@ -295,6 +298,7 @@ const ENV_MAP: Record<string, { path: string[]; kind: 'string' | 'int' | 'number
   ANTHROPIC_API_KEY: { path: ['anthropicApiKey'], kind: 'string' },
   ANTHROPIC_BASE_URL: { path: ['anthropicBaseUrl'], kind: 'string' },
   DEEPQ_MODEL_TIMEOUT_MS: { path: ['modelTimeoutMs'], kind: 'int' },
+  DEEPQ_MODEL_MAX_CALL_MS: { path: ['modelMaxCallMs'], kind: 'int' },
   DEEPQ_MODEL_HIGH: { path: ['models', 'HIGH'], kind: 'string' },
   DEEPQ_MODEL_LOW: { path: ['models', 'LOW'], kind: 'string' },
   DEEPQ_SCRIPTED_LATENCY_MS: { path: ['scriptedLatencyMs'], kind: 'int' },

@@ -31,9 +31,16 @@ export class Metrics {
   });
   readonly llmLatency = new Histogram({
     name: 'deepq_llm_latency_seconds',
-    help: 'Model request latency',
+    help: 'Model request latency (a streamed answer: until its end)',
     labelNames: ['provider', 'model', 'role'],
-    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120],
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1200],
+    registers: [this.registry],
+  });
+  readonly llmFirstOutput = new Histogram({
+    name: 'deepq_llm_time_to_first_output_seconds',
+    help: "Time from a streamed model request to its answer's first text or tool-call delta",
+    labelNames: ['provider', 'model', 'role'],
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120],
     registers: [this.registry],
   });
   readonly llmTokens = new Counter({

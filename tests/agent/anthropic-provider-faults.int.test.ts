@@ -40,11 +40,11 @@ const REQ: ModelRequest = {
   max_tokens: 321,
 };
 
-async function once(result: HandlerResult, timeoutMs = 5000, ctx: CallContext = CTX) {
+async function once(result: HandlerResult, timeoutMs = 5000, opts: { stream?: boolean; maxCallMs?: number } = {}) {
   server.setHandler(() => result);
   const from = server.requests.length;
   try {
-    const res = await anthropicAt(server, timeoutMs).createMessage(REQ, ctx);
+    const res = await anthropicAt(server, timeoutMs, opts).createMessage(REQ, CTX);
     return { res, err: undefined, reqs: server.requests.slice(from) };
   } catch (err) {
     return { res: undefined, err: err as ModelCallError, reqs: server.requests.slice(from) };
@@ -63,7 +63,8 @@ test('a text answer: the request goes out as given, the answer and its usage com
   assert.equal(r.path, '/v1/messages');
   assert.equal(r.apiKey, FAKE_API_KEY);
   assert.ok(r.headers['anthropic-version']);
-  assert.deepEqual(Object.keys(r.body).sort(), ['max_tokens', 'messages', 'model', 'system', 'tools']);
+  assert.deepEqual(Object.keys(r.body).sort(), ['max_tokens', 'messages', 'model', 'stream', 'system', 'tools']);
+  assert.equal(r.body.stream, true, 'answers are streamed');
   assert.deepEqual(
     {
       model: r.body.model,
@@ -93,6 +94,7 @@ test('a gateway that reports no usage: estimated, flagged, said once', async () 
     apiKey: FAKE_API_KEY,
     baseURL: server.url,
     timeoutMs: 10_000,
+    stream: false,
     onEstimatedUsage: (provider, model) => warned.push(`${provider} ${model}`),
   });
   const first = await p.createMessage(REQ, CTX);
@@ -109,7 +111,7 @@ test('usage that is no count (negative, Infinity, a string) is estimated or zero
   const content = [{ type: 'text', text: 'y'.repeat(400) }];
   let usage: Record<string, unknown> = {};
   server.setHandler(() => ({ status: 200, body: { ...message, content, usage } }));
-  const p = new AnthropicProvider({ apiKey: FAKE_API_KEY, baseURL: server.url, timeoutMs: 10_000 });
+  const p = new AnthropicProvider({ apiKey: FAKE_API_KEY, baseURL: server.url, timeoutMs: 10_000, stream: false });
   usage = { input_tokens: 10, output_tokens: -5000 };
   const negative = (await p.createMessage(REQ, CTX)).usage;
   assert.equal(negative.estimated, true);
@@ -240,9 +242,9 @@ test('the fault matrix maps each fault to what the retry policy needs', { timeou
     { name: '400', result: apiError(400, 'bad request'), kind: 'client', status: 400, retryable: false },
     { name: '401', result: apiError(401, 'invalid x-api-key'), kind: 'client', status: 401, retryable: false },
   ];
-  for (const c of cases) {
-    const { err, reqs } = await once(c.result, 300);
-    assert.ok(err instanceof ModelCallError, `${c.name}: ${String(err)}`);
+  for (const [c, stream] of cases.flatMap((c) => [[c, true] as const, [c, false] as const])) {
+    const { err, reqs } = await once(c.result, 300, { stream });
+    assert.ok(err instanceof ModelCallError, `${c.name} (stream ${stream}): ${String(err)}`);
     assert.equal(err.kind, c.kind, c.name);
     assert.equal(err.retryable, c.retryable, c.name);
     if ('status' in c) assert.equal(err.status, c.status, c.name);
@@ -257,7 +259,7 @@ test('a tool_use without an id gets one: its tool_result can name it', async () 
     status: 200,
     body: { id: 'msg_1', type: 'message', role: 'assistant', content: [{ type: 'tool_use', name: 'grep', input: {} }] },
   }));
-  const res = await anthropicAt(server, 5000).createMessage(REQ, CTX);
+  const res = await anthropicAt(server, 5000, { stream: false }).createMessage(REQ, CTX);
   const [block] = res.content;
   assert.ok(block?.type === 'tool_use' && /^toolu_[0-9a-f]{32}$/.test(block.id), JSON.stringify(block));
 });

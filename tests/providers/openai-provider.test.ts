@@ -51,7 +51,15 @@ const REQ: ModelRequest = {
   max_tokens: 321,
 };
 
-function provider(opts: { timeoutMs?: number; headers?: Record<string, string>; s?: ChatCompletionsServer } = {}) {
+interface ProviderOpts {
+  timeoutMs?: number;
+  headers?: Record<string, string>;
+  s?: ChatCompletionsServer;
+  stream?: boolean;
+  maxCallMs?: number;
+}
+
+function provider(opts: ProviderOpts = {}) {
   const s = opts.s ?? server;
   const warned: string[] = [];
   const p = new OpenAIProvider({
@@ -60,16 +68,18 @@ function provider(opts: { timeoutMs?: number; headers?: Record<string, string>; 
     apiKey: FAKE_OPENAI_KEY,
     timeoutMs: opts.timeoutMs ?? 5000,
     headers: opts.headers,
+    stream: opts.stream,
+    maxCallMs: opts.maxCallMs,
     onEstimatedUsage: (name, model) => void warned.push(`${name}/${model}`),
   });
   return Object.assign(p, { warned });
 }
 
-async function once(result: ChatHandlerResult, timeoutMs = 5000, req: ModelRequest = REQ) {
+async function once(result: ChatHandlerResult, timeoutMs = 5000, req: ModelRequest = REQ, stream?: boolean) {
   server.setHandler(() => result);
   const from = server.requests.length;
   try {
-    const res = await provider({ timeoutMs }).createMessage(req, CTX);
+    const res = await provider({ timeoutMs, stream }).createMessage(req, CTX);
     return { res, err: undefined, reqs: server.requests.slice(from) };
   } catch (err) {
     return { res: undefined, err: err as ModelCallError, reqs: server.requests.slice(from) };
@@ -95,6 +105,9 @@ test('a text answer: system, messages and tools go out as Chat Completions; text
       { type: 'function', function: { name: 'list_files', description: 'List.', parameters: LIST_FILES.input_schema } },
     ],
     max_tokens: 321,
+    // Streamed, with the usage asked for (a stream has none unless asked).
+    stream: true,
+    stream_options: { include_usage: true },
   });
   assert.deepEqual(res, {
     model: 'qwen3:8b',
@@ -211,9 +224,15 @@ test('stop reasons, and what lax servers send: no ids, arguments that are not JS
     // Some servers say `stop` for a turn that ends in tool calls: the calls decide.
     [{ ...callTool('list_files', {}), finish_reason: 'stop' }, 'tool_use'],
   ];
-  for (const [reply, stop] of cases) assert.equal((await once(reply)).res!.stop_reason, stop, JSON.stringify(reply));
+  // Not streamed: a lax server's answer without a finish reason is taken as ended (a stream without
+  // one may have been cut short: it is a malformed answer, retried).
+  for (const [reply, stop] of cases)
+    assert.equal((await once(reply, 5000, REQ, false)).res!.stop_reason, stop, JSON.stringify(reply));
+  for (const [reply, stop] of cases.filter(([r]) => (r as { finish_reason?: unknown }).finish_reason !== null))
+    assert.equal((await once(reply)).res!.stop_reason, stop, `streamed ${JSON.stringify(reply)}`);
+  assert.equal((await once(say('done', { finish_reason: null }))).err?.kind, 'malformed');
   server.setHandler(() => ({ status: 200, body: laxCompletion() }));
-  const res = await provider().createMessage(REQ, CTX);
+  const res = await provider({ stream: false }).createMessage(REQ, CTX);
   assert.equal(res.model, 'qwen3:8b', 'no model in the answer: the requested one');
   const [a, b] = res.content as { type: string; id: string; input: unknown }[];
   assert.match(a!.id, /^call_[0-9a-f]{32}$/, 'a missing id is made up, so the result can answer it');
@@ -224,11 +243,13 @@ test('stop reasons, and what lax servers send: no ids, arguments that are not JS
   const parts = [{ type: 'text', text: 'THE ' }, { type: 'refusal' }, { type: 'text', text: 'ANSWER' }];
   const partsBody = { choices: [{ finish_reason: 'stop', message: { role: 'assistant', content: parts } }] };
   server.setHandler(() => ({ status: 200, body: partsBody }));
-  assert.deepEqual((await provider().createMessage(REQ, CTX)).content, [{ type: 'text', text: 'THE ANSWER' }]);
+  assert.deepEqual((await provider({ stream: false }).createMessage(REQ, CTX)).content, [
+    { type: 'text', text: 'THE ANSWER' },
+  ]);
   // A refusal in its own field (content null): a refusal with its text, not an empty answer.
   const refused = { role: 'assistant', content: null, refusal: 'I can not help with that.' };
   server.setHandler(() => ({ status: 200, body: { choices: [{ finish_reason: 'stop', message: refused }] } }));
-  const res2 = await provider().createMessage(REQ, CTX);
+  const res2 = await provider({ stream: false }).createMessage(REQ, CTX);
   assert.equal(res2.stop_reason, 'refusal');
   assert.deepEqual(res2.content, [{ type: 'text', text: 'I can not help with that.' }]);
 });
@@ -340,9 +361,9 @@ test('the fault matrix maps each fault to the same kinds as the Anthropic provid
     { name: '401', result: chatError(401, 'invalid api key'), kind: 'client', status: 401 },
     { name: '404 model', result: chatError(404, 'model "x" not found'), kind: 'client', status: 404 },
   ];
-  for (const c of cases) {
-    const { err, reqs } = await once(c.result, 300);
-    assert.ok(err instanceof ModelCallError, `${c.name}: ${String(err)}`);
+  for (const [c, stream] of cases.flatMap((c) => [[c, true] as const, [c, false] as const])) {
+    const { err, reqs } = await once(c.result, 300, REQ, stream);
+    assert.ok(err instanceof ModelCallError, `${c.name} (stream ${stream}): ${String(err)}`);
     assert.equal(err.kind, c.kind, `${c.name}: ${err.message}`);
     assert.equal(err.retryable, c.kind !== 'client', c.name);
     if (c.status) assert.equal(err.status, c.status, c.name);
@@ -442,13 +463,18 @@ test("deepq's retry middleware retries 5xx and waits out a 429's retry-after on 
  * A config's openai provider options on the wire, built the way services build it: the file
  * through loadConfig, then createProvider (its router picks the provider by the model ref).
  */
-function fromConfig(options: Record<string, unknown>) {
+function fromConfig(options: Record<string, unknown>, extraEnv: NodeJS.ProcessEnv = {}) {
   const file = writeConfig({
     providers: { local: server.providerConfig(options) },
     models: { HIGH: 'local:big', LOW: 'local:small' },
   });
   // A default timeout far above the provider's own: only its own can cut a call in time.
-  const env = server.env({ DEEPQ_CONFIG: file, DEEPQ_MODEL_TIMEOUT_MS: '60000', TEAM_TOKEN: 'team-secret-7' });
+  const env = server.env({
+    DEEPQ_CONFIG: file,
+    DEEPQ_MODEL_TIMEOUT_MS: '60000',
+    TEAM_TOKEN: 'team-secret-7',
+    ...extraEnv,
+  });
   return createProvider(loadConfig(env));
 }
 
@@ -498,4 +524,22 @@ test('a config’s timeoutMs, maxRetries and headers (from env too) reach the wi
   // The default: no SDK retries (deepq's retry middleware owns them).
   server.setHandler(() => chatError(500, 'no retry'));
   assert.equal((await callFromConfig(fromConfig({}))).reqs.length, 1);
+});
+
+test('a config’s stream and maxCallMs, and DEEPQ_MODEL_MAX_CALL_MS, reach the call', { timeout: 30_000 }, async () => {
+  const slow = say('x'.repeat(400), { stream: { chunk: 10, delayMs: 30 } });
+  server.setHandler(() => slow);
+  // About 1.2 s of steady streaming: past a whole-call limit of 600 ms, from the provider or the default.
+  for (const p of [fromConfig({ maxCallMs: 600 }), fromConfig({}, { DEEPQ_MODEL_MAX_CALL_MS: '600' })]) {
+    const cut = await callFromConfig(p);
+    assert.ok(cut.err?.kind === 'timeout' && /took over 0\.6 s/.test(cut.err.message), String(cut.err));
+  }
+  const ok = await callFromConfig(fromConfig({ maxCallMs: 10_000 }, { DEEPQ_MODEL_MAX_CALL_MS: '600' }));
+  assert.equal(ok.err, undefined, 'the provider’s own limit wins over the default');
+  // stream: false: the request asks for no stream, and the answer comes whole.
+  const plain = await callFromConfig(fromConfig({ stream: false }));
+  assert.equal(plain.err, undefined, String(plain.err));
+  assert.equal(plain.reqs[0]!.body.stream, undefined);
+  assert.equal(plain.reqs[0]!.body.stream_options, undefined);
+  assert.equal(plain.res!.content.length, 1);
 });

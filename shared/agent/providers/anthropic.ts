@@ -1,12 +1,14 @@
 // The real Anthropic model: @anthropic-ai/sdk, the Messages API. Requests and responses are
 // already in deepq's shape. SDK retries are off unless configured: the retry middleware owns
 // that policy (it honours retry-after, including 0, and feeds the queue-wide rate limit).
+// Answers are streamed (the SDK's MessageStream puts them together): a long answer takes as long
+// as it streams, while an endpoint that goes quiet is given up after the idle timeout.
 // The SDK loads at the first call: a process on the scripted model, or on another provider,
 // never pays its import.
 import { randomUUID } from 'node:crypto';
 import type Anthropic from '@anthropic-ai/sdk';
 import { headersOverEnv } from './sdk-env.ts';
-import { sdkErrorToModelCallError, withDeadline } from './sdk-errors.ts';
+import { type CallTimeouts, sdkErrorToModelCallError, withTimeouts } from './sdk-errors.ts';
 import {
   type CallContext,
   estimatedUsage,
@@ -22,7 +24,12 @@ export { parseRetryAfterMs } from './retry-after.ts';
 export interface AnthropicProviderOptions {
   apiKey: string;
   baseURL?: string;
+  /** Longest wait for the model's next output (streamed: between events; else the whole answer). */
   timeoutMs: number;
+  /** The whole call's limit when streamed (default: timeoutMs, as for an answer not streamed). */
+  maxCallMs?: number;
+  /** Streamed answers (default); false for a gateway that only answers whole. */
+  stream?: boolean;
   /** Sent with every request (a gateway's own auth, say). */
   headers?: Record<string, string>;
   /** The SDK's own retries: 0 unless the role's middleware has no `retry`. */
@@ -41,6 +48,15 @@ export class AnthropicProvider implements ModelProvider {
   private warnedNoUsage = false;
   constructor(private readonly opts: AnthropicProviderOptions) {}
 
+  private get streamed(): boolean {
+    return this.opts.stream ?? true;
+  }
+
+  private get timeouts(): CallTimeouts {
+    const idleMs = this.opts.timeoutMs;
+    return { idleMs, maxMs: this.streamed ? (this.opts.maxCallMs ?? idleMs) : idleMs };
+  }
+
   private connect(): Promise<{ Sdk: Sdk; client: Anthropic }> {
     const opts = this.opts;
     const client = (Sdk: Sdk) =>
@@ -48,7 +64,8 @@ export class AnthropicProvider implements ModelProvider {
         apiKey: opts.apiKey,
         baseURL: opts.baseURL ?? null,
         maxRetries: opts.maxRetries ?? 0,
-        timeout: opts.timeoutMs,
+        // Up to the response's headers only; the idle and whole-call timers cover the body.
+        timeout: this.timeouts.maxMs,
         logLevel: 'off',
         defaultHeaders: headersOverEnv('ANTHROPIC_CUSTOM_HEADERS', opts.headers),
       });
@@ -58,38 +75,71 @@ export class AnthropicProvider implements ModelProvider {
 
   async createMessage(req: ModelRequest, ctx: CallContext): Promise<ModelResponse> {
     const { Sdk, client } = await this.connect();
-    const call = async (signal: AbortSignal) => {
-      const res = await client.messages.create(
-        {
-          model: req.model,
-          system: req.system as never,
-          messages: req.messages as never,
-          tools: req.tools as never,
-          max_tokens: req.max_tokens,
-        },
-        { signal },
-      );
-      if (!res || !Array.isArray((res as { content?: unknown }).content)) {
-        throw new ModelCallError('provider returned a body without a content array', 'malformed');
-      }
-      const out = {
-        ...(res as unknown as ModelResponse),
-        content: checkedContent((res as { content: unknown[] }).content),
-      };
-      // A Messages-API gateway that reports no usage: estimated and flagged, as for an OpenAI
-      // server without it (booked as 0 tokens, its goal's token budget was never reached).
-      const usage = reportedUsage(out.usage);
-      if (usage) return { ...out, usage };
-      if (!this.warnedNoUsage) {
-        this.warnedNoUsage = true;
-        this.opts.onEstimatedUsage?.(this.name, req.model);
-      }
-      return { ...out, usage: estimatedUsage(req, out.content) };
+    const body = {
+      model: req.model,
+      system: req.system as never,
+      messages: req.messages as never,
+      tools: req.tools as never,
+      max_tokens: req.max_tokens,
     };
-    return withDeadline(this.opts.timeoutMs, ctx.signal, call, (err) =>
-      sdkErrorToModelCallError(err, Sdk, 'anthropic', ctx.signal),
-    );
+    const call = async (signal: AbortSignal, alive: () => void) => {
+      const res = this.streamed
+        ? await streamedMessage(client, body, signal, alive, ctx.onFirstOutput)
+        : await client.messages.create(body, { signal });
+      return this.checked(res, req);
+    };
+    return withTimeouts(this.timeouts, ctx.signal, call, (err) => toModelCallError(err, Sdk, ctx.signal));
   }
+
+  private checked(res: unknown, req: ModelRequest): ModelResponse {
+    if (!res || !Array.isArray((res as { content?: unknown }).content)) {
+      throw new ModelCallError('provider returned a body without a content array', 'malformed');
+    }
+    const out = { ...(res as ModelResponse), content: checkedContent((res as { content: unknown[] }).content) };
+    // A Messages-API gateway that reports no usage: estimated and flagged, as for an OpenAI
+    // server without it (booked as 0 tokens, its goal's token budget was never reached).
+    const usage = reportedUsage(out.usage);
+    if (usage) return { ...out, usage };
+    if (!this.warnedNoUsage) {
+      this.warnedNoUsage = true;
+      this.opts.onEstimatedUsage?.(this.name, req.model);
+    }
+    return { ...out, usage: estimatedUsage(req, out.content) };
+  }
+}
+
+type MessageBody = Parameters<Anthropic['messages']['stream']>[0];
+
+/** The answer, streamed and put together by the SDK; each event it hears is a sign of life. */
+async function streamedMessage(
+  client: Anthropic,
+  body: MessageBody,
+  signal: AbortSignal,
+  alive: () => void,
+  onFirstOutput?: () => void,
+) {
+  const stream = client.messages.stream(body, { signal });
+  stream.on('connect', alive);
+  stream.on('streamEvent', alive);
+  if (onFirstOutput) {
+    const first = (e: { type: string }) => {
+      if (e.type !== 'content_block_delta') return;
+      stream.off('streamEvent', first);
+      onFirstOutput();
+    };
+    stream.on('streamEvent', first);
+  }
+  const message = await stream.finalMessage();
+  // The API ends every answer with its stop reason: a stream that ended without one was cut.
+  if (!message.stop_reason) throw new ModelCallError('the streamed answer ended before its stop reason', 'malformed');
+  return message;
+}
+
+/** The SDK's error as deepq's kinds; a stream that ended without an answer is a malformed one. */
+function toModelCallError(err: unknown, Sdk: Sdk, signal?: AbortSignal): ModelCallError {
+  if (err instanceof Sdk.AnthropicError && !(err instanceof Sdk.APIError) && !signal?.aborted)
+    return new ModelCallError(`malformed streamed answer: ${err.message}`.slice(0, 500), 'malformed');
+  return sdkErrorToModelCallError(err, Sdk, 'anthropic', signal);
 }
 
 /**

@@ -41,6 +41,7 @@ function buildProvider(cfg: Config, name: string, hooks: ProviderHooks): ModelPr
       apiKey: cfg.anthropicApiKey,
       baseURL: cfg.anthropicBaseUrl,
       timeoutMs: cfg.modelTimeoutMs,
+      maxCallMs: cfg.modelMaxCallMs,
       onEstimatedUsage: hooks.onEstimatedUsage,
     });
   }
@@ -53,10 +54,18 @@ function buildProvider(cfg: Config, name: string, hooks: ProviderHooks): ModelPr
       ...common,
       apiKey: common.apiKey,
       baseURL: p.baseURL,
+      stream: p.stream,
+      maxCallMs: p.maxCallMs ?? cfg.modelMaxCallMs,
       onEstimatedUsage: hooks.onEstimatedUsage,
     });
   }
-  const opts = { ...common, baseURL: p.baseURL, maxTokensParam: p.maxTokensParam };
+  const opts = {
+    ...common,
+    baseURL: p.baseURL,
+    maxTokensParam: p.maxTokensParam,
+    stream: p.stream,
+    maxCallMs: p.maxCallMs ?? cfg.modelMaxCallMs,
+  };
   return new OpenAIProvider({ name, ...opts, onEstimatedUsage: hooks.onEstimatedUsage });
 }
 

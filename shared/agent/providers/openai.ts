@@ -3,11 +3,13 @@
 // deepq's shape by ./openai-wire.ts. Errors map to the same ModelCallError kinds as the
 // Anthropic provider's, so retry, queue pausing, budgets and metrics behave the same. SDK
 // retries are off unless configured: the retry middleware owns that policy. The SDK is loaded
-// at the first call: a process whose models use no openai provider never loads it.
+// at the first call: a process whose models use no openai provider never loads it. Answers are
+// streamed (with their usage, `stream_options.include_usage`), as for the anthropic provider: a
+// slow local model's long answer is not cut, a server that goes quiet is given up.
 import type OpenAI from 'openai';
 import { fromChatCompletion, type MaxTokensParam, toChatRequest } from './openai-wire.ts';
 import { headersOverEnv } from './sdk-env.ts';
-import { sdkErrorToModelCallError, withDeadline } from './sdk-errors.ts';
+import { type CallTimeouts, sdkErrorToModelCallError, withTimeouts } from './sdk-errors.ts';
 import {
   type CallContext,
   ModelCallError,
@@ -22,7 +24,12 @@ export interface OpenAIProviderOptions {
   baseURL: string;
   /** Servers that need none (a local Ollama) get a placeholder. */
   apiKey?: string;
+  /** Longest wait for the model's next output (streamed: between chunks; else the whole answer). */
   timeoutMs: number;
+  /** The whole call's limit when streamed (default: timeoutMs). */
+  maxCallMs?: number;
+  /** Streamed answers (default); false for a server that cannot stream. */
+  stream?: boolean;
   headers?: Record<string, string>;
   /** The SDK's own retries: 0 unless the role's middleware has no `retry`. */
   maxRetries?: number;
@@ -44,6 +51,11 @@ export class OpenAIProvider implements ModelProvider {
     this.name = opts.name;
   }
 
+  private get timeouts(): CallTimeouts {
+    const idleMs = this.opts.timeoutMs;
+    return { idleMs, maxMs: (this.opts.stream ?? true) ? (this.opts.maxCallMs ?? idleMs) : idleMs };
+  }
+
   private connect(): Promise<{ Sdk: Sdk; client: OpenAI }> {
     const opts = this.opts;
     // Every option given explicitly: the SDK would otherwise read OPENAI_* from the environment.
@@ -54,7 +66,8 @@ export class OpenAIProvider implements ModelProvider {
         organization: null,
         project: null,
         maxRetries: opts.maxRetries ?? 0,
-        timeout: opts.timeoutMs,
+        // Up to the response's headers only; the idle and whole-call timers cover the body.
+        timeout: this.timeouts.maxMs,
         logLevel: 'off',
         defaultHeaders: headersOverEnv('OPENAI_CUSTOM_HEADERS', opts.headers),
       });
@@ -65,18 +78,25 @@ export class OpenAIProvider implements ModelProvider {
   async createMessage(req: ModelRequest, ctx: CallContext): Promise<ModelResponse> {
     const { Sdk, client } = await this.connect();
     const body = toChatRequest(req, this.opts.maxTokensParam ?? 'max_tokens');
-    const call = async (signal: AbortSignal) => {
-      const res = fromChatCompletion(await client.chat.completions.create(body, { signal }), req);
+    const call = async (signal: AbortSignal, alive: () => void) => {
+      const completion =
+        (this.opts.stream ?? true)
+          ? await streamedCompletion(client, body, signal, alive, ctx.onFirstOutput)
+          : await client.chat.completions.create(body, { signal });
+      const res = fromChatCompletion(completion, req);
       if (res.usage.estimated && !this.warnedNoUsage) {
         this.warnedNoUsage = true;
         this.opts.onEstimatedUsage?.(this.name, req.model);
       }
       return res;
     };
-    return withDeadline(this.opts.timeoutMs, ctx.signal, call, (err) => this.toError(Sdk, err, req, ctx.signal));
+    return withTimeouts(this.timeouts, ctx.signal, call, (err) => this.toError(Sdk, err, req, ctx.signal));
   }
 
   private toError(Sdk: Sdk, err: unknown, req: ModelRequest, signal?: AbortSignal): ModelCallError {
+    // The SDK's own complaint about what a stream held (no finish reason: it was cut short).
+    if (err instanceof Sdk.OpenAIError && !(err instanceof Sdk.APIError) && !signal?.aborted)
+      return new ModelCallError(`malformed streamed answer: ${err.message}`.slice(0, 500), 'malformed');
     const mapped = sdkErrorToModelCallError(err, Sdk, `${this.name} (openai)`, signal);
     if (req.tools?.length && mapped.kind !== 'rate_limit' && refusesTools(err, mapped.status ?? 0)) {
       const said = (err as Error).message.slice(0, 300);
@@ -87,6 +107,32 @@ export class OpenAIProvider implements ModelProvider {
     }
     return mapped;
   }
+}
+
+type ChatBody = ReturnType<typeof toChatRequest>;
+
+/** The completion, streamed and put together by the SDK; each chunk it hears is a sign of life. */
+async function streamedCompletion(
+  client: OpenAI,
+  body: ChatBody,
+  signal: AbortSignal,
+  alive: () => void,
+  onFirstOutput?: () => void,
+) {
+  const params = { ...body, stream: true as const, stream_options: { include_usage: true } };
+  const stream = client.chat.completions.stream(params, { signal });
+  stream.on('connect', alive);
+  stream.on('chunk', alive);
+  if (onFirstOutput) {
+    const first = (chunk: OpenAI.ChatCompletionChunk) => {
+      const delta = chunk.choices[0]?.delta;
+      if (!delta?.content && !delta?.tool_calls?.length) return;
+      stream.off('chunk', first);
+      onFirstOutput();
+    };
+    stream.on('chunk', first);
+  }
+  return stream.finalChatCompletion();
 }
 
 /**

@@ -20,6 +20,21 @@ interface ApiErrorShape {
   status?: number;
   headers?: Headers;
   message: string;
+  /** The error's type (`overloaded_error`, ...) and message: what a streamed answer's `error` event says. */
+  type?: string | null;
+  apiMessage?: string | null;
+}
+
+/**
+ * An `error` event in a streamed answer (the response was a 200 by then): by its type, as the
+ * status it stands for would be. Overloaded is the provider asking for a back-off (as a 529);
+ * anything else that breaks an answer midway is the server's fault, worth another try.
+ */
+function streamErrorToModelCallError(e: ApiErrorShape, api: string): ModelCallError {
+  const msg = `${api} API stream error ${e.type ?? '(no type)'}: ${e.apiMessage ?? e.message}`.slice(0, 500);
+  if (e.type === 'overloaded_error') return new ModelCallError(msg, 'rate_limit', 529);
+  if (e.type === 'rate_limit_error') return new ModelCallError(msg, 'rate_limit', 429);
+  return new ModelCallError(msg, 'server', 500);
 }
 
 export function sdkErrorToModelCallError(
@@ -36,7 +51,8 @@ export function sdkErrorToModelCallError(
     return new ModelCallError(`connection error: ${err.message}`, 'connection');
   if (err instanceof sdk.APIError) {
     const e = err as unknown as ApiErrorShape;
-    const status = e.status ?? 0;
+    if (!e.status) return streamErrorToModelCallError(e, api);
+    const status = e.status;
     const retryAfterMs = parseRetryAfterMs(e.headers);
     const msg = `${api} API ${status}: ${e.message}`.slice(0, 500);
     if (status === 429 || status === 529) return new ModelCallError(msg, 'rate_limit', status, retryAfterMs);
@@ -48,24 +64,50 @@ export function sdkErrorToModelCallError(
   return new ModelCallError(`model call failed: ${(err as Error)?.message ?? String(err)}`, 'connection');
 }
 
+/** How long a call may wait: for anything from the model, and for the whole answer. */
+export interface CallTimeouts {
+  /** Longest wait for the model's next output: between a streamed answer's events (the first
+   *  included), or for the whole of an answer that is not streamed. */
+  idleMs: number;
+  /** The whole call, however steadily it streams. */
+  maxMs: number;
+}
+
 /**
- * Runs one SDK call under a deadline for the whole call: the SDKs' own timeout covers the
- * fetch up to the response headers only, and a body that stalls after them would hang the
- * job forever. A deadline that fired is a timeout; an abort from `outer` stays an abort.
+ * Runs one SDK call under its timeouts: the SDKs' own timeout covers the fetch up to the response
+ * headers only, and a body that stalls after them would hang the job forever. The call reports
+ * each sign of life (a streamed event) with `alive`, which restarts the idle timer: a long answer
+ * that keeps streaming is not cut, a silent endpoint is given up after `idleMs`. A timer that
+ * fired is a timeout; an abort from `outer` stays an abort.
  */
-export async function withDeadline<T>(
-  timeoutMs: number,
+export async function withTimeouts<T>(
+  limits: CallTimeouts,
   outer: AbortSignal | undefined,
-  call: (signal: AbortSignal) => Promise<T>,
+  call: (signal: AbortSignal, alive: () => void) => Promise<T>,
   toError: (err: unknown) => ModelCallError,
 ): Promise<T> {
-  const deadline = AbortSignal.timeout(timeoutMs);
-  const signal = outer ? AbortSignal.any([outer, deadline]) : deadline;
+  const idle = new AbortController();
+  // An answer not streamed has one limit: the idle timer, never restarted, is the whole call's.
+  const total = limits.maxMs !== limits.idleMs ? AbortSignal.timeout(limits.maxMs) : new AbortController().signal;
+  let timer: NodeJS.Timeout | undefined;
+  const alive = () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => idle.abort(), limits.idleMs);
+  };
+  alive();
+  const signal = AbortSignal.any([...(outer ? [outer] : []), total, idle.signal]);
   try {
-    return await call(signal);
+    return await call(signal, alive);
   } catch (err) {
-    if (deadline.aborted && !outer?.aborted && !(err instanceof ModelCallError))
-      throw new ModelCallError('model call timed out', 'timeout');
+    if (outer?.aborted || err instanceof ModelCallError) throw toError(err);
+    if (idle.signal.aborted)
+      throw new ModelCallError(`${TIMED_OUT}nothing received for ${secs(limits.idleMs)}`, 'timeout');
+    if (total.aborted) throw new ModelCallError(`${TIMED_OUT}the answer took over ${secs(limits.maxMs)}`, 'timeout');
     throw toError(err);
+  } finally {
+    clearTimeout(timer);
   }
 }
+
+const TIMED_OUT = 'model call timed out: ';
+const secs = (ms: number) => `${Math.round(ms / 100) / 10} s`;

@@ -14,8 +14,10 @@ const common = {
   /** The variable holding the API key (none: servers that need no key get a placeholder). */
   apiKeyEnv: EnvName.optional(),
   headers: z.record(z.string(), ValueOrEnv).default({}),
-  /** One request's timeout; default DEEPQ_MODEL_TIMEOUT_MS. */
+  /** Longest wait for the model's next output (a whole answer when not streamed); default DEEPQ_MODEL_TIMEOUT_MS. */
   timeoutMs: timerMs().optional(),
+  /** A streamed answer's whole-call limit; default DEEPQ_MODEL_MAX_CALL_MS. */
+  maxCallMs: timerMs().optional(),
   /** The SDK's own retries: keep 0 while the roles' middleware has `retry` (it honours retry-after). */
   maxRetries: z.number().int().min(0).max(10).default(0),
 };
@@ -26,12 +28,37 @@ export const ProviderSchema = z.discriminatedUnion('type', [
       type: z.literal('openai'),
       baseURL: z.string().url().default('https://api.openai.com/v1'),
       maxTokensParam: z.enum(['max_tokens', 'max_completion_tokens']).default('max_tokens'),
+      /** Streamed answers (with `stream_options.include_usage`); false for a server that cannot stream. */
+      stream: z.boolean().default(true),
       ...common,
     })
     .strict(),
-  z.object({ type: z.literal('anthropic'), baseURL: z.string().url().optional(), ...common }).strict(),
+  z
+    .object({
+      type: z.literal('anthropic'),
+      baseURL: z.string().url().optional(),
+      /** Streamed answers; false for a gateway that only answers whole. */
+      stream: z.boolean().default(true),
+      ...common,
+    })
+    .strict(),
 ]);
 export type ProviderConfig = z.infer<typeof ProviderSchema>;
+
+/** Whether a provider's answers are streamed (the predefined `anthropic`'s are). */
+export const streams = (p: ProviderConfig | undefined) => p === undefined || p.stream;
+
+/**
+ * The longest one call to a provider may take (`undefined`: the predefined `anthropic`): a streamed
+ * answer's whole-call limit, or the timeout of an answer sent whole.
+ */
+export function longestCallMs(
+  cfg: { modelTimeoutMs: number; modelMaxCallMs: number },
+  p: ProviderConfig | undefined,
+): number {
+  const idle = p?.timeoutMs ?? cfg.modelTimeoutMs;
+  return streams(p) ? (p?.maxCallMs ?? cfg.modelMaxCallMs) : idle;
+}
 
 /** Names are checked by providerIssues (a record key's own message does not reach the user). */
 export const ProvidersSchema = z.record(z.string(), ProviderSchema).default({});

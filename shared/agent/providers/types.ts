@@ -93,6 +93,8 @@ export interface CallContext {
   threadId?: string;
   signal?: AbortSignal;
   subject?: CallSubject;
+  /** Called once when a streamed answer's first text or tool-call delta arrives (time to first output). */
+  onFirstOutput?: () => void;
 }
 
 export interface ModelProvider {
