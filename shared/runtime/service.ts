@@ -23,7 +23,7 @@ import { WaitsAloneForRateLimit } from './queue-rate-limit.ts';
 import { createRedis, evictionPolicy, pingRedis } from './redis.ts';
 import type { Runtime } from './runtime.ts';
 import { takeStartSignal, workersStarting } from './start-signals.ts';
-import { annotateActiveSpan, bullTelemetry, stopTracing } from './tracing.ts';
+import { annotateActiveSpan, bullTelemetry, inJobGoalTrace, stopTracing } from './tracing.ts';
 import { watchWorkerErrors } from './worker-errors.ts';
 
 /** `token` is the job's lock token: a handler that moves its job (job.moveToDelayed) needs it. */
@@ -197,7 +197,7 @@ function instrumented(rt: Runtime, p: Processing, active: ActiveRuns, marks: Job
     try {
       const earlier = active.othersOf(run);
       if (earlier.length) await deliveredAgain(rt, run, earlier);
-      const res = await handler(job, signal, token);
+      const res = await inJobGoalTrace(job, () => handler(job, signal, token));
       // A run its goal's end (a cancel, a budget) stopped returns as skipped: not work completed.
       const stopped = signal.reason === LOCK_LOST ? 'lock_lost' : 'aborted';
       const ended = signal.aborted && signal.reason !== SHUTDOWN;

@@ -221,6 +221,22 @@ export function inGoalTrace<T>(goalId: string, name: string, attrs: SpanAttrs, f
   return t.tracer.startActiveSpan(name, { attributes: asAttributes(attrs) }, parent, (span) => settled(span, fn));
 }
 
+/**
+ * Runs a job's handler in its goal's trace when the job carries no trace context: a producer
+ * that does not trace (a `deepq enqueue` without the OTLP variables, an application's own
+ * client) adds jobs without one, and BullMQ then starts the job's processing span in a trace of
+ * its own. The handler's spans, and the jobs it adds, join the goal's trace under its root instead.
+ */
+export function inJobGoalTrace<T>(
+  job: { queueName: string; data?: { goalId?: unknown; step?: unknown }; opts?: { telemetry?: { metadata?: string } } },
+  fn: () => Promise<T>,
+): Promise<T> {
+  const goalId = job.data?.goalId;
+  if (!on || job.opts?.telemetry?.metadata || typeof goalId !== 'string') return fn();
+  const attrs = { 'deepq.goal.id': goalId, 'deepq.step': job.data?.step, 'deepq.queue': job.queueName };
+  return inGoalTrace(goalId, `deepq ${job.queueName} job`, attrs, fn);
+}
+
 // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
 const CONTROLS = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g;
 

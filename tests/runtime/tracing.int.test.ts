@@ -210,6 +210,38 @@ test('a resume and a cancel from another CLI process join the goal’s trace und
   assert.equal(p, resume, 'step 2 was planned below the resume');
 });
 
+test('a goal enqueued by a producer that does not trace still joins its own trace from its first job', async () => {
+  const untraced = Object.fromEntries(Object.entries(fleet.env).filter(([k]) => !k.startsWith('OTEL_')));
+  const r = await runCli(['enqueue', 'Goal from an untraced producer', '--wait', '--json'], untraced);
+  await assertCliExit(r, 0, fleet);
+  const id = JSON.parse(r.stdout.trim().split('\n').pop()!).goalId as string;
+  const hex = createHash('sha256').update(`deepq:${id}`).digest('hex');
+  const [traceId, rootSpanId] = [hex.slice(0, 32), hex.slice(32, 48)];
+  const inTrace = () => receiver.spans.filter((s) => s.traceId === traceId);
+  const deadline = Date.now() + 20_000;
+  // Every job but the first plan's own processing span (BullMQ starts it before deepq's code runs).
+  while (inTrace().filter((s) => s.name.startsWith('process ')).length < 6) {
+    if (Date.now() > deadline) throw new Error(`goal ${id}: ${inTrace().length} spans in its trace`);
+    await new Promise((res) => setTimeout(res, 100));
+  }
+  assert.equal(
+    receiver.spans.filter((s) => s.name === 'deepq enqueue' && s.attributes['deepq.goal.id'] === id).length,
+    0,
+  );
+  const planJob = inTrace().find((s) => s.name === 'deepq plan job');
+  assert.ok(planJob, "the first plan job's handler ran in the goal's trace");
+  assert.equal(planJob.parentSpanId, rootSpanId, "under the goal's root (never exported: no process made it)");
+  assert.equal(planJob.service, 'deepq-planner');
+  const names = new Set(inTrace().map((s) => s.name));
+  for (const name of ['process reflect', 'process plan']) assert.ok(names.has(name), `${name} in the trace`);
+  assert.ok(
+    [...names].some((n) => n.startsWith('chat ')),
+    'model calls in the trace',
+  );
+  // A job added with a trace context (all after the first) runs in it: no second span of its own.
+  assert.equal(inTrace().filter((s) => s.name === 'deepq plan job').length, 1);
+});
+
 test('the inspector shows a goal’s trace id, linked where DEEPQ_TRACE_URL says traces are shown', async () => {
   const port = await freePort();
   const env = { ...fleet.env, DEEPQ_TRACE_URL: 'https://traces.example/trace/{traceId}?from=deepq&x=1' };
