@@ -14,6 +14,7 @@
 // A request with `stream: true` gets its answer as the API streams it (server-sent events:
 // message_start, a ping, each block's start, deltas and stop, message_delta, message_stop), paced
 // and broken as the reply's `stream` says.
+import { createHash } from 'node:crypto';
 import {
   type Held,
   inPieces,
@@ -43,7 +44,13 @@ export interface WireToolResult {
   content: unknown;
   is_error?: boolean;
 }
+export interface WireThinking {
+  type: 'thinking';
+  thinking: string;
+  signature: string;
+}
 export type WireBlock = WireTextBlock | WireToolUse | WireToolResult | { type: string; [k: string]: unknown };
+type AnswerBlock = WireTextBlock | WireToolUse | WireThinking;
 export interface WireMessage {
   role: 'user' | 'assistant';
   content: string | WireBlock[];
@@ -63,6 +70,7 @@ export interface MessagesBody {
   messages: WireMessage[];
   tools?: WireTool[];
   stream?: boolean;
+  thinking?: unknown;
   [k: string]: unknown;
 }
 
@@ -90,7 +98,7 @@ export interface StreamPacing {
 
 /** What a handler returns for a normal answer; missing fields are filled in. */
 export interface MessageReply {
-  content: (WireTextBlock | WireToolUse)[];
+  content: AnswerBlock[];
   stop_reason?: string;
   model?: string;
   usage?: Partial<WireUsage>;
@@ -153,6 +161,19 @@ export function toolUse(name: string, input: unknown, opts: { id?: string; text?
     stop_reason: 'tool_use',
   };
 }
+
+/** The server's signature of a thinking text: a block passed back changed no longer matches it. */
+export const thinkingSignature = (text: string) =>
+  `sig_${createHash('sha256').update(`messages-api-server:${text}`).digest('base64')}`;
+
+/** A thinking block as the API would send it, signed (a handler's model that thinks unasked). */
+export function thinkingBlock(text: string): WireThinking {
+  return { type: 'thinking', thinking: text, signature: thinkingSignature(text) };
+}
+
+/** Whether the request asks for thinking (enabled or adaptive). */
+export const thinkingOn = (body: { thinking?: unknown }) =>
+  ['enabled', 'adaptive'].includes((body.thinking as { type?: string } | undefined)?.type ?? '');
 
 export function apiError(status: number, message: string, headers: Record<string, string> = {}): RawReply {
   const type =
@@ -297,17 +318,67 @@ export function validateRequest(body: unknown): string | null {
       }
     }
   }
-  if (b.tools !== undefined) {
-    if (!Array.isArray(b.tools)) return 'tools: must be an array';
-    for (const [i, t] of b.tools.entries()) {
-      if (typeof t.name !== 'string' || !/^[a-zA-Z0-9_-]{1,128}$/.test(t.name))
-        return `tools.${i}.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'`;
-      if (t.input_schema?.type !== 'object') return `tools.${i}.input_schema.type: Input should be 'object'`;
-    }
-  }
+  const tools = toolsProblem(b.tools);
+  if (tools) return tools;
+  const thinking = thinkingParamProblem(b) ?? thinkingHistoryProblem(b);
+  if (thinking) return thinking;
   const breakpoints = (JSON.stringify(b).match(/"cache_control":/g) ?? []).length;
   if (breakpoints > 4) return `A maximum of 4 blocks with cache_control may be provided. Found ${breakpoints}.`;
   return null;
+}
+
+/** The tool list's problem, as the API words it, or null. */
+function toolsProblem(tools: MessagesBody['tools']): string | null {
+  if (tools === undefined) return null;
+  if (!Array.isArray(tools)) return 'tools: must be an array';
+  for (const [i, t] of tools.entries()) {
+    if (typeof t.name !== 'string' || !/^[a-zA-Z0-9_-]{1,128}$/.test(t.name))
+      return `tools.${i}.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'`;
+    if (t.input_schema?.type !== 'object') return `tools.${i}.input_schema.type: Input should be 'object'`;
+  }
+  return null;
+}
+
+/** The `thinking` parameter's problem, as the API words it, or null. */
+function thinkingParamProblem(b: MessagesBody): string | null {
+  if (b.thinking === undefined) return null;
+  const t = b.thinking as { type?: unknown; budget_tokens?: unknown };
+  if (!['enabled', 'adaptive', 'disabled'].includes(String(t?.type)))
+    return "thinking.type: Input should be 'enabled', 'adaptive' or 'disabled'";
+  if (t.type !== 'enabled') return null;
+  if (!Number.isInteger(t.budget_tokens) || (t.budget_tokens as number) < 1024)
+    return 'thinking.enabled.budget_tokens: Input should be greater than or equal to 1024';
+  if ((t.budget_tokens as number) >= b.max_tokens) return '`max_tokens` must be greater than `thinking.budget_tokens`';
+  return null;
+}
+
+/**
+ * Thinking blocks sent back must be as the API sent them (their signature checks), never marked
+ * for caching; with thinking on, a last assistant turn that called tools starts with its thinking.
+ */
+function thinkingHistoryProblem(b: MessagesBody): string | null {
+  for (const [i, m] of b.messages.entries()) {
+    if (typeof m.content === 'string') continue;
+    for (const [j, blk] of m.content.entries()) {
+      if (blk.type !== 'thinking') continue;
+      const t = blk as unknown as WireThinking & { cache_control?: unknown };
+      const at = `messages.${i}.content.${j}`;
+      if (t.cache_control) return `${at}.thinking.cache_control: cache_control cannot be set for thinking blocks`;
+      if (typeof t.thinking !== 'string' || t.signature !== thinkingSignature(t.thinking))
+        return `${at}: Invalid \`signature\` in \`thinking\` block`;
+    }
+  }
+  if (!thinkingOn(b)) return null;
+  const lastAssistant = b.messages.map((m) => m.role).lastIndexOf('assistant');
+  const turn = b.messages[lastAssistant];
+  if (!turn || typeof turn.content === 'string' || !turn.content.some((x) => x.type === 'tool_use')) return null;
+  const first = turn.content[0]!.type;
+  if (first === 'thinking' || first === 'redacted_thinking') return null;
+  return (
+    `messages.${lastAssistant}.content.0.type: Expected \`thinking\` or \`redacted_thinking\`, ` +
+    `but found \`${first}\`. When \`thinking\` is enabled, a final \`assistant\` message must start ` +
+    'with a thinking block.'
+  );
 }
 
 // ---- usage -----------------------------------------------------------------------------
@@ -515,14 +586,15 @@ export const defaultHandler: Handler = (body, reqIndex) => {
 // ---- streaming -------------------------------------------------------------------------
 
 type WireMessageOut = {
-  content: (WireTextBlock | WireToolUse)[];
+  content: AnswerBlock[];
   stop_reason: string;
   usage: WireUsage;
   [k: string]: unknown;
 };
 
 /** One block's events: its start (empty), its deltas, its stop. */
-function blockEvents(block: WireTextBlock | WireToolUse, index: number, chunk: number) {
+function blockEvents(block: AnswerBlock, index: number, chunk: number): SseAnswer['events'] {
+  if (block.type === 'thinking') return thinkingEvents(block, index, chunk);
   const isTool = block.type === 'tool_use';
   const start = isTool ? { ...block, input: {} } : { type: 'text', text: '' };
   const deltas = isTool
@@ -531,6 +603,23 @@ function blockEvents(block: WireTextBlock | WireToolUse, index: number, chunk: n
   return [
     { event: 'content_block_start', data: { type: 'content_block_start', index, content_block: start } },
     ...deltas.map((delta) => ({ event: 'content_block_delta', data: { type: 'content_block_delta', index, delta } })),
+    { event: 'content_block_stop', data: { type: 'content_block_stop', index } },
+  ];
+}
+
+/** A thinking block as the API streams it: its text in thinking deltas, then its signature. */
+function thinkingEvents(block: WireThinking, index: number, chunk: number): SseAnswer['events'] {
+  const delta = (d: Record<string, unknown>) => ({
+    event: 'content_block_delta',
+    data: { type: 'content_block_delta', index, delta: d },
+  });
+  return [
+    {
+      event: 'content_block_start',
+      data: { type: 'content_block_start', index, content_block: { type: 'thinking', thinking: '', signature: '' } },
+    },
+    ...inPieces(block.thinking, chunk).map((t) => delta({ type: 'thinking_delta', thinking: t })),
+    delta({ type: 'signature_delta', signature: block.signature }),
     { event: 'content_block_stop', data: { type: 'content_block_stop', index } },
   ];
 }
@@ -573,6 +662,13 @@ const stalledStream = () =>
     message: { id: 'msg_stalled', type: 'message', role: 'assistant', content: [], model: 'stalled', usage: {} },
   });
 
+/** A model asked to think starts its answer with its thinking (unless the handler's reply has some). */
+function withThinking(body: MessagesBody, content: AnswerBlock[]): AnswerBlock[] {
+  if (!thinkingOn(body) || content.some((b) => b.type === 'thinking')) return content;
+  const about = blockText(body.messages[body.messages.length - 1]?.content ?? '').slice(0, 60);
+  return [thinkingBlock(`Considering: ${about}`), ...content];
+}
+
 // ---- the server ------------------------------------------------------------------------
 
 export async function startMessagesApiServer(
@@ -597,7 +693,7 @@ export async function startMessagesApiServer(
     type: 'message',
     role: 'assistant',
     model: out.model ?? body.model,
-    content: out.content,
+    content: withThinking(body, out.content),
     stop_reason: out.stop_reason ?? (out.content.some((b) => b.type === 'tool_use') ? 'tool_use' : 'end_turn'),
     stop_sequence: null,
     usage: { ...estimateUsage(body, out.content, cachedSystems), ...out.usage },

@@ -29,11 +29,12 @@ import type {
   ModelProvider,
   ModelRequest,
   ModelResponse,
+  ThinkingParam,
   ToolResultBlock,
   ToolUseBlock,
 } from './providers/types.ts';
 import { estimateInputTokens, MIN_CALL_TOKENS, ModelCallError, responseText, usageTotal } from './providers/types.ts';
-import type { AgentSpec } from './roles.ts';
+import type { AgentSpec, ThinkingSpec } from './roles.ts';
 import { cutChars } from './tools/paging.ts';
 import type { Tool } from './tools.ts';
 
@@ -357,7 +358,9 @@ async function runTurns(c: Conversation, resume?: AgentCheckpoint): Promise<Turn
     const kept = res.content.filter((b) =>
       b.type === 'text' ? b.text.trim() !== '' : !(final && b.type === 'tool_use'),
     );
-    if (kept.length) c.messages.push({ role: 'assistant', content: kept });
+    // Thinking alone is no turn: its answer (a tool call cut off) was dropped.
+    if (kept.some((b) => b.type === 'text' || b.type === 'tool_use'))
+      c.messages.push({ role: 'assistant', content: kept });
     // An answer the cap cut short is what the run has, not a finished answer.
     if (final && c.cap && res.stop_reason === 'max_tokens' && maxTokens < c.spec.maxTokens) return { stop: 'cap' };
     if (final) return { text: responseText(res), stopReason: res.stop_reason };
@@ -396,8 +399,12 @@ function requestOf(c: Conversation): Omit<ModelRequest, 'max_tokens'> {
     system: c.spec.systemPrompt,
     messages: [...c.messages],
     ...(c.tools.size ? { tools: [...c.tools.values()].map((t) => t.def) } : {}),
+    ...(c.spec.thinking ? { thinking: thinkingParam(c.spec.thinking) } : {}),
   };
 }
+
+const thinkingParam = (t: ThinkingSpec): ThinkingParam =>
+  t.type === 'enabled' ? { type: 'enabled', budget_tokens: t.budgetTokens } : t;
 
 /**
  * Once, near the cap: the turn about to be sent tells the model to finish. Near means most of

@@ -28,6 +28,9 @@ export const RoleNameSchema = z
 
 const REQUIRED_MIDDLEWARE = ['tier-routing', 'tokens'] as const;
 
+/** An agent's output tokens per call unless its config says otherwise. */
+export const DEFAULT_MAX_TOKENS = 4096;
+
 /** An agent's fields as a config writes them, without defaults. */
 const agentFields = {
   systemPrompt: z.string().min(1),
@@ -43,6 +46,16 @@ const agentFields = {
   maxTurns: z.number().int().min(1).max(200),
   maxTokens: z.number().int().min(16).max(64000),
   contract: z.enum(CONTRACT_NAMES),
+  /**
+   * Extended thinking on Anthropic models: `adaptive` lets the model decide how much, `enabled`
+   * gives it a budget of its output tokens (at least 1024, under maxTokens), `disabled` asks for
+   * none. Unset: the model's own default. Providers of type openai ignore it.
+   */
+  thinking: z.discriminatedUnion('type', [
+    z.strictObject({ type: z.literal('enabled'), budgetTokens: z.number().int().min(1024).max(63999) }),
+    z.strictObject({ type: z.literal('adaptive') }),
+    z.strictObject({ type: z.literal('disabled') }),
+  ]),
 };
 
 // Strict: a misspelt key (`approvals` for `approval`) is an error naming it, not a field dropped
@@ -54,8 +67,9 @@ export const AgentSpecSchema = z.strictObject({
   tier: agentFields.tier.default('HIGH'),
   model: agentFields.model.optional(),
   maxTurns: agentFields.maxTurns.default(30),
-  maxTokens: agentFields.maxTokens.default(4096),
+  maxTokens: agentFields.maxTokens.default(DEFAULT_MAX_TOKENS),
   contract: agentFields.contract.default('text'),
+  thinking: agentFields.thinking.optional(),
 });
 /**
  * The planner's or the reflector's section: only the fields the config sets. (With the agent
@@ -63,6 +77,14 @@ export const AgentSpecSchema = z.strictObject({
  */
 export const AgentOverridesSchema = z.strictObject(agentFields).partial();
 export type AgentSpec = z.infer<typeof AgentSpecSchema>;
+export type ThinkingSpec = NonNullable<AgentSpec['thinking']>;
+
+/** A thinking budget must leave the answer some of the agent's output tokens. */
+export function thinkingProblem(spec: { thinking?: ThinkingSpec; maxTokens: number }): string | null {
+  const t = spec.thinking;
+  if (t?.type !== 'enabled' || t.budgetTokens < spec.maxTokens) return null;
+  return `budgetTokens (${t.budgetTokens}) must be less than maxTokens (${spec.maxTokens}): thinking counts in them`;
+}
 
 export const RoleSpecSchema = AgentSpecSchema.extend({
   name: RoleNameSchema,

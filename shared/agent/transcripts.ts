@@ -31,6 +31,9 @@ export function compactMessages(messages: Message[], maxChars: number): Message[
         : m.content.map((b) => {
             if (b.type === 'text') return { ...b, text: elide(b.text, maxChars) };
             if (b.type === 'tool_result') return { ...b, content: elide(String(b.content), maxChars) };
+            // The signature and redacted data only matter to the API: a stored transcript is never sent.
+            if (b.type === 'thinking') return { ...b, thinking: elide(b.thinking, maxChars), signature: '' };
+            if (b.type === 'redacted_thinking') return { ...b, data: '' };
             const input = JSON.stringify(b.input ?? null);
             return input.length > maxChars ? { ...b, input: { elided: elide(input, maxChars) } } : b;
           }),

@@ -7,7 +7,14 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { approvalMatchesRoleTool } from '../agent/approval.ts';
 import { ProvidersSchema, providerEnvValues, providerIssues, usedProviders } from '../agent/providers/settings.ts';
-import { AgentOverridesSchema, MCP_TOOL_RE, RoleSpecSchema, resolveRoleOverrides } from '../agent/roles.ts';
+import {
+  AgentOverridesSchema,
+  DEFAULT_MAX_TOKENS,
+  MCP_TOOL_RE,
+  RoleSpecSchema,
+  resolveRoleOverrides,
+  thinkingProblem,
+} from '../agent/roles.ts';
 import { ConfigError } from '../errors.ts';
 import { BudgetsSchema } from '../goal/budgets.ts';
 import { PROGRESS_KEPT } from '../goal/progress.ts';
@@ -237,7 +244,14 @@ export const ConfigSchema = z
   .superRefine((cfg, ctx) => {
     checkApprovals(cfg, ctx);
     for (const { path, message } of providerIssues(cfg)) ctx.addIssue({ code: 'custom', path, message });
+    for (const agent of ['planner', 'reflector'] as const) {
+      const spec = { maxTokens: DEFAULT_MAX_TOKENS, ...cfg[agent] };
+      const thinking = thinkingProblem(spec);
+      if (thinking) ctx.addIssue({ code: 'custom', path: [agent, 'thinking', 'budgetTokens'], message: thinking });
+    }
     for (const [i, role] of cfg.roles.entries()) {
+      const thinking = thinkingProblem(role);
+      if (thinking) ctx.addIssue({ code: 'custom', path: ['roles', i, 'thinking', 'budgetTokens'], message: thinking });
       for (const [j, tool] of role.tools.entries()) {
         const server = MCP_TOOL_RE.exec(tool)?.[1];
         if (server === undefined || cfg.mcpServers[server]) continue;

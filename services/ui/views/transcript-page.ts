@@ -17,6 +17,10 @@ type Block = Exclude<Message['content'], string>[number];
 
 function block(b: Block): Html {
   if (b.type === 'text') return html`<pre class="text">${b.text}</pre>`;
+  if (b.type === 'thinking') {
+    return html`<details class="thinking"><summary>thinking</summary><pre>${b.thinking}</pre></details>`;
+  }
+  if (b.type === 'redacted_thinking') return html`<p class="thinking hint">thinking (redacted by the provider)</p>`;
   if (b.type === 'tool_use') {
     return html`<details class="tool-call">
       <summary>tool call <code class="tool-name">${b.name}</code> <span class="hint">${b.id}</span></summary>

@@ -9,7 +9,7 @@
 // finds the prefix cached by the previous turn by looking back about 20 blocks from itself.
 // A turn that adds more blocks than that (many parallel tool calls) also gets a breakpoint
 // on the previous turn's end. The API allows 4 breakpoints; the oldest history ones go first.
-import type { Message, ModelRequest, TextBlock, ToolResultBlock, ToolUseBlock } from '../providers/types.ts';
+import type { Message, ModelRequest } from '../providers/types.ts';
 import type { ModelMiddleware } from './types.ts';
 
 export const MAX_BREAKPOINTS = 4;
@@ -19,7 +19,7 @@ export const MAX_BREAKPOINTS = 4;
  */
 export const LOOKBACK_BLOCKS = 16;
 
-type Block = TextBlock | ToolUseBlock | ToolResultBlock;
+type Block = Exclude<Message['content'], string>[number];
 type Marked = { cache_control?: { type: 'ephemeral' } };
 const EPHEMERAL = { type: 'ephemeral' } as const;
 

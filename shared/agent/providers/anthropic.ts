@@ -17,6 +17,7 @@ import {
   type ModelRequest,
   type ModelResponse,
   reportedUsage,
+  type ThinkingParam,
 } from './types.ts';
 
 export { parseRetryAfterMs } from './retry-after.ts';
@@ -75,12 +76,14 @@ export class AnthropicProvider implements ModelProvider {
 
   async createMessage(req: ModelRequest, ctx: CallContext): Promise<ModelResponse> {
     const { Sdk, client } = await this.connect();
+    const thinking = thinkingWithin(req.thinking, req.max_tokens);
     const body = {
       model: req.model,
       system: req.system as never,
       messages: req.messages as never,
       tools: req.tools as never,
       max_tokens: req.max_tokens,
+      ...(thinking ? { thinking } : {}),
     };
     const call = async (signal: AbortSignal, alive: () => void) => {
       const res = this.streamed
@@ -142,6 +145,31 @@ function toModelCallError(err: unknown, Sdk: Sdk, signal?: AbortSignal): ModelCa
   return sdkErrorToModelCallError(err, Sdk, 'anthropic', signal);
 }
 
+/** A thinking block goes back to the API unchanged: one it could not take back is malformed now. */
+function checkedThinking(b: { type: string; thinking?: unknown; signature?: unknown; data?: unknown }) {
+  const whole =
+    b.type === 'thinking'
+      ? typeof b.thinking === 'string' && typeof b.signature === 'string'
+      : typeof b.data === 'string';
+  if (!whole)
+    throw new ModelCallError(`provider returned a ${b.type} block without its text or signature`, 'malformed');
+  return b as ModelResponse['content'][number];
+}
+
+/**
+ * Thinking as the call can afford it: a budget must stay under the call's max_tokens, which the
+ * goal's budget or a subtask's token cap may have lowered; a call too small for the API's least
+ * budget (1024) is made without asking for thinking.
+ */
+export function thinkingWithin(t: ThinkingParam | undefined, maxTokens: number): ThinkingParam | undefined {
+  if (t?.type !== 'enabled') return t;
+  const budget = Math.min(t.budget_tokens, maxTokens - 1);
+  return budget >= MIN_THINKING_BUDGET ? { type: 'enabled', budget_tokens: budget } : undefined;
+}
+
+/** The Messages API's least thinking budget. */
+export const MIN_THINKING_BUDGET = 1024;
+
 /**
  * The blocks as the rest of deepq (and the next request) needs them: a Messages-API gateway may
  * send what the real API never does. A block that is not an object, or a tool_use without a name,
@@ -154,6 +182,7 @@ function checkedContent(content: unknown[]): ModelResponse['content'] {
     if (!b || typeof b !== 'object' || typeof b.type !== 'string') {
       throw new ModelCallError('provider returned a content block that is not an object with a type', 'malformed');
     }
+    if (b.type === 'thinking' || b.type === 'redacted_thinking') return checkedThinking(b as { type: string });
     if (b.type !== 'tool_use') return b as ModelResponse['content'][number];
     if (typeof b.name !== 'string' || !b.name)
       throw new ModelCallError('provider returned a tool_use without a name', 'malformed');

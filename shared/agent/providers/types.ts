@@ -19,12 +19,26 @@ export interface ToolResultBlock {
   content: string;
   is_error?: boolean;
 }
-export type ContentBlock = TextBlock | ToolUseBlock;
+/** A model's reasoning (extended thinking): passed back unchanged, its signature included. */
+export interface ThinkingBlock {
+  type: 'thinking';
+  thinking: string;
+  signature: string;
+}
+/** Reasoning the provider encrypted: passed back unchanged. */
+export interface RedactedThinkingBlock {
+  type: 'redacted_thinking';
+  data: string;
+}
+export type ContentBlock = TextBlock | ToolUseBlock | ThinkingBlock | RedactedThinkingBlock;
 
 export interface Message {
   role: 'user' | 'assistant';
-  content: string | (TextBlock | ToolUseBlock | ToolResultBlock)[];
+  content: string | (ContentBlock | ToolResultBlock)[];
 }
+
+/** Extended thinking as the Messages API takes it (providers of type openai ignore it). */
+export type ThinkingParam = { type: 'enabled'; budget_tokens: number } | { type: 'adaptive' } | { type: 'disabled' };
 
 export interface ToolDef {
   name: string;
@@ -39,6 +53,7 @@ export interface ModelRequest {
   messages: Message[];
   tools?: ToolDef[];
   max_tokens: number;
+  thinking?: ThinkingParam;
 }
 
 export interface ModelUsage {
