@@ -30,6 +30,7 @@ import {
   scrape,
   until,
   WRITER_PROMPT,
+  WRITER_THINKING,
   writeApprovalConfig,
   writerRequests,
 } from './harness.ts';
@@ -102,6 +103,12 @@ test('approve: the call runs once approved, the goal completes, the paused turn 
   const reqs = writerRequests(server, 'approve');
   assert.equal(reqs.length, 2, 'the writer asked the model more (or less) than once per turn');
   assert.equal(reqs.filter((q) => q.body.messages.length === 1).length, 1, 'the paused turn was asked again');
+  // The writer thinks: the turn it paused on went back after the wait with its thinking first, unchanged.
+  const [asked, resumed] = reqs.sort((a, b) => a.body.messages.length - b.body.messages.length);
+  assert.deepEqual(asked!.body.thinking, { type: 'enabled', budget_tokens: WRITER_THINKING.budgetTokens });
+  const thought = (asked!.response!.body as { content: { type: string }[] }).content[0];
+  assert.equal(thought?.type, 'thinking');
+  assert.deepEqual((resumed!.body.messages[1]!.content as unknown[])[0], thought);
   // Two starts (before and after the wait), one attempt: the one that completed.
   const job = await subagentJob(goalId);
   assert.deepEqual([job.attemptsStarted, job.attemptsMade], [2, 1], 'waiting for a human used an attempt');

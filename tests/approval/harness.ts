@@ -2,6 +2,7 @@
 // human's approval for write_file (and a `helper` role for sibling subtasks), and a model (on
 // the local Messages-API server) that plans one gated subtask plus one sibling per goal, then
 // plays the subagents: the writer calls write_file once, then answers with what it got back.
+// The writer thinks (extended thinking), so every pause and resume carries thinking blocks.
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -29,6 +30,7 @@ import type { TestRedis } from '../../testing/redis.ts';
 import { until } from '../../testing/until.ts';
 
 export const WRITER_PROMPT = 'You are the approval test writer.';
+export const WRITER_THINKING = { type: 'enabled', budgetTokens: 1024 } as const;
 export const HELPER_PROMPT = 'You are the approval test helper.';
 
 /** Writes the config file: `writer` and `timed` gate write_file; `helper` has no tools. */
@@ -45,7 +47,9 @@ export function writeApprovalConfig(): string {
   });
   const cfg = {
     roles: [
-      role('writer', WRITER_PROMPT, ['write_file', 'read_file'], ['write_file']),
+      // With extended thinking: a paused turn's thinking must survive its checkpoint, unchanged,
+      // into the resumed request (the server refuses a tool turn sent back without it).
+      { ...role('writer', WRITER_PROMPT, ['write_file', 'read_file'], ['write_file']), thinking: WRITER_THINKING },
       role('timed', WRITER_PROMPT, ['write_file', 'read_file'], ['write_file']),
       role('helper', HELPER_PROMPT, [], []),
     ],
