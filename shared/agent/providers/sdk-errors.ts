@@ -89,12 +89,9 @@ export async function withTimeouts<T>(
   const idle = new AbortController();
   // An answer not streamed has one limit: the idle timer, never restarted, is the whole call's.
   const total = limits.maxMs !== limits.idleMs ? AbortSignal.timeout(limits.maxMs) : new AbortController().signal;
-  let timer: NodeJS.Timeout | undefined;
-  const alive = () => {
-    clearTimeout(timer);
-    timer = setTimeout(() => idle.abort(), limits.idleMs);
-  };
-  alive();
+  // Restarted on each sign of life (refresh: no new timer per streamed event).
+  const timer = setTimeout(() => idle.abort(), limits.idleMs);
+  const alive = () => void timer.refresh();
   const signal = AbortSignal.any([...(outer ? [outer] : []), total, idle.signal]);
   try {
     return await call(signal, alive);
