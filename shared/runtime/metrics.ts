@@ -38,7 +38,7 @@ export class Metrics {
   });
   readonly llmFirstOutput = new Histogram({
     name: 'deepq_llm_time_to_first_output_seconds',
-    help: "Time from a streamed model request to its answer's first text or tool-call delta",
+    help: "Time from a streamed model request to its answer's first delta (thinking, text or a tool call)",
     labelNames: ['provider', 'model', 'role'],
     buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120],
     registers: [this.registry],

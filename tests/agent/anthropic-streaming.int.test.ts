@@ -177,7 +177,7 @@ test('a gateway provider of type anthropic: stream: false asks for the answer wh
   );
 });
 
-test('the first text or tool-call delta is timed: once per call, on the metric of time to first output', async () => {
+test('the first delta of an answer is timed: once per call, on the metric of time to first output', async () => {
   // message_start, ping, the block's start, then its first delta: 3 pauses of 150 ms before it.
   const seen: number[] = [];
   const started = performance.now();

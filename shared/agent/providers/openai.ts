@@ -125,8 +125,11 @@ async function streamedCompletion(
   stream.on('chunk', alive);
   if (onFirstOutput) {
     const first = (chunk: OpenAI.ChatCompletionChunk) => {
-      const delta = chunk.choices[0]?.delta;
-      if (!delta?.content && !delta?.tool_calls?.length) return;
+      // Reasoning servers (vLLM's reasoning parser, DeepSeek) stream it first as reasoning_content.
+      const delta = chunk.choices[0]?.delta as
+        | (OpenAI.ChatCompletionChunk.Choice.Delta & { reasoning_content?: string })
+        | undefined;
+      if (!delta?.content && !delta?.tool_calls?.length && !delta?.reasoning_content) return;
       stream.off('chunk', first);
       onFirstOutput();
     };

@@ -108,7 +108,7 @@ export interface CallContext {
   threadId?: string;
   signal?: AbortSignal;
   subject?: CallSubject;
-  /** Called once when a streamed answer's first text or tool-call delta arrives (time to first output). */
+  /** Called once when a streamed answer's first delta arrives, thinking included (time to first output). */
   onFirstOutput?: () => void;
 }
 
