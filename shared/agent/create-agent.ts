@@ -284,7 +284,7 @@ async function measuredCall(deps: AgentDeps, req: ModelRequest, ctx: CallContext
   const timed = metrics ? { ...ctx, onFirstOutput: () => metrics.llmFirstOutput.observe(labels, sinceStart()) } : ctx;
   try {
     const res = await deps.provider.createMessage(req, timed);
-    deps.metrics?.llmRequests.inc({ ...labels, status: 'ok' });
+    metrics?.llmRequests.inc({ ...labels, status: 'ok' });
     annotate(span, {
       'gen_ai.response.model': res.model,
       'gen_ai.response.finish_reasons': res.stop_reason ? [res.stop_reason] : undefined,
@@ -293,7 +293,7 @@ async function measuredCall(deps: AgentDeps, req: ModelRequest, ctx: CallContext
     });
     return res;
   } catch (err) {
-    deps.metrics?.llmRequests.inc({ ...labels, status: err instanceof ModelCallError ? err.kind : 'error' });
+    metrics?.llmRequests.inc({ ...labels, status: err instanceof ModelCallError ? err.kind : 'error' });
     throw err;
   } finally {
     metrics?.llmLatency.observe(labels, sinceStart());

@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import type Anthropic from '@anthropic-ai/sdk';
 import { headersOverEnv } from './sdk-env.ts';
-import { type CallTimeouts, sdkErrorToModelCallError, withTimeouts } from './sdk-errors.ts';
+import { type CallTimeouts, callTimeouts, sdkErrorToModelCallError, withTimeouts } from './sdk-errors.ts';
 import {
   type CallContext,
   estimatedUsage,
@@ -54,8 +54,7 @@ export class AnthropicProvider implements ModelProvider {
   }
 
   private get timeouts(): CallTimeouts {
-    const idleMs = this.opts.timeoutMs;
-    return { idleMs, maxMs: this.streamed ? (this.opts.maxCallMs ?? idleMs) : idleMs };
+    return callTimeouts(this.opts);
   }
 
   private connect(): Promise<{ Sdk: Sdk; client: Anthropic }> {
@@ -91,7 +90,9 @@ export class AnthropicProvider implements ModelProvider {
         : await client.messages.create(body, { signal });
       return this.checked(res, req);
     };
-    return withTimeouts(this.timeouts, ctx.signal, call, (err) => toModelCallError(err, Sdk, ctx.signal));
+    return withTimeouts(this.timeouts, ctx.signal, call, (err) =>
+      sdkErrorToModelCallError(err, Sdk, 'anthropic', ctx.signal, Sdk.AnthropicError),
+    );
   }
 
   private checked(res: unknown, req: ModelRequest): ModelResponse {
@@ -136,13 +137,6 @@ async function streamedMessage(
   // The API ends every answer with its stop reason: a stream that ended without one was cut.
   if (!message.stop_reason) throw new ModelCallError('the streamed answer ended before its stop reason', 'malformed');
   return message;
-}
-
-/** The SDK's error as deepq's kinds; a stream that ended without an answer is a malformed one. */
-function toModelCallError(err: unknown, Sdk: Sdk, signal?: AbortSignal): ModelCallError {
-  if (err instanceof Sdk.AnthropicError && !(err instanceof Sdk.APIError) && !signal?.aborted)
-    return new ModelCallError(`malformed streamed answer: ${err.message}`.slice(0, 500), 'malformed');
-  return sdkErrorToModelCallError(err, Sdk, 'anthropic', signal);
 }
 
 /** A thinking block goes back to the API unchanged: one it could not take back is malformed now. */

@@ -47,25 +47,23 @@ function buildProvider(cfg: Config, name: string, hooks: ProviderHooks): ModelPr
   }
   const p = cfg.providers[name]!;
   const resolved = { apiKey: apiKeyOf(cfg, name, p), headers: headersOf(cfg, name, p) };
-  const common = { ...resolved, timeoutMs: p.timeoutMs ?? cfg.modelTimeoutMs, maxRetries: p.maxRetries };
+  const common = {
+    ...resolved,
+    timeoutMs: p.timeoutMs ?? cfg.modelTimeoutMs,
+    maxCallMs: p.maxCallMs ?? cfg.modelMaxCallMs,
+    stream: p.stream,
+    maxRetries: p.maxRetries,
+  };
   if (p.type === 'anthropic') {
     if (!common.apiKey) throw new ConfigError(`providers.${name}.apiKeyEnv: an anthropic provider needs an API key`);
     return new AnthropicProvider({
       ...common,
       apiKey: common.apiKey,
       baseURL: p.baseURL,
-      stream: p.stream,
-      maxCallMs: p.maxCallMs ?? cfg.modelMaxCallMs,
       onEstimatedUsage: hooks.onEstimatedUsage,
     });
   }
-  const opts = {
-    ...common,
-    baseURL: p.baseURL,
-    maxTokensParam: p.maxTokensParam,
-    stream: p.stream,
-    maxCallMs: p.maxCallMs ?? cfg.modelMaxCallMs,
-  };
+  const opts = { ...common, baseURL: p.baseURL, maxTokensParam: p.maxTokensParam };
   return new OpenAIProvider({ name, ...opts, onEstimatedUsage: hooks.onEstimatedUsage });
 }
 

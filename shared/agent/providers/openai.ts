@@ -9,7 +9,7 @@
 import type OpenAI from 'openai';
 import { fromChatCompletion, type MaxTokensParam, toChatRequest } from './openai-wire.ts';
 import { headersOverEnv } from './sdk-env.ts';
-import { type CallTimeouts, sdkErrorToModelCallError, withTimeouts } from './sdk-errors.ts';
+import { type CallTimeouts, callTimeouts, sdkErrorToModelCallError, withTimeouts } from './sdk-errors.ts';
 import {
   type CallContext,
   ModelCallError,
@@ -52,8 +52,7 @@ export class OpenAIProvider implements ModelProvider {
   }
 
   private get timeouts(): CallTimeouts {
-    const idleMs = this.opts.timeoutMs;
-    return { idleMs, maxMs: (this.opts.stream ?? true) ? (this.opts.maxCallMs ?? idleMs) : idleMs };
+    return callTimeouts(this.opts);
   }
 
   private connect(): Promise<{ Sdk: Sdk; client: OpenAI }> {
@@ -94,10 +93,7 @@ export class OpenAIProvider implements ModelProvider {
   }
 
   private toError(Sdk: Sdk, err: unknown, req: ModelRequest, signal?: AbortSignal): ModelCallError {
-    // The SDK's own complaint about what a stream held (no finish reason: it was cut short).
-    if (err instanceof Sdk.OpenAIError && !(err instanceof Sdk.APIError) && !signal?.aborted)
-      return new ModelCallError(`malformed streamed answer: ${err.message}`.slice(0, 500), 'malformed');
-    const mapped = sdkErrorToModelCallError(err, Sdk, `${this.name} (openai)`, signal);
+    const mapped = sdkErrorToModelCallError(err, Sdk, `${this.name} (openai)`, signal, Sdk.OpenAIError);
     if (req.tools?.length && mapped.kind !== 'rate_limit' && refusesTools(err, mapped.status ?? 0)) {
       const said = (err as Error).message.slice(0, 300);
       const message =

@@ -37,15 +37,22 @@ function streamErrorToModelCallError(e: ApiErrorShape, api: string): ModelCallEr
   return new ModelCallError(msg, 'server', 500);
 }
 
+/**
+ * `sdkError`: the SDK's own base error (AnthropicError, OpenAIError). One that is no API error is
+ * the SDK's complaint about what a stream held (it ended before the answer did): malformed.
+ */
 export function sdkErrorToModelCallError(
   err: unknown,
   sdk: SdkErrors,
   api: string,
   signal?: AbortSignal,
+  sdkError?: ErrorClass,
 ): ModelCallError {
   if (err instanceof ModelCallError) return err;
   if (signal?.aborted || err instanceof sdk.APIUserAbortError)
     return new ModelCallError('model call aborted', 'aborted');
+  if (sdkError && err instanceof sdkError && !(err instanceof sdk.APIError))
+    return new ModelCallError(`malformed streamed answer: ${(err as Error).message}`.slice(0, 500), 'malformed');
   if (err instanceof sdk.APIConnectionTimeoutError) return new ModelCallError('model call timed out', 'timeout');
   if (err instanceof sdk.APIConnectionError)
     return new ModelCallError(`connection error: ${err.message}`, 'connection');
@@ -71,6 +78,12 @@ export interface CallTimeouts {
   idleMs: number;
   /** The whole call, however steadily it streams. */
   maxMs: number;
+}
+
+/** A provider's timeouts: a streamed call has both; one sent whole has its timeout as its limit. */
+export function callTimeouts(o: { timeoutMs: number; maxCallMs?: number; stream?: boolean }): CallTimeouts {
+  const idleMs = o.timeoutMs;
+  return { idleMs, maxMs: (o.stream ?? true) ? (o.maxCallMs ?? idleMs) : idleMs };
 }
 
 /**

@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { timerMs } from '../../zod.ts';
 import { DEFAULT_PROVIDER, modelRefProblem, modelRefSites, parseModelRef } from './model-ref.ts';
+import { callTimeouts } from './sdk-errors.ts';
 
 const EnvName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name');
 /** A literal value, or `{ env: NAME }`: taken from the environment at start (secrets stay out of files). */
@@ -56,8 +57,8 @@ export function longestCallMs(
   cfg: { modelTimeoutMs: number; modelMaxCallMs: number },
   p: ProviderConfig | undefined,
 ): number {
-  const idle = p?.timeoutMs ?? cfg.modelTimeoutMs;
-  return streams(p) ? (p?.maxCallMs ?? cfg.modelMaxCallMs) : idle;
+  const timeoutMs = p?.timeoutMs ?? cfg.modelTimeoutMs;
+  return callTimeouts({ timeoutMs, maxCallMs: p?.maxCallMs ?? cfg.modelMaxCallMs, stream: streams(p) }).maxMs;
 }
 
 /** Names are checked by providerIssues (a record key's own message does not reach the user). */
