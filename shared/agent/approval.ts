@@ -38,6 +38,11 @@ export interface AgentCheckpoint {
   awaiting: AwaitingCall[];
   /** Results of the turn's first calls, already run (a checkpoint stored after each tool call). */
   results?: ToolResultBlock[];
+  /**
+   * The turn's call that had started when this was stored (an at-most-once tool's, stored
+   * before it went out): a start from this checkpoint does not run it again.
+   */
+  started?: number;
   /** Tokens the run had used, and whether it was told its token cap is near (create-agent.ts). */
   tokensUsed?: number;
   capWarned?: boolean;

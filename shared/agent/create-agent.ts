@@ -104,6 +104,13 @@ export interface RunOptions {
    * the checkpoint, so that a redelivery after its process died runs none of the calls done again.
    */
   onToolCall?: (call: ToolCallRecord, progress?: AgentCheckpoint) => void | Promise<void>;
+  /**
+   * Called before each call of an at-most-once tool (Tool.atMostOnce), with the checkpoint that
+   * marks it started: the call goes out once that is stored (a throw stops the run, the call not
+   * made), and a start from that checkpoint does not run it again. Without it such calls run
+   * as any other.
+   */
+  onToolStart?: (checkpoint: AgentCheckpoint) => Promise<void>;
   /** Which tools wait for a human's approval, and the decisions known for `resume`'s calls. */
   approval?: ApprovalGate;
   /** Go on from a paused turn (its calls decided in `approval.decisions`); `task` is unused then. */
@@ -237,6 +244,7 @@ function conversation(
     role,
     metrics: deps.metrics,
     onToolCall: opts.onToolCall,
+    onToolStart: opts.onToolStart,
     onResumedTurn: opts.onResumedTurn,
     signal: opts.ctx.signal,
     approval: opts.approval,
@@ -308,6 +316,7 @@ interface Conversation {
   role: string;
   metrics?: Metrics;
   onToolCall?: RunOptions['onToolCall'];
+  onToolStart?: RunOptions['onToolStart'];
   onResumedTurn?: RunOptions['onResumedTurn'];
   /** The job's abort (cancel, shutdown): a decided turn it cut short is not saved. */
   signal?: AbortSignal;
@@ -337,7 +346,8 @@ async function runTurns(c: Conversation, resume?: AgentCheckpoint): Promise<Turn
     // Still undecided: the same pause again, nothing run (the job waits on).
     if (resume.awaiting.some((a) => !c.approval?.decisions?.has(a.index))) throw new ApprovalPause(resume);
     const decided = resume.awaiting.length ? resume.awaiting : undefined;
-    c.messages.push({ role: 'user', content: await runTools(c, resume.uses, decided, resume.results) });
+    const results = await runTools(c, resume.uses, decided, resume.results, resume.started);
+    c.messages.push({ role: 'user', content: results });
     // Results the abort cut short ("not run: the job was aborted") would stand for approved
     // calls never made: the checkpoint keeps the decided turn, and the next start runs it again.
     if (c.signal?.aborted) throw new ModelCallError('model call aborted', 'aborted');
@@ -481,19 +491,22 @@ function pauseIfGated(c: Conversation, uses: ToolUseBlock[]): void {
 
 /**
  * Runs each tool call, in order, from the first without a result in `done` (the calls an earlier
- * run of the job made). An unknown tool, bad input or a thrown error becomes an
- * is_error result naming the problem; every result is cut at maxChars with a marker. Each call
- * is counted under its configured tool name (`unknown` for a name the model made up), timed,
- * and reported to onToolCall with the checkpoint after it.
+ * run of the job made; `started`: the one of them that had started, an at-most-once call whose
+ * outcome is unknown). An unknown tool, bad input or a thrown error becomes an is_error result
+ * naming the problem; every result is cut at maxChars with a marker. Each call is counted under
+ * its configured tool name (`unknown` for a name the model made up), timed, and reported to
+ * onToolCall with the checkpoint after it.
  */
 async function runTools(
   c: Conversation,
   uses: ToolUseBlock[],
   decided?: AwaitingCall[],
   done: ToolResultBlock[] = [],
+  started?: number,
 ): Promise<ToolResultBlock[]> {
   const results = [...done];
   const turn = { left: c.maxChars * TURN_RESULTS_SHARE - done.reduce((n, r) => n + r.content.length, 0) };
+  const checkpoint = () => ({ ...checkpointOf(c), uses, awaiting: decided ?? [], results: [...results] });
   for (let i = done.length; i < uses.length; i++) {
     const use = uses[i]!;
     const tool = c.tools.get(use.name);
@@ -501,23 +514,49 @@ async function runTools(
     const refused = decided?.some((a) => a.index === i) ? refusal(c.approval?.decisions?.get(i)) : undefined;
     // A turn's results past their share are not run (a decided call runs: a human approved it).
     const spent = !refused && !decided && turn.left <= 0;
-    const started = performance.now();
+    const cutShort = !refused && !spent && started === i && tool?.atMostOnce === true;
+    const begun = performance.now();
     const result = refused
       ? refusedCall(c, use, refused)
       : spent
         ? turnFull(c, use)
-        : fitTurn(turn, tool ? await runTool(c, tool, use) : unknownTool(c, use));
-    const ms = performance.now() - started;
+        : cutShort
+          ? unknownOutcome(c, use, label)
+          : fitTurn(
+              turn,
+              tool ? await startTool(c, tool, use, () => ({ ...checkpoint(), started: i })) : unknownTool(c, use),
+            );
+    const ms = performance.now() - begun;
     const ok = !result.is_error;
-    const status = refused ? 'refused' : spent ? 'not_run' : ok ? 'ok' : 'error';
+    const status = refused ? 'refused' : spent ? 'not_run' : cutShort ? 'unknown' : ok ? 'ok' : 'error';
     c.metrics?.toolCalls.inc({ role: c.role, tool: label, status });
-    if (tool && !refused) c.metrics?.toolLatency.observe({ role: c.role, tool: label }, ms / 1000);
+    if (tool && !refused && !cutShort) c.metrics?.toolLatency.observe({ role: c.role, tool: label }, ms / 1000);
     results.push(result);
-    // A call the abort cut short has no result to keep: a redelivery runs it again.
-    const progress = () => ({ ...checkpointOf(c), uses, awaiting: decided ?? [], results: [...results] });
-    await c.onToolCall?.({ tool: label, ms: Math.round(ms), ok }, c.signal?.aborted ? undefined : progress());
+    // A call the abort cut short has no result to keep: a redelivery runs it again (an
+    // at-most-once one, marked started, it reports as unknown instead).
+    await c.onToolCall?.({ tool: label, ms: Math.round(ms), ok }, c.signal?.aborted ? undefined : checkpoint());
   }
   return results;
+}
+
+/** Runs a call; an at-most-once tool's only once the checkpoint marking it started is stored. */
+async function startTool(
+  c: Conversation,
+  tool: Tool,
+  use: ToolUseBlock,
+  startedAt: () => AgentCheckpoint,
+): Promise<ToolResultBlock> {
+  if (tool.atMostOnce && c.onToolStart) await c.onToolStart(startedAt());
+  return runTool(c, tool, use);
+}
+
+/** An at-most-once call that had started when the run's process died: not run again. */
+function unknownOutcome(c: Conversation, use: ToolUseBlock, label: string): ToolResultBlock {
+  const content =
+    `not run again: the run making this call stopped before it answered, so whether it took effect is unknown ` +
+    `(${label} is not marked read-only or idempotent, so it is never run twice). Check its effect before ` +
+    'calling it again.';
+  return { type: 'tool_result', tool_use_id: use.id, content: truncate(content, c.maxChars), is_error: true };
 }
 
 /**

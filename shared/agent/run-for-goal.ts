@@ -3,7 +3,7 @@
 // end or pause the goal when a budget runs out (its `onBudget`), keep the transcript, and
 // report a broken contract as data.
 import type { Logger } from 'pino';
-import { BudgetExceededError } from '../errors.ts';
+import { BudgetExceededError, LockLostError } from '../errors.ts';
 import { releaseApprovals } from '../goal/approvals.ts';
 import { GoalEndedError, type GoalUsage, goalCallBudget, goalUsage, onBudgetOf } from '../goal/budgets.ts';
 import type { TimelineEventBody } from '../goal/events.ts';
@@ -85,6 +85,7 @@ export async function runForGoal<T>(rt: Runtime, o: GoalRunOptions<T>): Promise<
       contract: o.contract,
       ctx: o.ctx,
       onToolCall: o.toolCalled && ((call, progress) => recordToolCall(rt, o, usage, call, progress)),
+      onToolStart: o.progress && ((checkpoint) => storeToolStart(rt, o, checkpoint)),
       approval: o.approval,
       resume: o.resume,
       onResumedTurn: o.onResumedTurn,
@@ -120,6 +121,20 @@ function recordToolCall<T>(
   void usage
     .carry((args) => rt.goals.toolCalled(o.goal.goalId, event, args, progress))
     .catch((err) => o.log.warn({ err }, 'could not append a tool_called event'));
+}
+
+/**
+ * The checkpoint marking an at-most-once call started, stored before the call goes out. A write
+ * refused for not following the stored one is sent once more whole; refused again, the job's
+ * lock is another run's, which does the call if anyone does: this run stops.
+ */
+async function storeToolStart<T>(rt: Runtime, o: GoalRunOptions<T>, checkpoint: AgentCheckpoint): Promise<void> {
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const stored = await rt.goals.toolStart(o.goal.goalId, o.progress!(checkpoint));
+    if (stored === 'stored') return;
+    if (stored === 'gone') throw new GoalEndedError('gone');
+  }
+  throw new LockLostError('the job is taken by another worker: an at-most-once tool call was not made');
 }
 
 /** A run stopped by its goal's budget (or the goal's end): pause or end the goal, as it asks. */

@@ -191,6 +191,22 @@ export class GoalStore {
     if (reply !== 1) progress?.unstored();
   }
 
+  /**
+   * Stores the checkpoint that marks an at-most-once tool call started, before the call goes out
+   * (lua/toolStart.lua): 'stored'; 'refused' when the lock is not the run's or the write does not
+   * follow the stored one (the writer's next write is whole); 'gone' for a goal that is gone.
+   */
+  async toolStart(goalId: string, progress: ToolProgress): Promise<'stored' | 'refused' | 'gone'> {
+    const keys = [this.keys.goal(goalId), this.keys.checkpoints(goalId), progress.lock.key];
+    const args = [progress.jobId, progress.lock.token, this.opts.keyTtlSeconds, ...progress.checkpoint];
+    const reply = await runScript(this.redis, 'toolStart', keys, args).catch((err) => {
+      progress.unstored();
+      throw err;
+    });
+    if (reply !== 1) progress.unstored();
+    return reply === 1 ? 'stored' : reply === 0 ? 'gone' : 'refused';
+  }
+
   async appendEvent(goalId: string, event: TimelineEventBody): Promise<void> {
     await this.redis.xadd(
       this.keys.events(goalId),

@@ -38,6 +38,14 @@ const PriceSchema = z
 const EnvRef = z.object({ env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/) }).strict();
 const ValueOrEnv = z.union([z.string(), EnvRef]);
 
+/**
+ * Tools of a server that may run again after a crash although the server marks them neither
+ * read-only nor idempotent (`'*'`: all of them); any other is called at most once.
+ */
+const IdempotentTools = z
+  .union([z.literal('*'), z.array(z.string().min(1))], { error: 'must be "*" or a list of tool names' })
+  .optional();
+
 /** One MCP server: a command over stdio, or a streamable-HTTP endpoint. */
 export const McpServerSchema = z.discriminatedUnion('type', [
   z
@@ -47,6 +55,7 @@ export const McpServerSchema = z.discriminatedUnion('type', [
       args: z.array(z.string()).default([]),
       env: z.record(z.string(), ValueOrEnv).default({}),
       timeoutMs: timerMs().default(60_000),
+      idempotentTools: IdempotentTools,
     })
     .strict(),
   z
@@ -55,6 +64,7 @@ export const McpServerSchema = z.discriminatedUnion('type', [
       url: z.string().url(),
       headers: z.record(z.string(), ValueOrEnv).default({}),
       timeoutMs: timerMs().default(60_000),
+      idempotentTools: IdempotentTools,
     })
     .strict(),
 ]);

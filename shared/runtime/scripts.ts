@@ -16,6 +16,7 @@ const SCRIPTS = {
   budgetReserve: { keys: 2, dir: GOAL_LUA },
   usageAdd: { keys: 2, dir: GOAL_LUA },
   toolCalled: { keys: 5, dir: GOAL_LUA },
+  toolStart: { keys: 3, dir: GOAL_LUA },
   subtaskStart: { keys: 2, dir: GOAL_LUA },
   checkpointSave: { keys: 1, dir: GOAL_LUA },
   checkpointRead: { keys: 1, dir: GOAL_LUA },

@@ -159,6 +159,12 @@ test("the README's Tools and MCP config example loads, and its workers resolve t
   writeFileSync(file, yaml);
   const cfg = loadConfig({ DEEPQ_CONFIG: file, HOME: tmpdir() });
   assert.deepEqual(Object.keys(cfg.mcpServers), ['everything', 'search']);
+  assert.deepEqual(cfg.mcpServers.search!.idempotentTools, ['search']);
+  assert.equal(cfg.mcpServers.everything!.idempotentTools, undefined);
+  writeFileSync(file, yaml.replace('idempotentTools: [search]', 'idempotentTools: all'));
+  assert.throws(() => loadConfig({ DEEPQ_CONFIG: file, HOME: tmpdir() }), {
+    message: /mcpServers\.search\.idempotentTools: must be "\*" or a list of tool names/,
+  });
   const research = cfg.roles.find((r) => r.name === 'research-specialist')!;
   const env = { EVERYTHING_TOKEN: 'tok-everything-1', SEARCH_MCP_AUTH: 'Bearer tok-search-2' };
   const resolved = resolveRoleServers(research, cfg.mcpServers, env);

@@ -112,3 +112,32 @@ test("hundreds of tools: '*' offers a server's first 128, named ones anyway; lon
     ['mcp__web__echo', 'mcp__web__t150'],
   );
 });
+
+test("at most once: tools marked neither read-only nor idempotent, less the config's idempotentTools", async (t) => {
+  web ??= await startEverythingHttp(await freePort());
+  const { logger, lines } = captureLogger('debug');
+  const url = `http://127.0.0.1:${web.port}/mcp`;
+  const onceOf = async (idempotentTools?: '*' | string[]) => {
+    const servers = { web: { type: 'http' as const, url, headers: {}, timeoutMs: 10_000, idempotentTools } };
+    const mcp = new McpManager(resolveRoleServers({ tools: ['mcp:web/*'] }, servers, {}), { log: logger, secrets: [] });
+    t.after(() => mcp.close());
+    mcp.start();
+    await mcp.awaitTools();
+    return new Map(mcp.tools().map((x) => [x.label, x.atMostOnce]));
+  };
+  const byAnnotations = await onceOf();
+  // echo: readOnlyHint; gzip-file-as-resource: idempotentHint alone; the toggle: neither.
+  assert.equal(byAnnotations.get('mcp:web/echo'), false);
+  assert.equal(byAnnotations.get('mcp:web/gzip-file-as-resource'), false);
+  assert.equal(byAnnotations.get('mcp:web/toggle-simulated-logging'), true);
+  const listed = await onceOf(['toggle-simulated-logging', 'no-such-tool']);
+  assert.equal(listed.get('mcp:web/toggle-simulated-logging'), false);
+  assert.equal(listed.get('mcp:web/toggle-subscriber-updates'), true);
+  const warned = lines.filter((l) =>
+    /does not offer the tool\(s\) of mcpServers\.web\.idempotentTools/.test(String(l.msg)),
+  );
+  assert.equal(warned.length, 1);
+  assert.deepEqual(warned[0]!.missing, ['no-such-tool']);
+  const all = await onceOf('*');
+  assert.ok([...all.values()].every((once) => once === false));
+});

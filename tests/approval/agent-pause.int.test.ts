@@ -114,6 +114,36 @@ test('a gated call pauses its turn before any tool runs; approved, the turn runs
   assert.equal(await rt.vfs.read(s.goalId, 'b.py'), 'print(2)\n');
 });
 
+test('an approved at-most-once call whose run died once it was marked started is not made again', async () => {
+  const s = await setup();
+  server.setHandler((body) => (body.messages.length === 1 ? EDIT_AND_WRITE : text(CODE)));
+  // write_file as an MCP tool with outside effects would be: never run twice.
+  const tools = s.base.tools.map((t) => (t.def.name === 'write_file' ? { ...t, atMostOnce: true } : t));
+  const cp = await pauseOf(s.agent.run({ ...s.base, tools, approval: approvalGate(['write_file']) }));
+  const approved = approvalGate(['write_file'], new Map([[1, { status: 'approved' as const }]]));
+  let marked: AgentCheckpoint | undefined;
+  const died = new Error('the process died');
+  const onToolStart = async (c: AgentCheckpoint) => {
+    marked = JSON.parse(JSON.stringify(c)) as AgentCheckpoint;
+    throw died;
+  };
+  await assert.rejects(s.agent.run({ ...s.base, tools, approval: approved, resume: cp, onToolStart }), died);
+  assert.equal(marked?.started, 1, 'the write was not marked started');
+  assert.deepEqual(marked?.awaiting, cp.awaiting, 'the mark lost the decided calls');
+  assert.equal(await rt.vfs.read(s.goalId, 'b.py'), null, 'the write ran although its mark failed');
+
+  const run = await s.agent.run({ ...s.base, tools, approval: approved, resume: marked, onToolStart });
+  assert.equal(run.ok, true, run.problem);
+  assert.equal(await rt.vfs.read(s.goalId, 'b.py'), null, 'the write was made again');
+  assert.equal(await rt.vfs.read(s.goalId, 'a.py'), 'y = 1\n', 'the edit done before it');
+  const reqs = s.reqs();
+  assert.equal(reqs.length, 2, 'the paused turn was asked again');
+  const [edit, write] = results(reqs[1]!.body.messages[2]);
+  assert.equal(edit!.is_error ?? false, false);
+  assert.equal(write!.is_error, true);
+  assert.match(String(write!.content), /not run again: .*whether it took effect is unknown/);
+});
+
 test('a rejected call is not run and the model reads why; an undecided one pauses again, no request', async () => {
   const s = await setup();
   server.setHandler((body) => (body.messages.length === 1 ? EDIT_AND_WRITE : text(CODE)));

@@ -32,6 +32,8 @@ export interface McpToolInfo {
   description?: string;
   title?: string;
   inputSchema: Record<string, unknown>;
+  /** The server marks it read-only or idempotent (its annotations): a call may run again after a crash. */
+  repeatable: boolean;
 }
 
 export type ConnectionState = 'connecting' | 'up' | 'down' | 'closed';
@@ -231,7 +233,15 @@ export class McpConnection {
             `MCP tool's input schema has ${moved.join('/')} at its top level: moved into its description`,
           );
         }
-        out.push({ name: t.name, description: this.cutDescription(t.name, description), title: t.title, inputSchema });
+        const { title, annotations: a } = t;
+        const repeatable = a?.readOnlyHint === true || a?.idempotentHint === true;
+        out.push({
+          name: t.name,
+          description: this.cutDescription(t.name, description),
+          title,
+          inputSchema,
+          repeatable,
+        });
       }
       cursor = res.nextCursor;
       if (!cursor) break;

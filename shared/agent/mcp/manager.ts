@@ -61,6 +61,12 @@ interface Exposed {
  */
 export const MAX_TOOLS_PER_SERVER = 128;
 
+/** May a call of the tool run again after a crash: the server says so, or the config does. */
+function repeatable(e: Exposed): boolean {
+  const listed = e.conn.server.idempotentTools ?? [];
+  return e.tool.repeatable || listed === '*' || listed.includes(e.tool.name);
+}
+
 export class McpManager {
   private readonly conns: { conn: McpConnection; selection: ToolSelection }[];
   private exposed: Exposed[] = [];
@@ -114,13 +120,17 @@ export class McpManager {
     this.listedBefore.set(conn, conn.tools);
     this.stale = true;
     const sel = this.conns.find((c) => c.conn === conn)?.selection;
-    if (!conn.tools || !Array.isArray(sel)) return;
+    if (!conn.tools) return;
     const offered = new Set(conn.tools.map((t) => t.name));
-    const missing = sel.filter((t) => !offered.has(t));
-    if (missing.length) {
+    const warnMissing = (names: string[], what: string) => {
+      const missing = names.filter((t) => !offered.has(t));
+      if (!missing.length) return;
       const fields = { mcpServer: conn.name, missing, offered: [...offered].slice(0, 50) };
-      this.opts.log.warn(fields, `MCP server "${conn.name}" does not offer the role's tool(s): ${missing.join(', ')}`);
-    }
+      this.opts.log.warn(fields, `MCP server "${conn.name}" does not offer ${what}: ${missing.join(', ')}`);
+    };
+    if (Array.isArray(sel)) warnMissing(sel, "the role's tool(s)");
+    const idempotent = conn.server.idempotentTools;
+    if (Array.isArray(idempotent)) warnMissing(idempotent, `the tool(s) of mcpServers.${conn.name}.idempotentTools`);
   }
 
   /**
@@ -185,6 +195,7 @@ export class McpManager {
       },
       // The configured name, for the tool metric label and the timeline.
       label: `mcp:${e.conn.name}/${e.tool.name}`,
+      atMostOnce: !repeatable(e),
       run: (input: unknown) => this.run(e, input, scope, signal),
     }));
   }

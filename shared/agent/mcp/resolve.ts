@@ -22,9 +22,10 @@ export function mcpSelection(roleTools: readonly string[]): Map<string, ToolSele
   return out;
 }
 
+type ServerCommon = { name: string; timeoutMs: number; idempotentTools?: '*' | string[] };
 export type ResolvedServer =
-  | { type: 'stdio'; name: string; command: string; args: string[]; env: Record<string, string>; timeoutMs: number }
-  | { type: 'http'; name: string; url: URL; headers: Record<string, string>; timeoutMs: number };
+  | (ServerCommon & { type: 'stdio'; command: string; args: string[]; env: Record<string, string> })
+  | (ServerCommon & { type: 'http'; url: URL; headers: Record<string, string> });
 
 type ValueOrEnv = string | { env: string };
 
@@ -74,5 +75,6 @@ export function resolveServer(
     return { server, secrets };
   }
   const headers = resolveValues(name, 'headers', cfg.headers, env, secrets);
-  return { server: { type: 'http', name, url: new URL(cfg.url), headers, timeoutMs: cfg.timeoutMs }, secrets };
+  const { timeoutMs, idempotentTools } = cfg;
+  return { server: { type: 'http', name, url: new URL(cfg.url), headers, timeoutMs, idempotentTools }, secrets };
 }

@@ -21,6 +21,12 @@ export interface Tool {
    * `mcp:<server>/<tool>` for a tool offered under another name); defaults to `def.name`.
    */
   label?: string;
+  /**
+   * A call must not run twice (an MCP tool with outside effects): it is marked started in the
+   * run's checkpoint before it goes out, and a start after the run's process died does not run
+   * it again; the model is told its outcome is unknown.
+   */
+  atMostOnce?: boolean;
 }
 
 /** Where a job's tools act: one goal, one step, one role, one thread, one writer. */
