@@ -48,7 +48,29 @@ export async function collectOutcomes(rt: Runtime, job: Job, goal: GoalRecord): 
     });
   }
   await finishedDespiteFailure(rt, job, byIndex, failures);
-  return [...byIndex.values()].sort((a, b) => a.index - b.index);
+  const outcomes = [...byIndex.values()].sort((a, b) => a.index - b.index);
+  await recordFailures(rt, job, outcomes, failures);
+  return outcomes;
+}
+
+/**
+ * Each child that failed for good is on the timeline before the reflection's events: a failure
+ * BullMQ made outside the processor (stalled too often) released this job at once, possibly
+ * before the worker that saw it could record it; then it is recorded here (once, either way).
+ */
+async function recordFailures(
+  rt: Runtime,
+  job: Job,
+  outcomes: SubtaskOutcome[],
+  failures: Record<string, string>,
+): Promise<void> {
+  const { goalId, step } = job.data as { goalId: string; step: number };
+  const failed = new Set(Object.keys(failures).map(indexOf));
+  for (const o of outcomes) {
+    if (o.status !== 'failed' || !failed.has(o.index)) continue;
+    const { index, role, artifact, reason = '' } = o;
+    await rt.goals.subtaskFailed(goalId, { type: 'subtask_failed', step, index, role, artifact, reason }, false);
+  }
 }
 
 /**

@@ -1,5 +1,6 @@
-// A subtask that failed for good is recorded on the goal's timeline; the cycle's reflection
-// goes on without it (a failed child never cancels its siblings).
+// A subtask that failed for good is recorded on the goal's timeline while its cycle runs (once
+// the cycle's reflection began, the reflector records it: services/reflector/outcomes.ts); the
+// reflection goes on without it (a failed child never cancels its siblings).
 import type { Job } from 'bullmq';
 import { finishedArtifact } from '../../shared/goal/subtask-artifact.ts';
 import { SubagentJobSchema } from '../../shared/runtime/jobs.ts';
@@ -15,21 +16,13 @@ export function recordSubtaskFailure(rt: Runtime) {
     const { goalId, step, index, role, expected_artifact } = parsed.data;
     // A job in another role's queue was not dispatched by deepq (dispatch derives the queue from the role).
     if (job.queueName !== subagentQueueName(role)) return;
-    if (!(await rt.goals.get(goalId))) return;
     // A resumed run that failed for good leaves no pause behind.
     await rt.approvals.clearCheckpoint(goalId, String(job.id));
     // Its run recorded the artifact (and subtask_finished) before the job failed (stalled too often).
     if (await finishedArtifact(rt.vfs, parsed.data, String(job.id))) return;
     const reason = scrubSecrets(err.message, rt.secrets).slice(0, 300);
     const tokens = runTokensOf(err);
-    await rt.goals.appendEvent(goalId, {
-      type: 'subtask_failed',
-      step,
-      index,
-      role,
-      artifact: expected_artifact,
-      reason,
-      ...(tokens === undefined ? {} : { tokens }),
-    });
+    const event = { type: 'subtask_failed' as const, step, index, role, artifact: expected_artifact, reason };
+    await rt.goals.subtaskFailed(goalId, tokens === undefined ? event : { ...event, tokens }, true);
   };
 }

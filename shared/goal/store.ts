@@ -207,6 +207,22 @@ export class GoalStore {
     return reply === 1 ? 'stored' : reply === 0 ? 'gone' : 'refused';
   }
 
+  /**
+   * A subtask's failure for good, appended once (lua/subtaskFailed.lua): by the worker that saw
+   * it (`whileRunning`: only while the goal runs that cycle), else by the reflector once the
+   * cycle's reflection began. True when appended.
+   */
+  async subtaskFailed(
+    goalId: string,
+    event: TimelineEventBody & { type: 'subtask_failed' },
+    whileRunning: boolean,
+  ): Promise<boolean> {
+    const keys = [this.keys.goal(goalId), this.keys.events(goalId)];
+    const { eventsMaxLen } = this.opts;
+    const args = [storedEvent(event), eventsMaxLen, event.step, event.index, whileRunning ? '1' : '0'];
+    return (await runScript(this.redis, 'subtaskFailed', keys, args)) === 1;
+  }
+
   async appendEvent(goalId: string, event: TimelineEventBody): Promise<void> {
     await this.redis.xadd(
       this.keys.events(goalId),

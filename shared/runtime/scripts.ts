@@ -18,6 +18,7 @@ const SCRIPTS = {
   toolCalled: { keys: 5, dir: GOAL_LUA },
   toolStart: { keys: 3, dir: GOAL_LUA },
   subtaskStart: { keys: 2, dir: GOAL_LUA },
+  subtaskFailed: { keys: 2, dir: GOAL_LUA },
   checkpointSave: { keys: 1, dir: GOAL_LUA },
   checkpointRead: { keys: 1, dir: GOAL_LUA },
   checkpointClear: { keys: 1, dir: GOAL_LUA },
