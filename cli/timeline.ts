@@ -276,6 +276,7 @@ function describe(e: TimelineEvent, goalId: string): string {
       return `[${e.index}] ${e.role} FAILED ${e.artifact}: ${e.reason ?? ''}${e.tokens ? ` (${e.tokens} tok)` : ''}`;
     case 'tool_called': {
       const who = `${e.index === undefined ? '' : `[${e.index}] `}${e.role}`;
+      if (e.unknown) return `${who} called ${e.tool} (OUTCOME UNKNOWN: its run died mid-call; not made again)`;
       return `${who} called ${e.tool} (${e.ok ? 'ok' : 'FAILED'}, ${e.ms} ms)`;
     }
     case 'approval_requested': {

@@ -90,6 +90,8 @@ export interface ToolCallRecord {
   tool: string;
   ms: number;
   ok: boolean;
+  /** An at-most-once call whose run died while it ran: not made again, its outcome unknown. */
+  unknown?: true;
 }
 
 export interface RunOptions {
@@ -534,7 +536,8 @@ async function runTools(
     results.push(result);
     // A call the abort cut short has no result to keep: a redelivery runs it again (an
     // at-most-once one, marked started, it reports as unknown instead).
-    await c.onToolCall?.({ tool: label, ms: Math.round(ms), ok }, c.signal?.aborted ? undefined : checkpoint());
+    const call = { tool: label, ms: Math.round(ms), ok, ...(cutShort ? { unknown: true as const } : {}) };
+    await c.onToolCall?.(call, c.signal?.aborted ? undefined : checkpoint());
   }
   return results;
 }

@@ -75,6 +75,8 @@ export type TimelineEventBody =
       tool: string;
       ms: number;
       ok: boolean;
+      /** An at-most-once call whose run died while it ran: not made again, its outcome unknown. */
+      unknown?: true;
     }
   | (ApprovalRef & {
       /** A subagent's call waits for a human (`deepq approve|reject <goalId> <callId>`). */

@@ -254,6 +254,11 @@ test('tool calls: a plain line each (tool, ok or failed, time); the tree counts 
     formatEventLine(call(t0 + 320, undefined, 'grep', true), t0),
     '  +0.32s cycle 1 code-writer called grep (ok, 12 ms)',
   );
+  const cutShort = { ...call(t0 + 330, 1, 'mcp:pay/charge', false), unknown: true } as TimelineEvent;
+  assert.equal(
+    formatEventLine(cutShort, t0),
+    '  +0.33s cycle 1 [1] code-writer called mcp:pay/charge (OUTCOME UNKNOWN: its run died mid-call; not made again)',
+  );
 
   const v = new TimelineView();
   for (const e of events) v.apply(e);

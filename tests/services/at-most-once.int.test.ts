@@ -149,8 +149,8 @@ test('an at-most-once call in flight when its worker dies is not made again: the
   const events = await timeline(goalId);
   const calls = events.filter((e) => e.type === 'tool_called');
   assert.deepEqual(
-    calls.map((e) => e.type === 'tool_called' && [e.tool, e.ok]),
-    [['mcp:everything/toggle-simulated-logging', false]],
+    calls.map((e) => e.type === 'tool_called' && [e.tool, e.ok, e.unknown]),
+    [['mcp:everything/toggle-simulated-logging', false, true]],
   );
   assert.ok(events.some((e) => e.type === 'subtask_started' && e.restarted));
   assert.equal(await checkpointOf(goalId), null, 'a finished job left its checkpoint');
