@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, test } from 'node:test';
+import { McpManager, resolveRoleServers } from '../../shared/agent/mcp/manager.ts';
 import { captureLogger } from '../../testing/agent-harness.ts';
 import { type EverythingHttp, freePort, httpConnection, startEverythingHttp } from './mcp-harness.ts';
 
@@ -131,4 +132,35 @@ test('a session the server forgot beside a long call is begun again at once, not
   } finally {
     await conn.close();
   }
+});
+
+test('a failed call of a tool that must not run twice tells the model to check its effect', async (t) => {
+  web ??= await startEverythingHttp(await freePort());
+  // The gateway answers 502 for these calls: the request may or may not have reached the server.
+  const badGateway: Answer = (req, body) =>
+    req.method === 'POST' && /"(toggle-simulated-logging|echo)"/.test(body.toString())
+      ? { status: 502, body: '{"error":"bad gateway"}' }
+      : undefined;
+  const gw = await gateway(web.port, badGateway);
+  const { logger } = captureLogger('debug');
+  const servers = {
+    web: { type: 'http' as const, url: `http://127.0.0.1:${gw.port}/mcp`, headers: {}, timeoutMs: 10_000 },
+  };
+  const mcp = new McpManager(resolveRoleServers({ tools: ['mcp:web/*'] }, servers, {}), { log: logger, secrets: [] });
+  t.after(() => mcp.close());
+  mcp.start();
+  await mcp.awaitTools();
+  const tool = (label: string) => mcp.tools().find((x) => x.label === label)!;
+  const failure = (label: string, input: unknown) =>
+    tool(label)
+      .run(input)
+      .then(
+        () => assert.fail(`${label} answered`),
+        (err: Error) => err.message,
+      );
+  const toggled = await failure('mcp:web/toggle-simulated-logging', {});
+  assert.match(toggled, /the request failed .*; it may have taken effect \(the tool is not marked read-only/);
+  const echoed = await failure('mcp:web/echo', { message: 'x' });
+  assert.match(echoed, /the request failed/);
+  assert.doesNotMatch(echoed, /may have taken effect/, 'a read-only call');
 });

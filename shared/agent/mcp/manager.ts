@@ -67,6 +67,19 @@ function repeatable(e: Exposed): boolean {
   return e.tool.repeatable || listed === '*' || listed.includes(e.tool.name);
 }
 
+/**
+ * A call that timed out or lost its connection may have reached the server and acted: for a tool
+ * that must not run twice, the model is told to check before calling again (it is never retried).
+ */
+function effectUnknown(e: Exposed, err: unknown): unknown {
+  if (repeatable(e) || !(err instanceof McpCallError) || (err.kind !== 'timeout' && err.kind !== 'connection')) {
+    return err;
+  }
+  const hint =
+    'it may have taken effect (the tool is not marked read-only or idempotent): check before calling it again';
+  return new McpCallError(err.kind, `${err.message}; ${hint}`);
+}
+
 export class McpManager {
   private readonly conns: { conn: McpConnection; selection: ToolSelection }[];
   private exposed: Exposed[] = [];
@@ -216,7 +229,7 @@ export class McpManager {
       return toolResultOrThrow(res, (s) => scrubSecrets(s, this.opts.secrets));
     } catch (err) {
       if (status === 'ok') status = err instanceof McpCallError ? err.kind : 'error';
-      throw err;
+      throw effectUnknown(e, err);
     } finally {
       this.metrics?.calls.inc({ server: e.conn.name, status });
       this.opts.log.debug({ ...what, status, ms: Math.round(performance.now() - started) }, 'MCP tool call');
