@@ -202,6 +202,7 @@ const KNOWN_PARAMS = new Set([
   'parallel_tool_calls',
   'max_tokens',
   'max_completion_tokens',
+  'reasoning_effort',
   'temperature',
   'top_p',
   'stream',
@@ -287,6 +288,9 @@ export function validateChatRequest(body: unknown): string | null {
   if (/"cache_control"\s*:/.test(JSON.stringify(b))) return 'Unrecognized request argument supplied: cache_control';
   if (typeof b.model !== 'string' || !b.model) return 'you must provide a model parameter';
   if (b.stream !== undefined && typeof b.stream !== 'boolean') return 'stream: must be a boolean';
+  const effort = (b as { reasoning_effort?: unknown }).reasoning_effort;
+  if (effort !== undefined && !['none', 'minimal', 'low', 'medium', 'high', 'xhigh', 'max'].includes(String(effort)))
+    return `Invalid value for 'reasoning_effort': ${JSON.stringify(effort)}`;
   for (const k of ['max_tokens', 'max_completion_tokens'] as const)
     if (b[k] !== undefined && (!Number.isInteger(b[k]) || b[k]! < 1)) return `${k}: must be a positive integer`;
   if (!Array.isArray(b.messages) || b.messages.length === 0) return "[] is too short - 'messages'";

@@ -320,7 +320,7 @@ export function validateRequest(body: unknown): string | null {
   }
   const tools = toolsProblem(b.tools);
   if (tools) return tools;
-  const thinking = thinkingParamProblem(b) ?? thinkingHistoryProblem(b);
+  const thinking = thinkingParamProblem(b) ?? thinkingHistoryProblem(b) ?? outputConfigProblem(b);
   if (thinking) return thinking;
   const breakpoints = (JSON.stringify(b).match(/"cache_control":/g) ?? []).length;
   if (breakpoints > 4) return `A maximum of 4 blocks with cache_control may be provided. Found ${breakpoints}.`;
@@ -336,6 +336,15 @@ function toolsProblem(tools: MessagesBody['tools']): string | null {
       return `tools.${i}.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'`;
     if (t.input_schema?.type !== 'object') return `tools.${i}.input_schema.type: Input should be 'object'`;
   }
+  return null;
+}
+
+/** The `output_config` parameter's problem (its effort), as the API words it, or null. */
+function outputConfigProblem(b: MessagesBody): string | null {
+  if (b.output_config === undefined) return null;
+  const effort = (b.output_config as { effort?: unknown } | null)?.effort;
+  if (effort !== undefined && effort !== null && !['low', 'medium', 'high', 'xhigh', 'max'].includes(String(effort)))
+    return "output_config.effort: Input should be 'low', 'medium', 'high', 'xhigh' or 'max'";
   return null;
 }
 

@@ -412,6 +412,7 @@ function requestOf(c: Conversation): Omit<ModelRequest, 'max_tokens'> {
     messages: [...c.messages],
     ...(c.tools.size ? { tools: [...c.tools.values()].map((t) => t.def) } : {}),
     ...(c.spec.thinking ? { thinking: thinkingParam(c.spec.thinking) } : {}),
+    ...(c.spec.effort ? { effort: c.spec.effort } : {}),
   };
 }
 

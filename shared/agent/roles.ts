@@ -28,6 +28,9 @@ export const RoleNameSchema = z
 
 const REQUIRED_MIDDLEWARE = ['tier-routing', 'tokens'] as const;
 
+/** An agent's effort levels: the ones both model APIs take. */
+export const EFFORTS = ['low', 'medium', 'high', 'xhigh', 'max'] as const;
+
 /** An agent's output tokens per call unless its config says otherwise. */
 export const DEFAULT_MAX_TOKENS = 4096;
 
@@ -56,6 +59,12 @@ const agentFields = {
     z.strictObject({ type: z.literal('adaptive') }),
     z.strictObject({ type: z.literal('disabled') }),
   ]),
+  /**
+   * How much effort the model puts into an answer (its thinking, its tool calls, its length):
+   * Anthropic's `output_config.effort`, OpenAI's `reasoning_effort`. Unset: the model's default.
+   * A model that does not take it refuses the request, naming the parameter.
+   */
+  effort: z.enum(EFFORTS),
 };
 
 // Strict: a misspelt key (`approvals` for `approval`) is an error naming it, not a field dropped
@@ -70,6 +79,7 @@ export const AgentSpecSchema = z.strictObject({
   maxTokens: agentFields.maxTokens.default(DEFAULT_MAX_TOKENS),
   contract: agentFields.contract.default('text'),
   thinking: agentFields.thinking.optional(),
+  effort: agentFields.effort.optional(),
 });
 /**
  * The planner's or the reflector's section: only the fields the config sets. (With the agent

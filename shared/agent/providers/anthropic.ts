@@ -83,6 +83,7 @@ export class AnthropicProvider implements ModelProvider {
       tools: req.tools as never,
       max_tokens: req.max_tokens,
       ...(thinking ? { thinking } : {}),
+      ...(req.effort ? { output_config: { effort: req.effort } } : {}),
     };
     const call = async (signal: AbortSignal, alive: () => void) => {
       const res = this.streamed

@@ -39,6 +39,7 @@ export function toChatRequest(req: ModelRequest, maxTokensParam: MaxTokensParam)
     messages,
     ...(tools?.length ? { tools } : {}),
     [maxTokensParam]: req.max_tokens,
+    ...(req.effort ? { reasoning_effort: req.effort } : {}),
   };
 }
 

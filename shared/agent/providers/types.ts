@@ -54,6 +54,8 @@ export interface ModelRequest {
   tools?: ToolDef[];
   max_tokens: number;
   thinking?: ThinkingParam;
+  /** How much effort the model puts into the answer (roles.ts EFFORTS); unset: the model's default. */
+  effort?: 'low' | 'medium' | 'high' | 'xhigh' | 'max';
 }
 
 export interface ModelUsage {
