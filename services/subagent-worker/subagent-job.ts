@@ -219,7 +219,8 @@ async function runSubtask(
     if (!(err instanceof ApprovalPause)) {
       // A call answered 429, or failing past its retries: the job's next start goes on from that turn.
       // Else, an attempt that failed by itself after a tool call: its retry goes on from that call.
-      const before = checkpointBeforeFailedCall(err) ?? (failedOnItsOwn(err, signal) ? p.progress : undefined);
+      const before =
+        checkpointBeforeFailedCall(err) ?? (failedOnItsOwn(err, signal) ? callsDone(p.progress) : undefined);
       if (before) await saveConversation(p, before, resume?.saved, job.attemptsMade + 1);
       return handleRunError(deps, p, base, err);
     }
@@ -260,6 +261,17 @@ function progressOf(p: PausedJob, agent: AgentCheckpoint, resumed?: JobCheckpoin
   p.checkpoints ??= new CheckpointWriter();
   const writer = p.checkpoints;
   return { jobId: String(p.job.id), checkpoint: writer.next(cp), lock, unstored: () => writer.unstored() };
+}
+
+/**
+ * The progress a failed attempt's retry goes on from. A mark of an at-most-once call started is
+ * dropped: such a call returns its failure as its result, so an attempt failing after the mark
+ * failed in the mark's own write, and the call was never made (the retry makes it).
+ */
+function callsDone(progress: AgentCheckpoint | undefined): AgentCheckpoint | undefined {
+  if (progress?.started === undefined) return progress;
+  const { started: _notMade, ...done } = progress;
+  return done;
 }
 
 /** An attempt that failed by itself: not aborted (a cancel, a shutdown), not taken over by another worker. */
