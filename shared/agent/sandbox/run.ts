@@ -4,6 +4,7 @@
 // a full work dir, or the job's abort (goal cancelled, time budget out).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { type FSWatcher, watch as fsWatch } from 'node:fs';
+import { join } from 'node:path';
 import type { Writable } from 'node:stream';
 import type { Logger } from 'pino';
 import { findSandboxBinaries, type SandboxBinaries } from './binaries.ts';
@@ -189,10 +190,11 @@ async function groupGone(pgid: number | undefined): Promise<void> {
 
 /**
  * Starts the wall timer, the abort listener and the poll of the work dir's size and the whole
- * tree's resident memory and tasks (the most seen go to `peak`); returns their stop. A name
- * made or written at the work dir's top also measures at once: a program writing files there
- * as fast as the disk takes them is stopped after a file or two, not a poll later (104 MiB
- * written against a 16 MiB limit in one 250 ms poll, measured). Names deeper down wait for the poll.
+ * tree's resident memory and tasks (the most seen go to `peak`); returns their stop. A name made
+ * or written in the work dir, at its top or in a folder a measurement found (up to
+ * WATCHED_FOLDERS_MAX), measures at once: a program writing files as fast as the disk takes them
+ * is stopped after a file or two, not a poll later (60 writers put 210-316 MiB past a 16 MiB
+ * limit in one 250 ms poll, measured). Names in folders not yet found wait for a measurement.
  */
 function watch(
   req: SandboxRequest,
@@ -203,13 +205,15 @@ function watch(
   const wall = setTimeout(() => kill('wall'), req.limits.wallSeconds * 1000);
   const onAbort = () => kill('cancel');
   req.signal?.addEventListener('abort', onAbort, { once: true });
-  const measure = measurer(req, kill, pid, peak);
+  const folders = new FolderWatch(req.workDir);
+  const measure = measurer(req, kill, pid, peak, (dirs) => folders.add(dirs, measure.now));
   const poll = setInterval(measure.now, req.pollMs ?? WORKDIR_POLL_MS);
-  const top = watchTop(req.workDir, measure.now);
+  folders.add([''], measure.now);
+  measure.now(); // the folders the inputs came in are watched from the start
   return () => {
     clearTimeout(wall);
     clearInterval(poll);
-    top?.close();
+    folders.close();
     measure.stop();
     req.signal?.removeEventListener('abort', onAbort);
   };
@@ -217,13 +221,15 @@ function watch(
 
 /**
  * One measurement at a time; a call during one runs once more, WRITE_MEASURE_GAP_MS after it
- * started (a program appending to a file at the top asks for one on every write).
+ * started (a program appending to a file asks for one on every write). `found` gets the folders
+ * each measurement walked.
  */
 function measurer(
   req: SandboxRequest,
   kill: (why: KillReason) => void,
   pid: number | undefined,
   peak: { tasks: number },
+  found: (dirs: string[]) => void,
 ): { now: () => void; stop: () => void } {
   const maxResident = req.limits.memoryMb * 1024 * 1024;
   let state: 'idle' | 'busy' | 'again' | 'stopped' = 'idle';
@@ -240,6 +246,7 @@ function measurer(
       .then(([w, tree]) => {
         // Files deleted while held open take disk too; memory files take memory VmRSS misses.
         if (w.bytes + (tree?.deletedBytes ?? 0) > req.limits.fileBytes || w.truncated) kill('files');
+        found(w.dirs);
         if (!tree) return;
         if (tree.residentBytes + tree.memfdBytes > maxResident) kill('memory');
         peak.tasks = Math.max(peak.tasks, tree.tasks);
@@ -264,13 +271,38 @@ function measurer(
   return { now: measure, stop };
 }
 
-/** Calls `onChange` when a name at the top of `dir` is made or written; null if it cannot watch. */
-function watchTop(dir: string, onChange: () => void): FSWatcher | null {
+/** Folders of a run's work dir watched for names made or written in them (kernel inotify watches). */
+export const WATCHED_FOLDERS_MAX = 64;
+
+/**
+ * The work dir's watched folders. A folder the program swapped for a symlink meanwhile may get a
+ * watch on what it points to: its events only start measurements of the work dir, nothing more.
+ */
+class FolderWatch {
+  private readonly watched = new Map<string, FSWatcher | null>();
+  constructor(private readonly root: string) {}
+
+  add(dirs: string[], onChange: () => void): void {
+    for (const dir of dirs) {
+      if (this.watched.size >= WATCHED_FOLDERS_MAX) return;
+      if (this.watched.has(dir)) continue;
+      this.watched.set(dir, watchFolder(join(this.root, dir), onChange));
+    }
+  }
+
+  close(): void {
+    for (const w of this.watched.values()) w?.close();
+    this.watched.clear();
+  }
+}
+
+/** Calls `onChange` when a name in `dir` is made or written; null if it cannot watch it. */
+function watchFolder(dir: string, onChange: () => void): FSWatcher | null {
   try {
     const w = fsWatch(dir, { persistent: false }, onChange);
     w.on('error', () => w.close());
     return w;
   } catch {
-    return null; // out of inotify watches: the poll alone measures
+    return null; // gone already, or out of inotify watches: the poll measures
   }
 }

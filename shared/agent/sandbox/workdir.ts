@@ -60,6 +60,8 @@ export interface Walk {
   bytes: number;
   /** The walk stopped at WALK_MAX_ENTRIES, or met a folder it cannot read (or past PATH_MAX). */
   truncated: boolean;
+  /** The folders visited, by relative name, in the order met. */
+  dirs: string[];
 }
 
 function kindOf(d: Dirent): WalkEntry['kind'] | 'dir' {
@@ -117,7 +119,7 @@ export const diskBytes = (s: { size: number; blocks: number }) => Math.max(s.siz
  * the walk never visits more than `maxEntries` names.
  */
 export async function walkWorkDir(root: string, maxEntries = WALK_MAX_ENTRIES): Promise<Walk> {
-  const out: Walk = { entries: [], bytes: 0, truncated: false };
+  const out: Walk = { entries: [], bytes: 0, truncated: false, dirs: [] };
   let seen = 0;
   const visit = async (dir: string): Promise<void> => {
     // One more than is left: a folder holding more than that is past the cap.
@@ -132,7 +134,10 @@ export async function walkWorkDir(root: string, maxEntries = WALK_MAX_ENTRIES): 
       const { size: bytes, disk } = kind === 'file' || kind === 'dir' ? await sizesOf(path, out) : { size: 0, disk: 0 };
       out.bytes += disk;
       if (kind !== 'dir') out.entries.push({ name: relative(root, path), kind, bytes });
-      else await visit(path);
+      else {
+        out.dirs.push(relative(root, path));
+        await visit(path);
+      }
     }
   };
   await visit(root);
