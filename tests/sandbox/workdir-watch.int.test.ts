@@ -41,3 +41,20 @@ test('files written past the limit anywhere in the work dir: killed on the write
     assert.doesNotMatch(res.stdout.text(), /survived/);
   }
 });
+
+test('files written and removed in turn, never over the limit together: the run goes on', async () => {
+  const root = process.getuid?.() === 0;
+  const wd = await createWorkDir(root ? { uid: SANDBOX_UID, gid: SANDBOX_UID } : null);
+  try {
+    // 4 × 5 MiB written, one at a time, each removed before the next: 20 MiB in all, 5 at once.
+    const code =
+      'import os, time\nfor i in range(4):\n    open("f%d" % i, "wb").write(b"x" * (5 << 20))\n' +
+      '    time.sleep(0.2)\n    os.remove("f%d" % i)\n    time.sleep(0.2)\nprint("survived")\n';
+    await putFile(wd, 'main.py', code);
+    const res = await runSandboxed({ argv: ['python3', 'main.py'], workDir: wd.path, limits: LIMITS, pollMs: 60_000 });
+    assert.equal(res.limit, null, JSON.stringify(res.limit));
+    assert.match(res.stdout.text(), /survived/);
+  } finally {
+    await removeWorkDir(wd.path);
+  }
+});

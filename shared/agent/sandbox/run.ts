@@ -3,8 +3,6 @@
 // --die-with-parent and its pid namespace take the rest) on the wall limit, too much output,
 // a full work dir, or the job's abort (goal cancelled, time budget out).
 import { type ChildProcess, spawn } from 'node:child_process';
-import { type FSWatcher, watch as fsWatch } from 'node:fs';
-import { join } from 'node:path';
 import type { Writable } from 'node:stream';
 import type { Logger } from 'pino';
 import { findSandboxBinaries, type SandboxBinaries } from './binaries.ts';
@@ -13,14 +11,20 @@ import type { SandboxConfig } from './config.ts';
 import { type Exit, type KillReason, type LimitHit, limitOf, outcomeOf, type SandboxOutcome } from './outcome.ts';
 import { Tail } from './output.ts';
 import { measureTree } from './process-tree.ts';
-import { walkWorkDir } from './workdir.ts';
+import { type Walk, walkWorkDir } from './workdir.ts';
+import { WorkDirWatch } from './workdir-watch.ts';
 
 /** Bytes of stdout and of stderr kept for the result. */
 export const TAIL_BYTES = 12 * 1024;
 /** How often the work dir's size and the run's resident memory are measured. */
 const WORKDIR_POLL_MS = 250;
-/** The least time between two measurements a write at the work dir's top asks for. */
+/**
+ * The least time between the starts of two walks a program's writes ask for (it makes folders),
+ * plus this much per name the last one walked: a walk of 2,000 names takes about 100 ms of CPU,
+ * and walks back to back would keep a core busy for the whole run.
+ */
 const WRITE_MEASURE_GAP_MS = 20;
+const WRITE_MEASURE_GAP_PER_NAME_MS = 0.2;
 
 export interface SandboxRequest {
   /** The program and its arguments (looked up on the sandbox's PATH). */
@@ -190,11 +194,9 @@ async function groupGone(pgid: number | undefined): Promise<void> {
 
 /**
  * Starts the wall timer, the abort listener and the poll of the work dir's size and the whole
- * tree's resident memory and tasks (the most seen go to `peak`); returns their stop. A name made
- * or written in the work dir, at its top or in a folder a measurement found (up to
- * WATCHED_FOLDERS_MAX), measures at once: a program writing files as fast as the disk takes them
- * is stopped after a file or two, not a poll later (60 writers put 210-316 MiB past a 16 MiB
- * limit in one 250 ms poll, measured). Names in folders not yet found wait for a measurement.
+ * tree's resident memory and tasks (the most seen go to `peak`); returns their stop. Between two
+ * polls the work dir's writes are followed as they happen (workdir-watch.ts): 60 writers put
+ * 210-316 MiB past a 16 MiB limit within one 250 ms poll before it (measured).
  */
 function watch(
   req: SandboxRequest,
@@ -205,35 +207,36 @@ function watch(
   const wall = setTimeout(() => kill('wall'), req.limits.wallSeconds * 1000);
   const onAbort = () => kill('cancel');
   req.signal?.addEventListener('abort', onAbort, { once: true });
-  const folders = new FolderWatch(req.workDir);
-  const measure = measurer(req, kill, pid, peak, (dirs) => folders.add(dirs, measure.now));
+  let writes: WorkDirWatch | undefined;
+  const measure = measurer(req, kill, pid, peak, (w) => writes?.walked(w));
+  writes = new WorkDirWatch(req.workDir, req.limits.fileBytes, { over: () => kill('files'), walkNeeded: measure.now });
   const poll = setInterval(measure.now, req.pollMs ?? WORKDIR_POLL_MS);
-  folders.add([''], measure.now);
   measure.now(); // the folders the inputs came in are watched from the start
   return () => {
     clearTimeout(wall);
     clearInterval(poll);
-    folders.close();
+    writes?.close();
     measure.stop();
     req.signal?.removeEventListener('abort', onAbort);
   };
 }
 
 /**
- * One measurement at a time; a call during one runs once more, WRITE_MEASURE_GAP_MS after it
- * started (a program appending to a file asks for one on every write). `found` gets the folders
- * each measurement walked.
+ * One measurement at a time; a call during one runs once more, WRITE_MEASURE_GAP_MS (more for a
+ * work dir of many names) after it started: a program making folders asks on every one.
+ * `walked` gets each measurement's walk.
  */
 function measurer(
   req: SandboxRequest,
   kill: (why: KillReason) => void,
   pid: number | undefined,
   peak: { tasks: number },
-  found: (dirs: string[]) => void,
+  walked: (w: Walk) => void,
 ): { now: () => void; stop: () => void } {
   const maxResident = req.limits.memoryMb * 1024 * 1024;
   let state: 'idle' | 'busy' | 'again' | 'stopped' = 'idle';
   let later: NodeJS.Timeout | undefined;
+  let names = 0;
   const measure = () => {
     if (state === 'stopped') return;
     if (state !== 'idle' || later) {
@@ -246,7 +249,8 @@ function measurer(
       .then(([w, tree]) => {
         // Files deleted while held open take disk too; memory files take memory VmRSS misses.
         if (w.bytes + (tree?.deletedBytes ?? 0) > req.limits.fileBytes || w.truncated) kill('files');
-        found(w.dirs);
+        names = w.entries.length + w.dirs.length;
+        walked(w);
         if (!tree) return;
         if (tree.residentBytes + tree.memfdBytes > maxResident) kill('memory');
         peak.tasks = Math.max(peak.tasks, tree.tasks);
@@ -257,7 +261,8 @@ function measurer(
         const again = state === 'again';
         state = 'idle';
         if (!again) return;
-        const wait = Math.max(0, WRITE_MEASURE_GAP_MS - (performance.now() - started));
+        const gap = WRITE_MEASURE_GAP_MS + WRITE_MEASURE_GAP_PER_NAME_MS * names;
+        const wait = Math.max(0, gap - (performance.now() - started));
         later = setTimeout(() => {
           later = undefined;
           measure();
@@ -269,40 +274,4 @@ function measurer(
     clearTimeout(later);
   };
   return { now: measure, stop };
-}
-
-/** Folders of a run's work dir watched for names made or written in them (kernel inotify watches). */
-export const WATCHED_FOLDERS_MAX = 64;
-
-/**
- * The work dir's watched folders. A folder the program swapped for a symlink meanwhile may get a
- * watch on what it points to: its events only start measurements of the work dir, nothing more.
- */
-class FolderWatch {
-  private readonly watched = new Map<string, FSWatcher | null>();
-  constructor(private readonly root: string) {}
-
-  add(dirs: string[], onChange: () => void): void {
-    for (const dir of dirs) {
-      if (this.watched.size >= WATCHED_FOLDERS_MAX) return;
-      if (this.watched.has(dir)) continue;
-      this.watched.set(dir, watchFolder(join(this.root, dir), onChange));
-    }
-  }
-
-  close(): void {
-    for (const w of this.watched.values()) w?.close();
-    this.watched.clear();
-  }
-}
-
-/** Calls `onChange` when a name in `dir` is made or written; null if it cannot watch it. */
-function watchFolder(dir: string, onChange: () => void): FSWatcher | null {
-  try {
-    const w = fsWatch(dir, { persistent: false }, onChange);
-    w.on('error', () => w.close());
-    return w;
-  } catch {
-    return null; // gone already, or out of inotify watches: the poll measures
-  }
 }

@@ -51,6 +51,8 @@ export interface WalkEntry {
   name: string;
   kind: 'file' | 'symlink' | 'other';
   bytes: number;
+  /** What it takes for the files limit (diskBytes; 0 but for a regular file). */
+  disk: number;
 }
 
 export interface Walk {
@@ -133,7 +135,7 @@ export async function walkWorkDir(root: string, maxEntries = WALK_MAX_ENTRIES): 
       const kind = kindOf(d);
       const { size: bytes, disk } = kind === 'file' || kind === 'dir' ? await sizesOf(path, out) : { size: 0, disk: 0 };
       out.bytes += disk;
-      if (kind !== 'dir') out.entries.push({ name: relative(root, path), kind, bytes });
+      if (kind !== 'dir') out.entries.push({ name: relative(root, path), kind, bytes, disk });
       else {
         out.dirs.push(relative(root, path));
         await visit(path);

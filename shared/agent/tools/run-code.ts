@@ -226,7 +226,7 @@ async function reportOf(
   }
   const seen = new Set(walk.entries.map((e) => e.name));
   for (const name of inputs.keys()) {
-    if (!seen.has(name) && !walk.truncated) changed.push({ name, kind: 'file', bytes: 0, how: 'deleted' });
+    if (!seen.has(name) && !walk.truncated) changed.push({ name, kind: 'file', bytes: 0, disk: 0, how: 'deleted' });
   }
   const saved = [];
   for (const name of new Set(job.save)) saved.push(await saveOne(deps, ctx, dir, name));
