@@ -18,13 +18,12 @@ import { WorkDirWatch } from './workdir-watch.ts';
 export const TAIL_BYTES = 12 * 1024;
 /** How often the work dir's size and the run's resident memory are measured. */
 const WORKDIR_POLL_MS = 250;
-/**
- * The least time between the starts of two walks a program's writes ask for (it makes folders),
- * plus this much per name the last one walked: a walk of 2,000 names takes about 100 ms of CPU,
- * and walks back to back would keep a core busy for the whole run.
- */
+/** The least time between the starts of two measurements a program's writes ask for (it makes folders). */
 const WRITE_MEASURE_GAP_MS = 20;
-const WRITE_MEASURE_GAP_PER_NAME_MS = 0.2;
+/** A poll walks the work dir once this many times the last walk's length has passed since it began. */
+const WALK_SPACING = 5;
+/** About what a walk of the work dir costs in CPU per name (measured: 2,000 names, 100 ms). */
+const WALK_CPU_MS_PER_NAME = 0.05;
 
 export interface SandboxRequest {
   /** The program and its arguments (looked up on the sandbox's PATH). */
@@ -208,10 +207,10 @@ function watch(
   const onAbort = () => kill('cancel');
   req.signal?.addEventListener('abort', onAbort, { once: true });
   let writes: WorkDirWatch | undefined;
-  const measure = measurer(req, kill, pid, peak, (w) => writes?.walked(w));
-  writes = new WorkDirWatch(req.workDir, req.limits.fileBytes, { over: () => kill('files'), walkNeeded: measure.now });
-  const poll = setInterval(measure.now, req.pollMs ?? WORKDIR_POLL_MS);
-  measure.now(); // the folders the inputs came in are watched from the start
+  const measure = new Measurer(req, kill, pid, peak, (w) => writes?.walked(w));
+  writes = new WorkDirWatch(req.workDir, req.limits.fileBytes, { over: () => kill('files'), walkNeeded: measure.walk });
+  const poll = setInterval(measure.poll, req.pollMs ?? WORKDIR_POLL_MS);
+  measure.walk(); // the folders the inputs came in are watched from the start
   return () => {
     clearTimeout(wall);
     clearInterval(poll);
@@ -222,56 +221,80 @@ function watch(
 }
 
 /**
- * One measurement at a time; a call during one runs once more, WRITE_MEASURE_GAP_MS (more for a
- * work dir of many names) after it started: a program making folders asks on every one.
- * `walked` gets each measurement's walk.
+ * The run's measurements: the process tree at every poll; the work dir's walk at a poll only once
+ * WALK_SPACING times its last walk's length has passed (a walk of 5,000 names takes about a
+ * quarter second of CPU: walked at every poll it took a core), and whenever a folder is made
+ * (`walk`; at most every WRITE_MEASURE_GAP_MS, or what the last walk's names cost, after the
+ * last start). One at a time; a call during one runs once more after it. `walked` gets each walk.
  */
-function measurer(
-  req: SandboxRequest,
-  kill: (why: KillReason) => void,
-  pid: number | undefined,
-  peak: { tasks: number },
-  walked: (w: Walk) => void,
-): { now: () => void; stop: () => void } {
-  const maxResident = req.limits.memoryMb * 1024 * 1024;
-  let state: 'idle' | 'busy' | 'again' | 'stopped' = 'idle';
-  let later: NodeJS.Timeout | undefined;
-  let names = 0;
-  const measure = () => {
-    if (state === 'stopped') return;
-    if (state !== 'idle' || later) {
-      if (state === 'busy') state = 'again';
+class Measurer {
+  private state: 'idle' | 'busy' | 'stopped' = 'idle';
+  private again: { walk: boolean } | null = null;
+  private later: NodeJS.Timeout | undefined;
+  private last = { at: Number.NEGATIVE_INFINITY, ms: 0, bytes: 0, names: 0 };
+
+  constructor(
+    private readonly req: SandboxRequest,
+    private readonly kill: (why: KillReason) => void,
+    private readonly pid: number | undefined,
+    private readonly peak: { tasks: number },
+    private readonly walked: (w: Walk) => void,
+  ) {}
+
+  readonly poll = () => this.measure(false);
+  readonly walk = () => this.measure(true);
+
+  stop(): void {
+    this.state = 'stopped';
+    clearTimeout(this.later);
+  }
+
+  private measure(walk: boolean): void {
+    if (this.state === 'stopped') return;
+    if (this.state === 'busy' || this.later) {
+      this.again = { walk: walk || (this.again?.walk ?? false) };
       return;
     }
-    state = 'busy';
+    this.state = 'busy';
     const started = performance.now();
-    Promise.all([walkWorkDir(req.workDir), pid ? measureTree(pid, req.limits.mode !== 'bwrap') : null])
+    const walking = walk || started - this.last.at >= WALK_SPACING * this.last.ms;
+    const { req, pid } = this;
+    Promise.all([walking ? walkWorkDir(req.workDir) : null, pid ? measureTree(pid, req.limits.mode !== 'bwrap') : null])
       .then(([w, tree]) => {
-        // Files deleted while held open take disk too; memory files take memory VmRSS misses.
-        if (w.bytes + (tree?.deletedBytes ?? 0) > req.limits.fileBytes || w.truncated) kill('files');
-        names = w.entries.length + w.dirs.length;
-        walked(w);
-        if (!tree) return;
-        if (tree.residentBytes + tree.memfdBytes > maxResident) kill('memory');
-        peak.tasks = Math.max(peak.tasks, tree.tasks);
+        if (w) {
+          const names = w.entries.length + w.dirs.length;
+          this.last = { at: started, ms: performance.now() - started, bytes: w.bytes, names };
+          if (w.truncated) this.kill('files');
+          this.walked(w);
+        }
+        this.judge(tree);
       })
       .catch(() => {})
-      .finally(() => {
-        if (state === 'stopped') return;
-        const again = state === 'again';
-        state = 'idle';
-        if (!again) return;
-        const gap = WRITE_MEASURE_GAP_MS + WRITE_MEASURE_GAP_PER_NAME_MS * names;
-        const wait = Math.max(0, gap - (performance.now() - started));
-        later = setTimeout(() => {
-          later = undefined;
-          measure();
-        }, wait);
-      });
-  };
-  const stop = () => {
-    state = 'stopped';
-    clearTimeout(later);
-  };
-  return { now: measure, stop };
+      .finally(() => this.next(started));
+  }
+
+  private judge(tree: Awaited<ReturnType<typeof measureTree>> | null): void {
+    // Files deleted while held open take disk too; memory files take memory VmRSS misses.
+    if (this.last.bytes + (tree?.deletedBytes ?? 0) > this.req.limits.fileBytes) this.kill('files');
+    if (!tree) return;
+    if (tree.residentBytes + tree.memfdBytes > this.req.limits.memoryMb * 1024 * 1024) this.kill('memory');
+    this.peak.tasks = Math.max(this.peak.tasks, tree.tasks);
+  }
+
+  private next(started: number): void {
+    if (this.state === 'stopped') return;
+    this.state = 'idle';
+    const again = this.again;
+    this.again = null;
+    if (!again) return;
+    // Folders made one after another in a work dir of many names: walks back to back would keep a
+    // core busy too (a walk takes about 50 µs of CPU per name). Its time would also count waits
+    // for a disk the program keeps busy, which would space them out just when it writes fastest.
+    const gap = Math.max(WRITE_MEASURE_GAP_MS, again.walk ? WALK_CPU_MS_PER_NAME * this.last.names : 0);
+    const wait = Math.max(0, gap - (performance.now() - started));
+    this.later = setTimeout(() => {
+      this.later = undefined;
+      this.measure(again.walk);
+    }, wait);
+  }
 }
