@@ -36,7 +36,7 @@ export interface SandboxRequest {
   log?: Logger;
   /** Where bwrap and prlimit are (default: the worker's PATH). */
   binaries?: SandboxBinaries;
-  /** How often the work dir and the process tree are measured besides writes at the top (250 ms). */
+  /** How often the process tree (and, spaced by its cost, the work dir) is measured: 250 ms. */
   pollMs?: number;
 }
 
