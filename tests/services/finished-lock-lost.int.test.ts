@@ -9,15 +9,14 @@ import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { after, afterEach, before, beforeEach, test } from 'node:test';
 import { type Job, Queue } from 'bullmq';
-import { dispatchCycle } from '../../services/planner/dispatch.ts';
 import { collectOutcomes } from '../../services/reflector/outcomes.ts';
 import { recordSubtaskFailure } from '../../services/subagent-worker/final-failure.ts';
 import { processSubagentJob } from '../../services/subagent-worker/subagent-job.ts';
-import { newGoalId } from '../../shared/goal/ids.ts';
 import { REFLECT_QUEUE, reflectJobId, subagentQueueName, subtaskJobId } from '../../shared/runtime/queues.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 import { type RunningService, startService } from '../../shared/runtime/service.ts';
 import { testRuntime } from '../../testing/agent-harness.ts';
+import { dispatchedGoal as dispatched } from '../../testing/dispatched-goal.ts';
 import { type MessagesApiServer, startMessagesApiServer, text, toolUse } from '../../testing/messages-api-server.ts';
 import { useRedis } from '../../testing/redis.ts';
 import { until } from '../../testing/until.ts';
@@ -44,17 +43,8 @@ afterEach(() => rmSync(rt.cfg.vfs.blobDir, { recursive: true, force: true }));
 after(() => server?.close());
 
 /** A goal running its first cycle: one subtask in its role's queue, the reflection waiting on it. */
-async function dispatchedGoal(role = ROLE, artifact = 'summary.md'): Promise<string> {
-  const goalId = newGoalId();
-  await rt.goals.create(goalId, 'summarise the facts', {}, false);
-  const plan = {
-    subtasks: [{ role, instruction: 'summarise', expected_artifact: artifact, read_files: [] }],
-  };
-  assert.equal((await rt.lifecycle.planJobStart(goalId, 1))?.moved, true);
-  assert.ok(await rt.lifecycle.dispatch(goalId, 1, plan));
-  await dispatchCycle(rt.queues, rt.cfg, goalId, 1, plan);
-  return goalId;
-}
+const dispatchedGoal = (role = ROLE, artifact = 'summary.md') =>
+  dispatched(rt, [{ role, instruction: 'summarise', expected_artifact: artifact, read_files: [] }]);
 
 /** The role's worker, losing each job's lock after its run (`lose` says on which deliveries). */
 function workerLosingLocks(lose: (delivery: number) => boolean, roleName = ROLE): Promise<RunningService> {

@@ -9,14 +9,13 @@ import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { after, afterEach, before, beforeEach, test } from 'node:test';
 import { type Job, Queue, Worker } from 'bullmq';
-import { dispatchCycle } from '../../services/planner/dispatch.ts';
 import { collectOutcomes } from '../../services/reflector/outcomes.ts';
 import { recordSubtaskFailure } from '../../services/subagent-worker/final-failure.ts';
 import type { TimelineEvent } from '../../shared/goal/events.ts';
-import { newGoalId } from '../../shared/goal/ids.ts';
 import { REFLECT_QUEUE, reflectJobId, subagentQueueName, subtaskJobId } from '../../shared/runtime/queues.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 import { testRuntime } from '../../testing/agent-harness.ts';
+import { dispatchedGoal as dispatched } from '../../testing/dispatched-goal.ts';
 import { type MessagesApiServer, startMessagesApiServer } from '../../testing/messages-api-server.ts';
 import { useRedis } from '../../testing/redis.ts';
 import { until } from '../../testing/until.ts';
@@ -40,20 +39,16 @@ afterEach(async () => {
 after(() => server?.close());
 
 /** A goal running its first cycle of `n` subtasks, the reflection waiting on them. */
-async function dispatchedGoal(n = 2): Promise<string> {
-  const goalId = newGoalId();
-  await rt.goals.create(goalId, 'summarise the facts', {}, false);
-  const subtasks = Array.from({ length: n }, (_, i) => ({
-    role: ROLE,
-    instruction: `part ${i}`,
-    expected_artifact: `part-${i}.md`,
-    read_files: [],
-  }));
-  assert.equal((await rt.lifecycle.planJobStart(goalId, 1))?.moved, true);
-  assert.ok(await rt.lifecycle.dispatch(goalId, 1, { subtasks }));
-  await dispatchCycle(rt.queues, rt.cfg, goalId, 1, { subtasks });
-  return goalId;
-}
+const dispatchedGoal = (n = 2) =>
+  dispatched(
+    rt,
+    Array.from({ length: n }, (_, i) => ({
+      role: ROLE,
+      instruction: `part ${i}`,
+      expected_artifact: `part-${i}.md`,
+      read_files: [],
+    })),
+  );
 
 const failure = (index: number, reason = 'boom') =>
   ({ type: 'subtask_failed', step: 1, index, role: ROLE, artifact: `part-${index}.md`, reason }) as const;

@@ -25,6 +25,4 @@ else
   redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], '*', 'e', ARGV[1])
 end
 if ARGV[4] == '' then return 1 end
-if redis.call('GET', KEYS[5]) ~= ARGV[5] or not storeCheckpoint(KEYS[4], ARGV[4], ARGV, 16) then return 3 end
-redis.call('EXPIRE', KEYS[4], ARGV[6], 'NX')
-return 1
+return storeUnderLock(KEYS[4], ARGV[4], KEYS[5], ARGV[5], ARGV[6], ARGV, 16)

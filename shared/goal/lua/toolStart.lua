@@ -9,6 +9,4 @@
 -- another run's checkpoint); 0 when the goal is gone (nothing is written: no orphan keys).
 --- @include "includes/checkpointWrite.lua"
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-if redis.call('GET', KEYS[3]) ~= ARGV[2] or not storeCheckpoint(KEYS[2], ARGV[1], ARGV, 4) then return 3 end
-redis.call('EXPIRE', KEYS[2], ARGV[3], 'NX')
-return 1
+return storeUnderLock(KEYS[2], ARGV[1], KEYS[3], ARGV[2], ARGV[3], ARGV, 4)

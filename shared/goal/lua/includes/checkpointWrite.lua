@@ -35,6 +35,15 @@ local function storeCheckpoint(hash, jobId, argv, from)
   return true
 end
 
+-- Stores a running job's checkpoint while its lock is the run's (`lockKey` holds `token`), the
+-- checkpoints hash getting `ttl` when it has none. Returns 1, or 3 when not stored (the lock is
+-- another run's, or storeCheckpoint refused a partial write).
+local function storeUnderLock(hash, jobId, lockKey, token, ttl, argv, from)
+  if redis.call('GET', lockKey) ~= token or not storeCheckpoint(hash, jobId, argv, from) then return 3 end
+  redis.call('EXPIRE', hash, ttl, 'NX')
+  return 1
+end
+
 -- Deletes a job's checkpoint: its head, its `#n` field and its messages (or the one field of a
 -- checkpoint an earlier version stored whole). Returns how many fields were deleted.
 local function clearCheckpoint(hash, jobId)
