@@ -34,11 +34,27 @@ import { openState, type State } from '../shared/runtime/state.ts';
 import { inGoalRoot, inGoalTrace } from '../shared/runtime/tracing.ts';
 import { parseOrThrow } from '../shared/zod.ts';
 import { GoalReader } from './goal-reader.ts';
-import { type GoalRequest, GoalRequestSchema } from './goal-request.ts';
+import { type GoalRequest, GoalRequestSchema, type InputFile } from './goal-request.ts';
+import { goalIdForKey, INPUT_WRITER, requestFingerprint } from './goal-submission.ts';
 import { answered, type PatienceOptions, RedisLostError } from './redis-patience.ts';
 import { stopGoal } from './stop-goal.ts';
 
 export type { GoalSummary } from './goal-reader.ts';
+
+/** What enqueue takes: GoalRequest's fields, defaults not yet applied. */
+export interface GoalSubmission {
+  goal: string;
+  budgets?: GoalRequest['budgets'];
+  review?: boolean;
+  files?: InputFile[];
+  key?: string;
+}
+
+/** The goal a submission made, or found under its idempotency key (created false). */
+export interface Submitted {
+  goalId: string;
+  created: boolean;
+}
 
 export interface FollowOptions {
   timeoutMs?: number;
@@ -68,21 +84,78 @@ export class GoalClient extends GoalReader {
     this.queues = state.queues;
   }
 
-  async enqueue(input: { goal: string; budgets?: GoalRequest['budgets']; review?: boolean }): Promise<string> {
+  async enqueue(input: GoalSubmission): Promise<string> {
+    return (await this.submit(input)).goalId;
+  }
+
+  /**
+   * Stores a goal with the files it starts with, then its plan job. With an idempotency key the
+   * goal's id is the key's: the same request again finds the goal (created false) and adds
+   * nothing; another request under a key already used is refused, naming the goal.
+   */
+  async submit(input: GoalSubmission): Promise<Submitted> {
     const req = parseOrThrow(GoalRequestSchema, input, 'goal request');
-    const goalId = newGoalId();
+    this.checkInputLimits(req.files);
     const budgets = { ...this.cfg.budgets, ...stripUndefined(req.budgets) };
+    const request = req.key === undefined ? undefined : requestFingerprint(req);
+    const goalId = req.key === undefined ? newGoalId() : goalIdForKey(req.key);
+    if (request) {
+      const found = await this.goals.get(goalId);
+      if (found) return this.alreadySubmitted(goalId, req.key!, request, found.status);
+    }
     // With tracing on, the root of the goal's trace: its plan job's add, and so every job after, under it.
-    await inGoalRoot(goalId, 'deepq enqueue', { 'deepq.goal.id': goalId }, async () => {
-      // Two steps: a death between them leaves a queued goal without its plan job, which the
-      // reconciler (in the reflector) adds after its grace period.
-      await this.goals.create(goalId, req.goal, budgets, req.review);
+    return inGoalRoot(goalId, 'deepq enqueue', { 'deepq.goal.id': goalId }, async () => {
+      // The files first, then the goal that names them in one script: no goal is ever seen
+      // without its files. A death after the goal leaves a queued goal without its plan job,
+      // which the reconciler (in the reflector) adds after its grace period.
+      const inputs = await this.storeInputs(goalId, req.files);
+      const made = await this.goals.createOrFind(goalId, req.goal, budgets, req.review, { inputs, request });
+      if (!made.created && request === undefined)
+        throw new Error(`goal id ${goalId} is taken (a random id met an existing one): submit again`);
+      if (!made.created) return this.alreadySubmitted(goalId, req.key!, request!, made.status, made.request);
       await this.queues.addPlan({ goalId, step: 1 });
       // Read after the goal's creation: its createdAt is no later than now.
       if (budgets.maxSeconds !== undefined)
         await this.queues.addDeadline(goalId, Date.now() + budgets.maxSeconds * 1000);
+      return { goalId, created: true };
     });
-    return goalId;
+  }
+
+  /** The VFS's limits, checked before anything is stored: a refused request leaves nothing behind. */
+  private checkInputLimits(files: InputFile[]): void {
+    const { maxFilesPerGoal } = this.cfg.vfs;
+    if (files.length > maxFilesPerGoal)
+      throw new ValidationError(`${files.length} input files: a goal holds at most ${maxFilesPerGoal}`);
+    for (const f of files) this.vfs.check(f.name, f.content);
+  }
+
+  private async storeInputs(goalId: string, files: InputFile[]): Promise<{ name: string; bytes: number }[]> {
+    const stored: { name: string; bytes: number }[] = [];
+    for (const f of files) {
+      const meta = { status: 'done', step: 0, writer: INPUT_WRITER, input: true } as const;
+      stored.push({ name: f.name, bytes: (await this.vfs.write(goalId, f.name, f.content, meta)).bytes });
+    }
+    return stored;
+  }
+
+  /**
+   * A keyed request whose goal exists: the same request is that goal (its plan job added again
+   * while it is queued: a submission that died before adding it); another one is refused.
+   */
+  private async alreadySubmitted(
+    goalId: string,
+    key: string,
+    request: string,
+    status: string,
+    stored?: string,
+  ): Promise<Submitted> {
+    const theirs = stored ?? (await this.redis.hget(this.goals.keys.goal(goalId), 'request')) ?? '';
+    if (theirs !== request)
+      throw new ValidationError(
+        `idempotency key ${JSON.stringify(key)} was already used for another request: goal ${goalId} (${status})`,
+      );
+    if (status === 'queued') await this.queues.addPlan({ goalId, step: 1 });
+    return { goalId, created: false };
   }
 
   /**

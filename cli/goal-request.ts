@@ -1,13 +1,27 @@
-// What a producer submits: the goal text, its budgets and whether a human reviews each cycle.
+// What a producer submits: the goal text, its budgets, whether a human reviews each cycle, the
+// files its agents start with, and an idempotency key (the same request sent again: one goal).
 import { z } from 'zod';
 import { BudgetsSchema } from '../shared/goal/budgets.ts';
+import { ArtifactNameSchema } from '../shared/vfs/artifact-name.ts';
 
 // C0 controls but tab and line breaks, DEL and C1 (a terminal acts on them), invalid UTF-8.
 // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
 const BINARY_TEXT = /[\u0000-\u0008\u000e-\u001f\u007f-\u009f\ufffd]/;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
+const CONTROL_CHARS = /[\u0000-\u001f\u007f-\u009f]/;
 
 /** The largest goal text: 100 KB of UTF-8. */
 export const GOAL_MAX_BYTES = 100 * 1024;
+/** The longest idempotency key. */
+export const KEY_MAX_CHARS = 200;
+
+/** A file the goal's agents start with: an artifact of the goal before its first plan. */
+export const InputFileSchema = z.object({
+  name: ArtifactNameSchema,
+  // Artifacts are text; a NUL is how binary content shows (UTF-8 was checked where it was read).
+  content: z.string().refine((s) => !s.includes('\u0000'), 'content looks binary (a NUL byte)'),
+});
+export type InputFile = z.infer<typeof InputFileSchema>;
 
 export const GoalRequestSchema = z.object({
   goal: z
@@ -17,5 +31,15 @@ export const GoalRequestSchema = z.object({
     .refine((s) => !BINARY_TEXT.test(s), 'goal text looks binary (control or invalid UTF-8 bytes)'),
   budgets: BudgetsSchema.default({}),
   review: z.boolean().default(false),
+  files: z
+    .array(InputFileSchema)
+    .default([])
+    .refine((fs) => new Set(fs.map((f) => f.name)).size === fs.length, 'two input files have the same name'),
+  key: z
+    .string()
+    .min(1, 'the idempotency key is empty')
+    .max(KEY_MAX_CHARS, `the idempotency key is over ${KEY_MAX_CHARS} characters`)
+    .refine((s) => !CONTROL_CHARS.test(s), 'the idempotency key has control characters')
+    .optional(),
 });
 export type GoalRequest = z.infer<typeof GoalRequestSchema>;

@@ -259,8 +259,10 @@ function startNote(e: EventOf<'subtask_started'>): string {
 
 function describe(e: TimelineEvent, goalId: string): string {
   switch (e.type) {
-    case 'created':
-      return `created: ${e.goal.slice(0, 100)}`;
+    case 'created': {
+      const inputs = e.inputs?.length ? ` (with ${e.inputs.map((f) => f.name).join(', ')})` : '';
+      return `created: ${e.goal.slice(0, 100)}${inputs.length > 160 ? ` (with ${e.inputs!.length} files)` : inputs}`;
+    }
     case 'planned':
       return `planned ${e.subtasks.length} subtask(s): ${e.subtasks.map((s) => `${s.role}→${s.artifact}`).join(', ')}`;
     case 'dispatched':

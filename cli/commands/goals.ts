@@ -86,11 +86,16 @@ function registerEnqueue(program: Command): void {
     .option('--max-steps <n>', 'cycle budget', int('--max-steps'))
     .option('--max-seconds <n>', 'wall-clock budget', num('--max-seconds', MAX_SECONDS))
     .option('--on-budget <mode>', 'at a budget: end (the default) or pause until resumed with more', onBudget)
+    .option('--file <path>', 'a text file the agents start with (repeatable): an artifact of the goal', collect, [])
+    .option('--key <key>', 'idempotency key: the same request again prints the same goal, adds nothing')
     .addOption(redisTimeout())
     .action(async (goal: string, o) => {
       const c = await client();
       const budgets = { maxTokens: o.maxTokens, maxSteps: o.maxSteps, maxSeconds: o.maxSeconds, onBudget: o.onBudget };
-      const goalId = await c.enqueue({ goal, review: !!o.review, budgets });
+      const { readInputFiles } = await import('../input-files.ts');
+      const files = readInputFiles(o.file, c.cfg.vfs.maxArtifactBytes);
+      const { goalId, created } = await c.submit({ goal, review: !!o.review, budgets, files, key: o.key });
+      if (!created) process.stderr.write(`deepq: goal ${goalId} was already submitted with this key\n`);
       // With --json --wait the status object is the only output.
       if (!o.json || !o.wait) print(goalId);
       let status = 'queued';
@@ -100,6 +105,9 @@ function registerEnqueue(program: Command): void {
       process.exitCode = o.wait && status !== 'done' ? 1 : 0;
     });
 }
+
+/** A repeatable option's values, in order. */
+const collect = (value: string, previous: string[]) => [...previous, value];
 
 function registerStatus(program: Command): void {
   program
@@ -169,7 +177,8 @@ function registerArtifacts(program: Command): void {
         for (const f of files) {
           const size = `${String(f.bytes).padStart(9)} B`;
           const name = safeLine(f.name).padEnd(32);
-          print(`${name} ${f.status.padEnd(7)} ${size}  step ${f.step}  ${f.role ?? ''}  v${f.version}`);
+          const writer = f.input ? 'input' : (f.role ?? '');
+          print(`${name} ${f.status.padEnd(7)} ${size}  step ${f.step}  ${writer}  v${f.version}`);
         }
       }
     });

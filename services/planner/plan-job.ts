@@ -118,6 +118,7 @@ async function choosePlan(c: PlanJobContext): Promise<ChosenPlan | PlanOutcome> 
   const index = await rt.vfs.index(goal.goalId, c.files);
   const live = index.filter((e) => e.status !== 'evicted').map((e) => e.name);
   const done = index.filter((e) => e.status === 'done').map((e) => e.name);
+  const inputs = index.filter((e) => e.input && e.status !== 'evicted').map((e) => e.name);
   const revise = goal.reflection?.revise ?? [];
   const budget = planBudgetOf(goal);
   const contract = planContract(roleNames(rt.cfg), live, { done, revise, budget, minCaps: minTokenCaps(rt) });
@@ -133,7 +134,7 @@ async function choosePlan(c: PlanJobContext): Promise<ChosenPlan | PlanOutcome> 
       step,
       threadId: c.threadId,
       signal: c.signal,
-      subject: { goal: goal.goal, plan: goal.plan, files: live, done, revise, tokensLeft: budget?.tokensLeft },
+      subject: { goal: goal.goal, plan: goal.plan, files: live, done, inputs, revise, tokensLeft: budget?.tokensLeft },
     },
     log: c.log,
     transcriptWithResult: true,

@@ -19,7 +19,8 @@ export function plannerPrompt(roles: string[]): string {
     'work: keep them, and plan only what is missing or failed; plan a done artifact again only when ' +
     'the last reflection asks to revise it. token_cap is the most tokens a subtask may use, input ' +
     '(its prompt, tools and files) and output together; keep the ' +
-    "plan's cost within the budget left. Do not execute subtasks. Do not write file contents."
+    "plan's cost within the budget left. Files marked input came with the goal from the user: " +
+    'name them in read_files of the subtasks that need them. Do not execute subtasks. Do not write file contents.'
   );
 }
 

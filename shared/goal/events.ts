@@ -51,7 +51,12 @@ interface SubtaskEnd {
 }
 
 export type TimelineEventBody =
-  | { type: 'created'; goal: string }
+  | {
+      type: 'created';
+      goal: string;
+      /** The files the goal started with (`enqueue --file`), each an artifact before the first plan. */
+      inputs?: { name: string; bytes: number }[];
+    }
   | { type: 'planned'; step: number; threadId: string; subtasks: Omit<SubtaskRef, 'index'>[] }
   | { type: 'dispatched'; step: number; subtasks: SubtaskRef[]; redelivered?: boolean }
   | (SubtaskRef & {

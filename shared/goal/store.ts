@@ -100,6 +100,9 @@ export interface GoalStoreOptions {
   eventsMaxLen: number;
 }
 
+/** A goal stored by createOrFind, or the one that had its id already (its request, its status). */
+export type CreatedGoal = { created: true } | { created: false; request: string; status: GoalStatus };
+
 export class GoalStore {
   readonly keys: Keys;
   constructor(
@@ -112,16 +115,33 @@ export class GoalStore {
 
   /** Stores a new goal, queued (lua/goalCreate.lua). Returns false if it already existed. */
   async create(goalId: string, goal: string, budgets: Budgets, review: boolean): Promise<boolean> {
+    return (await this.createOrFind(goalId, goal, budgets, review)).created;
+  }
+
+  /**
+   * Stores a new goal, queued, with the names of the files it starts with in its `created` event and
+   * its request's fingerprint (an idempotent submission's); or finds the goal that has its id.
+   */
+  async createOrFind(
+    goalId: string,
+    goal: string,
+    budgets: Budgets,
+    review: boolean,
+    extra: { inputs?: { name: string; bytes: number }[]; request?: string } = {},
+  ): Promise<CreatedGoal> {
     const now = Date.now();
-    const event: TimelineEvent = { type: 'created', at: now, goal: goal.slice(0, 200) };
+    const inputs = extra.inputs?.length ? { inputs: extra.inputs } : {};
+    const event: TimelineEvent = { type: 'created', at: now, goal: goal.slice(0, 200), ...inputs };
     const keys = [this.keys.goal(goalId), this.keys.events(goalId), this.keys.goalsIndex(), this.keys.liveGoals()];
     const args = [goalId, now, goal, review ? '1' : '0', JSON.stringify(budgets), JSON.stringify(event)];
-    const created = await runScript(this.redis, 'goalCreate', keys, [
+    const [created, request, status] = (await runScript(this.redis, 'goalCreate', keys, [
       ...args,
       this.opts.eventsMaxLen,
       this.opts.keyTtlSeconds,
-    ]);
-    return created === 1;
+      extra.request ?? '',
+    ])) as [number, string?, string?];
+    if (created === 1) return { created: true };
+    return { created: false, request: request ?? '', status: status as GoalStatus };
   }
 
   async get(goalId: string): Promise<GoalRecord | null> {

@@ -28,6 +28,8 @@ export interface FileEntry {
   reason?: string;
   /** The last write's operation id: the same write sent again (a lost reply) changes nothing. */
   op?: string;
+  /** A file the goal started with (`enqueue --file`): never aged out; a planned revision replaces it. */
+  input?: true;
 }
 
 export interface VfsOptions {
@@ -81,6 +83,8 @@ export interface WriteMeta {
   lock?: JobLock;
   /** A job's last write of its run: the job's checkpoint goes with it (the run is over). */
   endsCheckpointOf?: string;
+  /** A file the goal starts with: kept until the goal goes (vfsEvict.lua passes it by). */
+  input?: boolean;
 }
 
 /** A BullMQ job's lock key and the token of the delivery that holds it. */
@@ -180,6 +184,7 @@ export class VirtualFs {
       threadId: meta.threadId,
       updatedAt: Date.now(),
       ...(blobRef ? { blobRef } : {}),
+      ...(meta.input ? { input: true as const } : {}),
     };
     const version = await this.store(goalId, name, entry, spill ? null : content, meta, blobRef);
     this.observer.onWrite?.(bytes, spill);
@@ -380,7 +385,10 @@ export class VirtualFs {
 export function formatIndex(entries: FileEntry[]): string {
   if (entries.length === 0) return '(no files)';
   return entries
-    .map((e) => (e.status === 'evicted' ? `- ${e.name} [evicted]` : `- ${e.name} [${e.status}, ${e.bytes} bytes]`))
+    .map((e) => {
+      if (e.status === 'evicted') return `- ${e.name} [evicted]`;
+      return `- ${e.name} [${e.input ? 'input' : e.status}, ${e.bytes} bytes]`;
+    })
     .join('\n');
 }
 

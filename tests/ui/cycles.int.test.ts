@@ -57,7 +57,7 @@ test('a goal paused at its token budget says so, refuses bad numbers, and carrie
   await page.fill('form.enqueue input[name=maxTokens]', '500');
   await page.selectOption('form.enqueue select[name=onBudget]', 'pause');
   await page.click('form.enqueue button');
-  await page.waitForURL(/\/goals\/[a-z0-9]{12}$/);
+  await page.waitForURL(/\/goals\/[a-z0-9]{6,32}$/);
   const goalId = page.url().split('/').pop()!;
 
   await budgetCard(page).waitFor({ timeout: 30_000 });

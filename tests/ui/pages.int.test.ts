@@ -109,7 +109,7 @@ test('the enqueue form: "pause for review" ticked makes a goal with review on', 
     await page.fill('form.enqueue textarea[name=goal]', goal);
     if (review) await page.check('form.enqueue input[name=review]');
     await page.click('form.enqueue button');
-    await page.waitForURL(/\/goals\/[a-z0-9]{12}$/);
+    await page.waitForURL(/\/goals\/[a-z0-9]{6,32}$/);
     return page.url().split('/').pop()!;
   };
   const reviewed = await enqueue('Reviewed goal', true);
@@ -122,13 +122,41 @@ test('the enqueue form: "pause for review" ticked makes a goal with review on', 
   await page.close();
 });
 
+test('the enqueue form sent twice (a double click, a resend) makes one goal: its hidden key', async () => {
+  const page = await browser.newPage();
+  const problems = recordMisbehaviour(page);
+  await page.goto(`${ui.url}/`);
+  await page.fill('form.enqueue textarea[name=goal]', 'Sent twice');
+  // Both posts carry the same rendered form, as a browser resending it does.
+  // A string, not a function: tsx's helpers (`__name`) do not exist in the page.
+  const urls = (await page.evaluate(`(() => {
+    const body = () => new URLSearchParams(new FormData(document.querySelector('form.enqueue')));
+    const sent = [0, 1].map(() => fetch('/goals', { method: 'POST', body: body() }));
+    return Promise.all(sent).then((rs) => rs.map((r) => r.status + ' ' + new URL(r.url).pathname));
+  })()`)) as string[];
+  assert.equal(urls[0], urls[1], 'both land on the same goal');
+  assert.match(urls[0]!, /^200 \/goals\/[0-9a-f]{24}$/);
+  const same = [];
+  for (const id of await client.goals.redis.zrange(client.goals.keys.goalsIndex(), '0', '-1'))
+    if ((await client.goals.get(id))?.goal === 'Sent twice') same.push(id);
+  assert.equal(same.length, 1, 'one goal');
+  // A page rendered again has a new key: the next goal with the same text is a goal of its own.
+  await page.goto(`${ui.url}/`);
+  await page.fill('form.enqueue textarea[name=goal]', 'Sent twice');
+  await page.click('form.enqueue button');
+  await page.waitForURL(/\/goals\/[0-9a-f]{24}$/);
+  assert.notEqual(page.url().split('/').pop(), urls[0]!.split('/').pop());
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
 test('the enqueue form takes a goal of up to 100 KB in any script (its URL-encoded form is 3x that)', async () => {
   const page = await browser.newPage();
   const goal = `${'漢'.repeat(30_000)} done`; // 90 KB of UTF-8, 270 KB as a form sends it
   await page.goto(`${ui.url}/`);
   await page.fill('form.enqueue textarea[name=goal]', goal);
   await page.click('form.enqueue button');
-  await page.waitForURL(/\/goals\/[a-z0-9]{12}$/);
+  await page.waitForURL(/\/goals\/[a-z0-9]{6,32}$/);
   assert.equal((await client.get(page.url().split('/').pop()!)).goal, goal);
   await page.close();
 });
@@ -281,7 +309,12 @@ test("the ui process's /metrics count its requests and live streams; /healthz an
   const m = await metrics();
   assert.equal(sample(m, ...served), before + 3);
   assert.ok(sample(m, 'deepq_ui_request_duration_seconds_count', { route: '/queues-overview' }) >= 3);
-  assert.equal(sample(m, 'deepq_ui_actions_total', { action: 'enqueue', outcome: 'ok' }), 3, "the form's three goals");
+  assert.equal(sample(m, 'deepq_ui_actions_total', { action: 'enqueue', outcome: 'ok' }), 5, "the form's five goals");
+  assert.equal(
+    sample(m, 'deepq_ui_actions_total', { action: 'enqueue', outcome: 'repeated' }),
+    1,
+    'one form sent twice',
+  );
   assert.match(m, /^# TYPE deepq_ui_live_streams gauge$/m);
   assert.match(m, /^# TYPE deepq_ui_stream_readers gauge$/m);
   // Reached Redis at this scrape, as every service says (a constant 0 fired DeepqRedisUnreachable).

@@ -91,7 +91,7 @@ function artifactLine(goalId: string, f: FileEntry): ArtifactLine {
     name: f.name,
     status: f.reason === 'deleted' ? 'deleted' : f.status,
     version: f.version,
-    role: f.role ?? '',
+    role: f.input ? 'input' : (f.role ?? ''),
     step: f.step,
     bytes: bytes(f.bytes),
     stored: gone ? 'gone' : f.blobRef ? 'spilled' : 'inline',

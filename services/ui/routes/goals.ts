@@ -41,6 +41,7 @@ export function registerGoalsRoutes(app: Hono<UiEnv>, ctx: UiContext): void {
       maxSeconds: text('maxSeconds'),
       onBudget: text('onBudget'),
       review: text('review') === '1',
+      key: text('key') || undefined,
     };
     try {
       const budgets = {
@@ -49,15 +50,16 @@ export function registerGoalsRoutes(app: Hono<UiEnv>, ctx: UiContext): void {
         maxSeconds: budgetNumber('max seconds', form.maxSeconds, false),
         onBudget: onBudget(form.onBudget),
       };
-      const goalId = await ctx.client.enqueue({ goal: form.goal ?? '', budgets, review: form.review });
-      ctx.metrics.actions.inc({ action: 'enqueue', outcome: 'ok' });
-      ctx.log.info({ goalId, action: 'enqueue' }, 'action');
+      const request = { goal: form.goal ?? '', budgets, review: form.review, key: form.key };
+      const { goalId, created } = await ctx.client.submit(request);
+      ctx.metrics.actions.inc({ action: 'enqueue', outcome: created ? 'ok' : 'repeated' });
+      ctx.log.info({ goalId, action: 'enqueue', created }, 'action');
       return c.redirect(path`/goals/${goalId}`, 303);
     } catch (err) {
       if (!(err instanceof ValidationError)) throw err;
       ctx.metrics.actions.inc({ action: 'enqueue', outcome: 'refused' });
       const list = await listGoals(ctx, { page: 1, size: PAGE_SIZE });
-      return c.html(goalsPage(chromeOf(c, ctx), list, undefined, { ...form, error: err.message }), 400);
+      return c.html(goalsPage(chromeOf(c, ctx), list, undefined, { ...form, key: undefined, error: err.message }), 400);
     }
   });
 }

@@ -19,7 +19,7 @@ function meta(goalId: string, e: FileEntry): Html {
     <dt>goal</dt><dd><a href="${path`/goals/${goalId}`}"><code>${goalId}</code></a></dd>
     <dt>status</dt><dd class="status">${e.status}</dd>
     <dt>version</dt><dd class="version">${e.version}</dd>
-    <dt>writer role</dt><dd class="role">${e.role ?? ''}</dd>
+    <dt>writer role</dt><dd class="role">${e.input ? 'input: given with the goal' : (e.role ?? '')}</dd>
     <dt>step</dt><dd class="step">${e.step}</dd>
     <dt>size</dt><dd class="bytes">${bytes(e.bytes)}</dd>
     <dt>stored</dt><dd class="stored">${e.blobRef ? 'spilled to the blob store' : 'inline in Redis'}</dd>

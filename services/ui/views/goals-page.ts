@@ -1,4 +1,5 @@
 // The Goals page: the table (status filter, newest first, paginated) and the enqueue form.
+import { randomUUID } from 'node:crypto';
 import { GOAL_STATUSES } from '../../../shared/goal/status.ts';
 import type { GoalPage, GoalRow } from '../model/goal-list.ts';
 import { age, count } from './format.ts';
@@ -13,6 +14,8 @@ export interface EnqueueForm {
   maxSeconds?: string;
   onBudget?: string;
   review?: boolean;
+  /** The form's idempotency key: the same form sent twice (a double click, a resend) makes one goal. */
+  key?: string;
   error?: string;
 }
 
@@ -66,6 +69,7 @@ function enqueueForm(chrome: Chrome, f: EnqueueForm): Html {
     html`<label>${label}<input type="number" name="${name}" min="1" step="1" value="${value ?? ''}" /></label>`;
   return html`<form method="post" action="/goals" class="enqueue" id="enqueue">
     ${csrfField(chrome)}
+    <input type="hidden" name="key" value="${f.key ?? `ui-${randomUUID()}`}" />
     ${f.error ? html`<p class="error" role="alert">${f.error}</p>` : ''}
     <label>Goal<textarea name="goal" rows="3" required maxlength="102400">${f.goal ?? ''}</textarea></label>
     <div class="row">

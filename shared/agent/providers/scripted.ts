@@ -139,9 +139,11 @@ export class ScriptedProvider implements ModelProvider {
         if (missing(name)) subtasks.push(task(research, `Research part ${i} of: ${goal}`, name));
       }
     } else if ((research && missing('research.md')) || (coder && missing('solution.py'))) {
+      // The files the goal came with are what both read.
+      const inputs = subject.inputs ?? [];
       if (research && missing('research.md'))
-        subtasks.push(task(research, `Research the background for: ${goal}`, 'research.md'));
-      if (coder && missing('solution.py')) subtasks.push(task(coder, `Write code for: ${goal}`, 'solution.py'));
+        subtasks.push(task(research, `Research the background for: ${goal}`, 'research.md', inputs));
+      if (coder && missing('solution.py')) subtasks.push(task(coder, `Write code for: ${goal}`, 'solution.py', inputs));
     } else if (critic && !this.reviewed(subject.plan) && missing('critique.json')) {
       subtasks.push(task(critic, `Review the code against the goal: ${goal}`, 'critique.json', ['solution.py']));
     } else if (coder && subject.revise?.includes('solution.py')) {

@@ -89,6 +89,8 @@ export interface CallSubject {
   files?: string[];
   /** The planner: artifacts that are done (finished work), and those the reflection asked to revise. */
   done?: string[];
+  /** The planner: the files the goal started with (`enqueue --file`). */
+  inputs?: string[];
   revise?: string[];
   /** The planner: tokens left of the goal's budget, when it has one. */
   tokensLeft?: number;

@@ -1,7 +1,7 @@
 -- Per-cycle eviction (P51): drop entries that are done and older than N steps, and any
 -- entry older than M steps. An evicted name leaves a tombstone in the index; the tombstone
 -- itself is dropped T cycles after its eviction (T >= 1: the evicting cycle's reflector and
--- the next planner see it once).
+-- the next planner see it once). The files a goal started with (`input`) are never aged out.
 -- A name's kept versions (the history) go with its content: an evicted artifact's history
 -- held its blobs for the goal's life, and a name used again after its tombstone went started
 -- at version 1 beside them (a failed revision then put a long-evicted version back).
@@ -51,7 +51,8 @@ for i = 1, #all, 2 do
       redis.call('HDEL', KEYS[1], name)
       dropHistory(name)
     end
-  else
+  elseif not e.input then
+    -- A file the goal started with stays: the user gave it for the whole goal.
     local age = step - e.step
     local reason = nil
     if e.status == 'done' and age > doneAfter then reason = 'done_aged' end

@@ -1,0 +1,50 @@
+// `enqueue --file`: the files a goal starts with, read from disk and named as artifacts. A file
+// inside the current directory keeps its path there (`docs/spec.md`); one outside it, its base
+// name. Everything is checked before anything is stored: a refused file names itself and why.
+import { readFileSync, statSync } from 'node:fs';
+import { basename, isAbsolute, relative, resolve, sep } from 'node:path';
+import { ValidationError } from '../shared/errors.ts';
+import { artifactNameProblem } from '../shared/vfs/artifact-name.ts';
+import type { InputFile } from './goal-request.ts';
+
+/** The artifact name a path on disk becomes. */
+export function inputName(path: string, cwd: string): string {
+  const rel = relative(cwd, resolve(cwd, path));
+  const inside = rel !== '' && !rel.startsWith('..') && !isAbsolute(rel);
+  return inside ? rel.split(sep).join('/') : basename(path);
+}
+
+/** Reads each file as UTF-8 text, at most `maxBytes` each (the VFS's DEEPQ_MAX_ARTIFACT_BYTES). */
+export function readInputFiles(paths: string[], maxBytes: number, cwd = process.cwd()): InputFile[] {
+  const names = new Map<string, string>();
+  return paths.map((path) => {
+    const refuse = (why: string) => new ValidationError(`--file ${JSON.stringify(path)}: ${why}`);
+    const name = inputName(path, cwd);
+    const problem = artifactNameProblem(name);
+    if (problem) throw refuse(`${problem} (rename or copy the file)`);
+    const other = names.get(name);
+    if (other !== undefined) throw refuse(`named ${name}, as --file ${JSON.stringify(other)} is`);
+    names.set(name, path);
+    return { name, content: readText(resolve(cwd, path), maxBytes, refuse) };
+  });
+}
+
+function readText(path: string, maxBytes: number, refuse: (why: string) => Error): string {
+  let size: number;
+  try {
+    const st = statSync(path);
+    if (!st.isFile()) throw refuse(st.isDirectory() ? 'is a folder: name its files' : 'is not a regular file');
+    size = st.size;
+  } catch (err) {
+    if (err instanceof ValidationError) throw err;
+    throw refuse(`cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
+  if (size > maxBytes) throw refuse(`is ${size} bytes (an artifact holds at most ${maxBytes})`);
+  const bytes = readFileSync(path);
+  if (bytes.includes(0)) throw refuse('looks binary (a NUL byte): artifacts are text');
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    throw refuse('is not UTF-8 text: artifacts are text');
+  }
+}
