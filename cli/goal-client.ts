@@ -13,7 +13,7 @@ import {
 import { type Budgets, budgetProblem, timeBudgetEnd } from '../shared/goal/budgets.ts';
 import { type CostEstimate, estimateCost, formatCost, knownCostUsd } from '../shared/goal/cost.ts';
 import type { TimelineEvent } from '../shared/goal/events.ts';
-import { GoalIdSchema, newGoalId } from '../shared/goal/ids.ts';
+import { GoalIdSchema, newGoalId, newOperationId } from '../shared/goal/ids.ts';
 import type { GoalLifecycle } from '../shared/goal/lifecycle.ts';
 import { isPausedForBudget, promoteParked } from '../shared/goal/parking.ts';
 import { currentCycle, isTerminal } from '../shared/goal/status.ts';
@@ -95,38 +95,51 @@ export class GoalClient extends GoalReader {
    */
   async submit(input: GoalSubmission): Promise<Submitted> {
     const req = parseOrThrow(GoalRequestSchema, input, 'goal request');
-    this.checkInputLimits(req.files);
-    const budgets = { ...this.cfg.budgets, ...stripUndefined(req.budgets) };
-    const request = req.key === undefined ? undefined : requestFingerprint(req);
+    await this.checkInputs(req.files);
+    const fingerprint = req.key === undefined ? '' : requestFingerprint(req);
     const goalId = req.key === undefined ? newGoalId() : goalIdForKey(req.key);
-    if (request) {
-      const found = await this.goals.get(goalId);
-      if (found) return this.alreadySubmitted(goalId, req.key!, request, found.status);
+    if (req.key !== undefined) {
+      const [status, stored] = await this.redis.hmget(this.goals.keys.goal(goalId), 'status', 'request');
+      if (status) return this.alreadySubmitted(goalId, req.key, fingerprint, stored ?? '', status);
     }
     // With tracing on, the root of the goal's trace: its plan job's add, and so every job after, under it.
-    return inGoalRoot(goalId, 'deepq enqueue', { 'deepq.goal.id': goalId }, async () => {
-      // The files first, then the goal that names them in one script: no goal is ever seen
-      // without its files. A death after the goal leaves a queued goal without its plan job,
-      // which the reconciler (in the reflector) adds after its grace period.
-      const inputs = await this.storeInputs(goalId, req.files);
-      const made = await this.goals.createOrFind(goalId, req.goal, budgets, req.review, { inputs, request });
-      if (!made.created && request === undefined)
-        throw new Error(`goal id ${goalId} is taken (a random id met an existing one): submit again`);
-      if (!made.created) return this.alreadySubmitted(goalId, req.key!, request!, made.status, made.request);
-      await this.queues.addPlan({ goalId, step: 1 });
-      // Read after the goal's creation: its createdAt is no later than now.
-      if (budgets.maxSeconds !== undefined)
-        await this.queues.addDeadline(goalId, Date.now() + budgets.maxSeconds * 1000);
-      return { goalId, created: true };
-    });
+    return inGoalRoot(goalId, 'deepq enqueue', { 'deepq.goal.id': goalId }, () => this.store(goalId, req, fingerprint));
+  }
+
+  /**
+   * The files first, then the goal that names them in one script: no goal is ever seen without
+   * its files. A death after the goal leaves a queued goal without its plan job, which the
+   * reconciler (in the reflector) adds after its grace period.
+   */
+  private async store(goalId: string, req: GoalRequest, fingerprint: string): Promise<Submitted> {
+    const budgets = { ...this.cfg.budgets, ...stripUndefined(req.budgets) };
+    // This call's own mark: its create sent again by ioredis after a lost reply finds its own goal.
+    const request = `${fingerprint}:${newOperationId()}`;
+    const inputs = await this.storeInputs(goalId, req.files);
+    const made = await this.goals.createOrFind(goalId, req.goal, budgets, req.review, { inputs, request });
+    if (!made.created && made.request !== request) {
+      if (req.key === undefined) throw new Error(`goal id ${goalId} is taken (a random id met another): submit again`);
+      return this.alreadySubmitted(goalId, req.key, fingerprint, made.request, made.status);
+    }
+    await this.queues.addPlan({ goalId, step: 1 });
+    // Read after the goal's creation: its createdAt is no later than now.
+    if (budgets.maxSeconds !== undefined) await this.queues.addDeadline(goalId, Date.now() + budgets.maxSeconds * 1000);
+    return { goalId, created: true };
   }
 
   /** The VFS's limits, checked before anything is stored: a refused request leaves nothing behind. */
-  private checkInputLimits(files: InputFile[]): void {
-    const { maxFilesPerGoal } = this.cfg.vfs;
+  private async checkInputs(files: InputFile[]): Promise<void> {
+    const { maxFilesPerGoal, spillBytes, blobDir } = this.cfg.vfs;
     if (files.length > maxFilesPerGoal)
       throw new ValidationError(`${files.length} input files: a goal holds at most ${maxFilesPerGoal}`);
-    for (const f of files) this.vfs.check(f.name, f.content);
+    const sizes = files.map((f) => this.vfs.check(f.name, f.content));
+    const spilled = files.find((_, i) => sizes[i]! > spillBytes);
+    if (spilled && !(await this.vfs.blobStoreIsTheDeployments()))
+      throw new ValidationError(
+        `input file ${spilled.name} is over DEEPQ_SPILL_BYTES (${spillBytes}): it goes to the blob store, and ` +
+          `${blobDir} (DEEPQ_BLOB_DIR here) is not the services' one. Enqueue it where theirs is ` +
+          "(a shared filesystem, a service's container)",
+      );
   }
 
   private async storeInputs(goalId: string, files: InputFile[]): Promise<{ name: string; bytes: number }[]> {
@@ -145,12 +158,11 @@ export class GoalClient extends GoalReader {
   private async alreadySubmitted(
     goalId: string,
     key: string,
-    request: string,
+    fingerprint: string,
+    stored: string,
     status: string,
-    stored?: string,
   ): Promise<Submitted> {
-    const theirs = stored ?? (await this.redis.hget(this.goals.keys.goal(goalId), 'request')) ?? '';
-    if (theirs !== request)
+    if (stored.slice(0, stored.lastIndexOf(':')) !== fingerprint)
       throw new ValidationError(
         `idempotency key ${JSON.stringify(key)} was already used for another request: goal ${goalId} (${status})`,
       );

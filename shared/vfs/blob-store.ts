@@ -29,6 +29,8 @@ export interface BlobStore {
    * a sweep can tell a store another deployment (another Redis, the same dir and prefix) uses.
    */
   claimOwner(id: string): Promise<string>;
+  /** The store's owner, or null while none has claimed it. */
+  owner(): Promise<string | null>;
 }
 
 /** The owner's deployment id, beside the goal folders (not a goal id: never listed as one). */
@@ -150,6 +152,15 @@ export class DirBlobStore implements BlobStore {
       if (code !== 'EEXIST') throw err;
     }
     return (await readFile(file, 'utf8')).trim();
+  }
+
+  async owner(): Promise<string | null> {
+    try {
+      return (await readFile(join(this.root, OWNER_FILE), 'utf8')).trim();
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      throw err;
+    }
   }
 
   async listGoals(): Promise<string[]> {

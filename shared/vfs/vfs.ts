@@ -133,6 +133,16 @@ export class VirtualFs {
     return { owner: await this.blobs.claimOwner(deployment), deployment };
   }
 
+  /**
+   * Whether a spill from this process lands where the services read: the store here is this
+   * deployment's, or no deployment has claimed one yet (nothing to tell by). A producer on
+   * another machine, with a blob dir of its own, would write blobs no service can read.
+   */
+  async blobStoreIsTheDeployments(): Promise<boolean> {
+    const deployment = await this.redis.get(this.keys.deployment());
+    return deployment === null || (await this.blobs.owner()) === deployment;
+  }
+
   /** Once per process, before its first spill: a store another deployment owns refuses the write. */
   private ownBlobStore(): Promise<void> {
     this.blobStoreOwned ??= this.blobStoreOwner().then(({ owner, deployment }) => {

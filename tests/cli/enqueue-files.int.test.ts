@@ -129,3 +129,35 @@ test('a file the VFS would refuse is refused before anything is stored, naming i
     await client.close();
   }
 });
+
+test("an input over the spill size is refused where the blob dir is not the services'", async () => {
+  await redis.ready;
+  const theirs = mkdtempSync(join(tmpdir(), 'deepq-blobs-'));
+  const mine = mkdtempSync(join(tmpdir(), 'deepq-blobs-'));
+  dirs.push(theirs, mine);
+  const base = testEnv(redis.url, { DEEPQ_SPILL_BYTES: '64', DEEPQ_BLOB_DIR: theirs });
+  // The services' store: claimed for the deployment, as their first sweep or spill does.
+  const services = new GoalClient(loadConfig(base));
+  const { owner, deployment } = await services.vfs.blobStoreOwner();
+  assert.equal(owner, deployment);
+  const cwd = folderWith({ 'big.md': 'b'.repeat(100), 'small.md': 'small' });
+  const enqueue = (env: NodeJS.ProcessEnv, ...files: string[]) =>
+    runCli(['enqueue', 'a goal', ...files.flatMap((f) => ['--file', f])], env, 60_000, cwd);
+  try {
+    const elsewhere = await enqueue({ ...base, DEEPQ_BLOB_DIR: mine }, 'small.md', 'big.md');
+    assert.equal(elsewhere.code, 1);
+    assert.match(elsewhere.stderr, /input file big\.md is over DEEPQ_SPILL_BYTES \(64\): it goes to the blob store/);
+    assert.ok(elsewhere.stderr.includes(`${mine} (DEEPQ_BLOB_DIR here) is not the services' one`));
+    assert.deepEqual(await services.list(), [], 'nothing stored');
+    // Small enough to stay in Redis: from anywhere.
+    assert.equal((await enqueue({ ...base, DEEPQ_BLOB_DIR: mine }, 'small.md')).code, 0);
+    // From where the services' store is: spilled there, and read back through it.
+    const here = await enqueue(base, 'big.md');
+    assert.equal(here.code, 0, here.stderr);
+    const goalId = here.stdout.trim();
+    assert.ok((await services.artifacts(goalId))[0]!.blobRef, 'spilled');
+    assert.equal(await services.read(goalId, 'big.md'), 'b'.repeat(100));
+  } finally {
+    await services.close();
+  }
+});

@@ -166,6 +166,7 @@ test('a reader whose blob is deleted under it by an overwrite reads the new vers
     listGoals: () => base.listGoals(),
     pruneGoal: (g, keep, olderThan) => base.pruneGoal(g, keep, olderThan),
     claimOwner: (id) => base.claimOwner(id),
+    owner: () => base.owner(),
   };
   const reader = new VirtualFs(t.rt.redis, t.rt.cfg.prefix, slow, t.rt.vfs.opts);
   const pending = reader.read(goalId, 'hot.txt');

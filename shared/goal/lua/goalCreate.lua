@@ -3,8 +3,9 @@
 -- KEYS[1] goal hash, KEYS[2] events stream, KEYS[3] goals index, KEYS[4] live goals (sorted sets by creation)
 -- ARGV[1] goal id, ARGV[2] now (ms), ARGV[3] goal text, ARGV[4] '1' under review else '0'
 -- ARGV[5] budgets JSON, ARGV[6] created event JSON, ARGV[7] events max length, ARGV[8] key TTL
--- ARGV[9] the request's fingerprint when it came with an idempotency key (its id is the key's), or ''
--- Returns {1} when created; {0, its request's fingerprint or '', its status} when the goal existed.
+-- ARGV[9] the request: `<fingerprint>:<the call's operation id>` (the fingerprint empty without an
+-- idempotency key): the call sent again after a lost reply finds its own
+-- Returns {1} when created; {0, the stored request or '', its status} when the goal existed.
 local existing = redis.call('HMGET', KEYS[1], 'status', 'request')
 if existing[1] then return { 0, existing[2] or '', existing[1] } end
 local ttl = tonumber(ARGV[8])
@@ -12,8 +13,7 @@ local ttl = tonumber(ARGV[8])
 -- a producer configured with a shorter one made keys that expired before any move renewed them.
 redis.call('HSET', KEYS[1], 'goal', ARGV[3], 'status', 'queued', 'step', '0', 'depth', '0', 'planStep', '0',
   'createdAt', ARGV[2], 'updatedAt', ARGV[2], 'review', ARGV[4], 'budgets', ARGV[5],
-  'ttlAt', tostring(tonumber(ARGV[2]) + ttl * 1000))
-if ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'request', ARGV[9]) end
+  'ttlAt', tostring(tonumber(ARGV[2]) + ttl * 1000), 'request', ARGV[9])
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '*', 'e', ARGV[6])
 redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
 redis.call('ZADD', KEYS[4], ARGV[2], ARGV[1])
