@@ -23,6 +23,16 @@ export const InputFileSchema = z.object({
 });
 export type InputFile = z.infer<typeof InputFileSchema>;
 
+/** An input file's bytes as text, or why they are not: artifacts are UTF-8 text. */
+export function inputText(bytes: Uint8Array): { text: string } | { problem: string } {
+  if (bytes.includes(0)) return { problem: 'looks binary (a NUL byte): artifacts are text' };
+  try {
+    return { text: new TextDecoder('utf-8', { fatal: true }).decode(bytes) };
+  } catch {
+    return { problem: 'is not UTF-8 text: artifacts are text' };
+  }
+}
+
 export const GoalRequestSchema = z.object({
   goal: z
     .string()

@@ -5,7 +5,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { basename, isAbsolute, relative, resolve, sep } from 'node:path';
 import { ValidationError } from '../shared/errors.ts';
 import { artifactNameProblem } from '../shared/vfs/artifact-name.ts';
-import type { InputFile } from './goal-request.ts';
+import { type InputFile, inputText } from './goal-request.ts';
 
 /** The artifact name a path on disk becomes. */
 export function inputName(path: string, cwd: string): string {
@@ -40,11 +40,7 @@ function readText(path: string, maxBytes: number, refuse: (why: string) => Error
     throw refuse(`cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
   }
   if (size > maxBytes) throw refuse(`is ${size} bytes (an artifact holds at most ${maxBytes})`);
-  const bytes = readFileSync(path);
-  if (bytes.includes(0)) throw refuse('looks binary (a NUL byte): artifacts are text');
-  try {
-    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
-  } catch {
-    throw refuse('is not UTF-8 text: artifacts are text');
-  }
+  const read = inputText(readFileSync(path));
+  if ('problem' in read) throw refuse(read.problem);
+  return read.text;
 }

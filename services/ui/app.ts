@@ -21,6 +21,7 @@ import { requireToken } from './security/auth.ts';
 import { csrfCheck, csrfCookie } from './security/csrf.ts';
 import { securityHeaders } from './security/headers.ts';
 import { loopbackHostOnly } from './security/host-check.ts';
+import { UPLOAD_MAX_BYTES } from './upload.ts';
 import { errorPage } from './views/error-page.ts';
 
 /**
@@ -28,6 +29,8 @@ import { errorPage } from './views/error-page.ts';
  * byte outside ASCII as three. The largest goal, in any script, fits; nothing else is bigger.
  */
 const MAX_BODY_BYTES = 3 * GOAL_MAX_BYTES + 16 * 1024;
+/** The enqueue form: its fields, and the files it sends (multipart: sent as they are). */
+const UPLOAD_BODY_BYTES = MAX_BODY_BYTES + UPLOAD_MAX_BYTES;
 
 export function createApp(ctx: UiContext): Hono<UiEnv> {
   const app = new Hono<UiEnv>();
@@ -36,7 +39,10 @@ export function createApp(ctx: UiContext): Hono<UiEnv> {
   app.use(loopbackHostOnly(ctx.token));
   app.use(securityHeaders());
   app.use(csrfCookie());
-  app.use(bodyLimit({ maxSize: MAX_BODY_BYTES, onError: (c) => tooLarge(c, ctx) }));
+  const formLimit = bodyLimit({ maxSize: MAX_BODY_BYTES, onError: (c) => tooLarge(c, ctx, MAX_BODY_BYTES) });
+  const uploadLimit = bodyLimit({ maxSize: UPLOAD_BODY_BYTES, onError: (c) => tooLarge(c, ctx, UPLOAD_BODY_BYTES) });
+  // The enqueue form carries files: only it takes a larger body.
+  app.use((c, next) => (c.req.method === 'POST' && c.req.path === '/goals' ? uploadLimit : formLimit)(c, next));
   app.use(
     requireToken(ctx.token, ctx.signIn, (c) => loginRequired(c, ctx)),
     csrfCheck(),
@@ -61,7 +67,8 @@ export function createApp(ctx: UiContext): Hono<UiEnv> {
 }
 
 /** Over the body limit: a page that says what the limit is, not a bare status. */
-function tooLarge(c: Context<UiEnv>, ctx: UiContext): Response | Promise<Response> {
-  const message = `The request is over ${Math.round(MAX_BODY_BYTES / 1024)} KiB: a goal's text is at most 100 KB.`;
+function tooLarge(c: Context<UiEnv>, ctx: UiContext, limit: number): Response | Promise<Response> {
+  const files = limit > MAX_BODY_BYTES ? ` and its files at most ${UPLOAD_MAX_BYTES / 1024 / 1024} MiB in all` : '';
+  const message = `The request is over ${Math.round(limit / 1024)} KiB: a goal's text is at most 100 KB${files}.`;
   return c.html(errorPage(chromeOf(c, ctx), 'Request too large', message), 413);
 }

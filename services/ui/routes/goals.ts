@@ -7,6 +7,7 @@ import { budgetNumber } from '../budget-input.ts';
 import { chromeOf } from '../chrome.ts';
 import type { UiContext, UiEnv } from '../context.ts';
 import { listGoals } from '../model/goal-list.ts';
+import { uploadedFiles } from '../upload.ts';
 import { type EnqueueForm, goalsPage } from '../views/goals-page.ts';
 import { path } from '../views/html.ts';
 
@@ -32,7 +33,7 @@ export function registerGoalsRoutes(app: Hono<UiEnv>, ctx: UiContext): void {
   });
 
   app.post('/goals', async (c) => {
-    const body = await c.req.parseBody();
+    const body = await c.req.parseBody({ all: true });
     const text = (k: string) => (typeof body[k] === 'string' ? (body[k] as string) : undefined);
     const form: EnqueueForm = {
       goal: text('goal'),
@@ -50,7 +51,8 @@ export function registerGoalsRoutes(app: Hono<UiEnv>, ctx: UiContext): void {
         maxSeconds: budgetNumber('max seconds', form.maxSeconds, false),
         onBudget: onBudget(form.onBudget),
       };
-      const request = { goal: form.goal ?? '', budgets, review: form.review, key: form.key };
+      const files = await uploadedFiles(body.files, ctx.client.cfg.vfs.maxArtifactBytes);
+      const request = { goal: form.goal ?? '', budgets, review: form.review, key: form.key, files };
       const { goalId, created } = await ctx.client.submit(request);
       ctx.metrics.actions.inc({ action: 'enqueue', outcome: created ? 'ok' : 'repeated' });
       ctx.log.info({ goalId, action: 'enqueue', created }, 'action');

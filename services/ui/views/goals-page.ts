@@ -67,7 +67,7 @@ function onBudgetSelect(value: string | undefined): Html {
 function enqueueForm(chrome: Chrome, f: EnqueueForm): Html {
   const num = (name: string, label: string, value: string | undefined) =>
     html`<label>${label}<input type="number" name="${name}" min="1" step="1" value="${value ?? ''}" /></label>`;
-  return html`<form method="post" action="/goals" class="enqueue" id="enqueue">
+  return html`<form method="post" action="/goals" class="enqueue" id="enqueue" enctype="multipart/form-data">
     ${csrfField(chrome)}
     <input type="hidden" name="key" value="${f.key ?? `ui-${randomUUID()}`}" />
     ${f.error ? html`<p class="error" role="alert">${f.error}</p>` : ''}
@@ -78,6 +78,8 @@ function enqueueForm(chrome: Chrome, f: EnqueueForm): Html {
       <label class="check"><input type="checkbox" name="review" value="1" ${f.review ? 'checked' : ''} />
         pause for review after every reflection</label>
     </div>
+    <label>Files the agents start with (text, up to 16 MiB in all)
+      <input type="file" name="files" multiple /></label>
     <button class="primary">Enqueue</button>
   </form>`;
 }
