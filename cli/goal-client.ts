@@ -16,6 +16,7 @@ import type { TimelineEvent } from '../shared/goal/events.ts';
 import { GoalIdSchema, newGoalId, newOperationId } from '../shared/goal/ids.ts';
 import type { GoalLifecycle } from '../shared/goal/lifecycle.ts';
 import { isPausedForBudget, promoteParked } from '../shared/goal/parking.ts';
+import { MAX_SUBTASKS } from '../shared/goal/plan.ts';
 import { currentCycle, isTerminal } from '../shared/goal/status.ts';
 import { type GoalRecord, totalTokens } from '../shared/goal/store.ts';
 import { type Config, redactUrl } from '../shared/runtime/config.ts';
@@ -130,8 +131,13 @@ export class GoalClient extends GoalReader {
   /** The VFS's limits, checked before anything is stored: a refused request leaves nothing behind. */
   private async checkInputs(files: InputFile[]): Promise<void> {
     const { maxFilesPerGoal, spillBytes, blobDir } = this.cfg.vfs;
-    if (files.length > maxFilesPerGoal)
-      throw new ValidationError(`${files.length} input files: a goal holds at most ${maxFilesPerGoal}`);
+    // Room for one plan's artifacts besides them: a goal full of inputs could write nothing.
+    const most = Math.max(0, maxFilesPerGoal - MAX_SUBTASKS);
+    if (files.length > most)
+      throw new ValidationError(
+        `${files.length} input files: at most ${most} ` +
+          `(a goal holds ${maxFilesPerGoal} files, ${MAX_SUBTASKS} kept for its subtasks)`,
+      );
     const sizes = files.map((f) => this.vfs.check(f.name, f.content));
     const spilled = files.find((_, i) => sizes[i]! > spillBytes);
     if (spilled && !(await this.vfs.blobStoreIsTheDeployments()))

@@ -37,6 +37,8 @@ export class TimelineView {
   readonly cycles = new Map<number, CycleView>();
   status = 'queued';
   goal = '';
+  /** The files the goal started with (`enqueue --file`). */
+  inputs: string[] = [];
   startedAt = 0;
   finishedReason?: string;
   /** Subtasks parked at a budget pause, with the state each had. */
@@ -58,6 +60,7 @@ export class TimelineView {
     switch (e.type) {
       case 'created':
         this.goal = e.goal;
+        this.inputs = e.inputs?.map((f) => f.name) ?? [];
         this.startedAt = e.at;
         break;
       case 'planned':
@@ -183,6 +186,7 @@ export class TimelineView {
 
   render(): string {
     const lines = [`goal: ${this.goal.slice(0, 100)}  [${this.status}]`];
+    if (this.inputs.length) lines.push(`files: ${inputList(this.inputs)}`);
     for (const c of [...this.cycles.values()].sort((a, b) => a.step - b.step)) {
       const decision = c.decision ? `  → ${c.decision}${c.reason ? ` (${c.reason.slice(0, 80)})` : ''}` : '';
       const marks = `${c.stalled ? '  [stalled]' : ''}${c.evicted ? `  [${c.evicted} evicted]` : ''}`;
@@ -257,11 +261,17 @@ function startNote(e: EventOf<'subtask_started'>): string {
   return said ? ` (${said})` : '';
 }
 
+/** A goal's input files by name, the first few only when they are many. */
+function inputList(names: string[]): string {
+  const shown = names.slice(0, 5).join(', ');
+  return names.length > 5 ? `${shown} and ${names.length - 5} more` : shown;
+}
+
 function describe(e: TimelineEvent, goalId: string): string {
   switch (e.type) {
     case 'created': {
-      const inputs = e.inputs?.length ? ` (with ${e.inputs.map((f) => f.name).join(', ')})` : '';
-      return `created: ${e.goal.slice(0, 100)}${inputs.length > 160 ? ` (with ${e.inputs!.length} files)` : inputs}`;
+      const inputs = e.inputs?.length ? ` (with ${inputList(e.inputs.map((f) => f.name))})` : '';
+      return `created: ${e.goal.slice(0, 100)}${inputs}`;
     }
     case 'planned':
       return `planned ${e.subtasks.length} subtask(s): ${e.subtasks.map((s) => `${s.role}→${s.artifact}`).join(', ')}`;

@@ -88,7 +88,7 @@ test('an input file is never aged out: eviction takes the done work of its age, 
 
 test('a file the VFS would refuse is refused before anything is stored, naming it and why', async () => {
   await redis.ready;
-  const env = testEnv(redis.url, { DEEPQ_MAX_ARTIFACT_BYTES: '100', DEEPQ_MAX_FILES_PER_GOAL: '2' });
+  const env = testEnv(redis.url, { DEEPQ_MAX_ARTIFACT_BYTES: '100', DEEPQ_MAX_FILES_PER_GOAL: '7' });
   const cwd = folderWith({
     'ok.md': 'fine',
     'docs/a.md': 'a',
@@ -115,12 +115,12 @@ test('a file the VFS would refuse is refused before anything is stored, naming i
     assert.match(r.stderr, error);
     assert.doesNotMatch(r.stderr, /\n\s+at /, 'no stack trace');
   }
-  // Three good files, a VFS that holds two: the count is checked before any is written.
+  // Three good files, a VFS that holds seven (five kept for the subtasks): checked before any is written.
   writeFileSync(join(other, 'c.md'), 'c');
   const three = ['ok.md', 'docs/a.md', join(other, 'c.md')];
   const r = await runCli(['enqueue', 'a goal', ...three.flatMap((f) => ['--file', f])], env, 60_000, cwd);
   assert.equal(r.code, 1);
-  assert.match(r.stderr, /3 input files: a goal holds at most 2/);
+  assert.match(r.stderr, /3 input files: at most 2 \(a goal holds 7 files, 5 kept for its subtasks\)/);
   const client = new GoalClient(loadConfig(env));
   try {
     assert.deepEqual(await client.list(), [], 'no goal was stored');

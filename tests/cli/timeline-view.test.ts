@@ -342,3 +342,25 @@ test('a start line says a later attempt, and a start of the same attempt after i
     '  +0.13s cycle 1 [1] code-writer started solution.py (attempt 2, restarted: its earlier run did not finish)',
   );
 });
+
+test("a goal's input files: under its text in the tree, in its created line; the first five when many", () => {
+  const names = ['docs/spec.md', 'a.py', 'b.py', 'c.py', 'd.py', 'e.py', 'f.py'];
+  const created: TimelineEvent = {
+    type: 'created',
+    at: t0,
+    goal: 'Review',
+    inputs: names.map((name) => ({ name, bytes: 1 })),
+  };
+  const view = new TimelineView();
+  view.apply(created);
+  assert.equal(view.render().split('\n')[1], 'files: docs/spec.md, a.py, b.py, c.py, d.py and 2 more');
+  assert.match(
+    formatEventLine(created, t0),
+    /created: Review \(with docs\/spec\.md, a\.py, b\.py, c\.py, d\.py and 2 more\)$/,
+  );
+  const few: TimelineEvent = { type: 'created', at: t0, goal: 'Review', inputs: [{ name: 'x.md', bytes: 1 }] };
+  assert.match(formatEventLine(few, t0), /created: Review \(with x\.md\)$/);
+  const none = new TimelineView();
+  none.apply({ type: 'created', at: t0, goal: 'Review' });
+  assert.doesNotMatch(none.render(), /files:/);
+});
