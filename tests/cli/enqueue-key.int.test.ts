@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { GoalClient } from '../../cli/goal-client.ts';
+import { GoalClient, type GoalSubmission } from '../../cli/goal-client.ts';
 import { loadConfig } from '../../shared/runtime/config.ts';
 import { PLAN_QUEUE } from '../../shared/runtime/queues.ts';
 import { runCli, testEnv } from '../../testing/fleet.ts';
@@ -16,10 +16,7 @@ import { useRedis } from '../../testing/redis.ts';
 
 const redis = useRedis();
 const cwd = mkdtempSync(join(tmpdir(), 'deepq-key-'));
-const changed = mkdtempSync(join(tmpdir(), 'deepq-key-'));
-after(() => {
-  for (const d of [cwd, changed]) rmSync(d, { recursive: true, force: true });
-});
+after(() => rmSync(cwd, { recursive: true, force: true }));
 writeFileSync(join(cwd, 'a.md'), 'A');
 writeFileSync(join(cwd, 'b.md'), 'B');
 
@@ -46,22 +43,26 @@ test('the same request under a key is one goal with one plan job; another reques
   assert.equal(again.code, 0, again.stderr);
   assert.equal(again.stdout.trim(), goalId);
   assert.match(again.stderr, new RegExp(`goal ${goalId} was already submitted with this key`));
-  const refusals: [string[], string][] = [
-    [['Write a parser!', '--file', 'a.md', '--file', 'b.md'], 'another goal text'],
-    [['Write a parser', '--file', 'a.md'], 'a file fewer'],
-    [['Write a parser', '--file', 'a.md', '--file', 'b.md', '--max-steps', '3'], 'a budget'],
-    [['Write a parser', '--file', 'a.md', '--file', 'b.md', '--review'], 'review'],
+  // Another request under the key: once through the CLI (its exit code and message), then each
+  // way a request can differ through the same client call.
+  const said = `idempotency key "order-77" was already used for another request: goal ${goalId} (queued)`;
+  const other = await enqueue('Write a parser!', '--file', 'a.md', '--file', 'b.md', '--key', 'order-77');
+  assert.equal(other.code, 1);
+  assert.ok(other.stderr.includes(said), other.stderr);
+  const a = { name: 'a.md', content: 'A' };
+  const b = { name: 'b.md', content: 'B' };
+  const same = { goal: 'Write a parser', files: [a, b], key: 'order-77' };
+  const others: [GoalSubmission, string][] = [
+    [{ ...same, files: [a] }, 'a file fewer'],
+    [{ ...same, files: [a, { ...b, content: 'B, changed' }] }, 'a content'],
+    [{ ...same, budgets: { maxSteps: 3 } }, 'a budget'],
+    [{ ...same, review: true }, 'review'],
   ];
-  // The same names, b.md's content changed.
-  writeFileSync(join(changed, 'a.md'), 'A');
-  writeFileSync(join(changed, 'b.md'), 'B, changed');
-  refusals.push([['Write a parser', '--file', join(changed, 'a.md'), '--file', join(changed, 'b.md')], 'a content']);
-  for (const [args, what] of refusals) {
-    const r = await enqueue(...args, '--key', 'order-77');
-    assert.equal(r.code, 1, what);
-    const said = `idempotency key "order-77" was already used for another request: goal ${goalId} (queued)`;
-    assert.ok(r.stderr.includes(said), `${what}: ${r.stderr}`);
-  }
+  await withClient(env, async (c) => {
+    assert.deepEqual(await c.submit({ ...same, files: [b, a] }), { goalId, created: false });
+    for (const [request, what] of others)
+      await assert.rejects(c.submit(request), (err: Error) => err.message === said, what);
+  });
   await withClient(env, async (c) => {
     assert.deepEqual(
       (await c.list()).map((g) => g.goalId),
@@ -93,17 +94,19 @@ test('five producers sending one keyed request at once make one goal', async () 
 test('a bad key is refused, naming the problem; without a key the same text twice is two goals', async () => {
   await redis.ready;
   const env = testEnv(redis.url);
-  for (const [key, problem] of [
-    ['', 'the idempotency key is empty'],
-    ['k'.repeat(201), 'the idempotency key is over 200 characters'],
-    ['a\u0007b', 'the idempotency key has control characters'],
-  ]) {
-    const r = await runCli(['enqueue', 'a goal', '--key', key!], env);
-    assert.equal(r.code, 1);
-    assert.ok(r.stderr.includes(problem!), r.stderr);
-  }
-  const a = await runCli(['enqueue', 'twice'], env);
-  const b = await runCli(['enqueue', 'twice'], env);
-  assert.notEqual(a.stdout.trim(), b.stdout.trim());
-  assert.match(a.stdout.trim(), /^[0-9a-f]{12}$/);
+  const bad = await runCli(['enqueue', 'a goal', '--key', ''], env);
+  assert.equal(bad.code, 1);
+  assert.ok(bad.stderr.includes('the idempotency key is empty'), bad.stderr);
+  await withClient(env, async (c) => {
+    for (const [key, problem] of [
+      ['k'.repeat(201), 'the idempotency key is over 200 characters'],
+      ['a\u0007b', 'the idempotency key has control characters'],
+    ]) {
+      await assert.rejects(c.submit({ goal: 'a goal', key }), (err: Error) => err.message.includes(problem!));
+    }
+    const [x, y] = [await c.submit({ goal: 'twice' }), await c.submit({ goal: 'twice' })];
+    assert.notEqual(x.goalId, y.goalId);
+    assert.match(x.goalId, /^[0-9a-f]{12}$/);
+    assert.ok(x.created && y.created);
+  });
 });
