@@ -100,8 +100,8 @@ export class GoalClient extends GoalReader {
     const fingerprint = req.key === undefined ? '' : requestFingerprint(req);
     const goalId = req.key === undefined ? newGoalId() : goalIdForKey(req.key);
     if (req.key !== undefined) {
-      const [status, stored] = await this.redis.hmget(this.goals.keys.goal(goalId), 'status', 'request');
-      if (status) return this.alreadySubmitted(goalId, req.key, fingerprint, stored ?? '', status);
+      const [status, stored, step] = await this.redis.hmget(this.goals.keys.goal(goalId), 'status', 'request', 'step');
+      if (status) return this.alreadySubmitted(goalId, req.key, fingerprint, stored ?? '', status, step === '0');
     }
     // With tracing on, the root of the goal's trace: its plan job's add, and so every job after, under it.
     return inGoalRoot(goalId, 'deepq enqueue', { 'deepq.goal.id': goalId }, () => this.store(goalId, req, fingerprint));
@@ -120,7 +120,8 @@ export class GoalClient extends GoalReader {
     const made = await this.goals.createOrFind(goalId, req.goal, budgets, req.review, { inputs, request });
     if (!made.created && made.request !== request) {
       if (req.key === undefined) throw new Error(`goal id ${goalId} is taken (a random id met another): submit again`);
-      return this.alreadySubmitted(goalId, req.key, fingerprint, made.request, made.status);
+      // Made by a submission running beside this one: its first plan may not be added yet.
+      return this.alreadySubmitted(goalId, req.key, fingerprint, made.request, made.status, true);
     }
     await this.queues.addPlan({ goalId, step: 1 });
     // Read after the goal's creation: its createdAt is no later than now.
@@ -158,8 +159,8 @@ export class GoalClient extends GoalReader {
   }
 
   /**
-   * A keyed request whose goal exists: the same request is that goal (its plan job added again
-   * while it is queued: a submission that died before adding it); another one is refused.
+   * A keyed request whose goal exists: the same request is that goal (its first plan job added
+   * again while it waits for it: a submission that died before adding it); another one is refused.
    */
   private async alreadySubmitted(
     goalId: string,
@@ -167,12 +168,13 @@ export class GoalClient extends GoalReader {
     fingerprint: string,
     stored: string,
     status: string,
+    beforeFirstPlan: boolean,
   ): Promise<Submitted> {
     if (stored.slice(0, stored.lastIndexOf(':')) !== fingerprint)
       throw new ValidationError(
         `idempotency key ${JSON.stringify(key)} was already used for another request: goal ${goalId} (${status})`,
       );
-    if (status === 'queued') await this.queues.addPlan({ goalId, step: 1 });
+    if (status === 'queued' && beforeFirstPlan) await this.queues.addPlan({ goalId, step: 1 });
     return { goalId, created: false };
   }
 

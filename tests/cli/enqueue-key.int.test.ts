@@ -9,6 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { GoalClient, type GoalSubmission } from '../../cli/goal-client.ts';
+import { GoalRequestSchema } from '../../cli/goal-request.ts';
+import { goalIdForKey, requestFingerprint } from '../../cli/goal-submission.ts';
 import { loadConfig } from '../../shared/runtime/config.ts';
 import { PLAN_QUEUE } from '../../shared/runtime/queues.ts';
 import { runCli, testEnv } from '../../testing/fleet.ts';
@@ -108,5 +110,26 @@ test('a bad key is refused, naming the problem; without a key the same text twic
     assert.notEqual(x.goalId, y.goalId);
     assert.match(x.goalId, /^[0-9a-f]{12}$/);
     assert.ok(x.created && y.created);
+  });
+});
+
+test('the same request adds a first plan job a submission died before adding; none after it', async () => {
+  await redis.ready;
+  const env = testEnv(redis.url);
+  await withClient(env, async (c) => {
+    // What a submission leaves when it dies between storing its goal and adding the plan job.
+    const req = GoalRequestSchema.parse({ goal: 'Half submitted', key: 'k-died' });
+    const goalId = goalIdForKey('k-died');
+    const request = `${requestFingerprint(req)}:op1`;
+    await c.goals.createOrFind(goalId, req.goal, {}, false, { request });
+    const plans = c.queues.get(PLAN_QUEUE);
+    assert.equal(await plans.getJob(`${goalId}:1:plan`), undefined);
+    assert.deepEqual(await c.submit({ goal: 'Half submitted', key: 'k-died' }), { goalId, created: false });
+    assert.ok(await plans.getJob(`${goalId}:1:plan`), 'added by the same request');
+    // Planned once and queued again (a resume): the same request adds no first plan job again.
+    await plans.obliterate({ force: true });
+    await c.goals.redis.hset(c.goals.keys.goal(goalId), 'step', '1');
+    assert.deepEqual(await c.submit({ goal: 'Half submitted', key: 'k-died' }), { goalId, created: false });
+    assert.equal(await plans.count(), 0);
   });
 });
