@@ -86,14 +86,14 @@ function registerEnqueue(program: Command): void {
     .option('--max-steps <n>', 'cycle budget', int('--max-steps'))
     .option('--max-seconds <n>', 'wall-clock budget', num('--max-seconds', MAX_SECONDS))
     .option('--on-budget <mode>', 'at a budget: end (the default) or pause until resumed with more', onBudget)
-    .option('--file <path>', 'a text file the agents start with (repeatable): an artifact of the goal', collect, [])
+    .option('--file <path>', 'a text file the agents start with (repeatable): an artifact of the goal', collect)
     .option('--key <key>', 'idempotency key: the same request again prints the same goal, adds nothing')
     .addOption(redisTimeout())
     .action(async (goal: string, o) => {
       const c = await client();
       const budgets = { maxTokens: o.maxTokens, maxSteps: o.maxSteps, maxSeconds: o.maxSeconds, onBudget: o.onBudget };
       const { readInputFiles } = await import('../input-files.ts');
-      const files = readInputFiles(o.file, c.cfg.vfs.maxArtifactBytes);
+      const files = readInputFiles(o.file ?? [], c.cfg.vfs.maxArtifactBytes);
       const { goalId, created } = await c.submit({ goal, review: !!o.review, budgets, files, key: o.key });
       if (!created) process.stderr.write(`deepq: goal ${goalId} was already submitted with this key\n`);
       // With --json --wait the status object is the only output.
@@ -107,7 +107,7 @@ function registerEnqueue(program: Command): void {
 }
 
 /** A repeatable option's values, in order. */
-const collect = (value: string, previous: string[]) => [...previous, value];
+const collect = (value: string, previous: string[] | undefined) => [...(previous ?? []), value];
 
 function registerStatus(program: Command): void {
   program
