@@ -35,21 +35,13 @@ import { openState, type State } from '../shared/runtime/state.ts';
 import { inGoalRoot, inGoalTrace } from '../shared/runtime/tracing.ts';
 import { parseOrThrow } from '../shared/zod.ts';
 import { GoalReader } from './goal-reader.ts';
-import { type GoalRequest, GoalRequestSchema, type InputFile } from './goal-request.ts';
+import { type GoalRequest, GoalRequestSchema, type GoalSubmission, type InputFile } from './goal-request.ts';
 import { goalIdForKey, INPUT_WRITER, requestFingerprint } from './goal-submission.ts';
 import { answered, type PatienceOptions, RedisLostError } from './redis-patience.ts';
 import { stopGoal } from './stop-goal.ts';
 
 export type { GoalSummary } from './goal-reader.ts';
-
-/** What enqueue takes: GoalRequest's fields, defaults not yet applied. */
-export interface GoalSubmission {
-  goal: string;
-  budgets?: GoalRequest['budgets'];
-  review?: boolean;
-  files?: InputFile[];
-  key?: string;
-}
+export type { GoalSubmission } from './goal-request.ts';
 
 /** The goal a submission made, or found under its idempotency key (created false). */
 export interface Submitted {

@@ -23,6 +23,11 @@ export const InputFileSchema = z.object({
 });
 export type InputFile = z.infer<typeof InputFileSchema>;
 
+/** Why an input file of `size` bytes is refused before it is read, or null (DEEPQ_MAX_ARTIFACT_BYTES). */
+export function inputSizeProblem(size: number, maxBytes: number): string | null {
+  return size > maxBytes ? `is ${size} bytes (an artifact holds at most ${maxBytes})` : null;
+}
+
 /** An input file's bytes as text, or why they are not: artifacts are UTF-8 text. */
 export function inputText(bytes: Uint8Array): { text: string } | { problem: string } {
   if (bytes.includes(0)) return { problem: 'looks binary (a NUL byte): artifacts are text' };
@@ -53,3 +58,5 @@ export const GoalRequestSchema = z.object({
     .optional(),
 });
 export type GoalRequest = z.infer<typeof GoalRequestSchema>;
+/** What a producer passes (GoalClient.submit): the request before its defaults. */
+export type GoalSubmission = z.input<typeof GoalRequestSchema>;

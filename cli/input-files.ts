@@ -5,7 +5,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { basename, isAbsolute, relative, resolve, sep } from 'node:path';
 import { ValidationError } from '../shared/errors.ts';
 import { artifactNameProblem } from '../shared/vfs/artifact-name.ts';
-import { type InputFile, inputText } from './goal-request.ts';
+import { type InputFile, inputSizeProblem, inputText } from './goal-request.ts';
 
 /** The artifact name a path on disk becomes. */
 export function inputName(path: string, cwd: string): string {
@@ -39,7 +39,8 @@ function readText(path: string, maxBytes: number, refuse: (why: string) => Error
     if (err instanceof ValidationError) throw err;
     throw refuse(`cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
   }
-  if (size > maxBytes) throw refuse(`is ${size} bytes (an artifact holds at most ${maxBytes})`);
+  const tooBig = inputSizeProblem(size, maxBytes);
+  if (tooBig) throw refuse(tooBig);
   const read = inputText(readFileSync(path));
   if ('problem' in read) throw refuse(read.problem);
   return read.text;

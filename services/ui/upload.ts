@@ -1,7 +1,7 @@
 // The enqueue form's files: what the browser sent, as the goal's input files. A browser sends a
 // file's base name, never its folder; names and contents are checked as `enqueue --file` checks
 // them, and a refused file names itself.
-import { type InputFile, inputText } from '../../cli/goal-request.ts';
+import { type InputFile, inputSizeProblem, inputText } from '../../cli/goal-request.ts';
 import { ValidationError } from '../../shared/errors.ts';
 
 /** The most the form's files may take in all: a request body past it is refused (413). */
@@ -13,7 +13,8 @@ export async function uploadedFiles(value: unknown, maxArtifactBytes: number): P
   const files: InputFile[] = [];
   for (const f of sent) {
     const refuse = (why: string) => new ValidationError(`file ${JSON.stringify(f.name)}: ${why}`);
-    if (f.size > maxArtifactBytes) throw refuse(`is ${f.size} bytes (an artifact holds at most ${maxArtifactBytes})`);
+    const tooBig = inputSizeProblem(f.size, maxArtifactBytes);
+    if (tooBig) throw refuse(tooBig);
     const read = inputText(new Uint8Array(await f.arrayBuffer()));
     if ('problem' in read) throw refuse(read.problem);
     files.push({ name: f.name, content: read.text });
