@@ -121,16 +121,21 @@ export class GoalClient extends GoalReader {
     return { goalId, created: true };
   }
 
-  /** The VFS's limits, checked before anything is stored: a refused request leaves nothing behind. */
-  private async checkInputs(files: InputFile[]): Promise<void> {
+  /**
+   * The VFS's limits, checked before anything is stored: a refused request leaves nothing behind.
+   * `held` are the files a goal already has (at a resume) that the inputs do not replace.
+   */
+  private async checkInputs(files: InputFile[], held = 0): Promise<void> {
     const { maxFilesPerGoal, spillBytes, blobDir } = this.cfg.vfs;
     // Room for one plan's artifacts besides them: a goal full of inputs could write nothing.
-    const most = Math.max(0, maxFilesPerGoal - MAX_SUBTASKS);
-    if (files.length > most)
+    const most = Math.max(0, maxFilesPerGoal - MAX_SUBTASKS - held);
+    if (files.length > most) {
+      const has = held ? `, it has ${held} besides these` : '';
       throw new ValidationError(
         `${files.length} input files: at most ${most} ` +
-          `(a goal holds ${maxFilesPerGoal} files, ${MAX_SUBTASKS} kept for its subtasks)`,
+          `(a goal holds ${maxFilesPerGoal} files, ${MAX_SUBTASKS} kept for its subtasks${has})`,
       );
+    }
     const sizes = files.map((f) => this.vfs.check(f.name, f.content));
     const spilled = files.find((_, i) => sizes[i]! > spillBytes);
     if (spilled && !(await this.vfs.blobStoreIsTheDeployments()))
@@ -141,13 +146,26 @@ export class GoalClient extends GoalReader {
       );
   }
 
-  private async storeInputs(goalId: string, files: InputFile[]): Promise<{ name: string; bytes: number }[]> {
+  /**
+   * Inputs as `done` artifacts of `step` (0: the goal starts with them; a resume's: its cycle). One
+   * that replaces an artifact is its new version, the old one kept in the history.
+   */
+  private async storeInputs(goalId: string, files: InputFile[], resume?: { step: number; resumes: number }) {
     const stored: { name: string; bytes: number }[] = [];
+    // A resume's own writer: an input given before (the same name) becomes a version in the history.
+    const writer = resume ? `${INPUT_WRITER}-r${resume.resumes}` : INPUT_WRITER;
     for (const f of files) {
-      const meta = { status: 'done', step: 0, writer: INPUT_WRITER, input: true } as const;
+      const meta = { status: 'done', step: resume?.step ?? 0, writer, input: true, keepHistory: !!resume } as const;
       stored.push({ name: f.name, bytes: (await this.vfs.write(goalId, f.name, f.content, meta)).bytes });
     }
     return stored;
+  }
+
+  /** A goal's files that `files` would not replace (tombstones of deleted ones are none). */
+  private async filesBesides(goalId: string, files: InputFile[]): Promise<number> {
+    if (!files.length) return 0;
+    const given = new Set(files.map((f) => f.name));
+    return (await this.vfs.index(goalId)).filter((e) => e.status !== 'evicted' && !given.has(e.name)).length;
   }
 
   /**
@@ -260,44 +278,50 @@ export class GoalClient extends GoalReader {
 
   /**
    * Carries on a goal awaiting a human. After a review pause the reflector's decision
-   * applies; after an escalation it re-plans. With a note it always re-plans, note included.
+   * applies; after an escalation it re-plans. With a note or files it always re-plans: the
+   * planner reads the note, and the files are the goal's inputs from then on.
    */
-  resume(goalId: string, note?: string, raise: RaisedBudgets = {}): Promise<{ status: string; action: string }> {
+  resume(goalId: string, req: ResumeRequest = {}): Promise<{ status: string; action: string }> {
     // In the goal's trace: the next cycle's plan job (or the woken parked jobs) hang below it.
     const attrs = { 'deepq.goal.id': goalId };
-    return inGoalTrace(goalId, 'deepq resume', attrs, () => this.resumeGoal(goalId, note, raise));
+    return inGoalTrace(goalId, 'deepq resume', attrs, () => this.resumeGoal(goalId, req));
   }
 
-  private async resumeGoal(goalId: string, note: string | undefined, raise: RaisedBudgets) {
+  private async resumeGoal(goalId: string, { note, raise = {}, files = [] }: ResumeRequest) {
     const g = await this.get(goalId);
     if (g.status !== 'awaiting_human')
       throw new ValidationError(`goal ${goalId} is ${g.status}, not awaiting_human: nothing to resume`);
     const budgets = raisedBudgets(g, raise);
     if (g.pausedFor === 'budget') {
-      // It carries on mid-cycle: no planner would read a note now.
-      if (note)
-        throw new ValidationError(
-          `goal ${goalId} is paused at its budget and carries on from where it stopped: a --note is for a ` +
-            'review or an escalation (resume with a higher budget alone)',
-        );
+      refuseReplanAtBudget(goalId, note, files);
       return this.resumeFromBudget(g, budgets, raise);
     }
     const decision = g.reflection?.decision;
-    if (!note && g.pausedFor === 'review' && decision === 'end') {
+    const replan = !!note || files.length > 0;
+    if (!replan && g.pausedFor === 'review' && decision === 'end') {
       if (!(await this.lifecycle.approveEnd(goalId, g.step))) throw await this.changedWhileResuming(goalId);
       return { status: 'done', action: 'end' };
     }
-    const action = note ? 'replan with note' : g.pausedFor === 'review' ? (decision ?? 'continue') : 'replan';
+    const action = note
+      ? 'replan with note'
+      : files.length
+        ? 'replan with files'
+        : g.pausedFor === 'review'
+          ? (decision ?? 'continue')
+          : 'replan';
     // The next cycle must fit the budgets as raised, or the planner would end the goal at once.
     refuseIfOutOfBudget(g, budgets, g.step + 1);
+    await this.checkInputs(files, await this.filesBesides(goalId, files));
     // The resume count (the next plan job's id suffix) moves with the status, atomically; a
     // death before the plan job is added is repaired by the reconciler from that count. After
     // an escalation (a stall's too) the stall count starts again.
     const resumes = g.resumes + 1;
-    const restart = g.pausedFor === 'escalation' || !!note;
-    const opts = { note, restart, budgets, raised: raise };
+    // Before the move: the plan job it is followed by reads them.
+    const inputs = await this.storeInputs(goalId, files, { step: g.step, resumes });
+    const restart = g.pausedFor === 'escalation' || replan;
+    const opts = { note, restart, budgets, raised: raise, inputs };
     if (!(await this.lifecycle.resume(goalId, g.step, action, resumes, opts))) {
-      throw await this.changedWhileResuming(goalId);
+      throw await this.changedWhileResuming(goalId, inputs.length > 0);
     }
     await this.queues.addPlan({ goalId, step: g.step + 1 }, resumes);
     const end = timeBudgetEnd({ createdAt: g.createdAt, budgets });
@@ -354,10 +378,11 @@ export class GoalClient extends GoalReader {
   }
 
   /** What really happened: the goal moved (cancelled, say) while this resume ran. */
-  private async changedWhileResuming(goalId: string): Promise<ValidationError> {
+  private async changedWhileResuming(goalId: string, filesStored = false): Promise<ValidationError> {
     const now = await this.goals.get(goalId);
+    const stored = filesStored ? ' (its files were stored)' : '';
     return new ValidationError(
-      `goal ${goalId} is ${now?.status ?? 'gone'} now (it changed while resuming): not resumed`,
+      `goal ${goalId} is ${now?.status ?? 'gone'} now (it changed while resuming): not resumed${stored}`,
     );
   }
 
@@ -438,6 +463,25 @@ function stoppedFollowing(err: RedisLostError, goalId: string): RedisLostError {
 /** `goals --json`: the USD cost (null unless every model has a price), its display and the unpriced models. */
 function costFields(c: CostEstimate): { costUsd: number | null; cost: string; unpricedModels: string[] } {
   return { costUsd: knownCostUsd(c), cost: formatCost(c), unpricedModels: c.unpriced };
+}
+
+/** What a human gives a goal awaiting them: all optional (a plain resume carries on). */
+export interface ResumeRequest {
+  /** For the planner: the goal re-plans. */
+  note?: string;
+  raise?: RaisedBudgets;
+  /** Files the goal gets as inputs (a new version of an artifact of the same name): it re-plans. */
+  files?: InputFile[];
+}
+
+/** A goal paused at a budget carries on mid-cycle: no planner would read a note or files now. */
+function refuseReplanAtBudget(goalId: string, note: string | undefined, files: InputFile[]): void {
+  if (!note && !files.length) return;
+  const what = note ? 'a --note' : 'a --file';
+  throw new ValidationError(
+    `goal ${goalId} is paused at its budget and carries on from where it stopped: ${what} is for a ` +
+      'review or an escalation (resume with a higher budget alone)',
+  );
 }
 
 /** Budgets raised at a resume: tokens and steps are new limits, seconds are counted from now. */

@@ -98,6 +98,8 @@ export class TimelineView {
         this.status = 'running';
         this.finishedReason = undefined;
         this.unpark();
+        // Files given with a resume join the goal's inputs (one given again is listed once).
+        if (e.inputs) this.inputs = [...new Set([...this.inputs, ...e.inputs.map((f) => f.name)])];
         break;
       case 'finished':
         this.status = e.status;
@@ -305,8 +307,10 @@ function describe(e: TimelineEvent, goalId: string): string {
       return `STALLED, ${e.action === 'fail' ? 'failing' : 'escalating'} without asking the model: ${e.reason}`;
     case 'paused':
       return `paused for a human (${e.pausedFor}): ${pauseReason(e, goalId)}`;
-    case 'resumed':
-      return `resumed: ${e.action}${e.budgets ? ` (${raisedText(e.budgets)})` : ''}${noteText(e.note)}`;
+    case 'resumed': {
+      const files = e.inputs?.length ? ` (files: ${inputList(e.inputs.map((f) => f.name))})` : '';
+      return `resumed: ${e.action}${files}${e.budgets ? ` (${raisedText(e.budgets)})` : ''}${noteText(e.note)}`;
+    }
     case 'finished':
       return `finished: ${e.status}${e.reason ? ` (${e.reason})` : ''}`;
   }

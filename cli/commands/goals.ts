@@ -52,6 +52,7 @@ export function registerGoalCommands(program: Command): void {
     .description('carry on a goal awaiting a human')
     .argument('<goalId>')
     .option('--note <text>', 'a note for the planner (always re-plans)')
+    .option('--file <path>', 'a text file to give the goal (repeatable; always re-plans): an input artifact', collect)
     .option('--end', 'end it as done instead: its work is finished (after a review or an escalation)')
     .option('--max-tokens <n>', 'raise the token budget to n', int('--max-tokens'))
     .option('--max-steps <n>', 'raise the cycle budget to n', int('--max-steps'))
@@ -59,10 +60,12 @@ export function registerGoalCommands(program: Command): void {
     .action(async (goalId: string, o) => {
       const raise = { maxTokens: o.maxTokens, maxSteps: o.maxSteps, maxSeconds: o.maxSeconds };
       const raised = Object.values(raise).some((v) => v !== undefined);
-      if (o.end && (o.note !== undefined || raised))
-        throw new ValidationError('--end ends the goal: it takes no --note nor a raised budget');
+      if (o.end && (o.note !== undefined || raised || o.file))
+        throw new ValidationError('--end ends the goal: it takes no --note, --file nor a raised budget');
       const c = await client();
-      const r = o.end ? await c.endAsDone(goalId) : await c.resume(goalId, o.note, raise);
+      const { readInputFiles } = await import('../input-files.ts');
+      const files = readInputFiles(o.file ?? [], c.cfg.vfs.maxArtifactBytes);
+      const r = o.end ? await c.endAsDone(goalId) : await c.resume(goalId, { note: o.note, raise, files });
       print(`resumed ${goalId}: ${r.action} (status ${r.status})`);
     });
   registerGoals(program);

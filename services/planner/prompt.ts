@@ -19,7 +19,7 @@ export function plannerPrompt(roles: string[]): string {
     'work: keep them, and plan only what is missing or failed; plan a done artifact again only when ' +
     'the last reflection asks to revise it. token_cap is the most tokens a subtask may use, input ' +
     '(its prompt, tools and files) and output together; keep the ' +
-    "plan's cost within the budget left. Files marked input came with the goal from the user: " +
+    "plan's cost within the budget left. Files marked input came from the user (with the goal or a resume): " +
     'name them in read_files of the subtasks that need them. Do not execute subtasks. Do not write file contents.'
   );
 }
@@ -68,12 +68,20 @@ export function plannerMessage(goal: GoalRecord, step: number, index: FileEntry[
     `Goal: ${goal.goal}`,
     `Cycle: ${step}`,
     `Current files:\n${formatIndex(index)}`,
+    ...resumeInputs(index, step),
     ...keptWork(goal, index),
     `Prior plan: ${goal.plan ? JSON.stringify(goal.plan) : '(none)'}`,
     `Last reflection: ${reflection}`,
     ...budgetLines(goal, step, now),
     ...(goal.note ? [`Note from a human: ${goal.note}`] : []),
   ].join('\n');
+}
+
+/** Files a human gave with the resume this cycle follows (stored at the paused cycle's step). */
+function resumeInputs(index: FileEntry[], step: number): string[] {
+  if (step < 2) return [];
+  const given = index.filter((e) => e.input && e.status !== 'evicted' && e.step === step - 1).map((e) => e.name);
+  return given.length ? [`Files a human gave with the resume (marked input above): ${given.join(', ')}`] : [];
 }
 
 /** Finished work to keep, the last cycle's failures (with reasons) and partial results, revisions asked for. */

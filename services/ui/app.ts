@@ -29,8 +29,10 @@ import { errorPage } from './views/error-page.ts';
  * byte outside ASCII as three. The largest goal, in any script, fits; nothing else is bigger.
  */
 const MAX_BODY_BYTES = 3 * GOAL_MAX_BYTES + 16 * 1024;
-/** The enqueue form: its fields, and the files it sends (multipart: sent as they are). */
+/** The enqueue and resume forms: their fields, and the files they send (multipart: sent as they are). */
 const UPLOAD_BODY_BYTES = MAX_BODY_BYTES + UPLOAD_MAX_BYTES;
+/** The paths whose forms carry files: only they take a larger body. */
+const UPLOAD_PATHS = /^\/goals(\/[^/]+\/resume)?$/;
 
 export function createApp(ctx: UiContext): Hono<UiEnv> {
   const app = new Hono<UiEnv>();
@@ -41,8 +43,7 @@ export function createApp(ctx: UiContext): Hono<UiEnv> {
   app.use(csrfCookie());
   const formLimit = bodyLimit({ maxSize: MAX_BODY_BYTES, onError: (c) => tooLarge(c, ctx, MAX_BODY_BYTES) });
   const uploadLimit = bodyLimit({ maxSize: UPLOAD_BODY_BYTES, onError: (c) => tooLarge(c, ctx, UPLOAD_BODY_BYTES) });
-  // The enqueue form carries files: only it takes a larger body.
-  app.use((c, next) => (c.req.method === 'POST' && c.req.path === '/goals' ? uploadLimit : formLimit)(c, next));
+  app.use((c, next) => (c.req.method === 'POST' && UPLOAD_PATHS.test(c.req.path) ? uploadLimit : formLimit)(c, next));
   app.use(
     requireToken(ctx.token, ctx.signIn, (c) => loginRequired(c, ctx)),
     csrfCheck(),

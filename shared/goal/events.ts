@@ -116,6 +116,8 @@ export type TimelineEventBody =
       note?: string;
       /** Budgets a human raised with the resume. */
       budgets?: { maxTokens?: number; maxSteps?: number; maxSeconds?: number };
+      /** Files a human gave with the resume (inputs from then on). */
+      inputs?: { name: string; bytes: number }[];
     }
   | { type: 'finished'; status: TerminalStatus; step?: number; reason?: string };
 

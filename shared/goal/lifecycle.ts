@@ -115,6 +115,17 @@ export interface LifecycleOptions {
 }
 
 /** What a reflection decided, with what the reflected event reports. */
+/** What a human's resume changes besides the status. */
+export interface ResumeOptions {
+  note?: string;
+  /** Clear the progress record: the stall count starts again. */
+  restart?: boolean;
+  budgets?: Budgets;
+  raised?: Budgets;
+  /** Files given with the resume, already stored: named in its event. */
+  inputs?: { name: string; bytes: number }[];
+}
+
 export interface Decided {
   step: number;
   reflection: Reflection;
@@ -316,14 +327,8 @@ export class GoalLifecycle {
    * the progress record (after an escalation: the stall count starts again); the depth starts
    * again in any case; `budgets` are the goal's budgets with any the human raised.
    */
-  resume(
-    goalId: string,
-    step: number,
-    action: string,
-    resumes: number,
-    opts: { note?: string; restart?: boolean; budgets?: Budgets; raised?: Budgets } = {},
-  ): Promise<boolean> {
-    const { note, budgets, raised } = opts;
+  resume(goalId: string, step: number, action: string, resumes: number, opts: ResumeOptions = {}): Promise<boolean> {
+    const { note, budgets, raised, inputs } = opts;
     const fields: GoalFields = {
       pausedFor: '',
       note: note ?? '',
@@ -337,6 +342,7 @@ export class GoalLifecycle {
     const resumed: TimelineEventBody = { type: 'resumed', step, action };
     if (note) resumed.note = note.slice(0, 500);
     if (raised && Object.keys(stripUndefined(raised)).length) resumed.budgets = stripUndefined(raised);
+    if (inputs?.length) resumed.inputs = inputs;
     return this.move(goalId, { from: ['awaiting_human'], to: 'queued', fields, events: [resumed] });
   }
 

@@ -364,3 +364,21 @@ test("a goal's input files: under its text in the tree, in its created line; the
   none.apply({ type: 'created', at: t0, goal: 'Review' });
   assert.doesNotMatch(none.render(), /files:/);
 });
+
+test('files given with a resume: in its line, and joining the inputs under the goal (one given again once)', () => {
+  const view = new TimelineView();
+  view.apply({ type: 'created', at: t0, goal: 'Review', inputs: [{ name: 'spec.md', bytes: 1 }] });
+  const resumed: TimelineEvent = {
+    type: 'resumed',
+    at: t0 + 900,
+    step: 1,
+    action: 'replan with files',
+    inputs: [
+      { name: 'spec.md', bytes: 2 },
+      { name: 'data.csv', bytes: 3 },
+    ],
+  };
+  view.apply(resumed);
+  assert.equal(view.render().split('\n')[1], 'files: spec.md, data.csv');
+  assert.equal(formatEventLine(resumed, t0), '  +0.90s cycle 1 resumed: replan with files (files: spec.md, data.csv)');
+});

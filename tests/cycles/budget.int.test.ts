@@ -239,6 +239,12 @@ test('--on-budget pause: at --max-tokens the goal waits, work kept; resumed with
   r = await runCli(['resume', goalId, '--max-tokens', '40000', '--note', 'focus'], fleet.env);
   assert.equal(r.code, 1, 'a note no planner would read was taken');
   assert.match(r.stderr, /paused at its budget and carries on from where it stopped: a --note is for a review/);
+  const given = join(mkdtempSync(join(tmpdir(), 'deepq-budget-')), 'more.md');
+  writeFileSync(given, 'more\n');
+  r = await runCli(['resume', goalId, '--max-tokens', '40000', '--file', given], fleet.env);
+  assert.equal(r.code, 1, 'files no planner would read were taken');
+  assert.match(r.stderr, /carries on from where it stopped: a --file is for a review or an escalation/);
+  assert.ok(!(await fleet.client.artifacts(goalId)).some((f) => f.name === 'more.md'), 'a refused file was stored');
   r = await runCli(['resume', goalId, '--max-tokens', '100'], fleet.env);
   assert.match(r.stderr, new RegExp(`--max-tokens 100 is not above the ${used} tokens the goal has used`));
   r = await runCli(['resume', goalId, '--max-tokens', '6000'], fleet.env);

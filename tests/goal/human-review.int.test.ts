@@ -89,7 +89,7 @@ test('resume --end: a human ends an escalated goal as done; refused with a note 
   assert.equal(g.pausedFor, 'escalation');
   let r = await runCli(['resume', goalId, '--end', '--note', 'x'], fleet.env);
   assert.equal(r.code, 1);
-  assert.match(r.stderr, /--end ends the goal: it takes no --note nor a raised budget/);
+  assert.match(r.stderr, /--end ends the goal: it takes no --note, --file nor a raised budget/);
   assert.equal((await fleet.client.get(goalId)).status, 'awaiting_human', 'a refused --end changed the goal');
   r = await runCli(['resume', goalId, '--end'], fleet.env);
   assert.equal(r.code, 0, r.stderr);

@@ -29,11 +29,11 @@ async function escalated(budgets: Budgets): Promise<string> {
 test('a resume whose next cycle passes --max-steps is refused, and goes through once it is raised', async () => {
   const goalId = await escalated({ maxSteps: 1 });
   await assert.rejects(client.resume(goalId), /still out of budget \(step budget.*raise it with --max-steps/);
-  await assert.rejects(client.resume(goalId, 'try harder'), /--max-steps/);
+  await assert.rejects(client.resume(goalId, { note: 'try harder' }), /--max-steps/);
   const g = await client.get(goalId);
   assert.equal(g.status, 'awaiting_human');
   assert.equal(g.resumes, 0);
-  assert.deepEqual(await client.resume(goalId, undefined, { maxSteps: 2 }), { status: 'queued', action: 'replan' });
+  assert.deepEqual(await client.resume(goalId, { raise: { maxSteps: 2 } }), { status: 'queued', action: 'replan' });
 });
 
 test('a resume past --max-seconds is refused; --max-seconds gives time from now', async () => {
@@ -41,15 +41,15 @@ test('a resume past --max-seconds is refused; --max-seconds gives time from now'
   await new Promise((r) => setTimeout(r, 1100));
   await assert.rejects(client.resume(goalId), /time budget exceeded.*raise it with --max-seconds/);
   assert.equal((await client.get(goalId)).status, 'awaiting_human');
-  assert.equal((await client.resume(goalId, undefined, { maxSeconds: 60 })).status, 'queued');
+  assert.equal((await client.resume(goalId, { raise: { maxSeconds: 60 } })).status, 'queued');
 });
 
 test('a --max-tokens too close to what is used for any model call is refused, naming the minimum', async () => {
   const goalId = await escalated({ maxTokens: 50 });
   await assert.rejects(
-    client.resume(goalId, undefined, { maxTokens: 100 }),
+    client.resume(goalId, { raise: { maxTokens: 100 } }),
     /--max-tokens 100 leaves 100 tokens above the 0 used: a model call needs at least 128/,
   );
   assert.equal((await client.get(goalId)).status, 'awaiting_human');
-  assert.deepEqual(await client.resume(goalId, undefined, { maxTokens: 128 }), { status: 'queued', action: 'replan' });
+  assert.deepEqual(await client.resume(goalId, { raise: { maxTokens: 128 } }), { status: 'queued', action: 'replan' });
 });

@@ -128,20 +128,25 @@ test('a goal enqueued from the form fills in cycle by cycle without a reload, th
     copyFileSync(shot, docs);
   }
 
-  // Resume with a note: cycle 1 shows the resume, cycle 2 is planned with the note.
+  // Resume with a note and a file (the card was drawn live: its form must send files too):
+  // cycle 1 shows the resume, cycle 2 is planned with the note and the file.
   await page.fill('#decisions textarea[name=note]', 'Focus on edge cases <b>please</b>');
+  const notes = { name: 'cases.md', mimeType: 'text/markdown', buffer: Buffer.from('MARKER-UI-RESUME\n') };
+  await page.setInputFiles('#decisions input[type=file][name=files]', notes);
   await page.click('#decisions button.primary');
   await page.waitForURL(new RegExp(`/goals/${goalId}$`));
   await page.locator('#cycle-1 .resumed .action', { hasText: 'replan with note' }).waitFor();
   assert.equal(await text(page, '#cycle-1 .resumed .note'), 'Focus on edge cases <b>please</b>');
+  assert.equal(await text(page, '#cycle-1 .resumed .files'), '(files: cases.md)');
+  assert.equal(await fleet.client.read(goalId, 'cases.md'), 'MARKER-UI-RESUME\n');
   // Cycle 2: the critic reads solution.py; at max depth again its reflector ends the finished goal.
   const cycle2 = page.locator('#cycle-2 .reflection[data-decision]');
   await cycle2.waitFor({ timeout: 20_000 });
   assert.equal(await cycle2.getAttribute('data-decision'), 'end');
   await page.locator('#goal-status', { hasText: 'done' }).waitFor({ timeout: 20_000 });
   assert.equal(await text(page, '#cycle-2 tr.subtask td.role'), 'critic');
-  assert.equal(await text(page, '#cycle-2 tr.subtask td.read-files'), 'solution.py');
-  assert.equal(await page.locator('#artifact-rows tr.artifact-row').count(), 3);
+  assert.equal(await text(page, '#cycle-2 tr.subtask td.read-files'), 'solution.py, cases.md');
+  assert.equal(await page.locator('#artifact-rows tr.artifact-row').count(), 4);
   const planner = await page.locator('#cycle-2 a.planner-thread').getAttribute('href');
   const t = await loadTranscript(fleet.client, decodeURIComponent(planner!.split('/').pop()!));
   assert.match(JSON.stringify(t!.messages[0]), /Note from a human: Focus on edge cases <b>please<\/b>/);

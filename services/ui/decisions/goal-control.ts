@@ -8,6 +8,7 @@ import { isTerminal } from '../../../shared/goal/status.ts';
 import type { GoalRecord } from '../../../shared/goal/store.ts';
 import { raiseFromForm } from '../budget-input.ts';
 import type { UiContext } from '../context.ts';
+import { uploadedFiles } from '../upload.ts';
 import { path } from '../views/html.ts';
 import { act, formText } from './act.ts';
 import { budgetPause } from './budget-pause.ts';
@@ -37,9 +38,12 @@ function awaitingHuman(goal: GoalRecord): DecisionView {
     detail: detail ?? undefined,
     actions: [
       {
-        label: review ? `Resume (${decision}; with a note: re-plan)` : 'Resume (re-plan)',
+        label: review ? `Resume (${decision}; with a note or files: re-plan)` : 'Resume (re-plan)',
         path: path`/goals/${goal.goalId}/resume`,
-        fields: [{ name: 'note', label: 'Note for the planner (optional)', kind: 'text', maxChars: NOTE_MAX_CHARS }],
+        fields: [
+          { name: 'note', label: 'Note for the planner (optional)', kind: 'text', maxChars: NOTE_MAX_CHARS },
+          { name: 'files', label: 'Files for the goal (optional, text)', kind: 'files' },
+        ],
         tone: 'primary',
       },
       // A human may judge the work finished whatever the reflector chose (deepq resume --end).
@@ -65,7 +69,9 @@ export const goalControl: DecisionProvider = {
     app.post('/goals/:id/resume', (c) =>
       act(c, ctx, 'resume', async (goalId) => {
         const note = await formText(c, 'note', NOTE_MAX_CHARS);
-        return ctx.client.resume(goalId, note, raiseFromForm(await c.req.parseBody()));
+        const body = await c.req.parseBody({ all: true });
+        const files = await uploadedFiles(body.files, ctx.client.cfg.vfs.maxArtifactBytes);
+        return ctx.client.resume(goalId, { note, raise: raiseFromForm(body), files });
       }),
     );
     app.post('/goals/:id/end', (c) => act(c, ctx, 'end', (goalId) => ctx.client.endAsDone(goalId)));

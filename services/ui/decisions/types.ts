@@ -5,11 +5,12 @@ import type { Hono } from 'hono';
 import type { GoalRecord } from '../../../shared/goal/store.ts';
 import type { UiContext, UiEnv } from '../context.ts';
 
-/** A field sent with an action: a free text (a note, a reason) or a number (a budget). */
+/** A field sent with an action: a free text (a note, a reason), a number (a budget) or files. */
 export interface DecisionField {
   name: string;
   label: string;
-  kind: 'text' | 'number';
+  /** `files`: any number of files; the form is sent as multipart. */
+  kind: 'text' | 'number' | 'files';
   /** Text: the most characters it takes (the form says so; the server refuses more). */
   maxChars?: number;
   /** Numbers: `1` for whole numbers, `any` for fractions too. The server checks again. */

@@ -59,7 +59,8 @@ export interface CycleView {
   /** The latest pause in this cycle; `title` says what for (which budget, for a budget pause). */
   paused?: { pausedFor: string; budget?: string; reason: string; title: string };
   /** The resume of that pause; `raised` lists the budgets it raised. */
-  resumed?: { action: string; note?: string; raised?: string };
+  /** `files`: the names of the files given with it, joined. */
+  resumed?: { action: string; note?: string; raised?: string; files?: string };
   evicted: string[];
 }
 
@@ -180,7 +181,13 @@ export class GoalTimeline {
     this.openPause = undefined;
     const raised = e.budgets ? raisedText(e.budgets) : undefined;
     for (const s of this.cycle(step).subtasks) if (s.state === 'parked') s.state = this.parkedFrom.get(s) ?? 'running';
-    this.cycle(step).resumed = { action: e.action, ...(e.note ? { note: e.note } : {}), ...(raised ? { raised } : {}) };
+    const files = e.inputs?.length ? e.inputs.map((f) => f.name).join(', ') : undefined;
+    this.cycle(step).resumed = {
+      action: e.action,
+      ...(e.note ? { note: e.note } : {}),
+      ...(raised ? { raised } : {}),
+      ...(files ? { files } : {}),
+    };
     return step;
   }
 

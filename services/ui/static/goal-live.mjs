@@ -80,9 +80,11 @@ function paused(p) {
 }
 
 function resumed(r) {
+  const files = r.files ? [' ', el('span', { class: 'files' }, `(files: ${r.files})`)] : '';
   const raised = r.raised ? [' ', el('span', { class: 'raised' }, `(${r.raised})`)] : '';
   const note = r.note ? [' ', el('q', { class: 'note' }, r.note)] : '';
-  return el('div', { class: 'resumed' }, 'Resumed: ', el('span', { class: 'action' }, r.action), raised, note);
+  const action = el('span', { class: 'action' }, r.action);
+  return el('div', { class: 'resumed' }, 'Resumed: ', action, files, raised, note);
 }
 
 function outcome(c) {
@@ -186,8 +188,16 @@ function field(f) {
   const input =
     f.kind === 'text'
       ? el('textarea', { name: f.name, rows: 2, maxlength: f.maxChars ?? 2000 })
-      : el('input', { type: 'number', name: f.name, min: 0, step: f.step ?? 'any' });
+      : f.kind === 'files'
+        ? el('input', { type: 'file', name: f.name, multiple: '' })
+        : el('input', { type: 'number', name: f.name, min: 0, step: f.step ?? 'any' });
   return el('label', {}, f.label, input);
+}
+
+/** A form with a files field is sent as multipart, as the page's own markup says. */
+function formEncoding(a) {
+  const files = (a.fields ?? []).some((f) => f.kind === 'files');
+  return files ? 'multipart/form-data' : 'application/x-www-form-urlencoded';
 }
 
 /** A decision's button: a form POSTing to an app path, with this page's CSRF token. */
@@ -195,7 +205,7 @@ function actionForm(a) {
   const path = a.path.startsWith('/') && !a.path.startsWith('//') ? a.path : '#';
   return el(
     'form',
-    { method: 'post', action: path, class: 'action' },
+    { method: 'post', action: path, class: 'action', enctype: formEncoding(a) },
     el('input', { type: 'hidden', name: '_csrf', value: csrf }),
     (a.fields ?? []).map(field),
     el('button', { class: a.tone }, a.label),

@@ -57,6 +57,7 @@ function pauseAndResume(c: CycleView): Html {
   const resumed = r
     ? html`<div class="resumed">
         Resumed: <span class="action">${r.action}</span>
+        ${r.files ? html`<span class="files">(files: ${r.files})</span>` : ''}
         ${r.raised ? html`<span class="raised">(${r.raised})</span>` : ''}
         ${r.note ? html`<q class="note">${r.note}</q>` : ''}
       </div>`

@@ -37,12 +37,16 @@ function field(f: DecisionField): Html {
   const input =
     f.kind === 'text'
       ? html`<textarea name="${f.name}" rows="2" maxlength="${f.maxChars ?? 2000}"></textarea>`
-      : html`<input type="number" name="${f.name}" min="0" step="${f.step ?? 'any'}" />`;
+      : f.kind === 'files'
+        ? html`<input type="file" name="${f.name}" multiple />`
+        : html`<input type="number" name="${f.name}" min="0" step="${f.step ?? 'any'}" />`;
   return html`<label>${f.label}${input}</label>`;
 }
 
 function actionForm(chrome: Chrome, a: DecisionAction): Html {
-  return html`<form method="post" action="${a.path}" class="action">
+  const files = a.fields?.some((f) => f.kind === 'files');
+  const enctype = files ? 'multipart/form-data' : 'application/x-www-form-urlencoded';
+  return html`<form method="post" action="${a.path}" class="action" enctype="${enctype}">
     ${csrfField(chrome)}${(a.fields ?? []).map(field)}<button class="${a.tone}">${a.label}</button>
   </form>`;
 }

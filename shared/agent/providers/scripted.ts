@@ -145,7 +145,8 @@ export class ScriptedProvider implements ModelProvider {
         subtasks.push(task(research, `Research the background for: ${goal}`, 'research.md', inputs));
       if (coder && missing('solution.py')) subtasks.push(task(coder, `Write code for: ${goal}`, 'solution.py', inputs));
     } else if (critic && !this.reviewed(subject.plan) && missing('critique.json')) {
-      subtasks.push(task(critic, `Review the code against the goal: ${goal}`, 'critique.json', ['solution.py']));
+      const reads = ['solution.py', ...(subject.inputs ?? [])];
+      subtasks.push(task(critic, `Review the code against the goal: ${goal}`, 'critique.json', reads));
     } else if (coder && subject.revise?.includes('solution.py')) {
       const reads = ['solution.py', ...(files.includes('critique.json') ? ['critique.json'] : [])];
       subtasks.push(task(coder, `Revise the code for: ${goal}, addressing the critique`, 'solution.py', reads));
