@@ -41,7 +41,12 @@ if (!Number.isInteger(concurrency) || concurrency < 1) {
   console.error(`run-tests: DEEPQ_TEST_CONCURRENCY must be a whole number of at least 1, not "${concurrency}"`);
   process.exit(2);
 }
-const files = testFiles('tests').filter(KINDS[kind]).sort();
+// Integration files first, the quick unit files last: two at a time, the units fill in while the
+// last long file runs, instead of one slot waiting idle on it at the end.
+const isUnit = (f) => !f.endsWith('.int.test.ts');
+const files = testFiles('tests')
+  .filter(KINDS[kind])
+  .sort((a, b) => Number(isUnit(a)) - Number(isUnit(b)) || a.localeCompare(b));
 const alone = files.filter((f) => ALONE.test(f));
 const shared = files.filter((f) => !ALONE.test(f));
 const failedAlone = run(alone, 1);

@@ -1,19 +1,35 @@
-// `enqueue --wait` (and `watch`) on a goal no planner takes, because no service runs on this
-// Redis and prefix: after 20 s the CLI says so on stderr, once, instead of waiting in silence.
-// A planner that is connected but has not got to the goal (busy; here its queue is paused) is
-// no news: nothing is said.
+// `watch` (and `enqueue --wait`, the same follow) on a goal no planner takes, because no
+// service runs on this Redis and prefix: once the goal has waited 20 s for its first plan the CLI
+// says so on stderr, once, instead of waiting in silence. A planner that is connected but has not
+// got to the goal (busy; here its queue is paused) is no news: nothing is said. The wait counts
+// from the goal's creation, so the goals here are made 25 s old (their createdAt moved back)
+// rather than waited out.
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Queue } from 'bullmq';
+import { GoalClient } from '../../cli/goal-client.ts';
+import { loadConfig } from '../../shared/runtime/config.ts';
 import { PLAN_QUEUE } from '../../shared/runtime/queues.ts';
 import { runCli, startProcess, testEnv, waitForStart } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
 
 const redis = useRedis();
-const HINT = /has waited 2\d s for its first plan: no planner is connected to this Redis \(deepq up starts/g;
+const HINT = /has waited \d+ s for its first plan: no planner is connected to this Redis \(deepq up starts/g;
 
-test('a follow with no planner connected says so after 20 s, once; with one connected, nothing', {
+/** A goal enqueued through the deployment of `env`, made `ageMs` old. */
+async function goalOfAge(env: NodeJS.ProcessEnv, text: string, ageMs: number): Promise<string> {
+  const client = new GoalClient(loadConfig(env));
+  try {
+    const goalId = await client.enqueue({ goal: text });
+    await redis.client.hset(client.goals.keys.goal(goalId), 'createdAt', Date.now() - ageMs);
+    return goalId;
+  } finally {
+    await client.close();
+  }
+}
+
+test('a follow with no planner connected says so once the goal waited 20 s, once; with one connected, nothing', {
   timeout: 120_000,
 }, async () => {
   await redis.ready;
@@ -25,14 +41,20 @@ test('a follow with no planner connected says so after 20 s, once; with one conn
   try {
     await plans.pause();
     await waitForStart(startProcess('planner', ['planner'], busy));
-    const [alone, waiting] = await Promise.all([
-      // Killed well after the 20 s: a loaded machine can take seconds to start a CLI.
-      runCli(['enqueue', '--wait', 'a goal nobody plans'], none, 32_000),
-      runCli(['enqueue', '--wait', 'a goal behind a paused planner'], busy, 32_000),
+    const [young, old, behindBusy] = await Promise.all([
+      goalOfAge(none, 'a goal nobody plans, just made', 0),
+      goalOfAge(none, 'a goal nobody plans', 25_000),
+      goalOfAge(busy, 'a goal behind a paused planner', 25_000),
     ]);
-    assert.equal(alone.code, null, 'the follow was still waiting');
+    // Killed after a few seconds of following: many polls, one hint.
+    const [fresh, alone, waiting] = await Promise.all([
+      runCli(['watch', young], none, 8_000),
+      runCli(['watch', old], none, 8_000),
+      runCli(['watch', behindBusy], busy, 8_000),
+    ]);
+    for (const r of [fresh, alone, waiting]) assert.equal(r.code, null, 'the follow was still waiting');
     assert.equal(alone.stderr.match(HINT)?.length, 1, alone.stderr);
-    assert.equal(waiting.code, null, 'the follow was still waiting');
+    assert.doesNotMatch(fresh.stderr, /for its first plan/, 'said before the goal waited 20 s');
     assert.doesNotMatch(waiting.stderr, /for its first plan/);
   } finally {
     await plans.close();
