@@ -302,13 +302,7 @@ export class GoalClient extends GoalReader {
       if (!(await this.lifecycle.approveEnd(goalId, g.step))) throw await this.changedWhileResuming(goalId);
       return { status: 'done', action: 'end' };
     }
-    const action = note
-      ? 'replan with note'
-      : files.length
-        ? 'replan with files'
-        : g.pausedFor === 'review'
-          ? (decision ?? 'continue')
-          : 'replan';
+    const action = resumeAction(g, note, files);
     // The next cycle must fit the budgets as raised, or the planner would end the goal at once.
     refuseIfOutOfBudget(g, budgets, g.step + 1);
     await this.checkInputs(files, await this.filesBesides(goalId, files));
@@ -472,6 +466,13 @@ export interface ResumeRequest {
   raise?: RaisedBudgets;
   /** Files the goal gets as inputs (a new version of an artifact of the same name): it re-plans. */
   files?: InputFile[];
+}
+
+/** What a resume does (its `resumed` event's action): after a review, the reflector's decision. */
+function resumeAction(g: GoalRecord, note: string | undefined, files: InputFile[]): string {
+  if (note) return 'replan with note';
+  if (files.length) return 'replan with files';
+  return g.pausedFor === 'review' ? (g.reflection?.decision ?? 'continue') : 'replan';
 }
 
 /** A goal paused at a budget carries on mid-cycle: no planner would read a note or files now. */
