@@ -128,8 +128,12 @@ test('a goal enqueued from the form fills in cycle by cycle without a reload, th
     copyFileSync(shot, docs);
   }
 
-  // Resume with a note and a file (the card was drawn live: its form must send files too):
-  // cycle 1 shows the resume, cycle 2 is planned with the note and the file.
+  // Resume with a note and a file: the card drawn live and the one the server draws both send
+  // files (multipart); cycle 1 shows the resume, cycle 2 is planned with the note and the file.
+  const resumeForm = '#decisions form[action$="/resume"]';
+  assert.equal(await page.getAttribute(resumeForm, 'enctype'), 'multipart/form-data', 'the live card');
+  await page.reload();
+  assert.equal(await page.getAttribute(resumeForm, 'enctype'), 'multipart/form-data', 'the drawn card');
   await page.fill('#decisions textarea[name=note]', 'Focus on edge cases <b>please</b>');
   const notes = { name: 'cases.md', mimeType: 'text/markdown', buffer: Buffer.from('MARKER-UI-RESUME\n') };
   await page.setInputFiles('#decisions input[type=file][name=files]', notes);
