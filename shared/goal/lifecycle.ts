@@ -114,7 +114,6 @@ export interface LifecycleOptions {
   onBudget?: (kind: BudgetKind, action: 'pause' | 'end') => void;
 }
 
-/** What a reflection decided, with what the reflected event reports. */
 /** What a human's resume changes besides the status. */
 export interface ResumeOptions {
   note?: string;
@@ -126,6 +125,7 @@ export interface ResumeOptions {
   inputs?: { name: string; bytes: number }[];
 }
 
+/** What a reflection decided, with what the reflected event reports. */
 export interface Decided {
   step: number;
   reflection: Reflection;
