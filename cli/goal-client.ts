@@ -152,8 +152,9 @@ export class GoalClient extends GoalReader {
    */
   private async storeInputs(goalId: string, files: InputFile[], resume?: { step: number; resumes: number }) {
     const stored: { name: string; bytes: number }[] = [];
-    // A resume's own writer: an input given before (the same name) becomes a version in the history.
-    const writer = resume ? `${INPUT_WRITER}-r${resume.resumes}` : INPUT_WRITER;
+    // Each resume call writes as itself: an input given before under the same name, by an earlier
+    // resume or by another human's resume racing this one, becomes a version in the history.
+    const writer = resume ? `${INPUT_WRITER}-r${resume.resumes}-${newOperationId()}` : INPUT_WRITER;
     for (const f of files) {
       const meta = { status: 'done', step: resume?.step ?? 0, writer, input: true, keepHistory: !!resume } as const;
       stored.push({ name: f.name, bytes: (await this.vfs.write(goalId, f.name, f.content, meta)).bytes });

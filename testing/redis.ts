@@ -1,4 +1,5 @@
 // Every test file gets its own redis-server on a free port; the shared 6379 is never used.
+import { once } from 'node:events';
 import { after } from 'node:test';
 import { Redis } from 'ioredis';
 import { type PrivateRedis, startPrivateRedis } from '../cli/private-redis.ts';
@@ -63,4 +64,21 @@ export async function everyValue(client: Redis): Promise<string> {
     else if (type === 'zset') out.push(JSON.stringify(await client.zrange(k, '0', '-1')));
   }
   return out.join('\n');
+}
+
+/**
+ * A MONITOR connection. ioredis marks a connection as monitoring only after MONITOR's OK has been
+ * handled (a promise later), so a command Redis ran right after it, read in the same chunk, was
+ * taken for a reply to nothing ("Command queue state error": a CI run failed on it with services
+ * polling Redis). Marked at once instead: 'ready' is emitted on the tick after MONITOR is written.
+ */
+export async function monitorOf(client: Redis): Promise<Redis> {
+  const m = client.duplicate({ monitor: true, lazyConnect: true });
+  m.once('ready', () => {
+    (m as unknown as { status: string }).status = 'monitoring';
+  });
+  const monitoring = once(m, 'monitoring');
+  await m.connect();
+  await monitoring;
+  return m;
 }

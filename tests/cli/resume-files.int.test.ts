@@ -57,7 +57,8 @@ test('resume --file: the files are inputs before the next plan, named to it, and
 
   // spec.md is its second version (given at cycle 1), the first kept in the history.
   const spec = (await fleet.client.artifacts(goalId)).find((f) => f.name === 'spec.md')!;
-  assert.deepEqual([spec.version, spec.step, spec.input, spec.writer], [2, 1, true, 'input-r1']);
+  assert.deepEqual([spec.version, spec.step, spec.input], [2, 1, true]);
+  assert.match(spec.writer!, /^input-r1-\w+$/);
   assert.equal(await fleet.client.read(goalId, 'spec.md'), 'Second spec. MARKER-SPEC-V2\n');
   const history = await fleet.client.vfs.history(goalId, 'spec.md');
   assert.deepEqual(

@@ -18,7 +18,7 @@ import {
   text,
   toolUse,
 } from '../../testing/messages-api-server.ts';
-import { useRedis } from '../../testing/redis.ts';
+import { monitorOf, useRedis } from '../../testing/redis.ts';
 import { until } from '../../testing/until.ts';
 import { goalFor, scriptedModel, writeConfig } from '../agent/mcp-harness.ts';
 
@@ -114,7 +114,7 @@ test('SIGKILLed after a tool call, the job goes on from there: the call not run 
 test("a run's checkpoints send each message once: their bytes add up to about the conversation", {
   timeout: 60_000,
 }, async () => {
-  const monitor = await redis.client.monitor();
+  const monitor = await monitorOf(redis.client);
   const writes: number[] = [];
   let goalId = '';
   // Scripts called on the checkpoints hash alone (checkpointSave, Read, Clear): none in a run that ends.
