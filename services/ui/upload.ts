@@ -1,4 +1,4 @@
-// The enqueue form's files: what the browser sent, as the goal's input files. A browser sends a
+// The enqueue and resume forms' files: what the browser sent, as the goal's input files. A browser sends a
 // file's base name, never its folder; names and contents are checked as `enqueue --file` checks
 // them, and a refused file names itself.
 import { type InputFile, inputSizeProblem, inputText } from '../../cli/goal-request.ts';

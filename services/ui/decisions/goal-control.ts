@@ -1,5 +1,5 @@
 // The decisions every goal has: resume a goal that awaits a human (with an optional note for
-// the planner; after a budget pause, with the budget raised), end one a human judges finished,
+// the planner and files for the goal; after a budget pause, with the budget raised), end one a human judges finished,
 // and cancel a goal that has not ended. They call the CLI's own functions (GoalClient.resume /
 // endAsDone / cancel), so the UI and `deepq resume [--end]|cancel` behave the same.
 import { cycleCounts } from '../../../cli/budget-status.ts';
