@@ -130,10 +130,15 @@ test('a goal paused at its token budget says so, refuses bad numbers, and carrie
  * A live update that renders the card again (a late call's usage changes the used count in its
  * label) while a budget is being typed: the field keeps what was typed, the focus and so the
  * next keystrokes. Before, the focus went with the old field and the keystrokes were lost.
+ * The card is patched, not replaced: its button is the same node, so a click landing as the
+ * update arrives still submits (a replaced button between mouse down and up swallowed it).
  */
 async function typingSurvivesALiveUpdate(page: Page, goalId: string): Promise<void> {
   const field = budgetCard(page).locator('input[name=maxTokens]');
   const label = budgetCard(page).locator('label:has(input[name=maxTokens])');
+  await budgetCard(page)
+    .locator('button.primary')
+    .evaluate((b) => Object.assign(window, { keptButton: b }));
   await field.click();
   await page.keyboard.type('12');
   const before = await label.textContent();
@@ -157,6 +162,7 @@ async function typingSurvivesALiveUpdate(page: Page, goalId: string): Promise<vo
   await page.keyboard.type('3');
   assert.equal(await field.inputValue(), '123');
   assert.ok(await field.evaluate((f) => f === document.activeElement), 'the field being typed in keeps the focus');
+  assert.ok(await page.evaluate(() => (window as { keptButton?: Element }).keptButton?.isConnected), 'the same button');
   await field.fill('');
 }
 

@@ -223,7 +223,8 @@ function decisionCard(d) {
   );
 }
 
-const FIELDS = 'textarea, input:not([type=hidden])';
+// A file field's value cannot be set from a script (it keeps its own picked files when patched).
+const FIELDS = 'textarea, input:not([type=hidden]):not([type=file])';
 const fieldKey = (f) => `${f.form?.getAttribute('action')} ${f.name}`;
 
 /** What is typed in a box's fields, by form action and field name. */
@@ -240,10 +241,65 @@ function focusedField(box) {
   return { key: fieldKey(f), start: f.selectionStart, end: f.selectionEnd };
 }
 
+/** Whitespace between tags, as in the server's markup: where the page's own markup has no text, not content. */
+const blank = (n) => n.nodeType === Node.TEXT_NODE && !n.data.trim();
+
+/** Whether `next` can take `old`'s place by patching it: same tag, same id, an input of the same type. */
+function sameKind(old, next) {
+  if (old.nodeType !== next.nodeType || old.nodeName !== next.nodeName) return false;
+  if (old.nodeType !== Node.ELEMENT_NODE) return true;
+  return old.id === next.id && old.getAttribute('type') === next.getAttribute('type');
+}
+
+/** The node of `box` to patch into `next`: the one with its id (moved here), else the one here if alike. */
+function counterpart(box, next, here) {
+  if (next.nodeType !== Node.ELEMENT_NODE || !next.id) return here && sameKind(here, next) ? here : null;
+  const match = [...box.children].find((c) => c.id === next.id);
+  if (!match || !sameKind(match, next)) return null;
+  if (match !== here) box.insertBefore(match, here ?? null);
+  return match;
+}
+
+function syncAttributes(old, next) {
+  for (const { name } of [...old.attributes]) if (!next.hasAttribute(name)) old.removeAttribute(name);
+  for (const { name, value } of [...next.attributes])
+    if (old.getAttribute(name) !== value) old.setAttribute(name, value);
+}
+
+function patch(old, next) {
+  if (old.nodeType === Node.TEXT_NODE) {
+    if (old.data !== next.data) old.data = next.data;
+  } else if (old.nodeType === Node.ELEMENT_NODE) {
+    syncAttributes(old, next);
+    morphChildren(old, next);
+  }
+}
+
 /**
- * Re-renders a list, unless it shows exactly the same thing. What was typed in a form that is
- * rendered again (a note, a budget being raised) is put back, and the field being typed in keeps
- * the focus and caret: a live update must not swallow the next keystrokes.
+ * Makes `box`'s children show what `next`'s show, patching the nodes in place where they are of
+ * the same kind. A button, a field or a picked file survives a live update that only changes a
+ * count in a title: a click landing as the card is redrawn still submits its form.
+ */
+function morphChildren(box, next) {
+  const incoming = [...next.childNodes];
+  incoming.forEach((n, i) => {
+    let here = box.childNodes[i];
+    while (here && blank(here) && n.nodeType !== Node.TEXT_NODE) {
+      here.remove();
+      here = box.childNodes[i];
+    }
+    const old = counterpart(box, n, here);
+    if (old) patch(old, n);
+    else box.insertBefore(n, here ?? null);
+  });
+  while (box.childNodes.length > incoming.length) box.lastChild.remove();
+}
+
+/**
+ * Re-renders a list, unless it shows exactly the same thing, patching what is there (above).
+ * Where a form is drawn anew all the same (another decision took its place), what was typed in
+ * it is put back, and the field being typed in keeps the focus and caret: a live update must not
+ * swallow the next keystrokes.
  */
 function replaceRows(id, nodes) {
   const box = document.getElementById(id);
@@ -252,11 +308,13 @@ function replaceRows(id, nodes) {
   if (same) return;
   const typed = typedValues(box);
   const focused = focusedField(box);
-  box.replaceChildren(...nodes);
+  const next = document.createElement(box.nodeName);
+  next.append(...nodes);
+  morphChildren(box, next);
   for (const f of box.querySelectorAll(FIELDS)) {
     const key = fieldKey(f);
-    if (typed.has(key)) f.value = typed.get(key);
-    if (key !== focused?.key) continue;
+    if (typed.has(key) && f.value !== typed.get(key)) f.value = typed.get(key);
+    if (key !== focused?.key || f === document.activeElement) continue;
     f.focus();
     if (focused.start !== null) f.setSelectionRange(focused.start, focused.end);
   }
