@@ -246,17 +246,16 @@ test('files deleted while held open count against the files limit: past it, the 
 
 test('space reserved without a size (fallocate --keep-size) counts against the files limit', async () => {
   const goalId = await t.newGoal();
-  // 64 MiB of blocks held by a file whose size stays 0: its size alone never reaches the limit.
-  const out = await runCode(goalId).run(
-    sh(': > held && fallocate -n -l 64M held && ls -s held && sleep 12 && echo survived'),
-  );
+  // 2 × 6 MiB of blocks held by files whose size stays 0: their sizes alone never reach the limit.
+  // (Each under the file size limit: on the work dir's tmpfs a reservation past it is refused.)
+  const reserve = (f: string) => `: > ${f} && fallocate -n -l 6M ${f}`;
+  const out = await runCode(goalId).run(sh(`${reserve('a')} && ${reserve('b')} && sleep 12 && echo survived`));
   killedAtFilesLimit(out, 8);
   const seconds = Number(/^run_code: shell, ([\d.]+) s/m.exec(out)?.[1]);
-  assert.ok(seconds < 12, `killed at the limit, not at the end of its sleep: ${seconds} s`);
-  // The same, deleted while held open: no walk of the folder finds it.
-  const held = await runCode(goalId).run(
-    sh(': > gone && exec 3<>gone && fallocate -n -l 64M gone && rm gone && sleep 12 && echo survived'),
-  );
+  assert.ok(seconds < 12, `stopped at the limit, not at the end of its sleep: ${seconds} s`);
+  // The same, deleted while held open: no walk of the folder finds them.
+  const hold = (f: string, fd: number) => `: > ${f} && exec ${fd}<>${f} && fallocate -n -l 6M ${f} && rm ${f}`;
+  const held = await runCode(goalId).run(sh(`${hold('a', 3)} && ${hold('b', 4)} && sleep 12 && echo survived`));
   killedAtFilesLimit(held, 8);
 });
 

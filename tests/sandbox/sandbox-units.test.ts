@@ -128,10 +128,13 @@ test('the command: bwrap starts with an empty environment, the program gets a cl
   for (const flag of ['--unshare-all', '--unshare-user', '--disable-userns', '--die-with-parent', '--clearenv']) {
     assert.ok(args.includes(flag), flag);
   }
-  assert.match(args, /--bind \/tmp\/w \/work --chdir \/work/);
+  // The work dir a tmpfs of the files limit and a margin (a hard bound), its inputs read-only beside it.
+  assert.match(args, /--ro-bind \/tmp\/w \/\.inputs --size 17825792 --tmpfs \/work --chdir \/work/);
+  assert.doesNotMatch(args, /--bind \/tmp\/w \/work/, 'no host dir the program can write');
+  assert.match(args, /--as-pid-1 --info-fd 5/);
   assert.match(
     args,
-    / -- \/usr\/bin\/prlimit --cpu=10:11 --nproc=64 --data=536870912 --fsize=16777216 .* -- python3 x\.py$/,
+    / deepq-keeper \/usr\/bin\/prlimit --cpu=10:11 --nproc=64 --data=536870912 --fsize=16777216 .* -- python3 x\.py$/,
   );
   assert.match(args, /--setenv NODE_OPTIONS --max-old-space-size=256/);
   const none = sandboxCommand({ ...base, mode: 'none', uid: 1000 });

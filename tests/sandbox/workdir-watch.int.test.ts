@@ -4,10 +4,10 @@
 // here, so only the writes themselves can have started the measurement that killed the run.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { SANDBOX_UID } from '../../shared/agent/sandbox/command.ts';
+import { SANDBOX_UID, WORK_MARGIN_BYTES } from '../../shared/agent/sandbox/command.ts';
 import { SandboxSchema } from '../../shared/agent/sandbox/config.ts';
 import { runSandboxed } from '../../shared/agent/sandbox/run.ts';
-import { createWorkDir, putFile, removeWorkDir } from '../../shared/agent/sandbox/workdir.ts';
+import { createWorkDir, putFile, removeWorkDir, walkWorkDir } from '../../shared/agent/sandbox/workdir.ts';
 
 const LIMITS = SandboxSchema.parse({ wallSeconds: 20, fileBytes: 8 * 1024 * 1024 });
 
@@ -54,6 +54,35 @@ test('files written and removed in turn, never over the limit together: the run 
     const res = await runSandboxed({ argv: ['python3', 'main.py'], workDir: wd.path, limits: LIMITS, pollMs: 60_000 });
     assert.equal(res.limit, null, JSON.stringify(res.limit));
     assert.match(res.stdout.text(), /survived/);
+  } finally {
+    await removeWorkDir(wd.path);
+  }
+});
+
+test('under bubblewrap the work dir is a hard bound: 60 writers at once end within its limit and margin', async () => {
+  const root = process.getuid?.() === 0;
+  const wd = await createWorkDir(root ? { uid: SANDBOX_UID, gid: SANDBOX_UID } : null);
+  try {
+    // 60 processes, each writing 4 MiB as fast as it can and going on past any error: 240 MiB asked for.
+    const code =
+      'import os\nfor w in range(60):\n    if os.fork() == 0:\n        try:\n' +
+      '            with open("w%02d" % w, "wb") as f:\n                for _ in range(64): f.write(b"x" * 65536)\n' +
+      '        except OSError:\n            pass\n        os._exit(0)\nfor w in range(60): os.wait()\n' +
+      'print(os.statvfs(".").f_blocks * os.statvfs(".").f_frsize)\n';
+    await putFile(wd, 'main.py', code);
+    let total = -1;
+    const res = await runSandboxed({
+      argv: ['python3', 'main.py'],
+      workDir: wd.path,
+      limits: { ...LIMITS, maxProcesses: 100 },
+      afterRun: async (dir) => {
+        total = (await walkWorkDir(dir)).bytes;
+      },
+    });
+    assert.equal(res.limit?.kind, 'files', `${res.outcome}: ${res.stderr.text()}`);
+    assert.ok(total >= 0, 'the work dir was read before the sandbox went');
+    assert.ok(total <= LIMITS.fileBytes + WORK_MARGIN_BYTES, `${total} bytes in the work dir`);
+    assert.equal((await walkWorkDir(wd.path)).bytes, Buffer.byteLength(code), 'nothing written on the host');
   } finally {
     await removeWorkDir(wd.path);
   }

@@ -5,14 +5,48 @@ import { ipcSeccompFilter } from './seccomp.ts';
 
 /** The uid/gid a root worker runs sandboxed code as (nobody/nogroup): never root. */
 export const SANDBOX_UID = 65534;
-/** Where the work dir appears inside bubblewrap. */
+/** Where the work dir appears inside bubblewrap: a tmpfs the size of the files limit (and a margin). */
 export const SANDBOX_WORK = '/work';
+/** Where the host dir holding the run's inputs appears inside bubblewrap, read-only: copied to /work first. */
+export const SANDBOX_INPUTS = '/.inputs';
+/**
+ * Room in the work dir's tmpfs past the files limit: a run is killed as over the limit as soon as
+ * it is seen past it (a write, a walk), and cannot write further than this past it in the meantime.
+ */
+export const WORK_MARGIN_BYTES = 1024 * 1024;
 /** The PATH inside the sandbox: system directories only. */
 export const SANDBOX_PATH = '/usr/local/bin:/usr/bin:/bin';
 const MIB = 1024 * 1024;
 
 /** Where bwrap reads the seccomp filter: the spawn's fourth stdio pipe. */
 export const SECCOMP_FD = 3;
+/** Where the keeper (below) writes `started`, then the program's exit status. */
+export const STATUS_FD = 4;
+/** Where bwrap writes its JSON info: `{"child-pid": N}`, the keeper's pid on the host. */
+export const INFO_FD = 5;
+
+/**
+ * The sandbox's pid 1 (bwrap --as-pid-1): copies the inputs into the work dir, runs the program
+ * (its arguments) and waits for it; then, or at SIGUSR1 from the worker (a limit was hit), kills
+ * every other process of the sandbox, so nothing changes the work dir any more, writes the
+ * program's status (a signal N as 128+N) and stays, holding the sandbox's mounts, until the worker
+ * has read the work dir through /proc/<pid>/root and kills it. The program gets none of its fds.
+ */
+const KEEPER = [
+  'trap : USR1',
+  `cp -a ${SANDBOX_INPUTS}/. ${SANDBOX_WORK}/ ||`,
+  `  { echo "deepq: the inputs were not copied into ${SANDBOX_WORK}" >&2; exit 125; }`,
+  `echo started >&${STATUS_FD}`,
+  'exec 9<&0',
+  `"$@" <&9 9<&- ${STATUS_FD}>&- ${INFO_FD}>&- &`,
+  'p=$!',
+  'wait "$p"; s=$?',
+  'for i in 1 2 3 4 5 6 7 8; do kill -KILL -1 2>/dev/null || break; done',
+  // Interrupted by SIGUSR1, the first wait returned early: this one reads the status.
+  'wait "$p" 2>/dev/null; t=$?; [ "$t" -ne 127 ] && s=$t',
+  `echo "exit $s" >&${STATUS_FD}`,
+  'exec sleep infinity',
+].join('\n');
 
 export interface SandboxCommand {
   file: string;
@@ -25,6 +59,8 @@ export interface SandboxCommand {
   cwd: string;
   /** A seccomp filter program bwrap reads from fd 3 (`--seccomp 3`): the caller writes it there. */
   seccomp?: Buffer;
+  /** The program runs under the keeper (mode bwrap): read its fds STATUS_FD and INFO_FD. */
+  keeper?: boolean;
 }
 
 /**
@@ -64,8 +100,8 @@ export function prlimitArgs(prlimit: string, limits: SandboxConfig): string[] {
 
 /**
  * bubblewrap's arguments: every namespace unshared (no network, own pids, own user), no
- * nested user namespaces, read-only /usr, size-bounded tmpfs for /tmp and /dev/shm, the work
- * dir read-write at /work, and everything else read-only.
+ * nested user namespaces, read-only /usr, size-bounded tmpfs for /tmp, /dev/shm and the work dir
+ * at /work (its inputs bound read-only beside it), and everything else read-only.
  */
 export function bwrapArgs(
   workDir: string,
@@ -76,6 +112,7 @@ export function bwrapArgs(
 ): string[] {
   const setenv = Object.entries(env).flatMap(([k, v]) => ['--setenv', k, v]);
   const tmpBytes = String(limits.fileBytes);
+  const workBytes = String(limits.fileBytes + WORK_MARGIN_BYTES);
   return [
     '--unshare-all',
     '--unshare-user',
@@ -83,6 +120,8 @@ export function bwrapArgs(
     ...(seccompFd === undefined ? [] : ['--seccomp', String(seccompFd)]),
     '--die-with-parent',
     '--new-session',
+    '--as-pid-1',
+    ...['--info-fd', String(INFO_FD)],
     '--clearenv',
     ...setenv,
     ...['--ro-bind', '/usr', '/usr'],
@@ -92,7 +131,7 @@ export function bwrapArgs(
     ...['--ro-bind-try', '/etc/alternatives', '/etc/alternatives'],
     ...['--proc', '/proc', '--dev', '/dev'],
     ...['--size', tmpBytes, '--tmpfs', '/dev/shm', '--size', tmpBytes, '--tmpfs', '/tmp'],
-    ...['--bind', workDir, SANDBOX_WORK, '--chdir', SANDBOX_WORK],
+    ...['--ro-bind', workDir, SANDBOX_INPUTS, '--size', workBytes, '--tmpfs', SANDBOX_WORK, '--chdir', SANDBOX_WORK],
     // The root and /dev are tmpfs bwrap made (unbounded): nothing may be written there.
     ...['--remount-ro', '/dev', '--remount-ro', '/'],
     '--',
@@ -124,6 +163,7 @@ export function sandboxCommand(c: CommandInput): SandboxCommand {
   // bwrap's own environment must be empty: its pid 1 keeps it, readable at /proc/1/environ.
   const seccomp = ipcSeccompFilter() ?? undefined;
   const fd = seccomp ? SECCOMP_FD : undefined;
-  const args = [...bwrapArgs(c.workDir, c.limits, inner, c.disableUserns ?? true, fd), ...limited];
-  return { file: c.bwrap, args, env: {}, cwd: '/', ...drop, ...(seccomp ? { seccomp } : {}) };
+  const keeper = ['/bin/sh', '-c', KEEPER, 'deepq-keeper'];
+  const args = [...bwrapArgs(c.workDir, c.limits, inner, c.disableUserns ?? true, fd), ...keeper, ...limited];
+  return { file: c.bwrap, args, env: {}, cwd: '/', keeper: true, ...drop, ...(seccomp ? { seccomp } : {}) };
 }

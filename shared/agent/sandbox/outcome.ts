@@ -33,6 +33,8 @@ const MEMORY_RE =
   /MemoryError|out of memory|ENOMEM|bad_alloc|Cannot allocate memory|Array buffer allocation failed|Allocation failed/i;
 const FORK_RE = /Cannot fork|fork: retry|fork failed|spawn EAGAIN|BlockingIOError: \[Errno 11\]|can't fork/i;
 const FILE_SIZE_RE = /File too large|EFBIG/;
+// The work dir (and /tmp) are tmpfs mounts of a fixed size: a write past it fails with ENOSPC.
+const NO_SPACE_RE = /No space left on device|ENOSPC/;
 
 const mib = (bytes: number) => `${Math.round((bytes / (1024 * 1024)) * 10) / 10} MiB`;
 export const limitText = {
@@ -69,6 +71,7 @@ export function limitOf(e: Exit, l: SandboxConfig): LimitHit | null {
   if (e.code === 0) return null;
   if (MEMORY_RE.test(e.stderrTail)) return hit('memory', l);
   if (FILE_SIZE_RE.test(e.stderrTail)) return hit('file_size', l);
+  if (NO_SPACE_RE.test(e.stderrTail)) return hit('files', l);
   return null;
 }
 

@@ -1,13 +1,16 @@
 // One sandboxed run: spawn the command detached (its own process group), feed stdin, keep
-// output tails, and kill the whole tree at once (SIGKILL to the group; bwrap's
-// --die-with-parent and its pid namespace take the rest) on the wall limit, too much output,
-// a full work dir, or the job's abort (goal cancelled, time budget out).
+// output tails, and stop the program on the wall limit, too much output, a full work dir, or the
+// job's abort (goal cancelled, time budget out). Under bubblewrap the keeper (keeper.ts) stops it
+// and holds the sandbox while `afterRun` reads the work dir, a tmpfs inside; then the whole tree
+// is killed at once (SIGKILL to the group; bwrap's --die-with-parent and its pid namespace take
+// the rest), as on an abort.
 import { type ChildProcess, spawn } from 'node:child_process';
 import type { Writable } from 'node:stream';
 import type { Logger } from 'pino';
 import { findSandboxBinaries, type SandboxBinaries } from './binaries.ts';
-import { SECCOMP_FD, sandboxCommand } from './command.ts';
+import { SANDBOX_WORK, type SandboxCommand, SECCOMP_FD, sandboxCommand } from './command.ts';
 import type { SandboxConfig } from './config.ts';
+import { Keeper } from './keeper.ts';
 import { type Exit, type KillReason, type LimitHit, limitOf, outcomeOf, type SandboxOutcome } from './outcome.ts';
 import { Tail } from './output.ts';
 import { measureTree } from './process-tree.ts';
@@ -38,6 +41,12 @@ export interface SandboxRequest {
   binaries?: SandboxBinaries;
   /** How often the process tree (and, spaced by its cost, the work dir) is measured: 250 ms. */
   pollMs?: number;
+  /**
+   * Reads what the program left, at `dir` (under bubblewrap the work dir inside the sandbox, which
+   * goes with it), before the sandbox is removed. Not called for a run that failed to start or
+   * was aborted. Nothing else runs meanwhile: every process of the run is gone or stopped.
+   */
+  afterRun?: (dir: string, result: SandboxResult) => Promise<void>;
 }
 
 export interface SandboxResult {
@@ -80,64 +89,109 @@ export async function runSandboxed(req: SandboxRequest): Promise<SandboxResult> 
     disableUserns: bins.disableUserns,
   });
   const ended = await supervise(req, cmd, stdout, stderr);
-  const seconds = (performance.now() - started) / 1000;
-  if ('error' in ended) return failed(ended.error);
-  const exit: Exit = { ...ended, stderrTail: stderr.text(), seconds };
-  if (exit.killed === 'cancel') return { ...failed('the job was aborted'), code: exit.code, aborted: true };
-  const limit = limitOf(exit, req.limits);
-  return { outcome: outcomeOf(exit, limit), limit, code: exit.code, signal: exit.signal, stdout, stderr, seconds };
+  try {
+    const seconds = (performance.now() - started) / 1000;
+    if ('error' in ended) return failed(ended.error);
+    const exit: Exit = { ...ended, stderrTail: stderr.text(), seconds };
+    if (exit.killed === 'cancel') return { ...failed('the job was aborted'), code: exit.code, aborted: true };
+    const limit = limitOf(exit, req.limits);
+    const result: SandboxResult = {
+      ...{ outcome: outcomeOf(exit, limit), limit, code: exit.code, signal: exit.signal },
+      ...{ stdout, stderr, seconds },
+    };
+    await afterRun(req, ended, result);
+    return result;
+  } finally {
+    await ended.release?.();
+  }
 }
 
-type Ended = Pick<Exit, 'code' | 'signal' | 'killed' | 'peakTasks'> | { error: string };
+/** The caller's read of the work dir: where the keeper holds it (bwrap) or on the host (none). */
+async function afterRun(req: SandboxRequest, ended: Ran, result: SandboxResult): Promise<void> {
+  if (!req.afterRun) return;
+  const dir = ended.keeper ? await ended.keeper.workDir() : req.workDir;
+  if (dir === null) throw new Error('the sandbox ended before its work dir was read');
+  await req.afterRun(dir, result);
+}
 
-/** Runs the command to its end, killing its process group at the first reason to. */
-function supervise(
-  req: SandboxRequest,
-  cmd: ReturnType<typeof sandboxCommand>,
-  stdout: Tail,
-  stderr: Tail,
-): Promise<Ended> {
+type Ran = Pick<Exit, 'code' | 'signal' | 'killed' | 'peakTasks'> & {
+  /** Holds the sandbox (its work dir readable) until `release`, which kills it. */
+  keeper?: Keeper;
+  release?: () => Promise<void>;
+};
+type Ended = Ran | { error: string; release?: undefined };
+
+/**
+ * Runs the command to its end. Under bubblewrap its end is the keeper's `exit` line (the sandbox
+ * held until release), or bwrap's own exit where there was none (it failed to start, or the
+ * keeper was killed).
+ */
+function supervise(req: SandboxRequest, cmd: SandboxCommand, stdout: Tail, stderr: Tail): Promise<Ended> {
   return new Promise((resolve) => {
-    const child = spawn(cmd.file, cmd.args, {
-      cwd: cmd.cwd,
-      env: cmd.env,
-      uid: cmd.uid,
-      gid: cmd.gid,
-      detached: true,
-      stdio: ['pipe', 'pipe', 'pipe', ...(cmd.seccomp ? (['pipe'] as const) : [])],
-    });
-    // bwrap reads its seccomp filter to the end of this pipe before it starts the program; one
-    // that fails first (no namespaces) closes it unread: its own error says why, not this one.
-    if (cmd.seccomp) {
-      const filter = child.stdio[SECCOMP_FD] as Writable;
-      filter.on('error', () => {});
-      filter.end(cmd.seccomp);
-    }
+    const child = spawnCommand(cmd);
     let killed: KillReason | null = null;
+    const peak = { tasks: 0 };
     const kill = (why: KillReason) => {
       killed ??= why;
-      killGroup(child.pid);
+      if (why !== 'cancel' && keeper?.stop()) setTimeout(() => killGroup(child.pid), STOP_GRACE_MS).unref();
+      else killGroup(child.pid);
     };
-    const peak = { tasks: 0 };
-    const stopWatching = watch(req, kill, child.pid, peak);
+    const watching = watch(req, kill, child.pid, peak);
+    const keeper = cmd.keeper
+      ? new Keeper(child, {
+          started: () => watching.measure(`/proc/${keeper?.pid}/root${SANDBOX_WORK}`),
+          exited: (code) => {
+            watching.stop();
+            const release = () => afterExit(child);
+            resolve({ code, signal: null, killed, peakTasks: peak.tasks, keeper, release });
+          },
+        })
+      : undefined;
+    if (!keeper) watching.measure(req.workDir);
     const onData = (tail: Tail) => (chunk: Buffer) => {
       tail.push(chunk);
       if (stdout.total + stderr.total > req.limits.outputBytes) kill('output');
     };
-    child.stdout.on('data', onData(stdout));
-    child.stderr.on('data', onData(stderr));
+    child.stdout?.on('data', onData(stdout));
+    child.stderr?.on('data', onData(stderr));
     // A program that exits without reading its input closes the pipe: not an error of ours.
-    child.stdin.on('error', () => {});
-    child.stdin.end(req.stdin ?? '');
+    child.stdin?.on('error', () => {});
+    child.stdin?.end(req.stdin ?? '');
     child.once('error', (err) => {
-      stopWatching();
+      watching.stop();
       resolve({ error: `could not start ${cmd.file}: ${err.message}` });
     });
     child.once('exit', (code, signal) => {
-      stopWatching();
+      watching.stop();
+      // Ended by the keeper's line: the sandbox's release (afterExit) is the caller's.
+      if (keeper?.exitedFirst) return;
       void afterExit(child).then(() => resolve({ code, signal, killed, peakTasks: peak.tasks }));
     });
   });
+}
+
+/** How long the keeper has to stop the program and report, before the whole sandbox is killed. */
+const STOP_GRACE_MS = 3000;
+
+/** Spawns detached (a group of its own), with the seccomp filter written to its pipe. */
+function spawnCommand(cmd: SandboxCommand): ChildProcess {
+  const keeperFds = cmd.keeper ? (['pipe', 'pipe'] as const) : [];
+  const child = spawn(cmd.file, cmd.args, {
+    cwd: cmd.cwd,
+    env: cmd.env,
+    uid: cmd.uid,
+    gid: cmd.gid,
+    detached: true,
+    stdio: ['pipe', 'pipe', 'pipe', cmd.seccomp ? 'pipe' : 'ignore', ...keeperFds],
+  });
+  // bwrap reads its seccomp filter to the end of this pipe before it starts the program; one
+  // that fails first (no namespaces) closes it unread: its own error says why, not this one.
+  if (cmd.seccomp) {
+    const filter = child.stdio[SECCOMP_FD] as Writable;
+    filter.on('error', () => {});
+    filter.end(cmd.seccomp);
+  }
+  return child;
 }
 
 /** SIGKILL to the group: bwrap (mode bwrap), or prlimit's program and its children (mode none). */
@@ -192,31 +246,41 @@ async function groupGone(pgid: number | undefined): Promise<void> {
 }
 
 /**
- * Starts the wall timer, the abort listener and the poll of the work dir's size and the whole
- * tree's resident memory and tasks (the most seen go to `peak`); returns their stop. Between two
- * polls the work dir's writes are followed as they happen (workdir-watch.ts): 60 writers put
- * 210-316 MiB past a 16 MiB limit within one 250 ms poll before it (measured).
+ * Starts the wall timer and the abort listener; `measure(root)` starts the poll of the work dir's
+ * size at `root` (once it is there: under bubblewrap when the keeper says so) and the whole tree's
+ * resident memory and tasks (the most seen go to `peak`); `stop` ends them all. Between two polls
+ * the work dir's writes are followed as they happen (workdir-watch.ts): 60 writers put 210-316
+ * MiB past a 16 MiB limit within one 250 ms poll before it (measured).
  */
 function watch(
   req: SandboxRequest,
   kill: (why: KillReason) => void,
   pid: number | undefined,
   peak: { tasks: number },
-): () => void {
+): { measure(root: string): void; stop(): void } {
   const wall = setTimeout(() => kill('wall'), req.limits.wallSeconds * 1000);
   const onAbort = () => kill('cancel');
   req.signal?.addEventListener('abort', onAbort, { once: true });
   let writes: WorkDirWatch | undefined;
-  const measure = new Measurer(req, kill, pid, peak, (w) => writes?.walked(w));
-  writes = new WorkDirWatch(req.workDir, req.limits.fileBytes, { over: () => kill('files'), walkNeeded: measure.walk });
-  const poll = setInterval(measure.poll, req.pollMs ?? WORKDIR_POLL_MS);
-  measure.walk(); // the folders the inputs came in are watched from the start
-  return () => {
-    clearTimeout(wall);
-    clearInterval(poll);
-    writes?.close();
-    measure.stop();
-    req.signal?.removeEventListener('abort', onAbort);
+  let measure: Measurer | undefined;
+  let poll: NodeJS.Timeout | undefined;
+  let stopped = false;
+  return {
+    measure(root) {
+      if (stopped || measure) return;
+      measure = new Measurer(req, root, kill, pid, peak, (w) => writes?.walked(w));
+      writes = new WorkDirWatch(root, req.limits.fileBytes, { over: () => kill('files'), walkNeeded: measure.walk });
+      poll = setInterval(measure.poll, req.pollMs ?? WORKDIR_POLL_MS);
+      measure.walk(); // the folders the inputs came in are watched from the start
+    },
+    stop() {
+      stopped = true;
+      clearTimeout(wall);
+      clearInterval(poll);
+      writes?.close();
+      measure?.stop();
+      req.signal?.removeEventListener('abort', onAbort);
+    },
   };
 }
 
@@ -235,6 +299,7 @@ class Measurer {
 
   constructor(
     private readonly req: SandboxRequest,
+    private readonly root: string,
     private readonly kill: (why: KillReason) => void,
     private readonly pid: number | undefined,
     private readonly peak: { tasks: number },
@@ -259,7 +324,7 @@ class Measurer {
     const started = performance.now();
     const walking = walk || started - this.last.at >= WALK_SPACING * this.last.ms;
     const { req, pid } = this;
-    Promise.all([walking ? walkWorkDir(req.workDir) : null, pid ? measureTree(pid, req.limits.mode !== 'bwrap') : null])
+    Promise.all([walking ? walkWorkDir(this.root) : null, pid ? measureTree(pid, req.limits.mode !== 'bwrap') : null])
       .then(([w, tree]) => {
         if (w) {
           const names = w.entries.length + w.dirs.length;

@@ -5,7 +5,7 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { constants, type Dirent } from 'node:fs';
-import { chmod, chown, lstat, mkdir, mkdtemp, open, opendir, readdir, realpath, rm, writeFile } from 'node:fs/promises';
+import { chmod, chown, lstat, mkdir, mkdtemp, open, opendir, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, sep } from 'node:path';
 
@@ -150,19 +150,23 @@ export const sha256 = (b: string | Buffer) => createHash('sha256').update(b).dig
 
 /**
  * Reads a file the program may have written, refusing anything but a regular file that is
- * really inside the work dir: the last component is opened without following a symlink, and
- * the folder it is in must resolve inside the work dir (a folder swapped for a symlink fails).
+ * really inside the work dir: each folder on the way must be a folder (a symlink in its place
+ * fails), and the last component is opened without following a symlink. No realpath: under
+ * bubblewrap `root` is /proc/<pid>/root/work, which a realpath turns into a host path, and where
+ * an absolute symlink would lead to the host's files. The program no longer runs (nothing swaps
+ * a folder between the check and the open).
  */
 export async function readRegularFile(root: string, name: string, maxBytes: number): Promise<Buffer> {
-  const file = join(root, name);
-  const realRoot = await realpath(root);
-  const realDir = await realpath(dirname(file)).catch(() => null);
-  if (realDir === null) throw new Error(`${name}: no such file in the work dir`);
-  if (realDir !== realRoot && !realDir.startsWith(realRoot + sep)) {
-    throw new Error(`${name}: its folder leads outside the work dir`);
+  const parts = name.split('/');
+  let realDir = root;
+  for (const part of parts.slice(0, -1)) {
+    realDir = join(realDir, part);
+    const st = await lstat(realDir).catch(() => null);
+    if (st === null) throw new Error(`${name}: no such file in the work dir`);
+    if (!st.isDirectory()) throw new Error(`${name}: its folder leads outside the work dir`);
   }
   const flags = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
-  const fh = await open(join(realDir, name.split('/').pop()!), flags).catch((err: NodeJS.ErrnoException) => {
+  const fh = await open(join(realDir, parts.at(-1)!), flags).catch((err: NodeJS.ErrnoException) => {
     if (err.code === 'ELOOP') throw new Error(`${name} is a symlink: only regular files are saved`);
     if (err.code === 'ENOENT') throw new Error(`${name}: no such file in the work dir`);
     throw new Error(`${name}: ${err.code ?? err.message}`);

@@ -144,6 +144,7 @@ function limitsFor(deps: SandboxToolDeps): string {
 async function runJob(deps: SandboxToolDeps, ctx: ToolContext, job: RunJob): Promise<string> {
   const { inputs, wd } = await countedIfFails(deps, ctx, () => prepare(deps, ctx, job));
   try {
+    let report: RunReport | undefined;
     const res = await runSandboxed({
       argv: job.argv,
       workDir: wd.path,
@@ -152,11 +153,14 @@ async function runJob(deps: SandboxToolDeps, ctx: ToolContext, job: RunJob): Pro
       signal: ctx.signal,
       log: ctx.log,
       binaries: deps.binaries,
+      // Under bubblewrap the work dir is inside the sandbox: read while the sandbox still holds it.
+      afterRun: async (dir, res) => {
+        report = await reportOf(deps, ctx, dir, inputs, job, res);
+      },
     });
     count(deps, ctx, res);
     if (res.aborted) throw new Error(`${job.tool} was killed: the job was aborted`);
-    if (res.error !== undefined) throw new Error(`${job.tool} could not run: ${res.error}`);
-    const report = await reportOf(deps, ctx, wd.path, inputs, job, res);
+    if (res.error !== undefined || !report) throw new Error(`${job.tool} could not run: ${res.error}`);
     return formatRun(report);
   } finally {
     await dropWorkDir(ctx, wd.path);
