@@ -127,6 +127,21 @@ test('writes outside the work dir fail, and nothing lands on the host', async ()
   }
 });
 
+test("the keeper's status line cannot be forged: the run's real end is reported, its late file read", async () => {
+  const goalId = await t.newGoal();
+  // The keeper (pid 1) shares the program's uid: pidfd_getfd takes its status fd, and the program
+  // writes a false `exit 0` there and goes on. The worker must wait for the real end to read files.
+  const code =
+    'import ctypes, os, time\nlibc = ctypes.CDLL(None, use_errno=True)\n' +
+    'fd = libc.syscall(438, os.pidfd_open(1), 4, 0)\nos.write(fd, b"exit 0\\n")\nprint("forged", flush=True)\n' +
+    'time.sleep(1)\nopen("late.txt", "w").write("late\\n")\nraise SystemExit(3)\n';
+  const out = await runCode(goalId).run(py(code, { save: ['late.txt'] }));
+  assert.match(out, /^forged$/m, "the line reached the keeper's status fd (else this proves nothing)");
+  assert.match(out, /^exit 3\n/);
+  assert.match(out, /late\.txt \(5 bytes, created\)/);
+  assert.equal(await t.rt.vfs.read(goalId, 'late.txt'), 'late\n');
+});
+
 test('no nested user namespace: unshare inside the sandbox fails (bwrap --disable-userns)', {
   skip: !findSandboxBinaries().disableUserns && 'this bwrap has no --disable-userns (before 0.8.0)',
 }, async () => {

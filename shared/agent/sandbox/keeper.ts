@@ -2,33 +2,37 @@
 // its `started` and `exit N` lines, the signal that stops the program, and where the work dir can
 // be read while it holds the sandbox's mounts: /proc/<pid>/root/work.
 import type { ChildProcess } from 'node:child_process';
-import { readdir, readFile } from 'node:fs/promises';
+import { readdir, readFile, readlink } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { INFO_FD, SANDBOX_WORK, STATUS_FD } from './command.ts';
 
 /** Bytes of a status or info line kept while its end has not come: the keeper's are short. */
 const LINE_MAX = 4096;
-/** Checks that nothing but the keeper runs any more, before its `exit` line is taken (see confirm). */
-const CONFIRM_TRIES = 20;
-const CONFIRM_GAP_MS = 50;
+/** Checks that the sandbox is still, after an `exit` line (see confirm): about a second in all. */
+const CONFIRM_TRIES = 40;
+const CONFIRM_GAP_MS = 25;
 
 export interface KeeperEvents {
   /** The inputs are in the work dir and the program starts: the work dir can be measured. */
   started(): void;
-  /** The program ended (a signal N as 128+N) and nothing else runs: the work dir is still. */
+  /** The program ended (a signal N as 128+N) and nothing runs in the sandbox: the work dir is still. */
   exited(code: number): void;
 }
 
 /**
- * The keeper as the worker sees it. Its status lines could also come from the program (it can
- * open /proc/1/fd/N as the same uid), so an `exit` line is taken only once no process of the
- * sandbox but the keeper is alive: then nothing can change the work dir, whoever wrote the line.
+ * The keeper as the worker sees it. Its status lines could come from the program too (the same
+ * uid: pidfd_getfd on pid 1's fds works), and so could the keeper's own acts (ptrace). So an
+ * `exit` line is taken only once the keeper, stopped from here (SIGSTOP), is the `sleep` it execs
+ * after its last line, and no other process of the sandbox is alive: then nothing can change the
+ * work dir, whoever wrote what, and the last line read is the keeper's.
  */
 export class Keeper {
   pid: number | null = null;
   private state: 'starting' | 'running' | 'exited' = 'starting';
   private status = '';
   private info = '';
+  private lastExit: number | null = null;
+  private confirming = false;
 
   constructor(
     private readonly child: ChildProcess,
@@ -48,7 +52,7 @@ export class Keeper {
     });
   }
 
-  /** The program's end came as the keeper's line (bwrap still runs, holding the sandbox). */
+  /** The program's end came from the keeper (bwrap still runs, holding the sandbox). */
   get exitedFirst(): boolean {
     return this.state === 'exited';
   }
@@ -56,12 +60,8 @@ export class Keeper {
   /** Asks the keeper to stop the program (SIGUSR1); false where it cannot be asked (not started). */
   stop(): boolean {
     if (this.state !== 'running' || this.pid === null) return false;
-    try {
-      process.kill(this.pid, 'SIGUSR1');
-      return true;
-    } catch {
-      return false;
-    }
+    signal(this.pid, 'SIGUSR1');
+    return true;
   }
 
   /** Where the work dir can be read: the keeper's root, while its parent is still this run's bwrap. */
@@ -72,11 +72,12 @@ export class Keeper {
     return ppid === this.child.pid ? `/proc/${this.pid}/root${SANDBOX_WORK}` : null;
   }
 
-  private read(fd: number, onText: (text: string) => void): void {
+  private read(fd: number, onText: (text: string) => void): Readable | null {
     const stream = this.child.stdio[fd] as Readable | null;
     stream?.setEncoding('utf8');
     stream?.on('data', onText);
     stream?.on('error', () => {});
+    return stream;
   }
 
   private onLine(line: string): void {
@@ -85,20 +86,61 @@ export class Keeper {
       this.events.started();
     }
     const exit = /^exit (\d{1,3})$/.exec(line);
-    if (exit && this.state === 'running') void this.confirm(Number(exit[1]));
+    if (!exit || this.state !== 'running') return;
+    this.lastExit = Number(exit[1]);
+    if (!this.confirming) void this.confirm();
   }
 
-  /** Takes an `exit` line once the keeper has no live child left (tried for about a second). */
-  private async confirm(code: number): Promise<void> {
-    for (let i = 0; i < CONFIRM_TRIES && this.state === 'running'; i++) {
-      if (this.pid !== null && !(await hasLiveChild(this.pid))) {
-        this.state = 'exited';
-        this.events.exited(code);
-        return;
+  /**
+   * Stops the keeper and checks the sandbox is still; where it is not yet (the keeper between its
+   * line and its exec, the killed processes not gone yet, or the line not the keeper's), lets the
+   * keeper go on (SIGCONT) and tries again, for about a second. After that the run ends at a later
+   * `exit` line, bwrap's exit or a limit.
+   */
+  private async confirm(): Promise<void> {
+    const pid = this.pid;
+    if (pid === null) return;
+    this.confirming = true;
+    try {
+      for (let i = 0; i < CONFIRM_TRIES && this.state === 'running'; i++) {
+        signal(pid, 'SIGSTOP');
+        if (await still(pid)) {
+          this.state = 'exited';
+          this.events.exited(this.lastExit!);
+          return;
+        }
+        signal(pid, 'SIGCONT');
+        await sleep(CONFIRM_GAP_MS);
       }
-      await new Promise((r) => setTimeout(r, CONFIRM_GAP_MS));
+    } finally {
+      this.confirming = false;
     }
   }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The keeper stopped, running `sleep` (its script's end), with no live process under it. */
+async function still(pid: number): Promise<boolean> {
+  // A SIGSTOP takes effect on the keeper's next return to user space: a moment.
+  for (let i = 0; i < 10 && (await stateOf(pid)) !== 'T'; i++) await sleep(2);
+  if ((await stateOf(pid)) !== 'T') return false;
+  const exe = await readlink(`/proc/${pid}/exe`).catch(() => '');
+  return exe.split('/').pop() === 'sleep' && !(await hasLiveChild(pid));
+}
+
+function signal(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch {
+    // gone: bwrap's exit ends the run
+  }
+}
+
+/** A process's state letter (R, S, T stopped, Z, ...), '' once it is gone. */
+async function stateOf(pid: number): Promise<string> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0] ?? '';
 }
 
 /**
@@ -107,15 +149,12 @@ export class Keeper {
  * keeper as parent means none at all.
  */
 async function hasLiveChild(pid: number): Promise<boolean> {
+  // Without CONFIG_PROC_CHILDREN, every process is looked at.
   const children = await readFile(`/proc/${pid}/task/${pid}/children`, 'utf8').catch(() => null);
-  const pids = children === null ? await allPids() : children.split(' ').filter(Boolean);
+  const pids = children?.split(' ').filter(Boolean) ?? (await readdir('/proc')).filter((d) => /^\d+$/.test(d));
   const states = await Promise.all(pids.map((p) => readFile(`/proc/${p}/stat`, 'utf8').catch(() => '')));
   return states.some((stat) => {
     const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return Number(ppid) === pid && state !== 'Z' && state !== 'X';
   });
-}
-
-async function allPids(): Promise<string[]> {
-  return (await readdir('/proc')).filter((d) => /^\d+$/.test(d));
 }

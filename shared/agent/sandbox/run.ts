@@ -43,10 +43,12 @@ export interface SandboxRequest {
   pollMs?: number;
   /**
    * Reads what the program left, at `dir` (under bubblewrap the work dir inside the sandbox, which
-   * goes with it), before the sandbox is removed. Not called for a run that failed to start or
-   * was aborted. Nothing else runs meanwhile: every process of the run is gone or stopped.
+   * goes with it), before the sandbox is removed; `dir` is null where the sandbox ended before its
+   * keeper's report (bwrap failed to start, the keeper was killed). Not called for a run that
+   * could not start or was aborted. Nothing else runs meanwhile: every process of the run is gone
+   * or stopped.
    */
-  afterRun?: (dir: string, result: SandboxResult) => Promise<void>;
+  afterRun?: (dir: string | null, result: SandboxResult) => Promise<void>;
 }
 
 export interface SandboxResult {
@@ -109,8 +111,7 @@ export async function runSandboxed(req: SandboxRequest): Promise<SandboxResult> 
 /** The caller's read of the work dir: where the keeper holds it (bwrap) or on the host (none). */
 async function afterRun(req: SandboxRequest, ended: Ran, result: SandboxResult): Promise<void> {
   if (!req.afterRun) return;
-  const dir = ended.keeper ? await ended.keeper.workDir() : req.workDir;
-  if (dir === null) throw new Error('the sandbox ended before its work dir was read');
+  const dir = ended.keeper ? await ended.keeper.workDir() : req.limits.mode === 'none' ? req.workDir : null;
   await req.afterRun(dir, result);
 }
 
@@ -131,9 +132,10 @@ function supervise(req: SandboxRequest, cmd: SandboxCommand, stdout: Tail, stder
     const child = spawnCommand(cmd);
     let killed: KillReason | null = null;
     const peak = { tasks: 0 };
+    let grace: NodeJS.Timeout | undefined;
     const kill = (why: KillReason) => {
       killed ??= why;
-      if (why !== 'cancel' && keeper?.stop()) setTimeout(() => killGroup(child.pid), STOP_GRACE_MS).unref();
+      if (why !== 'cancel' && keeper?.stop()) grace ??= setTimeout(() => killGroup(child.pid), STOP_GRACE_MS);
       else killGroup(child.pid);
     };
     const watching = watch(req, kill, child.pid, peak);
@@ -141,6 +143,7 @@ function supervise(req: SandboxRequest, cmd: SandboxCommand, stdout: Tail, stder
       ? new Keeper(child, {
           started: () => watching.measure(`/proc/${keeper?.pid}/root${SANDBOX_WORK}`),
           exited: (code) => {
+            clearTimeout(grace);
             watching.stop();
             const release = () => afterExit(child);
             resolve({ code, signal: null, killed, peakTasks: peak.tasks, keeper, release });
@@ -162,6 +165,7 @@ function supervise(req: SandboxRequest, cmd: SandboxCommand, stdout: Tail, stder
       resolve({ error: `could not start ${cmd.file}: ${err.message}` });
     });
     child.once('exit', (code, signal) => {
+      clearTimeout(grace);
       watching.stop();
       // Ended by the keeper's line: the sandbox's release (afterExit) is the caller's.
       if (keeper?.exitedFirst) return;

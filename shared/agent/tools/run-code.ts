@@ -214,18 +214,19 @@ function count(deps: SandboxToolDeps, ctx: ToolContext, res: SandboxResult): voi
 async function reportOf(
   deps: SandboxToolDeps,
   ctx: ToolContext,
-  dir: string,
+  dir: string | null,
   inputs: Map<string, string>,
   job: RunJob,
   res: SandboxResult,
 ): Promise<RunReport> {
-  const walk = await walkWorkDir(dir);
+  // The sandbox went before its work dir could be read: the verdict alone, no file listed or lost.
+  const walk = dir === null ? { entries: [], bytes: 0, truncated: true, dirs: [] } : await walkWorkDir(dir);
   const changed: RunReport['changed'] = [];
   for (const e of walk.entries) {
     if (e.name === job.program.file) continue;
     const before = inputs.get(e.name);
     if (before === undefined) changed.push({ ...e, how: 'created' });
-    else if (e.kind !== 'file' || e.bytes !== Buffer.byteLength(before) || (await changedContent(dir, e.name, before)))
+    else if (e.kind !== 'file' || e.bytes !== Buffer.byteLength(before) || (await changedContent(dir!, e.name, before)))
       changed.push({ ...e, how: 'changed' });
   }
   const seen = new Set(walk.entries.map((e) => e.name));
@@ -234,7 +235,8 @@ async function reportOf(
   }
   const saved = [];
   for (const name of new Set(job.save)) saved.push(await saveOne(deps, ctx, dir, name));
-  return { tool: job.tool, language: job.language, mode: deps.limits.mode, res, changed, walk, saved };
+  const workDirLost = dir === null;
+  return { tool: job.tool, language: job.language, mode: deps.limits.mode, res, changed, walk, workDirLost, saved };
 }
 
 async function changedContent(dir: string, name: string, before: string): Promise<boolean> {
@@ -245,8 +247,9 @@ async function changedContent(dir: string, name: string, before: string): Promis
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** One named file back into the goal's VFS, or the reason it was not. */
-async function saveOne(deps: SandboxToolDeps, ctx: ToolContext, dir: string, name: string) {
+async function saveOne(deps: SandboxToolDeps, ctx: ToolContext, dir: string | null, name: string) {
   try {
+    if (dir === null) throw new Error('the sandbox ended before its work dir could be read');
     const max = Math.min(deps.limits.fileBytes, deps.vfs.opts.maxArtifactBytes);
     const buf = await readRegularFile(dir, name, max);
     let text: string;

@@ -16,6 +16,8 @@ export interface RunReport {
   res: SandboxResult;
   changed: (WalkEntry & { how: 'created' | 'changed' | 'deleted' })[];
   walk: Walk;
+  /** The sandbox ended before its work dir could be read (bwrap failed, its keeper was killed). */
+  workDirLost?: boolean;
   saved: ({ name: string; ok: true; bytes: number; version: number } | { name: string; ok: false; reason: string })[];
 }
 
@@ -39,6 +41,7 @@ function streamSection(name: string, tail: SandboxResult['stdout']): string[] {
 }
 
 function filesSection(r: RunReport): string[] {
+  if (r.workDirLost) return ['--- files: not read (the sandbox ended before its work dir could be read) ---'];
   if (r.changed.length === 0) return ['--- files created, changed or deleted: none ---'];
   const lines = r.changed.slice(0, MAX_LISTED).map((f) => {
     if (f.how === 'deleted') return `${f.name} (deleted)`;
