@@ -23,6 +23,7 @@ import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import YAML from 'yaml';
+import { WORK_MARGIN_BYTES } from '../../shared/agent/sandbox/command.ts';
 import { SandboxSchema } from '../../shared/agent/sandbox/config.ts';
 import { CONFIG_ENV_VARS, ConfigSchema, loadConfig } from '../../shared/runtime/config.ts';
 import { Metrics } from '../../shared/runtime/metrics.ts';
@@ -1408,8 +1409,9 @@ describe('the run_code sandbox (bubblewrap) in containers', () => {
     assert.deepEqual(c.securityContext.capabilities.drop, ['ALL']);
   });
 
-  // One job's run may use memoryMb before deepq stops it, and a worker runs `concurrency` jobs:
-  // a limit below that let the kernel kill the whole worker (every running job) instead.
+  // One job's run may use memoryMb before deepq stops it, and its tmpfs mounts (the work dir with
+  // its margin, /tmp, /dev/shm) are memory too; a worker runs `concurrency` jobs: a limit below
+  // that let the kernel kill the whole worker (every running job) instead.
   const WORKER_OWN_MIB = 250;
   const toMiB = (q: string) => {
     const m = /^(\d+)(Mi|Gi)$/.exec(q);
@@ -1417,7 +1419,7 @@ describe('the run_code sandbox (bubblewrap) in containers', () => {
     return Number(m[1]) * (m[2] === 'Gi' ? 1024 : 1);
   };
 
-  test('the sandbox patch sizes memory for concurrency x sandbox.memoryMb, and says how', () => {
+  test('the sandbox patch sizes memory for concurrency x (memoryMb + its tmpfs mounts), and says how', () => {
     const patch = parseYamlFile(join(K8S, 'extras/sandbox-worker-patch.yaml'))[0]!;
     const target = find(rawBase(), 'Deployment', patch.metadata.name)!;
     const c = patch.spec.template.spec.containers[0] as Obj;
@@ -1425,15 +1427,17 @@ describe('the run_code sandbox (bubblewrap) in containers', () => {
     const fromArgs = args.includes('--concurrency') ? Number(args[args.indexOf('--concurrency') + 1]) : undefined;
     const fromEnv = ((c.env ?? []) as Obj[]).find((e) => e.name === 'DEEPQ_CONCURRENCY')?.value;
     const concurrency = fromArgs ?? Number(fromEnv ?? ConfigSchema.parse({}).concurrency);
-    const memoryMb = SandboxSchema.parse({}).memoryMb;
+    const { memoryMb, fileBytes } = SandboxSchema.parse({});
+    const perRunMib = memoryMb + (3 * fileBytes + WORK_MARGIN_BYTES) / 2 ** 20;
     const limit = toMiB(c.resources?.limits?.memory ?? target.spec.template.spec.containers[0].resources.limits.memory);
     assert.ok(
-      limit >= WORKER_OWN_MIB + concurrency * memoryMb,
-      `limit ${limit} MiB < ${WORKER_OWN_MIB} + ${concurrency} x ${memoryMb} MiB: one busy worker is OOM-killed`,
+      limit >= WORKER_OWN_MIB + concurrency * perRunMib,
+      `limit ${limit} MiB < ${WORKER_OWN_MIB} + ${concurrency} x ${perRunMib} MiB: one busy worker is OOM-killed`,
     );
     const header = readFileSync(join(K8S, 'extras/sandbox-worker-patch.yaml'), 'utf8');
-    assert.match(header, /250 MiB \+ concurrency x memoryMb/, 'the header states the sizing rule');
-    assert.match(readText('k8s/README.md'), /~250 MiB \+ concurrency × `memoryMb`/, 'k8s/README.md states it');
+    assert.match(header, /250 MiB \+ concurrency x \(memoryMb \+ 3 x fileBytes\)/, 'the header states the rule');
+    const readme = readText('k8s/README.md').replace(/\s+/g, ' ');
+    assert.match(readme, /~250 MiB \+ concurrency × \(`memoryMb` \+ 3 × `fileBytes`\)/, 'k8s/README.md states it');
   });
 
   test('the lines its header gives build: the patched worker and its ScaledObject agree (kubectl)', async (t) => {

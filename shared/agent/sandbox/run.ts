@@ -146,7 +146,8 @@ function supervise(req: SandboxRequest, cmd: SandboxCommand, stdout: Tail, stder
             clearTimeout(grace);
             watching.stop();
             const release = () => afterExit(child);
-            resolve({ code, signal: null, killed, peakTasks: peak.tasks, keeper, release });
+            // The program's last output is in its pipes by now: one more turn of the loop reads it.
+            setTimeout(() => resolve({ code, signal: null, killed, peakTasks: peak.tasks, keeper, release }), 0);
           },
         })
       : undefined;
