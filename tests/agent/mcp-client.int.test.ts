@@ -313,3 +313,32 @@ test('a stdio server started through a wrapper (sh -c) is stopped with it, even 
   await mcp.close();
   await until(() => !readProc(`/proc/${server}/stat`) || / Z /.test(readProc(`/proc/${server}/stat`)), 5000);
 });
+
+test('a process a stdio server left running on its own (setsid, its parent gone) is stopped with it', {
+  skip: process.platform !== 'linux' && 'reads /proc',
+}, async (t) => {
+  const { logger } = captureLogger();
+  const marker = `deepq-daemon-${Math.random().toString(36).slice(2)}`;
+  // A subshell starts a new session in the background and exits: its child is init's, no descendant.
+  const daemon = `(setsid sh -c 'sleep 300; : ${marker}' &)`;
+  const command = `${daemon}; exec "${process.execPath}" "${EVERYTHING_ENTRY}" stdio`;
+  const resolved = resolveRoleServers(
+    { tools: ['mcp:daemon/*'] },
+    { daemon: { type: 'stdio', command: 'sh', args: ['-c', command], env: {}, timeoutMs: 60_000 } },
+    {},
+  );
+  const mcp = new McpManager(resolved, { log: logger, secrets: [] });
+  t.after(() => mcp.close());
+  mcp.start();
+  await mcp.awaitTools();
+  const alive = (pid: number) => readProc(`/proc/${pid}/stat`) !== '' && !/ Z /.test(readProc(`/proc/${pid}/stat`));
+  const left = readdirSync('/proc').find((d) => /^\d+$/.test(d) && readProc(`/proc/${d}/cmdline`).includes(marker));
+  assert.ok(left, 'the process the server left runs');
+  const server = mcp.connection('daemon')!.pid!;
+  const ppid = Number(/^PPid:\s+(\d+)$/m.exec(readProc(`/proc/${left}/status`))?.[1]);
+  assert.notEqual(ppid, server, 'it is not the server process’s child');
+  const [sleeper] = childrenOf(Number(left));
+  assert.ok(sleeper, 'its sleep runs');
+  await mcp.close();
+  await until(() => !alive(Number(left)) && !alive(sleeper), 5000);
+});

@@ -4,7 +4,6 @@
 // reconnection, all within the server's timeoutMs; past it, or when the caller's signal aborts,
 // the request is cancelled (the SDK sends notifications/cancelled to the server).
 
-import { readFile } from 'node:fs/promises';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -17,12 +16,12 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { descendantsOf } from '../sandbox/process-tree.ts';
 import { cutChars } from '../tools/paging.ts';
 import { cappedFetch } from './capped-fetch.ts';
 import { modelInputSchema } from './input-schema.ts';
 import type { McpMetrics } from './metrics.ts';
 import type { ResolvedServer } from './resolve.ts';
+import { closeServer, newServerMark, SERVER_MARK_ENV, type ServerProcesses } from './server-processes.ts';
 
 export const CLIENT_INFO = { name: 'deepq', version: '0.1.0' };
 
@@ -91,6 +90,8 @@ export class McpConnection {
   lastError: string | undefined;
   /** The stdio server's process id from its start (so a failed attempt's process is stopped too). */
   pid: number | null = null;
+  /** The mark in the current attempt's server environment (server-processes.ts). */
+  private mark = newServerMark();
   private client?: Client;
   private transport?: Transport;
   /** Bumped on every (re)connect and loss: events of an older client are ignored. */
@@ -140,7 +141,7 @@ export class McpConnection {
     const s = this.server;
     const transport: Transport =
       s.type === 'stdio'
-        ? new StdioClientTransport({ command: s.command, args: s.args, env: s.env, stderr: 'pipe' })
+        ? new StdioClientTransport({ command: s.command, args: s.args, env: this.markedEnv(s.env), stderr: 'pipe' })
         : new StreamableHTTPClientTransport(s.url, { requestInit: { headers: s.headers }, fetch: cappedFetch() });
     if (transport instanceof StdioClientTransport) this.readStderr(transport);
     const client = new Client(CLIENT_INFO, { capabilities: {} });
@@ -151,6 +152,12 @@ export class McpConnection {
     };
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => this.refreshTools(gen));
     return { client, transport };
+  }
+
+  /** The server's environment with this attempt's mark (a new one per attempt). */
+  private markedEnv(env: Record<string, string>): Record<string, string> {
+    this.mark = newServerMark();
+    return { ...env, [SERVER_MARK_ENV]: this.mark };
   }
 
   private readStderr(transport: StdioClientTransport): void {
@@ -351,12 +358,12 @@ export class McpConnection {
     const oldTransport = this.transport;
     this.client = undefined;
     this.transport = undefined;
-    const oldPid = this.pid;
+    const oldServer = this.serverProcesses();
     this.pid = null;
     this.callsInFlight = 0;
     clearTimeout(this.pingTimer);
     // A session given up on (a ping timed out, a call failed) may still be open at the server.
-    void endSession(oldTransport).then(() => closeClient(old, oldPid));
+    void endSession(oldTransport).then(() => closeServer(() => old?.close() ?? Promise.resolve(), oldServer));
     // A stdio server that fails to start usually says why on stderr: its last line goes with the reason.
     const said = failedAttempt ? this.stderrTail.at(-1) : undefined;
     this.lastError = this.opts.scrub(said ? `${reason} (stderr: ${cutChars(said, 200)})` : reason);
@@ -476,14 +483,23 @@ export class McpConnection {
     this.gen++;
     clearTimeout(this.retryTimer);
     clearTimeout(this.pingTimer);
-    const { client, transport, pid } = this;
+    const { client, transport } = this;
+    const server = this.serverProcesses();
     this.client = undefined;
     this.transport = undefined;
     this.pid = null;
     this.callsInFlight = 0;
     this.setState('closed');
     await endSession(transport);
-    await withTimeout(closeClient(client, pid), 5000);
+    await withTimeout(
+      closeServer(() => client?.close() ?? Promise.resolve(), server),
+      5000,
+    );
+  }
+
+  /** The stdio server's processes to stop with the client (none for HTTP). */
+  private serverProcesses(): ServerProcesses | null {
+    return this.server.type === 'stdio' ? { pid: this.pid, mark: this.mark } : null;
   }
 }
 
@@ -491,39 +507,6 @@ export class McpConnection {
 async function endSession(transport: Transport | undefined): Promise<void> {
   if (transport instanceof StreamableHTTPClientTransport && transport.sessionId) {
     await withTimeout(transport.terminateSession(), 1000);
-  }
-}
-
-/**
- * Closes a client. The SDK stops a stdio server's own process only: one started through a
- * wrapper (`npx`, `sh -c`) is that process's child, and a server that hangs (not reading its
- * stdin's end) would be left running, orphaned. Its descendants, found before the close, are
- * stopped too: SIGTERM, then SIGKILL a second later.
- */
-async function closeClient(client: Client | undefined, pid: number | null): Promise<void> {
-  const tree = pid
-    ? await Promise.all((await descendantsOf(pid)).map(async (p) => [p, await cmdline(p)] as const))
-    : [];
-  await client?.close().catch(() => {});
-  if (!tree.length) return;
-  // Signalled only while each pid still runs what it ran (a pid can be reused once it is gone).
-  const signal = async (sig: NodeJS.Signals) => {
-    for (const [p, cmd] of tree) if (cmd && (await cmdline(p)) === cmd) killQuietly(p, sig);
-  };
-  await signal('SIGTERM');
-  await new Promise((r) => setTimeout(r, 1000).unref());
-  await signal('SIGKILL');
-}
-
-function cmdline(pid: number): Promise<string> {
-  return readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
-}
-
-function killQuietly(pid: number, sig: NodeJS.Signals): void {
-  try {
-    process.kill(pid, sig);
-  } catch {
-    // gone already
   }
 }
 
