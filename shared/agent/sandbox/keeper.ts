@@ -8,9 +8,10 @@ import { INFO_FD, SANDBOX_WORK, STATUS_FD } from './command.ts';
 
 /** Bytes of a status or info line kept while its end has not come: the keeper's are short. */
 const LINE_MAX = 4096;
-/** Checks that the sandbox is still, after an `exit` line (see confirm): about a second in all. */
-const CONFIRM_TRIES = 40;
-const CONFIRM_GAP_MS = 25;
+/** Checks that the sandbox is still, after an `exit` line (see confirm): half a second or more in all. */
+const CONFIRM_TRIES = 100;
+const CONFIRM_GAP_MS = 5;
+const RECONFIRM_MS = 250;
 
 export interface KeeperEvents {
   /** The inputs are in the work dir and the program starts: the work dir can be measured. */
@@ -28,9 +29,10 @@ export interface KeeperEvents {
  */
 export class Keeper {
   pid: number | null = null;
-  private state: 'starting' | 'running' | 'exited' = 'starting';
+  private state: 'starting' | 'running' | 'exited' | 'gone' = 'starting';
   private status = '';
   private info = '';
+  private sawStarted = false;
   private lastExit: number | null = null;
   private confirming = false;
 
@@ -41,6 +43,7 @@ export class Keeper {
     this.read(INFO_FD, (text) => {
       this.info = (this.info + text).slice(0, LINE_MAX);
       this.pid ??= Number(/"child-pid":\s*(\d+)/.exec(this.info)?.[1]) || null;
+      this.progress();
     });
     this.read(STATUS_FD, (text) => {
       this.status = (this.status + text).slice(-LINE_MAX);
@@ -49,12 +52,18 @@ export class Keeper {
         this.status = this.status.slice(nl + 1);
         this.onLine(line);
       }
+      this.progress();
     });
   }
 
   /** The program's end came from the keeper (bwrap still runs, holding the sandbox). */
   get exitedFirst(): boolean {
     return this.state === 'exited';
+  }
+
+  /** bwrap exited: nothing more to wait for. */
+  gone(): void {
+    if (this.state !== 'exited') this.state = 'gone';
   }
 
   /** Asks the keeper to stop the program (SIGUSR1); false where it cannot be asked (not started). */
@@ -81,21 +90,25 @@ export class Keeper {
   }
 
   private onLine(line: string): void {
-    if (line === 'started' && this.state === 'starting' && this.pid !== null) {
+    if (line === 'started') this.sawStarted = true;
+    const exit = /^exit (\d{1,3})$/.exec(line);
+    if (exit && this.sawStarted) this.lastExit = Number(exit[1]);
+  }
+
+  /** Acts on what has come: bwrap's info and the keeper's lines arrive on two pipes, in either order. */
+  private progress(): void {
+    if (this.state === 'starting' && this.sawStarted && this.pid !== null) {
       this.state = 'running';
       this.events.started();
     }
-    const exit = /^exit (\d{1,3})$/.exec(line);
-    if (!exit || this.state !== 'running') return;
-    this.lastExit = Number(exit[1]);
-    if (!this.confirming) void this.confirm();
+    if (this.state === 'running' && this.lastExit !== null && !this.confirming) void this.confirm();
   }
 
   /**
    * Stops the keeper and checks the sandbox is still; where it is not yet (the keeper between its
    * line and its exec, the killed processes not gone yet, or the line not the keeper's), lets the
-   * keeper go on (SIGCONT) and tries again, for about a second. After that the run ends at a later
-   * `exit` line, bwrap's exit or a limit.
+   * keeper go on (SIGCONT) and tries again, for half a second or more, then again a moment later, until
+   * it is or the run ends otherwise (bwrap's exit, a limit).
    */
   private async confirm(): Promise<void> {
     const pid = this.pid;
@@ -115,6 +128,8 @@ export class Keeper {
     } finally {
       this.confirming = false;
     }
+    // Still not still (slow deaths, or the line was the program's): again later, until the run ends.
+    if (this.state === 'running') setTimeout(() => this.progress(), RECONFIRM_MS).unref();
   }
 }
 

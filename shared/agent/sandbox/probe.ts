@@ -1,6 +1,6 @@
 // Fail closed: before a worker whose role runs code takes any job, one tiny run goes through
-// the role's whole sandbox (bwrap, prlimit, the uid drop, a fresh /proc). If it fails, the
-// worker refuses to start with a message naming what is missing.
+// the role's whole sandbox (bwrap, prlimit, the uid drop, a fresh /proc, its work dir read back
+// through /proc). If it fails, the worker refuses to start with a message naming what is missing.
 import { readFile } from 'node:fs/promises';
 import { ConfigError } from '../../errors.ts';
 import { SANDBOX_TOOL_NAMES } from '../roles.ts';
@@ -8,7 +8,7 @@ import { findSandboxBinaries, type SandboxBinaries } from './binaries.ts';
 import { SANDBOX_UID } from './command.ts';
 import type { SandboxConfig } from './config.ts';
 import { runSandboxed } from './run.ts';
-import { createWorkDir, removeWorkDir } from './workdir.ts';
+import { createWorkDir, readRegularFile, removeWorkDir } from './workdir.ts';
 
 /** The sandbox cannot run here: a ConfigError, so the worker exits 78 and is not restarted in a loop. */
 export class SandboxUnavailableError extends ConfigError {}
@@ -59,8 +59,21 @@ async function missingPieces(mode: SandboxConfig['mode'], bins: SandboxBinaries)
   return missing;
 }
 
+const PROBE_FILE = 'probe.txt';
+const PROBE_TEXT = 'deepq-probe';
+
+/** '' when the probe's file reads back as written, else what went wrong, for an operator. */
+async function readProbeFile(dir: string): Promise<string> {
+  const text = await readRegularFile(dir, PROBE_FILE, 1024).then(String, (err: Error) => err.message);
+  if (text === `${PROBE_TEXT}\n`) return '';
+  return (
+    `the worker cannot read what a program writes in the sandbox's work dir (at ${dir}: a /proc mounted ` +
+    `with hidepid, or access to another process's root refused, stops it): ${text.trim().slice(0, 200)}`
+  );
+}
+
 /**
- * Runs `true` in the sandbox `limits` describe; throws SandboxUnavailableError naming what is
+ * Runs a program that writes a file in the sandbox `limits` describe, and reads the file back; throws SandboxUnavailableError naming what is
  * missing. Returns a warning for mode none (the caller logs it).
  */
 export async function probeSandbox(
@@ -79,8 +92,18 @@ export async function probeSandbox(
   const wd = await createWorkDir(root ? { uid: SANDBOX_UID, gid: SANDBOX_UID } : null);
   try {
     const probeLimits = { ...limits, wallSeconds: 15 };
-    const r = await runSandboxed({ argv: ['true'], workDir: wd.path, limits: probeLimits, binaries: bins });
+    let readBack = 'the sandbox ended before its work dir could be read';
+    const r = await runSandboxed({
+      argv: ['sh', '-c', `echo ${PROBE_TEXT} > ${PROBE_FILE}`],
+      workDir: wd.path,
+      limits: probeLimits,
+      binaries: bins,
+      afterRun: async (dir) => {
+        if (dir !== null) readBack = await readProbeFile(dir);
+      },
+    });
     if (r.outcome !== 'ok') throw refuse([r.error ?? explainBwrapFailure(r.stderr.text())]);
+    if (readBack !== '') throw refuse([readBack]);
   } finally {
     await removeWorkDir(wd.path);
   }

@@ -168,6 +168,7 @@ function supervise(req: SandboxRequest, cmd: SandboxCommand, stdout: Tail, stder
     child.once('exit', (code, signal) => {
       clearTimeout(grace);
       watching.stop();
+      keeper?.gone();
       // Ended by the keeper's line: the sandbox's release (afterExit) is the caller's.
       if (keeper?.exitedFirst) return;
       void afterExit(child).then(() => resolve({ code, signal, killed, peakTasks: peak.tasks }));
