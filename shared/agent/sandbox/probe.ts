@@ -73,8 +73,9 @@ async function readProbeFile(dir: string): Promise<string> {
 }
 
 /**
- * Runs a program that writes a file in the sandbox `limits` describe, and reads the file back; throws SandboxUnavailableError naming what is
- * missing. Returns a warning for mode none (the caller logs it).
+ * Runs a program that writes a file in the sandbox `limits` describe, and reads the file back;
+ * throws SandboxUnavailableError naming what is missing. Returns a warning for mode none (the
+ * caller logs it).
  */
 export async function probeSandbox(
   role: string,
