@@ -33,14 +33,15 @@ export const INFO_FD = 5;
  * has read the work dir through /proc/<pid>/root and kills it. The program gets none of its fds.
  */
 const KEEPER = [
-  'trap : USR1',
+  'trap stop=1 USR1',
   `cp -a ${SANDBOX_INPUTS}/. ${SANDBOX_WORK}/ ||`,
   `  { echo "deepq: the inputs were not copied into ${SANDBOX_WORK}" >&2; exit 125; }`,
   `echo started >&${STATUS_FD}`,
   'exec 9<&0',
   `"$@" <&9 9<&- ${STATUS_FD}>&- ${INFO_FD}>&- &`,
   'p=$!',
-  'wait "$p"; s=$?',
+  // A SIGUSR1 before the wait (its trap runs between commands) must not leave it waiting.
+  '[ -z "$stop" ] && wait "$p"; s=$?',
   'for i in 1 2 3 4 5 6 7 8; do kill -KILL -1 2>/dev/null || break; done',
   // Interrupted by SIGUSR1, the first wait returned early: this one reads the status.
   'wait "$p" 2>/dev/null; t=$?; [ "$t" -ne 127 ] && s=$t',
