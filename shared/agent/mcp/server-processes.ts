@@ -5,8 +5,8 @@
 // (DEEPQ_MCP_SERVER=<id>), which forks and execs keep, so those are found by the mark too.
 // (A process started with an emptied environment, `env -i`, escapes it.)
 import { randomBytes } from 'node:crypto';
-import { readdir, readFile } from 'node:fs/promises';
-import { descendantsOf } from '../sandbox/process-tree.ts';
+import { readFile } from 'node:fs/promises';
+import { descendantsOf, listPids, signalQuietly } from '../sandbox/process-tree.ts';
 
 export const SERVER_MARK_ENV = 'DEEPQ_MCP_SERVER';
 
@@ -21,11 +21,10 @@ export const newServerMark = (): string => `${process.pid}-${randomBytes(8).toSt
 /** Pids whose environment holds the mark: the worker's own processes (any, for a root worker). */
 async function markedWith(mark: string): Promise<number[]> {
   const needle = `\0${SERVER_MARK_ENV}=${mark}\0`;
-  const pids = (await readdir('/proc').catch(() => [] as string[])).filter((d) => /^\d+$/.test(d));
   const found = await Promise.all(
-    pids.map(async (p) => {
+    (await listPids()).map(async (p) => {
       const env = await readFile(`/proc/${p}/environ`, 'latin1').catch(() => '');
-      return `\0${env}`.includes(needle) ? Number(p) : 0;
+      return `\0${env}`.includes(needle) ? p : 0;
     }),
   );
   return found.filter((p) => p !== 0 && p !== process.pid);
@@ -44,7 +43,7 @@ export async function closeServer(close: () => Promise<void>, server: ServerProc
   await close().catch(() => {});
   if (!tree.length) return;
   const signal = async (sig: NodeJS.Signals) => {
-    for (const [p, cmd] of tree) if (cmd && (await cmdline(p)) === cmd) killQuietly(p, sig);
+    for (const [p, cmd] of tree) if (cmd && (await cmdline(p)) === cmd) signalQuietly(p, sig);
   };
   await signal('SIGTERM');
   await new Promise((r) => setTimeout(r, 1000).unref());
@@ -53,12 +52,4 @@ export async function closeServer(close: () => Promise<void>, server: ServerProc
 
 function cmdline(pid: number): Promise<string> {
   return readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
-}
-
-function killQuietly(pid: number, sig: NodeJS.Signals): void {
-  try {
-    process.kill(pid, sig);
-  } catch {
-    // gone already
-  }
 }

@@ -2,9 +2,10 @@
 // its `started` and `exit N` lines, the signal that stops the program, and where the work dir can
 // be read while it holds the sandbox's mounts: /proc/<pid>/root/work.
 import type { ChildProcess } from 'node:child_process';
-import { readdir, readFile, readlink } from 'node:fs/promises';
+import { readFile, readlink } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { INFO_FD, SANDBOX_WORK, STATUS_FD } from './command.ts';
+import { listPids, procStat, signalQuietly } from './process-tree.ts';
 
 /** Bytes of a status or info line kept while its end has not come: the keeper's are short. */
 const LINE_MAX = 4096;
@@ -69,7 +70,7 @@ export class Keeper {
   /** Asks the keeper to stop the program (SIGUSR1); false where it cannot be asked (not started). */
   stop(): boolean {
     if (this.state !== 'running' || this.pid === null) return false;
-    signal(this.pid, 'SIGUSR1');
+    signalQuietly(this.pid, 'SIGUSR1');
     return true;
   }
 
@@ -116,13 +117,13 @@ export class Keeper {
     this.confirming = true;
     try {
       for (let i = 0; i < CONFIRM_TRIES && this.state === 'running'; i++) {
-        signal(pid, 'SIGSTOP');
+        signalQuietly(pid, 'SIGSTOP');
         if (await still(pid)) {
           this.state = 'exited';
           this.events.exited(this.lastExit!);
           return;
         }
-        signal(pid, 'SIGCONT');
+        signalQuietly(pid, 'SIGCONT');
         await sleep(CONFIRM_GAP_MS);
       }
     } finally {
@@ -138,24 +139,11 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** The keeper stopped, running `sleep` (its script's end), with no live process under it. */
 async function still(pid: number): Promise<boolean> {
   // A SIGSTOP takes effect on the keeper's next return to user space: a moment.
-  for (let i = 0; i < 10 && (await stateOf(pid)) !== 'T'; i++) await sleep(2);
-  if ((await stateOf(pid)) !== 'T') return false;
+  const stopped = async () => (await procStat(pid))?.state === 'T';
+  for (let i = 0; i < 10 && !(await stopped()); i++) await sleep(2);
+  if (!(await stopped())) return false;
   const exe = await readlink(`/proc/${pid}/exe`).catch(() => '');
   return exe.split('/').pop() === 'sleep' && !(await hasLiveChild(pid));
-}
-
-function signal(pid: number, sig: NodeJS.Signals): void {
-  try {
-    process.kill(pid, sig);
-  } catch {
-    // gone: bwrap's exit ends the run
-  }
-}
-
-/** A process's state letter (R, S, T stopped, Z, ...), '' once it is gone. */
-async function stateOf(pid: number): Promise<string> {
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
-  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0] ?? '';
 }
 
 /**
@@ -166,10 +154,7 @@ async function stateOf(pid: number): Promise<string> {
 async function hasLiveChild(pid: number): Promise<boolean> {
   // Without CONFIG_PROC_CHILDREN, every process is looked at.
   const children = await readFile(`/proc/${pid}/task/${pid}/children`, 'utf8').catch(() => null);
-  const pids = children?.split(' ').filter(Boolean) ?? (await readdir('/proc')).filter((d) => /^\d+$/.test(d));
-  const states = await Promise.all(pids.map((p) => readFile(`/proc/${p}/stat`, 'utf8').catch(() => '')));
-  return states.some((stat) => {
-    const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return Number(ppid) === pid && state !== 'Z' && state !== 'X';
-  });
+  const pids = children === null ? await listPids() : children.split(' ').filter(Boolean).map(Number);
+  const stats = await Promise.all(pids.map(procStat));
+  return stats.some((s) => s?.ppid === pid && s.state !== 'Z' && s.state !== 'X');
 }

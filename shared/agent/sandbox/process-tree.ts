@@ -16,18 +16,41 @@ export interface TreeUsage {
   deletedBytes: number;
 }
 
+/** The pids /proc lists now ([] where it cannot be read). */
+export async function listPids(): Promise<number[]> {
+  const names = await readdir('/proc').catch(() => [] as string[]);
+  return names.filter((d) => /^\d+$/.test(d)).map(Number);
+}
+
+/** A process's state letter (R, S, T stopped, Z, ...) and parent pid, from /proc; null once it is gone. */
+export async function procStat(pid: number): Promise<{ state: string; ppid: number } | null> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  if (!stat) return null;
+  // comm may hold spaces and parentheses: the fields start after the last ')'.
+  const [state = '', ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return { state, ppid: Number(ppid) };
+}
+
+/** A signal to a process (or, with a negative pid, its group), where it may be gone already. */
+export function signalQuietly(pid: number, sig: NodeJS.Signals | 0): boolean {
+  try {
+    process.kill(pid, sig);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Children of each process, from /proc/<pid>/stat's parent pid. */
 async function childrenByParent(): Promise<Map<number, number[]>> {
   const children = new Map<number, number[]>();
-  const pids = (await readdir('/proc')).filter((d) => /^\d+$/.test(d));
+  const pids = await listPids();
   await Promise.all(
     pids.map(async (pid) => {
-      const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
-      // comm may hold spaces and parentheses: the fields start after the last ')'.
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      const ppid = (await procStat(pid))?.ppid;
       if (!ppid) return;
       const list = children.get(ppid) ?? [];
-      list.push(Number(pid));
+      list.push(pid);
       children.set(ppid, list);
     }),
   );

@@ -13,7 +13,7 @@ import type { SandboxConfig } from './config.ts';
 import { Keeper } from './keeper.ts';
 import { type Exit, type KillReason, type LimitHit, limitOf, outcomeOf, type SandboxOutcome } from './outcome.ts';
 import { Tail } from './output.ts';
-import { measureTree } from './process-tree.ts';
+import { measureTree, signalQuietly } from './process-tree.ts';
 import { type Walk, walkWorkDir } from './workdir.ts';
 import { WorkDirWatch } from './workdir-watch.ts';
 
@@ -202,12 +202,7 @@ function spawnCommand(cmd: SandboxCommand): ChildProcess {
 
 /** SIGKILL to the group: bwrap (mode bwrap), or prlimit's program and its children (mode none). */
 function killGroup(pid: number | undefined): void {
-  if (!pid) return;
-  try {
-    process.kill(-pid, 'SIGKILL');
-  } catch {
-    /* the group is gone */
-  }
+  if (pid) signalQuietly(-pid, 'SIGKILL');
 }
 
 /**
@@ -241,11 +236,7 @@ async function groupGone(pgid: number | undefined): Promise<void> {
   if (!pgid) return;
   const until = Date.now() + GROUP_GONE_MS;
   for (;;) {
-    try {
-      process.kill(-pgid, 0);
-    } catch {
-      return;
-    }
+    if (!signalQuietly(-pgid, 0)) return;
     if (Date.now() > until) return;
     await new Promise((r) => setTimeout(r, 25));
   }
