@@ -19,6 +19,7 @@ import {
   type VfsToolOptions,
 } from '../../shared/agent/tools.ts';
 import { LockLostError } from '../../shared/errors.ts';
+import { Metrics } from '../../shared/runtime/metrics.ts';
 import { formatIndex } from '../../shared/vfs/vfs.ts';
 import { useRedis } from '../../testing/redis.ts';
 import { useVfsRuntime, type VfsTestRuntime, vfsRuntime } from '../../testing/vfs-runtime.ts';
@@ -441,7 +442,7 @@ test('read_file keeps offset and limit; write_file creates and replaces', async 
   );
 });
 
-test("once another delivery holds the job's lock, write_file and run_code's save throw (the run ends)", async () => {
+test("once another delivery holds the job's lock, write_file and run_code's save throw (the run ends, counted)", async () => {
   const goalId = await t.newGoal();
   const key = `${t.rt.cfg.prefix}:sub-code-writer:${goalId}:1:0:lock`;
   await redis.client.set(key, 'another-worker:7');
@@ -456,8 +457,15 @@ test("once another delivery holds the job's lock, write_file and run_code's save
   const [write] = createVfsTools(t.rt.vfs, scope, ['write_file']);
   await assert.rejects(write!.run({ name: 'a.txt', content: 'x' }), LockLostError);
   const limits = SandboxSchema.parse({ mode: 'none' });
-  const [run] = createSandboxTools({ vfs: t.rt.vfs, limits }, scope, ['run_code']);
+  const metrics = new Metrics();
+  const [run] = createSandboxTools({ vfs: t.rt.vfs, limits, metrics }, scope, ['run_code']);
   await assert.rejects(run!.run({ language: 'shell', code: 'echo hi > out.txt', save: ['out.txt'] }), LockLostError);
   assert.equal(await t.rt.vfs.stat(goalId, 'out.txt'), null);
+  // The run happened: it is counted once, though its save was refused.
+  const runs = (await metrics.sandboxRuns.get()).values;
+  assert.deepEqual(
+    runs.map((v) => [v.labels.outcome, v.value]),
+    [['ok', 1]],
+  );
   assert.equal(await t.rt.vfs.stat(goalId, 'a.txt'), null);
 });

@@ -145,6 +145,12 @@ async function runJob(deps: SandboxToolDeps, ctx: ToolContext, job: RunJob): Pro
   const { inputs, wd } = await countedIfFails(deps, ctx, () => prepare(deps, ctx, job));
   try {
     let report: RunReport | undefined;
+    // Counted before the save: a save refused (the job's lock lost) still leaves the run counted.
+    let counted = false;
+    const countOnce = (r: SandboxResult) => {
+      if (!counted) count(deps, ctx, r);
+      counted = true;
+    };
     const res = await runSandboxed({
       argv: job.argv,
       workDir: wd.path,
@@ -155,10 +161,11 @@ async function runJob(deps: SandboxToolDeps, ctx: ToolContext, job: RunJob): Pro
       binaries: deps.binaries,
       // Under bubblewrap the work dir is inside the sandbox: read while the sandbox still holds it.
       afterRun: async (dir, res) => {
+        countOnce(res);
         report = await reportOf(deps, ctx, dir, inputs, job, res);
       },
     });
-    count(deps, ctx, res);
+    countOnce(res);
     if (res.aborted) throw new Error(`${job.tool} was killed: the job was aborted`);
     if (res.error !== undefined || !report) throw new Error(`${job.tool} could not run: ${res.error}`);
     return formatRun(report);
