@@ -74,6 +74,12 @@ test('edit_file with no match, or several without replace_all, changes nothing a
     edit_file!.run({ name: 'v.py', old_string: 'x', new_string: 'k' }),
     /^Error: old_string occurs 3 times in v\.py \(at lines 1, 2, 4\); nothing was changed\. .*replace_all: true/,
   );
+  // Matches on one line, after blank lines, past the 10 named: each named by its own line.
+  const many = await goalWith({ 'm.txt': `\n\nab ab\n${'ab\n'.repeat(12)}` });
+  await assert.rejects(
+    toolsOf(many).edit_file!.run({ name: 'm.txt', old_string: 'ab', new_string: 'c' }),
+    /occurs 14 times in m\.txt \(at lines 3, 3, 4, 5, 6, 7, 8, 9, 10, 11, …\)/,
+  );
   await assert.rejects(
     edit_file!.run({ name: 'v.py', old_string: 'x', new_string: 'x' }),
     /old_string and new_string are the same/,
@@ -442,7 +448,7 @@ test('read_file keeps offset and limit; write_file creates and replaces', async 
   );
 });
 
-test("once another delivery holds the job's lock, write_file and run_code's save throw (the run ends, counted)", async () => {
+test("once another delivery holds the job's lock, write_file and run_code's save throw (the run counted)", async () => {
   const goalId = await t.newGoal();
   const key = `${t.rt.cfg.prefix}:sub-code-writer:${goalId}:1:0:lock`;
   await redis.client.set(key, 'another-worker:7');

@@ -293,10 +293,36 @@ test("folders count against the work dir's entries cap: a run making only empty 
   // Files and CPU limits high enough that only the entries cap can stop it (mkdir is CPU time).
   const limits = { fileBytes: 64 * 1024 * 1024, cpuSeconds: 20, wallSeconds: 20 };
   const out = await runCode(goalId, { limits }).run(py(code));
-  assert.match(out, /^limit hit: files written \(64 MiB or 5000 entries in the work dir\), the run was killed\n/);
+  const cap =
+    /^limit hit: files written \(64 MiB, or 5000 entries in the work dir or a temp dir\), the run was killed\n/;
+  assert.match(out, cap);
   assert.doesNotMatch(out, /survived/);
   const seconds = Number(/^run_code: python, ([\d.]+) s/m.exec(out)?.[1]);
   assert.ok(seconds < 12, `killed at the cap, not at the end of its sleep: ${seconds} s`);
+  // Empty files in /tmp or /dev/shm take no bytes of their tmpfs, but kernel memory: capped too.
+  for (const dir of ['/tmp', '/dev/shm']) {
+    const empty = `import os, time\nfor i in range(5100):\n    open("${dir}/e%05d" % i, "w").close()\n`;
+    const tmp = await runCode(goalId, { limits }).run(py(empty + SLEEP_THEN_SURVIVE));
+    assert.match(tmp, cap, dir);
+    assert.doesNotMatch(tmp, /survived/);
+  }
+});
+
+test("a folder swapped for a symlink to a host path while the run goes tells nothing of the host's files", async () => {
+  const goalId = await t.newGoal();
+  // The folder `s` is swapped for a symlink to `target` and back, over and over: a measure that
+  // walked names would follow it to the host's path (a big folder past the limit, a file an error).
+  const swapper = (target: string) =>
+    'import os, time\nos.makedirs("s/a")\nend = time.time() + 3\nwhile time.time() < end:\n' +
+    `    os.rename("s", "t"); os.symlink(${JSON.stringify(target)}, "s"); time.sleep(0.002)\n` +
+    '    os.unlink("s"); os.rename("t", "s"); os.mkdir("s/x"); os.rmdir("s/x")\nprint("done")\n';
+  const limits = { fileBytes: 1024 * 1024, cpuSeconds: 10, wallSeconds: 20 };
+  // A big host folder (this checkout's node_modules), a host file, and a path that does not exist.
+  for (const target of [`${process.cwd()}/node_modules`, `${process.cwd()}/package.json`, '/no/such/path']) {
+    const out = await runCode(goalId, { limits }).run(py(swapper(target)));
+    assert.match(out, /^exit 0\n/, `${target}: ${out}`);
+    assert.match(out, /^done$/m);
+  }
 });
 
 test('a CPU loop is stopped at the CPU limit, a sleeper at the wall limit', async () => {

@@ -1,7 +1,8 @@
-// A program writing files in its work dir is measured on each write, not only at the next poll:
-// past the files limit it is killed after a file or two, where a poll interval at full disk speed
-// let it write many times the limit. Real bubblewrap and prlimit; the poll is set to a minute
-// here, so only the writes themselves can have started the measurement that killed the run.
+// A program writing files past the files limit is stopped on the write, not at the next poll
+// (where a poll interval at full disk speed let it write many times the limit): under mode none
+// by the worker's watch of the work dir (a measurement per write), under bubblewrap by the work
+// dir's tmpfs size. Real bubblewrap and prlimit; the poll is set to a minute here, so only the
+// writes themselves can have stopped the run.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { SANDBOX_UID, WORK_MARGIN_BYTES } from '../../shared/agent/sandbox/command.ts';
@@ -20,25 +21,28 @@ const writer = (folder: string) =>
   `for i in range(2):\n    open(os.path.join(${JSON.stringify(folder)}, "f%d" % i), "wb").write(b"x" * (5 << 20))\n` +
   'time.sleep(3)\nprint("survived")\n';
 
-async function run(folder: string, before?: string) {
+async function run(folder: string, before: string | undefined, mode: 'bwrap' | 'none') {
   const root = process.getuid?.() === 0;
   const owner = root ? { uid: SANDBOX_UID, gid: SANDBOX_UID } : null;
   const wd = await createWorkDir(owner);
   try {
     if (before) await putFile(wd, `${before}/input.txt`, 'an input in a folder');
     await putFile(wd, 'main.py', writer(folder));
-    return await runSandboxed({ argv: ['python3', 'main.py'], workDir: wd.path, limits: LIMITS, pollMs: 60_000 });
+    const limits = { ...LIMITS, mode };
+    return await runSandboxed({ argv: ['python3', 'main.py'], workDir: wd.path, limits, pollMs: 60_000 });
   } finally {
     await removeWorkDir(wd.path);
   }
 }
 
-test('files written past the limit anywhere in the work dir: killed on the write, not at a poll', async () => {
+test('files written past the limit anywhere in the work dir: stopped on the write, not at a poll', async () => {
   // At the top; in folders the program makes; in a folder its inputs came in.
-  for (const [folder, before] of [['.'], ['deep/er'], ['in', 'in']] as [string, string?][]) {
-    const res = await run(folder, before);
-    assert.equal(res.limit?.kind, 'files', `${folder}: ${res.outcome}, ${res.stdout.text()}`);
-    assert.doesNotMatch(res.stdout.text(), /survived/);
+  for (const mode of ['none', 'bwrap'] as const) {
+    for (const [folder, before] of [['.'], ['deep/er'], ['in', 'in']] as [string, string?][]) {
+      const res = await run(folder, before, mode);
+      assert.equal(res.limit?.kind, 'files', `${mode}, ${folder}: ${res.outcome}, ${res.stdout.text()}`);
+      assert.doesNotMatch(res.stdout.text(), /survived/);
+    }
   }
 });
 
@@ -51,9 +55,12 @@ test('files written and removed in turn, never over the limit together: the run 
       'import os, time\nfor i in range(4):\n    open("f%d" % i, "wb").write(b"x" * (5 << 20))\n' +
       '    time.sleep(0.2)\n    os.remove("f%d" % i)\n    time.sleep(0.2)\nprint("survived")\n';
     await putFile(wd, 'main.py', code);
-    const res = await runSandboxed({ argv: ['python3', 'main.py'], workDir: wd.path, limits: LIMITS, pollMs: 60_000 });
-    assert.equal(res.limit, null, JSON.stringify(res.limit));
-    assert.match(res.stdout.text(), /survived/);
+    for (const mode of ['none', 'bwrap'] as const) {
+      const limits = { ...LIMITS, mode };
+      const res = await runSandboxed({ argv: ['python3', 'main.py'], workDir: wd.path, limits, pollMs: 60_000 });
+      assert.equal(res.limit, null, `${mode}: ${JSON.stringify(res.limit)}`);
+      assert.match(res.stdout.text(), /survived/);
+    }
   } finally {
     await removeWorkDir(wd.path);
   }

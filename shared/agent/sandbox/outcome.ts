@@ -42,7 +42,8 @@ export const limitText = {
   cpu: (l: SandboxConfig) => `CPU time (${l.cpuSeconds} s)`,
   memory: (l: SandboxConfig) => `memory (${l.memoryMb} MiB)`,
   output: (l: SandboxConfig) => `output (${mib(l.outputBytes)})`,
-  files: (l: SandboxConfig) => `files written (${mib(l.fileBytes)} or ${WALK_MAX_ENTRIES} entries in the work dir)`,
+  files: (l: SandboxConfig) =>
+    `files written (${mib(l.fileBytes)}, or ${WALK_MAX_ENTRIES} entries in the work dir or a temp dir)`,
   file_size: (l: SandboxConfig) => `file size (${mib(l.fileBytes)})`,
   processes: (l: SandboxConfig) => `processes (${l.maxProcesses})`,
 } satisfies Record<LimitKind, (l: SandboxConfig) => string>;

@@ -8,13 +8,14 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import type { Writable } from 'node:stream';
 import type { Logger } from 'pino';
 import { findSandboxBinaries, type SandboxBinaries } from './binaries.ts';
-import { SANDBOX_WORK, type SandboxCommand, SECCOMP_FD, sandboxCommand } from './command.ts';
+import { type SandboxCommand, SECCOMP_FD, sandboxCommand } from './command.ts';
 import type { SandboxConfig } from './config.ts';
 import { Keeper } from './keeper.ts';
 import { type Exit, type KillReason, type LimitHit, limitOf, outcomeOf, type SandboxOutcome } from './outcome.ts';
 import { Tail } from './output.ts';
 import { measureTree, signalQuietly } from './process-tree.ts';
-import { type Walk, walkWorkDir } from './workdir.ts';
+import { tmpfsUsage } from './tmpfs-usage.ts';
+import { WALK_MAX_ENTRIES, type Walk, walkWorkDir } from './workdir.ts';
 import { WorkDirWatch } from './workdir-watch.ts';
 
 /** Bytes of stdout and of stderr kept for the result. */
@@ -141,7 +142,7 @@ function supervise(req: SandboxRequest, cmd: SandboxCommand, stdout: Tail, stder
     const watching = watch(req, kill, child.pid, peak);
     const keeper = cmd.keeper
       ? new Keeper(child, {
-          started: () => watching.measure(`/proc/${keeper?.pid}/root${SANDBOX_WORK}`),
+          started: () => watching.measure({ sandboxRoot: `/proc/${keeper?.pid}/root` }),
           exited: (code) => {
             clearTimeout(grace);
             watching.stop();
@@ -151,7 +152,7 @@ function supervise(req: SandboxRequest, cmd: SandboxCommand, stdout: Tail, stder
           },
         })
       : undefined;
-    if (!keeper) watching.measure(req.workDir);
+    if (!keeper) watching.measure({ hostDir: req.workDir });
     const onData = (tail: Tail) => (chunk: Buffer) => {
       tail.push(chunk);
       if (stdout.total + stderr.total > req.limits.outputBytes) kill('output');
@@ -243,18 +244,25 @@ async function groupGone(pgid: number | undefined): Promise<void> {
 }
 
 /**
- * Starts the wall timer and the abort listener; `measure(root)` starts the poll of the work dir's
- * size at `root` (once it is there: under bubblewrap when the keeper says so) and the whole tree's
- * resident memory and tasks (the most seen go to `peak`); `stop` ends them all. Between two polls
- * the work dir's writes are followed as they happen (workdir-watch.ts): 60 writers put 210-316
- * MiB past a 16 MiB limit within one 250 ms poll before it (measured).
+ * Where a run's files are measured: inside bubblewrap's mounts (the sandbox's root seen from the
+ * host, `/proc/<keeper pid>/root`), or the work dir on the host (mode none).
+ */
+type MeasuredAt = { sandboxRoot: string } | { hostDir: string };
+
+/**
+ * Starts the wall timer and the abort listener; `measure(at)` starts the poll of the files' size
+ * (once they are there: under bubblewrap when the keeper says so) and the whole tree's resident
+ * memory and tasks (the most seen go to `peak`); `stop` ends them all. On the host, between two
+ * polls the work dir's writes are followed as they happen (workdir-watch.ts): 60 writers put
+ * 210-316 MiB past a 16 MiB limit within one 250 ms poll before it (measured). Under bubblewrap
+ * the work dir's tmpfs size is that bound, and nothing is walked while the program runs.
  */
 function watch(
   req: SandboxRequest,
   kill: (why: KillReason) => void,
   pid: number | undefined,
   peak: { tasks: number },
-): { measure(root: string): void; stop(): void } {
+): { measure(at: MeasuredAt): void; stop(): void } {
   const wall = setTimeout(() => kill('wall'), req.limits.wallSeconds * 1000);
   const onAbort = () => kill('cancel');
   req.signal?.addEventListener('abort', onAbort, { once: true });
@@ -263,10 +271,13 @@ function watch(
   let poll: NodeJS.Timeout | undefined;
   let stopped = false;
   return {
-    measure(root) {
+    measure(at) {
       if (stopped || measure) return;
-      measure = new Measurer(req, root, kill, pid, peak, (w) => writes?.walked(w));
-      writes = new WorkDirWatch(root, req.limits.fileBytes, { over: () => kill('files'), walkNeeded: measure.walk });
+      measure = new Measurer(req, at, kill, pid, peak, (w) => writes?.walked(w));
+      if ('hostDir' in at) {
+        const events = { over: () => kill('files'), walkNeeded: measure.walk };
+        writes = new WorkDirWatch(at.hostDir, req.limits.fileBytes, events);
+      }
       poll = setInterval(measure.poll, req.pollMs ?? WORKDIR_POLL_MS);
       measure.walk(); // the folders the inputs came in are watched from the start
     },
@@ -282,11 +293,12 @@ function watch(
 }
 
 /**
- * The run's measurements: the process tree at every poll; the work dir's walk at a poll only once
- * WALK_SPACING times its last walk's length has passed (a walk of 5,000 names takes about a
- * quarter second of CPU: walked at every poll it took a core), and whenever a folder is made
- * (`walk`; at most every WRITE_MEASURE_GAP_MS, or what the last walk's names cost, after the
- * last start). One at a time; a call during one runs once more after it. `walked` gets each walk.
+ * The run's measurements: the process tree at every poll; under bubblewrap the mounts' usage
+ * (statfs) at every poll too. On the host, the work dir's walk at a poll only once WALK_SPACING
+ * times its last walk's length has passed (a walk of 5,000 names takes about a quarter second of
+ * CPU: walked at every poll it took a core), and whenever a folder is made (`walk`; at most every
+ * WRITE_MEASURE_GAP_MS, or what the last walk's names cost, after the last start). One at a
+ * time; a call during one runs once more after it. `walked` gets each walk.
  */
 class Measurer {
   private state: 'idle' | 'busy' | 'stopped' = 'idle';
@@ -296,7 +308,7 @@ class Measurer {
 
   constructor(
     private readonly req: SandboxRequest,
-    private readonly root: string,
+    private readonly at: MeasuredAt,
     private readonly kill: (why: KillReason) => void,
     private readonly pid: number | undefined,
     private readonly peak: { tasks: number },
@@ -321,13 +333,12 @@ class Measurer {
     const started = performance.now();
     const walking = walk || started - this.last.at >= WALK_SPACING * this.last.ms;
     const { req, pid } = this;
-    Promise.all([walking ? walkWorkDir(this.root) : null, pid ? measureTree(pid, req.limits.mode !== 'bwrap') : null])
-      .then(([w, tree]) => {
-        if (w) {
-          const names = w.entries.length + w.dirs.length;
-          this.last = { at: started, ms: performance.now() - started, bytes: w.bytes, names };
-          if (w.truncated) this.kill('files');
-          this.walked(w);
+    Promise.all([this.files(walking), pid ? measureTree(pid, req.limits.mode !== 'bwrap') : null])
+      .then(([files, tree]) => {
+        if (files) {
+          this.last = { at: started, ms: performance.now() - started, bytes: files.bytes, names: files.names };
+          if (files.over) this.kill('files');
+          if (files.walk) this.walked(files.walk);
         }
         this.judge(tree);
       })
@@ -335,9 +346,22 @@ class Measurer {
       .finally(() => this.next(started));
   }
 
+  /** The files' bytes and names now, and whether past the entries cap: statfs, or a walk when due. */
+  private async files(walking: boolean): Promise<{ bytes: number; names: number; over: boolean; walk?: Walk } | null> {
+    if ('sandboxRoot' in this.at) {
+      const u = await tmpfsUsage(this.at.sandboxRoot);
+      return { bytes: u.workBytes, names: 0, over: u.mostEntries > WALK_MAX_ENTRIES };
+    }
+    if (!walking) return null;
+    const walk = await walkWorkDir(this.at.hostDir);
+    return { bytes: walk.bytes, names: walk.entries.length + walk.dirs.length, over: walk.truncated, walk };
+  }
+
   private judge(tree: Awaited<ReturnType<typeof measureTree>> | null): void {
-    // Files deleted while held open take disk too; memory files take memory VmRSS misses.
-    if (this.last.bytes + (tree?.deletedBytes ?? 0) > this.req.limits.fileBytes) this.kill('files');
+    // Files deleted while held open take disk too (a tmpfs's usage counts them already); memory
+    // files take memory VmRSS misses.
+    const deleted = 'sandboxRoot' in this.at ? 0 : (tree?.deletedBytes ?? 0);
+    if (this.last.bytes + deleted > this.req.limits.fileBytes) this.kill('files');
     if (!tree) return;
     if (tree.residentBytes + tree.memfdBytes > this.req.limits.memoryMb * 1024 * 1024) this.kill('memory');
     this.peak.tasks = Math.max(this.peak.tasks, tree.tasks);

@@ -179,7 +179,18 @@ function checkEditSize(vfs: VirtualFs, name: string, content: string, edit: z.in
   if (n.count >= overAt) vfs.checkSize(name, bytes + n.count * growth, n.more);
 }
 
-const lineOf = (text: string, index: number) => text.slice(0, index).split('\n').length;
+/** The line numbers of ascending positions in `text`, in one pass (no copy of the text per position). */
+function linesOf(text: string, positions: number[]): number[] {
+  const lines: number[] = [];
+  let line = 1;
+  let from = 0;
+  for (const at of positions) {
+    for (let nl = text.indexOf('\n', from); nl !== -1 && nl < at; nl = text.indexOf('\n', nl + 1)) line++;
+    from = at;
+    lines.push(line);
+  }
+  return lines;
+}
 
 function editFile(vfs: VirtualFs) {
   return defineTool({
@@ -205,7 +216,7 @@ function editFile(vfs: VirtualFs) {
         );
       }
       if (at.count > 1 && !replace_all) {
-        const lines = at.first.map((i) => lineOf(content, i));
+        const lines = linesOf(content, at.first);
         const where = `at lines ${lines.join(', ')}${at.count > 10 ? ', …' : ''}`;
         throw new Error(
           `old_string occurs ${at.count} times in ${name} (${where}); nothing was changed. ` +
