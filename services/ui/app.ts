@@ -3,9 +3,11 @@
 // on request bodies, the token (when set), the CSRF check on state-changing requests, the pages.
 import { type Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
+import { HTTPException } from 'hono/http-exception';
 import { GOAL_MAX_BYTES } from '../../cli/goal-request.ts';
 import { chromeOf } from './chrome.ts';
 import type { UiContext, UiEnv } from './context.ts';
+
 import { registerDecisionRoutes } from './decisions/index.ts';
 import { headWithoutBody } from './head-requests.ts';
 import { requestLog } from './request-log.ts';
@@ -23,6 +25,7 @@ import { securityHeaders } from './security/headers.ts';
 import { loopbackHostOnly } from './security/host-check.ts';
 import { UPLOAD_MAX_BYTES } from './upload.ts';
 import { errorPage } from './views/error-page.ts';
+import { quoted } from './views/html.ts';
 
 /**
  * A goal's text is at most 100 KB (cli/goal-request.ts), and a form sends it URL-encoded: each
@@ -45,7 +48,7 @@ export function createApp(ctx: UiContext): Hono<UiEnv> {
   const uploadLimit = bodyLimit({ maxSize: UPLOAD_BODY_BYTES, onError: (c) => tooLarge(c, ctx, UPLOAD_BODY_BYTES) });
   app.use((c, next) => (c.req.method === 'POST' && UPLOAD_PATHS.test(c.req.path) ? uploadLimit : formLimit)(c, next));
   app.use(
-    requireToken(ctx.token, ctx.signIn, (c) => loginRequired(c, ctx)),
+    requireToken(ctx.sessions, ctx.signIn, (c) => loginRequired(c, ctx)),
     csrfCheck(),
   );
   registerStaticRoutes(app);
@@ -57,8 +60,12 @@ export function createApp(ctx: UiContext): Hono<UiEnv> {
   registerArtifactRoutes(app, ctx);
   registerTranscriptRoute(app, ctx);
   registerQueueRoutes(app, ctx);
-  app.notFound((c) => c.html(errorPage(chromeOf(c, ctx), 'Not found', `Nothing at ${c.req.path}.`), 404));
+  app.notFound((c) => c.html(errorPage(chromeOf(c, ctx), 'Not found', `Nothing at ${quoted(c.req.path)}.`), 404));
   app.onError((err, c) => {
+    if (err instanceof HTTPException && err.status === 400) {
+      ctx.log.warn({ path: c.req.path, err: err.message }, 'request refused');
+      return c.html(errorPage(chromeOf(c, ctx), 'Bad request', err.message), 400);
+    }
     ctx.log.error({ err: { message: err.message, stack: err.stack }, path: c.req.path }, 'request failed');
     // The message may come from Redis or the filesystem: the page says what to do, not what broke.
     const message = 'The inspector could not answer (is Redis reachable?). Details are in its log.';

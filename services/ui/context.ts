@@ -6,6 +6,7 @@ import type { GoalClient } from '../../cli/goal-client.ts';
 import type { Config } from '../../shared/runtime/config.ts';
 import type { DirBlobStore } from '../../shared/vfs/blob-store.ts';
 import type { UiMetrics } from './metrics.ts';
+import type { UiSessions } from './security/auth.ts';
 import type { SignInThrottle } from './security/sign-in-throttle.ts';
 import type { StreamHub } from './stream-hub.ts';
 
@@ -20,6 +21,8 @@ export interface UiContext {
   metrics: UiMetrics;
   /** DEEPQ_UI_TOKEN: when set, every request needs it. */
   token?: string;
+  /** The sign-in form's sessions (with a token only). */
+  sessions?: UiSessions;
   /** Wrong tokens per client address (shared by the replicas through Redis). */
   signIn: SignInThrottle;
   /** Ends every open live stream (shutdown). */

@@ -17,6 +17,7 @@ import { DirBlobStore } from '../../shared/vfs/blob-store.ts';
 import { createApp } from './app.ts';
 import type { UiContext } from './context.ts';
 import { refreshUiGauges, UiMetrics } from './metrics.ts';
+import { UiSessions } from './security/auth.ts';
 import { checkBindPolicy } from './security/bind-policy.ts';
 import { SignInThrottle } from './security/sign-in-throttle.ts';
 import { StreamHub } from './stream-hub.ts';
@@ -68,6 +69,7 @@ export async function startUi(cfg: Config, opts: UiOptions): Promise<RunningUi> 
     log,
     metrics,
     token: opts.token,
+    sessions: opts.token ? new UiSessions(client.redis, cfg.prefix, opts.token) : undefined,
     signIn: new SignInThrottle(client.redis, cfg.prefix, {
       maxFailures: cfg.uiSignInMaxFailures,
       windowSeconds: cfg.uiSignInWindowSeconds,

@@ -55,7 +55,9 @@ test('a file that is not text is refused on the page, naming it; nothing is stor
   const page = await browser.newPage();
   const before = (await client.list()).length;
   await page.goto(`${ui.url}/`);
-  await page.fill('form.enqueue textarea[name=goal]', 'With a binary file');
+  // Right-to-left text carries bidi isolates: given back as typed, not as the escapes a page shows.
+  const goal = 'With a binary file: translate \u2067שלום\u2069';
+  await page.fill('form.enqueue textarea[name=goal]', goal);
   await page.setInputFiles('form.enqueue input[name=files]', [
     file('ok.md', 'fine'),
     file('logo.png', Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x00, 0x01])),
@@ -64,7 +66,7 @@ test('a file that is not text is refused on the page, naming it; nothing is stor
   await page.locator('form.enqueue p.error').waitFor();
   const error = await page.locator('form.enqueue p.error').textContent();
   assert.equal(error, 'file "logo.png": looks binary (a NUL byte): artifacts are text');
-  assert.equal(await page.locator('form.enqueue textarea[name=goal]').inputValue(), 'With a binary file', 'kept');
+  assert.equal(await page.locator('form.enqueue textarea[name=goal]').inputValue(), goal, 'kept as typed');
   assert.equal((await client.list()).length, before, 'no goal');
   await page.close();
 });
@@ -102,7 +104,7 @@ function postEarly(url: string, headers: Record<string, string>, fileBytes: numb
   });
 }
 
-test("a body past the limit is a 413 naming it: the form's files 16 MiB in all, other forms' text alone", async () => {
+test("a body past the limit is a 413 naming it (files 16 MiB, other forms text alone); garbled a 400", async () => {
   const page = await browser.newPage();
   await page.goto(`${ui.url}/`);
   const csrf = await page.locator('form.enqueue input[name=_csrf]').inputValue();
@@ -122,5 +124,12 @@ test("a body past the limit is a 413 naming it: the form's files 16 MiB in all, 
   const elsewhere = await postEarly(`${ui.url}/goals/${goalId}/cancel`, headers, 1024 * 1024);
   assert.equal(elsewhere.status, 413);
   assert.match(elsewhere.text, /a goal&#39;s text is at most 100 KB\./);
+  // A body that is not the multipart it says it is: the client's mistake, named.
+  const garbled = { ...headers, 'content-type': 'multipart/form-data; boundary=zzz' };
+  for (const route of ['/goals', `/goals/${goalId}/resume`]) {
+    const res = await fetch(`${ui.url}${route}`, { method: 'POST', body: 'garbage', headers: garbled });
+    assert.equal(res.status, 400, route);
+    assert.match(await res.text(), /The form could not be read: its body is not valid form data\./);
+  }
   await page.close();
 });

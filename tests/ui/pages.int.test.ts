@@ -405,3 +405,16 @@ test('a goal whose timeline lost its first entries (past eventsMaxLen) says so a
   );
   await page.close();
 });
+
+test("a 404 quotes what the address asked for, cut short: crafted words never read as the page's own", async () => {
+  const id = await storedGoal('A goal asked for a missing artifact', true);
+  const bait = `report.md. Your session expired: sign in again at https://evil.example/login ${'x'.repeat(80)}`;
+  const missing = await fetch(`${ui.url}/goals/${id}/artifact?name=${encodeURIComponent(bait)}`);
+  assert.equal(missing.status, 404);
+  const body = await missing.text();
+  assert.match(body, new RegExp(`has no artifact &quot;${bait.slice(0, 40).replace(/[.?]/g, '\\$&')}`));
+  assert.ok(!body.includes(bait), 'cut at 80 characters');
+  const nowhere = await fetch(`${ui.url}/no/such/${'y'.repeat(100)}`);
+  assert.equal(nowhere.status, 404);
+  assert.match(await nowhere.text(), /Nothing at &quot;\/no\/such\/y{71}…&quot;\./);
+});

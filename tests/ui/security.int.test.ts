@@ -136,6 +136,24 @@ test('signing in: a page without the token is a 401 login form; the session cook
   await page.close();
 });
 
+test('signing out ends the session: a copy of its cookie no longer signs in, the other sessions go on', async () => {
+  const leaving = await browser.newContext();
+  const page = await leaving.newPage();
+  await page.goto(`${ui.url}/login`);
+  await page.fill('form.login input[name=token]', TOKEN);
+  await page.click('form.login button');
+  await page.waitForURL(`${ui.url}/`);
+  const cookie = (await leaving.cookies()).find((c) => c.name === 'deepq_ui_session')!.value;
+  const withCopy = () => fetch(`${ui.url}/goals/${goalId}`, { headers: { cookie: `deepq_ui_session=${cookie}` } });
+  assert.equal((await withCopy()).status, 200, 'the copy works while signed in');
+  await page.click('form[action="/logout"] button');
+  await page.waitForURL(`${ui.url}/login`);
+  assert.equal((await withCopy()).status, 401, 'the copy after signing out');
+  const other = await signedIn.newPage();
+  assert.equal((await other.goto(`${ui.url}/goals/${goalId}`))!.status(), 200, 'another session');
+  await Promise.all([other.close(), leaving.close()]);
+});
+
 test('hostile goal text, instructions, names, contents, reasons, transcripts show as text, never run', async () => {
   assert.ok(signedIn, 'needs the signed-in context');
   const page = await signedIn.newPage();
@@ -208,7 +226,9 @@ test('without the token every route answers 401; with it as a bearer, 200', asyn
     const wrong = await fetch(`${ui.url}${r}`, { headers: { authorization: `Bearer ${TOKEN.slice(1)}x` } });
     assert.equal(wrong.status, 401, `${r} with a wrong token`);
     await wrong.body?.cancel();
-    const forged = await fetch(`${ui.url}${r}`, { headers: { cookie: `deepq_ui_session=1.${'a'.repeat(64)}` } });
+    const forged = await fetch(`${ui.url}${r}`, {
+      headers: { cookie: `deepq_ui_session=1.${'b'.repeat(32)}.${'a'.repeat(64)}` },
+    });
     assert.equal(forged.status, 401, `${r} with a forged session`);
     await forged.body?.cancel();
     const ok = await fetch(`${ui.url}${r}`, { headers: { authorization: `Bearer ${TOKEN}` } });

@@ -6,6 +6,7 @@ import { DeepqError, UnknownGoalError, userMessage, ValidationError } from '../.
 import { isGoalId } from '../../../shared/goal/ids.ts';
 import { chromeOf } from '../chrome.ts';
 import type { UiContext, UiEnv } from '../context.ts';
+import { formBody } from '../form-body.ts';
 import { errorPage } from '../views/error-page.ts';
 import { path } from '../views/html.ts';
 
@@ -15,7 +16,7 @@ import { path } from '../views/html.ts';
  * counted as the page counts it, a text the page accepted is never refused for its line breaks.
  */
 export async function formText(c: Context<UiEnv>, name: string, max: number): Promise<string | undefined> {
-  const v = (await c.req.parseBody())[name];
+  const v = (await formBody(c))[name];
   const text = typeof v === 'string' ? v.replace(/\r\n?/g, '\n').trim() : '';
   if (text.length > max) throw new ValidationError(`the ${name} is ${text.length} characters long: at most ${max}`);
   return text || undefined;

@@ -8,6 +8,7 @@ import { isTerminal } from '../../../shared/goal/status.ts';
 import type { GoalRecord } from '../../../shared/goal/store.ts';
 import { raiseFromForm } from '../budget-input.ts';
 import type { UiContext } from '../context.ts';
+import { formBody } from '../form-body.ts';
 import { uploadedFiles } from '../upload.ts';
 import { path } from '../views/html.ts';
 import { act, formText } from './act.ts';
@@ -69,7 +70,7 @@ export const goalControl: DecisionProvider = {
     app.post('/goals/:id/resume', (c) =>
       act(c, ctx, 'resume', async (goalId) => {
         const note = await formText(c, 'note', NOTE_MAX_CHARS);
-        const body = await c.req.parseBody({ all: true });
+        const body = await formBody(c, { all: true });
         const files = await uploadedFiles(body.files, ctx.client.cfg.vfs.maxArtifactBytes);
         return ctx.client.resume(goalId, { note, raise: raiseFromForm(body), files });
       }),

@@ -8,7 +8,7 @@ import type { UiContext, UiEnv } from '../context.ts';
 import { type ArtifactBody, type OpenArtifact, openArtifact } from '../model/artifact-content.ts';
 import { artifactPage } from '../views/artifact-page.ts';
 import { errorPage } from '../views/error-page.ts';
-import { escapeHtml, path } from '../views/html.ts';
+import { escapeHtml, path, quoted } from '../views/html.ts';
 
 async function find(c: Context<UiEnv>, ctx: UiContext): Promise<OpenArtifact | Response> {
   const goalId = c.req.param('id') ?? '';
@@ -16,7 +16,10 @@ async function find(c: Context<UiEnv>, ctx: UiContext): Promise<OpenArtifact | R
   const found = isGoalId(goalId) && name ? await openArtifact(ctx, goalId, name) : null;
   if (found) return found;
   const back = isGoalId(goalId) ? path`/goals/${goalId}` : '/';
-  return c.html(errorPage(chromeOf(c, ctx), 'No such artifact', `Goal ${goalId} has no artifact ${name}.`, back), 404);
+  // What the address asked for is quoted, cut and never a goal id it is not: a link crafted to
+  // put words on the page ("your session expired: …") must not read as the inspector's own.
+  const asked = isGoalId(goalId) ? `Goal ${goalId} has no artifact ${quoted(name)}.` : 'No such goal.';
+  return c.html(errorPage(chromeOf(c, ctx), 'No such artifact', asked, back), 404);
 }
 
 /** Writes the body's text, each chunk through `encode`; a read error ends it with a note. */

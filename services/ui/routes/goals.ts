@@ -6,6 +6,7 @@ import { GOAL_STATUSES } from '../../../shared/goal/status.ts';
 import { budgetNumber } from '../budget-input.ts';
 import { chromeOf } from '../chrome.ts';
 import type { UiContext, UiEnv } from '../context.ts';
+import { formBody } from '../form-body.ts';
 import { listGoals } from '../model/goal-list.ts';
 import { uploadedFiles } from '../upload.ts';
 import { type EnqueueForm, goalsPage } from '../views/goals-page.ts';
@@ -33,7 +34,7 @@ export function registerGoalsRoutes(app: Hono<UiEnv>, ctx: UiContext): void {
   });
 
   app.post('/goals', async (c) => {
-    const body = await c.req.parseBody({ all: true });
+    const body = await formBody(c, { all: true });
     const text = (k: string) => (typeof body[k] === 'string' ? (body[k] as string) : undefined);
     const form: EnqueueForm = {
       goal: text('goal'),

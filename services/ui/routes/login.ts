@@ -1,10 +1,11 @@
 // Sign in and out (only with DEEPQ_UI_TOKEN set): the token once, then an HttpOnly session
 // cookie. A request that needs the token and lacks it gets this form with a 401.
 import type { Context, Hono } from 'hono';
-import { deleteCookie, setCookie } from 'hono/cookie';
+import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { chromeOf } from '../chrome.ts';
 import type { UiContext, UiEnv } from '../context.ts';
-import { newSession, SESSION_COOKIE, SESSION_TTL_SECONDS } from '../security/auth.ts';
+import { formBody } from '../form-body.ts';
+import { SESSION_COOKIE, SESSION_TTL_SECONDS } from '../security/auth.ts';
 import { safeEqual } from '../security/safe-equal.ts';
 import { cookieOptions } from '../security/secure-cookie.ts';
 import { clientAddress } from '../security/sign-in-throttle.ts';
@@ -28,9 +29,9 @@ export function registerLoginRoutes(app: Hono<UiEnv>, ctx: UiContext): void {
     return c.html(loginPage(chromeOf(c, ctx), safeNext(c.req.query('next'))));
   });
   app.post('/login', async (c) => {
-    const body = await c.req.parseBody();
+    const body = await formBody(c);
     const next = safeNext(body.next);
-    if (!ctx.token) return c.redirect(next, 303);
+    if (!ctx.token || !ctx.sessions) return c.redirect(next, 303);
     const address = clientAddress(c);
     const right = typeof body.token === 'string' && safeEqual(body.token, ctx.token);
     const wait = right ? await ctx.signIn.lockedFor(address) : await ctx.signIn.failed(address);
@@ -43,10 +44,12 @@ export function registerLoginRoutes(app: Hono<UiEnv>, ctx: UiContext): void {
       ctx.log.warn({ path: '/login', address }, 'sign-in refused: wrong token');
       return c.html(loginPage(chromeOf(c, ctx), next, 'That is not the token.'), 401);
     }
-    setCookie(c, SESSION_COOKIE, newSession(ctx.token), cookieOptions(c, SESSION_TTL_SECONDS));
+    setCookie(c, SESSION_COOKIE, ctx.sessions.issue(), cookieOptions(c, SESSION_TTL_SECONDS));
     return c.redirect(next, 303);
   });
-  app.post('/logout', (c) => {
+  app.post('/logout', async (c) => {
+    // Ended in Redis, not only in this browser: a copy of the cookie no longer signs in either.
+    await ctx.sessions?.end(getCookie(c, SESSION_COOKIE));
     deleteCookie(c, SESSION_COOKIE, cookieOptions(c));
     return c.redirect(ctx.token ? '/login' : '/', 303);
   });

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { GOAL_STATUSES } from '../../../shared/goal/status.ts';
 import type { GoalPage, GoalRow } from '../model/goal-list.ts';
 import { age, count } from './format.ts';
-import { type Html, html, path } from './html.ts';
+import { formValue, type Html, html, path } from './html.ts';
 import { type Chrome, csrfField, layout } from './layout.ts';
 
 /** What the enqueue form shows again after a refusal. */
@@ -69,9 +69,9 @@ function enqueueForm(chrome: Chrome, f: EnqueueForm): Html {
     html`<label>${label}<input type="number" name="${name}" min="1" step="1" value="${value ?? ''}" /></label>`;
   return html`<form method="post" action="/goals" class="enqueue" id="enqueue" enctype="multipart/form-data">
     ${csrfField(chrome)}
-    <input type="hidden" name="key" value="${f.key ?? `ui-${randomUUID()}`}" />
+    <input type="hidden" name="key" value="${formValue(f.key ?? `ui-${randomUUID()}`)}" />
     ${f.error ? html`<p class="error" role="alert">${f.error}</p>` : ''}
-    <label>Goal<textarea name="goal" rows="3" required maxlength="102400">${f.goal ?? ''}</textarea></label>
+    <label>Goal<textarea name="goal" rows="3" required maxlength="102400">${formValue(f.goal ?? '')}</textarea></label>
     <div class="row">
       ${num('maxTokens', 'max tokens', f.maxTokens)} ${num('maxSteps', 'max cycles', f.maxSteps)}
       ${num('maxSeconds', 'max seconds', f.maxSeconds)} ${onBudgetSelect(f.onBudget)}

@@ -31,6 +31,19 @@ export function escapeHtml(text: string): string {
   return showBidiControls(text).replace(/[&<>"']/g, (ch) => ESCAPES[ch]!);
 }
 
+/**
+ * What a user typed, given back in a form field after a refusal: escaped, its bidi controls kept
+ * as they are (shown as escapes, a resend would store other text than the user's).
+ */
+export function formValue(text: string): Html {
+  return raw(text.replace(/[&<>"']/g, (ch) => ESCAPES[ch]!));
+}
+
+/** What a request asked for, in an error message: in quotes and cut at 80 characters. */
+export function quoted(text: string): string {
+  return JSON.stringify(text.length > 80 ? `${text.slice(0, 80)}…` : text);
+}
+
 /** The app's own fixed markup, inserted as is: never for anything read from Redis or a request. */
 export function ownMarkup(markup: string): Html {
   return raw(markup);
