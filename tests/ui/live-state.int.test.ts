@@ -71,3 +71,37 @@ test("a busy goal's feed sends its snapshot at most once a second, and one after
   assert.ok(snapshots <= Math.ceil(seconds) + 2, `${snapshots} snapshots in ${seconds.toFixed(1)} s`);
   feed.close();
 });
+
+test("a cycle's instructions go out once per feed, not with each tool call; a new feed sends them again", async () => {
+  const goalId = newGoalId();
+  await client.goals.create(goalId, 'A goal with a long instruction', {}, false);
+  const role = 'research-specialist';
+  const instruction = `Read everything (MARKER) ${'and more '.repeat(2000)}`;
+  const plan = { subtasks: [{ role, instruction, expected_artifact: 'a.md', read_files: [] }] };
+  const feed = await openEventStream(ui.url, goalId);
+  await feed.waitFor(/event: goal/, 'the goal');
+  assert.ok(await client.lifecycle.beginPlanning(goalId));
+  await client.lifecycle.dispatch(goalId, 1, plan, {});
+  for (let i = 0; i < 3; i++) {
+    const event = { type: 'tool_called', at: Date.now(), step: 1, index: 0, role, tool: 'read_file', ms: i, ok: true };
+    await client.goals.appendEvent(goalId, event);
+  }
+  await feed.waitFor(/("toolCalls":3[^\n]*){1}/, 'the third tool call');
+  const timeline = feed
+    .text()
+    .split('\n')
+    .filter((l) => l.startsWith('data: {"line"'));
+  const withPlan = timeline.filter((l) => l.includes('MARKER'));
+  assert.equal(withPlan.length, 1, 'the instruction sent once');
+  const toolCalls = timeline.filter((l) => l.includes('read_file'));
+  assert.equal(toolCalls.length, 3);
+  assert.ok(
+    toolCalls.every((l) => l.includes('"planSent":true') && !l.includes('and more')),
+    'the tool calls without it',
+  );
+  feed.close();
+  // Another feed (a reload, a reconnect) sends it again with its first update of the cycle.
+  const again = await openEventStream(ui.url, goalId);
+  await again.waitFor(/MARKER/, 'the instruction in a new feed');
+  again.close();
+});

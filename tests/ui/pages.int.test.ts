@@ -382,6 +382,8 @@ test('bidi overrides in model-written text show as escapes, on first render and 
   assert.ok(!(await shownText()).includes(rlo), 'a raw override rendered live');
   assert.equal(await text(page, '#cycle-1 td.reason'), 'broke \\u202elived');
   assert.match((await text(page, '#goal-reason')) ?? '', /ask \\u202enamuh a/);
+  // Updates after the first leave the plan out (it did not change): the page keeps its instruction.
+  assert.equal(await text(page, '#cycle-1 td.instruction'), 'Look \\u202etxt.exe');
   await page.reload();
   assert.ok(!(await shownText()).includes(rlo), 'a raw override after a reload');
   assert.deepEqual(problems, []);

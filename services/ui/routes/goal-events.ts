@@ -1,6 +1,7 @@
 // GET /goals/:id/events: the Goal page's live feed (Server-Sent Events). Fed by the goal's
 // Redis stream through the stream hub (XREAD BLOCK, no polling). Each timeline entry goes out
-// as a `timeline` event with its stream id, carrying the whole changed cycle; after a batch a
+// as a `timeline` event with its stream id, carrying the changed cycle (its plan's instructions
+// only when this feed has not sent them yet); after a batch a
 // `goal` event carries a fresh snapshot (at most one a second). A reconnecting EventSource sends Last-Event-ID and
 // gets exactly what it missed: the feed replays the stream to rebuild the cycles and sends
 // only the entries after that id. With Redis down the stream still opens (a `waiting` event)
@@ -13,7 +14,7 @@ import { AsyncQueue } from '../async-queue.ts';
 import type { UiContext, UiEnv } from '../context.ts';
 import { attachPlans } from '../model/cycle-plans.ts';
 import { goalSnapshot } from '../model/goal-snapshot.ts';
-import { GoalTimeline } from '../model/goal-timeline.ts';
+import { type CycleView, GoalTimeline } from '../model/goal-timeline.ts';
 import { eventOf } from '../model/timeline-entry.ts';
 import { compareStreamIds, normalizeStreamId, type StreamEntry } from '../stream-hub.ts';
 
@@ -149,6 +150,7 @@ async function subscribe(f: Feed, batches: AsyncQueue<StreamEntry[]>): Promise<(
 async function relay(f: Feed, batches: AsyncQueue<StreamEntry[]>): Promise<void> {
   const timeline = new GoalTimeline();
   const planned = new Set<number>();
+  const sentPlans = new Map<number, string>();
   // Times count from the goal's creation, as on the page (its first entries may be trimmed).
   let t0 = (await f.ctx.client.goals.get(f.goalId).catch(() => null))?.createdAt;
   for await (const batch of batches) {
@@ -173,7 +175,7 @@ async function relay(f: Feed, batches: AsyncQueue<StreamEntry[]>): Promise<void>
         const goal = await f.ctx.client.goals.get(f.goalId);
         if (goal) await attachPlans(f.ctx, goal, timeline, [step]);
       }
-      const cycle = step === undefined ? null : (timeline.get(step) ?? null);
+      const cycle = step === undefined ? null : cycleToSend(timeline.get(step), sentPlans);
       const data = JSON.stringify({ line: formatEventLine(event, t0, f.goalId), cycle });
       await f.stream.writeSSE({ event: 'timeline', id: entry.id, data });
       sent = true;
@@ -181,6 +183,25 @@ async function relay(f: Feed, batches: AsyncQueue<StreamEntry[]>): Promise<void>
     if (sent && !(await sendGoalSoon(f, batches))) return;
     if (f.stream.aborted) return;
   }
+}
+
+/**
+ * The cycle as sent: its plan's instructions and read files (up to 5 × 20,000 characters) only
+ * when they changed since this feed last sent them; else left out and `planSent` set, and the
+ * page keeps the ones it has (each tool call's count resent them all: 99 KB a call).
+ */
+function cycleToSend(
+  cycle: CycleView | undefined,
+  sentPlans: Map<number, string>,
+): (CycleView & { planSent?: true }) | null {
+  if (!cycle) return null;
+  const plan = JSON.stringify(cycle.subtasks.map((s) => [s.index, s.instruction, s.readFiles]));
+  if (sentPlans.get(cycle.step) !== plan) {
+    sentPlans.set(cycle.step, plan);
+    return cycle;
+  }
+  const subtasks = cycle.subtasks.map(({ instruction: _, readFiles: __, ...rest }) => rest);
+  return { ...cycle, subtasks, planSent: true };
 }
 
 /** The goal's snapshot after new entries: now, or (one sent less than a second ago) owed until then. */

@@ -129,6 +129,22 @@ function cycleBlock(c) {
   );
 }
 
+/** Each cycle's plan as last sent (instruction and read files by subtask index). */
+const plans = new Map();
+
+/** The cycle with its plan: a cycle sent without it (`planSent`, nothing changed there) gets the one kept. */
+function withPlan(c) {
+  if (!c.planSent) {
+    plans.set(
+      c.step,
+      new Map(c.subtasks.map((s) => [s.index, { instruction: s.instruction, readFiles: s.readFiles }])),
+    );
+    return c;
+  }
+  const plan = plans.get(c.step) ?? new Map();
+  return { ...c, subtasks: c.subtasks.map((s) => ({ ...plan.get(s.index), ...s })) };
+}
+
 /** Replaces the cycle's block, or adds it in step order. */
 function upsertCycle(c) {
   const box = document.getElementById('cycles');
@@ -403,7 +419,7 @@ function follow() {
   stream.addEventListener('timeline', (m) => {
     heard();
     const data = JSON.parse(m.data);
-    if (data.cycle) upsertCycle(data.cycle);
+    if (data.cycle) upsertCycle(withPlan(data.cycle));
     if (data.line) appendActivity(data.line);
     root.dataset.lastEventId = m.lastEventId;
   });
