@@ -104,7 +104,7 @@ function postEarly(url: string, headers: Record<string, string>, fileBytes: numb
   });
 }
 
-test("a body past the limit is a 413 naming it (files 16 MiB, other forms text alone); garbled a 400", async () => {
+test('a body past the limit is a 413 naming it (files 16 MiB, other forms text alone); garbled a 400', async () => {
   const page = await browser.newPage();
   await page.goto(`${ui.url}/`);
   const csrf = await page.locator('form.enqueue input[name=_csrf]').inputValue();

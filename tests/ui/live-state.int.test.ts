@@ -83,10 +83,10 @@ test("a cycle's instructions go out once per feed, not with each tool call; a ne
   assert.ok(await client.lifecycle.beginPlanning(goalId));
   await client.lifecycle.dispatch(goalId, 1, plan, {});
   for (let i = 0; i < 3; i++) {
-    const event = { type: 'tool_called', at: Date.now(), step: 1, index: 0, role, tool: 'read_file', ms: i, ok: true };
-    await client.goals.appendEvent(goalId, event);
+    const call = { step: 1, index: 0, role, threadId: 'th', tool: 'read_file', ms: i, ok: true };
+    await client.goals.appendEvent(goalId, { type: 'tool_called', ...call });
   }
-  await feed.waitFor(/("toolCalls":3[^\n]*){1}/, 'the third tool call');
+  await feed.waitFor(/"toolCalls":3/, 'the third tool call');
   const timeline = feed
     .text()
     .split('\n')
