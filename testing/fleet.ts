@@ -1,7 +1,7 @@
 // Real OS processes for the services, as users run them: `node bin/deepq.mjs <command>`.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { GoalClient } from '../cli/goal-client.ts';
@@ -19,6 +19,20 @@ export interface ServiceProc {
   output: () => string;
 }
 
+/** The blob dirs this test process made: removed when it exits (a suite run made hundreds). */
+const blobDirs: string[] = [];
+
+function newBlobDir(): string {
+  if (!blobDirs.length) {
+    process.once('exit', () => {
+      for (const dir of blobDirs) rmSync(dir, { recursive: true, force: true });
+    });
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'deepq-blobs-'));
+  blobDirs.push(dir);
+  return dir;
+}
+
 export function testEnv(redisUrl: string, extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   // Never fall back to the shared Redis on 6379.
   if (!redisUrl) throw new Error('testEnv: no private Redis URL (await redis.ready first)');
@@ -27,7 +41,7 @@ export function testEnv(redisUrl: string, extra: NodeJS.ProcessEnv = {}): NodeJS
     HOME: process.env.HOME,
     REDIS_URL: redisUrl,
     DEEPQ_PREFIX: `t${Math.random().toString(36).slice(2, 8)}`,
-    DEEPQ_BLOB_DIR: mkdtempSync(join(tmpdir(), 'deepq-blobs-')),
+    DEEPQ_BLOB_DIR: extra.DEEPQ_BLOB_DIR ?? newBlobDir(),
     DEEPQ_MODEL_PROVIDER: 'scripted',
     LOG_LEVEL: 'info',
     METRICS_PORT: '0',
