@@ -77,8 +77,11 @@ export interface ChatReply {
   model?: string;
   /** null: the response has no usage at all (servers that do not report it). */
   usage?: Partial<ChatUsage> | null;
-  /** How a streamed answer goes out (see StreamPacing); ignored for a request not streamed. */
-  stream?: Omit<StreamPacing, 'errorAfter' | 'error'>;
+  /**
+   * How a streamed answer goes out (see StreamPacing); ignored for a request not streamed.
+   * `toolCallsWithout`: what a lax server leaves out of each tool call piece (Ollama, Gemini).
+   */
+  stream?: Omit<StreamPacing, 'errorAfter' | 'error'> & { toolCallsWithout?: ('index' | 'type')[] };
 }
 
 export type { RawReply };
@@ -387,11 +390,13 @@ const choiceDelta = (delta: Record<string, unknown>, finish: string | null = nul
   finish_reason: finish,
   logprobs: null,
 });
-/** Each tool call's deltas: its id and name first, then its arguments in pieces. */
-function toolCallDeltas(calls: ChatToolCall[], n: number): Record<string, unknown>[] {
+/** Each tool call's deltas: its id and name first, then its arguments in pieces; less what `without` says. */
+function toolCallDeltas(calls: ChatToolCall[], n: number, without: string[] = []): Record<string, unknown>[] {
+  const lax = (piece: Record<string, unknown>) =>
+    Object.fromEntries(Object.entries(piece).filter(([k]) => !without.includes(k)));
   return calls.flatMap((c, index) => [
-    { tool_calls: [{ index, id: c.id, type: 'function', function: { name: c.function.name, arguments: '' } }] },
-    ...inPieces(c.function.arguments, n).map((a) => ({ tool_calls: [{ index, function: { arguments: a } }] })),
+    { tool_calls: [lax({ index, id: c.id, type: 'function', function: { name: c.function.name, arguments: '' } })] },
+    ...inPieces(c.function.arguments, n).map((a) => ({ tool_calls: [lax({ index, function: { arguments: a } })] })),
   ]);
 }
 
@@ -408,7 +413,7 @@ function chunksOf(completion: Record<string, unknown>, body: ChatBody, pacing: C
   const deltas = [
     { role: 'assistant', content: '' },
     ...content.map((c) => ({ content: c })),
-    ...toolCallDeltas(choice.message.tool_calls ?? [], n),
+    ...toolCallDeltas(choice.message.tool_calls ?? [], n, pacing.toolCallsWithout),
   ];
   const wantsUsage = (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true;
   const events: SseAnswer['events'] = [

@@ -98,6 +98,27 @@ test('tool calls streamed in pieces arrive whole, and the usage chunk is booked'
   });
 });
 
+test("a lax server's tool call pieces without index or type (Ollama, Gemini) arrive as whole calls", async () => {
+  const args = { path: 'notes/a.md', content: 'x'.repeat(30) };
+  const two = {
+    content: null,
+    tool_calls: [
+      { id: 'call_a', name: 'write_file', arguments: args },
+      { id: 'call_b', name: 'read_file', arguments: { path: 'b.md' } },
+    ],
+  };
+  const expected = [
+    { type: 'tool_use', id: 'call_a', name: 'write_file', input: args },
+    { type: 'tool_use', id: 'call_b', name: 'read_file', input: { path: 'b.md' } },
+  ];
+  for (const without of [['index'], ['type'], ['index', 'type']] as const) {
+    const { res, err } = await call({ ...two, stream: { chunk: 8, toolCallsWithout: [...without] } }, 2000);
+    assert.equal(err, undefined, `without ${without}: ${err}`);
+    assert.equal(res!.stop_reason, 'tool_use', `without ${without}`);
+    assert.deepEqual(res!.content, expected, `without ${without}`);
+  }
+});
+
 test('a stream cut short is a malformed answer, retried; a stream without usage is estimated', async () => {
   const cut = await call(say(LONG, { stream: { endAfter: 4 } }), 2000);
   assert.ok(cut.err?.kind === 'malformed' && cut.err.retryable, String(cut.err));

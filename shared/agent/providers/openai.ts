@@ -7,6 +7,7 @@
 // streamed (with their usage, `stream_options.include_usage`), as for the anthropic provider: a
 // slow local model's long answer is not cut, a server that goes quiet is given up.
 import type OpenAI from 'openai';
+import { mendedChunkStream } from './openai-chunks.ts';
 import { fromChatCompletion, type MaxTokensParam, toChatRequest } from './openai-wire.ts';
 import { headersOverEnv } from './sdk-env.ts';
 import { type CallTimeouts, callTimeouts, sdkErrorToModelCallError, withTimeouts } from './sdk-errors.ts';
@@ -42,6 +43,8 @@ export interface OpenAIProviderOptions {
 type Sdk = typeof OpenAI;
 let sdk: Promise<Sdk> | undefined;
 const loadSdk = () => (sdk ??= import('openai').then((m) => m.default));
+let streamLib: Promise<typeof import('openai/lib/ChatCompletionStream')> | undefined;
+const loadStreamLib = () => (streamLib ??= import('openai/lib/ChatCompletionStream'));
 
 export class OpenAIProvider implements ModelProvider {
   readonly name: string;
@@ -107,7 +110,10 @@ export class OpenAIProvider implements ModelProvider {
 
 type ChatBody = ReturnType<typeof toChatRequest>;
 
-/** The completion, streamed and put together by the SDK; each chunk it hears is a sign of life. */
+/**
+ * The completion, streamed and put together by the SDK, each chunk mended first where a lax
+ * server left a tool call's index or type out (openai-chunks.ts); each chunk is a sign of life.
+ */
 async function streamedCompletion(
   client: OpenAI,
   body: ChatBody,
@@ -116,9 +122,10 @@ async function streamedCompletion(
   onFirstOutput?: () => void,
 ) {
   const params = { ...body, stream: true as const, stream_options: { include_usage: true } };
-  const stream = client.chat.completions.stream(params, { signal });
-  stream.on('connect', alive);
-  stream.on('chunk', alive);
+  const { ChatCompletionStream } = await loadStreamLib();
+  const chunks = await client.chat.completions.create(params, { signal });
+  alive();
+  const stream = ChatCompletionStream.fromReadableStream(mendedChunkStream(chunks, alive));
   if (onFirstOutput) {
     const first = (chunk: OpenAI.ChatCompletionChunk) => {
       // Reasoning servers (vLLM's reasoning parser, DeepSeek) stream it first as reasoning_content.
