@@ -7,8 +7,10 @@ import { join } from 'node:path';
 import type { GoalRecord } from '../shared/goal/store.ts';
 import type { Config } from '../shared/runtime/config.ts';
 import { loadConfig } from '../shared/runtime/config.ts';
+import { parseOrThrow } from '../shared/zod.ts';
 import { connected } from './connect.ts';
 import { GoalClient } from './goal-client.ts';
+import { GoalRequestSchema } from './goal-request.ts';
 import { hasRedisServer, type PrivateRedis, portAnswers, startPrivateRedis } from './private-redis.ts';
 import { planChildren, type Supervisor, supervise } from './supervisor.ts';
 import { safeJson, safeLine, safeText } from './terminal.ts';
@@ -20,6 +22,8 @@ const INSTALL_REDIS =
   'Install one (Debian/Ubuntu: sudo apt-get install -y redis-server; macOS: brew install redis) or set REDIS_URL.';
 
 export async function runDemo(goalText: string, out: Out = (s) => process.stdout.write(`${s}\n`)): Promise<number> {
+  // A goal text enqueue would refuse is refused before any Redis or service starts.
+  parseOrThrow(GoalRequestSchema, { goal: goalText }, 'goal request');
   const redis = await demoRedis(out);
   if (!redis) return 1;
   const { env, priv } = redis;

@@ -45,8 +45,10 @@ async function run(): Promise<void> {
     await buildProgram().parseAsync(process.argv);
   } catch (err) {
     const e = err as Error;
-    // Messages can echo what was typed (an unknown goal id): never raw control characters.
-    process.stderr.write(`deepq: error: ${safeLine(scrubSecrets(userMessage(e)))}\n`);
+    // Messages can echo what was typed (an unknown goal id): never raw control characters. A
+    // message of several lines (a YAML parser's, with its excerpt) keeps them, indented under it.
+    const lines = scrubSecrets(userMessage(e)).trimEnd().split(/\r?\n/).map(safeLine);
+    process.stderr.write(`deepq: error: ${lines.join('\n  ')}\n`);
     if (process.env.DEEPQ_DEBUG) process.stderr.write(`${e.stack}\n`);
     process.exitCode = exitCodeFor(e);
     failed = true;

@@ -62,6 +62,9 @@ export function registerGoalCommands(program: Command): void {
       const raised = Object.values(raise).some((v) => v !== undefined);
       if (o.end && (o.note !== undefined || raised || o.file))
         throw new ValidationError('--end ends the goal: it takes no --note, --file nor a raised budget');
+      // An empty note would resume without re-planning, where --note promises a re-plan.
+      if (o.note !== undefined && !o.note.trim())
+        throw new ValidationError('--note is empty: give the planner a note, or leave --note out');
       const c = await client();
       const { readInputFiles } = await import('../input-files.ts');
       const files = readInputFiles(o.file ?? [], c.cfg.vfs.maxArtifactBytes);
@@ -200,7 +203,13 @@ async function writeArtifacts(c: GoalClient, goalId: string, files: { name: stri
 
 /** Column widths of the `goals` table; the goal text runs on unpadded at the end. */
 const GOAL_COLUMNS = [14, 16, 6, 10, 25, 8];
-const goalRow = (cells: string[]) => cells.map((s, i) => safeLine(s).padEnd(GOAL_COLUMNS[i] ?? 0)).join('');
+
+/** The rows as a table: each column at least its usual width, wider where a cell needs it (a keyed goal's id). */
+function goalTable(rows: string[][]): string[] {
+  const cells = rows.map((r) => r.map((c) => safeLine(c)));
+  const widths = GOAL_COLUMNS.map((w, i) => Math.max(w, ...cells.map((r) => (r[i]?.length ?? 0) + 2)));
+  return cells.map((r) => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join(''));
+}
 
 /** How many goals `deepq goals` lists, newest first. */
 const GOALS_SHOWN = 1000;
@@ -223,9 +232,16 @@ function registerGoals(program: Command): void {
         printJson(rows);
         return;
       }
-      print(goalRow(['GOAL', 'STATUS', 'STEP', 'TOKENS', 'COST', 'AGE', 'TEXT']));
-      for (const r of rows) {
-        print(goalRow([r.goalId, r.status, String(r.step), String(r.tokens), r.cost, `${r.ageSeconds}s`, r.goal]));
-      }
+      const cells = rows.map((r) => [
+        r.goalId,
+        r.status,
+        String(r.step),
+        String(r.tokens),
+        r.cost,
+        `${r.ageSeconds}s`,
+        r.goal,
+      ]);
+      for (const line of goalTable([['GOAL', 'STATUS', 'STEP', 'TOKENS', 'COST', 'AGE', 'TEXT'], ...cells]))
+        print(line);
     });
 }

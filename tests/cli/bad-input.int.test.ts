@@ -139,9 +139,12 @@ test('goal text: empty, blank, over 100 KB and binary are refused naming the pro
     ['huge', ['enqueue', 'x'.repeat(110 * 1024)], /goal text is over 100 KB/],
     ['control characters', ['enqueue', 'binary\u0001\u0002\u0003goal'], /goal text looks binary/],
     ['C1 control characters', ['enqueue', 'a goal\u009b2J that clears the screen'], /goal text looks binary/],
+    // The demo refuses it before it starts a Redis or a service (it said so after 18 s).
+    ['the demo, empty', ['demo', ''], /invalid goal request: goal: goal text is empty/],
   ];
   const results = await Promise.all(cases.map(([, args]) => runCli(args, fleet.env)));
   for (const [i, [what, , problem]] of cases.entries()) assertCleanError(results[i]!, problem, what);
+  assert.equal(results.at(-1)!.stdout, '', 'the demo printed nothing: it started nothing');
   // Bytes that are not UTF-8 at all (as from `deepq enqueue "$(cat image.png)"`).
   const binary = await runShell(
     `"$DEEPQ_NODE" "$DEEPQ_BIN" enqueue "$(printf 'GIF89a\\xff\\xfe\\x01\\x80')"`,
@@ -240,6 +243,9 @@ test('unknown goal ids for status, watch, artifacts, cancel, resume and transcri
     new RegExp(`goal ${doneGoal} is done, not awaiting_human: nothing to resume`),
     'resume of a done goal',
   );
+  // An empty note would resume without the re-plan --note promises.
+  const blank = await runCli(['resume', doneGoal, '--note', ' '], fleet.env);
+  assertCleanError(blank, /--note is empty: give the planner a note, or leave --note out/, 'an empty note');
   assert.equal(await goalState(), before, 'an unknown id changed the stored state');
 });
 
@@ -410,6 +416,8 @@ test('config files with wrong types stop every service at start, naming the fiel
       /config file .*f\.json is not valid JSON/,
     ],
     [['planner'], join(dir, 'missing.json'), /cannot read config file .*missing\.json/],
+    // The parser's excerpt on lines of their own, indented (not one line of literal \n).
+    [['planner'], file('g.yaml', 'roles: [\n'), /is not valid YAML: .* at line 2, column 1:\n {2}\n {2}roles: \[\n/],
   ];
   await Promise.all(
     cases.map(async ([args, path, problem]) => {

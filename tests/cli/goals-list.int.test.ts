@@ -56,3 +56,18 @@ test('goals --status with an unknown status is refused, naming the valid ones', 
   assert.match(r.stderr, /awaiting_human, done, failed, cancelled, budget_exceeded/);
   assert.equal(r.stdout, '');
 });
+
+test("goals: a keyed goal's 24-character id keeps its columns apart, every row aligned", async () => {
+  await redis.ready;
+  const env = testEnv(redis.url);
+  const keyed = await runCli(['enqueue', '--key', 'columns-key', 'a keyed goal'], env);
+  assert.equal(keyed.code, 0, keyed.stderr);
+  const plain = await runCli(['enqueue', 'a goal of its own id'], env);
+  assert.equal(plain.code, 0, plain.stderr);
+  const r = await runCli(['goals'], env);
+  assert.equal(r.code, 0, r.stderr);
+  const lines = r.stdout.trim().split('\n');
+  const statusAt = lines.map((l) => l.search(/STATUS|queued/));
+  assert.ok(/^[0-9a-f]{24}\s+queued/m.test(r.stdout), r.stdout);
+  assert.deepEqual(new Set(statusAt).size, 1, `the status column starts at one place:\n${r.stdout}`);
+});
