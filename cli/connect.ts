@@ -8,6 +8,7 @@ import { closedHint } from '../shared/runtime/redis-hints.ts';
 import { startTracing, stopTracing } from '../shared/runtime/tracing.ts';
 import type { GoalClient } from './goal-client.ts';
 import type { GoalReader } from './goal-reader.ts';
+import { safeLine } from './terminal.ts';
 
 /** How long a CLI command waits for its first Redis connection before saying so. */
 const CONNECT_TIMEOUT_MS = 10_000;
@@ -58,6 +59,29 @@ let clientRef: GoalClient | undefined;
 let readerRef: GoalReader | undefined;
 let connectionRef: { cfg: Config; redis: Redis } | undefined;
 let tracingOwned = false;
+let stopLostGuard: (() => void) | undefined;
+
+/** A one-shot command stops, saying so, once Redis has been gone ONE_SHOT_LOST_LIMIT_MS. */
+async function guardOneShot(redis: Redis, url: string): Promise<void> {
+  if (stopLostGuard) return;
+  const [{ redactUrl }, { guardLostRedis, ONE_SHOT_LOST_LIMIT_MS: limit }] = await Promise.all([
+    import('../shared/runtime/config.ts'),
+    import('./lost-redis-guard.ts'),
+  ]);
+  stopLostGuard ??= guardLostRedis(redis, limit, (last) => {
+    const why = last ? ` (${safeLine(last)})` : '';
+    process.stderr.write(
+      `deepq: error: lost Redis at ${redactUrl(url)} for ${limit / 1000} s${why}: stopped. ` +
+        'What the command was doing may or may not have been done: deepq status tells.\n',
+    );
+    process.exit(1);
+  });
+}
+
+/** `watch` and `enqueue --wait` follow with their own limit (--redis-timeout) from here on. */
+export function followingOnItsOwn(): void {
+  stopLostGuard?.();
+}
 
 /** The process's config and Redis connection, without the goal client (no BullMQ loaded). */
 export async function connection(): Promise<{ cfg: Config; redis: Redis }> {
@@ -70,6 +94,7 @@ export async function connection(): Promise<{ cfg: Config; redis: Redis }> {
     connectionRef ??= { cfg, redis: createRedis(cfg.redisUrl, 'deepq:cli') };
   }
   await connected(connectionRef.redis, connectionRef.cfg.redisUrl);
+  await guardOneShot(connectionRef.redis, connectionRef.cfg.redisUrl);
   return connectionRef;
 }
 
@@ -98,6 +123,8 @@ export async function reader(): Promise<GoalReader> {
 
 /** Closes the client (or the bare connection) if a command created one; a no-op otherwise. */
 export async function closeClient(): Promise<void> {
+  // Closing is no loss of Redis.
+  stopLostGuard?.();
   if (clientRef) await clientRef.close();
   else connectionRef?.redis.disconnect();
   // Only the client's own: a service command returns here while its service (and tracing) runs on.

@@ -1,4 +1,5 @@
 // What the commands write to stdout: plain lines, and a followed goal's progress.
+import { followingOnItsOwn } from '../connect.ts';
 import type { GoalClient } from '../goal-client.ts';
 import { DEFAULT_LOST_LIMIT_MS } from '../redis-patience.ts';
 import { fitLine, safeJson, safeLine } from '../terminal.ts';
@@ -29,6 +30,8 @@ export async function follow(
   mode: FollowMode,
   redisTimeoutMs?: number,
 ): Promise<string> {
+  // From here on Redis's absence is judged by the follow's own limit (redisTimeoutMs).
+  followingOnItsOwn();
   const view = new TimelineView(goalId);
   let t0 = 0;
   let drawn = 0;

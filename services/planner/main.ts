@@ -11,7 +11,7 @@ import { processPlanJob } from './plan-job.ts';
 export async function main(cfg: Config, opts: { concurrency: number }) {
   const rt = createRuntime(cfg, 'planner');
   // Before any queue or worker is made: BullMQ takes its telemetry when they are built.
-  await startTracing('planner', rt.logger);
+  await startTracing('planner', rt.logger, process.env, rt.secrets);
   if (cfg.providerNotice) rt.logger.warn(cfg.providerNotice);
   const svc = await startService({
     rt,

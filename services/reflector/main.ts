@@ -14,7 +14,7 @@ import { processReflectJob } from './reflect-job.ts';
 export async function main(cfg: Config, opts: { concurrency: number }) {
   const rt = createRuntime(cfg, 'reflector');
   // Before any queue or worker is made: BullMQ takes its telemetry when they are built.
-  await startTracing('reflector', rt.logger);
+  await startTracing('reflector', rt.logger, process.env, rt.secrets);
   if (cfg.providerNotice) rt.logger.warn(cfg.providerNotice);
   exportZeroSeries(rt);
   const svc = await startService({

@@ -28,7 +28,7 @@ export async function main(cfg: Config, opts: { role: string; concurrency: numbe
   const sandbox = usesSandbox(role) ? await probeSandbox(role.name, role.sandbox) : {};
   const rt = createRuntime(cfg, `worker-${role.name}`);
   // Before any queue or worker is made: BullMQ takes its telemetry when they are built.
-  await startTracing(`worker-${role.name}`, rt.logger);
+  await startTracing(`worker-${role.name}`, rt.logger, process.env, rt.secrets);
   if (sandbox.warning) rt.logger.warn(sandbox.warning);
   // The runtime's logger and error scrubbing read this list: resolved secrets join it.
   rt.secrets.push(...mcpServers.secrets);

@@ -53,10 +53,11 @@ function openUrl(host: string, port: number): string {
 
 export async function startUi(cfg: Config, opts: UiOptions): Promise<RunningUi> {
   checkBindPolicy(opts.host, opts.token);
-  const log = createLogger(cfg.logLevel, { service: 'ui' }, [...secretsOf(cfg), ...(opts.token ? [opts.token] : [])]);
+  const secrets = [...secretsOf(cfg), ...(opts.token ? [opts.token] : [])];
+  const log = createLogger(cfg.logLevel, { service: 'ui' }, secrets);
   const metrics = new UiMetrics();
   // Before the client's queues are made: a goal enqueued from the page starts its trace here.
-  await startTracing('ui', log);
+  await startTracing('ui', log, process.env, secrets);
   const client = new GoalClient(cfg, createRedis(cfg.redisUrl, 'deepq:ui', { autoPipelining: true }));
   // One blocking connection per followed goal, never the shared one (a blocked connection
   // answers nothing else).

@@ -10,6 +10,7 @@ import type { Attributes, Span, SpanKind } from '@opentelemetry/api';
 import type { Telemetry } from 'bullmq';
 import type { Logger } from 'pino';
 import { ConfigError } from '../errors.ts';
+import { scrubSecrets } from './scrub.ts';
 import { throttled } from './throttle.ts';
 
 type Api = typeof import('@opentelemetry/api');
@@ -22,6 +23,8 @@ interface Tracing {
 }
 
 let on: Tracing | undefined;
+/** The process's secrets (API keys, the UI token): scrubbed from what a failed span says. */
+let spanSecrets: string[] = [];
 
 const ENDPOINT_VARS = ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OTEL_EXPORTER_OTLP_ENDPOINT'] as const;
 
@@ -55,8 +58,14 @@ function checkEndpoints(env: NodeJS.ProcessEnv): void {
  * they take their telemetry when built. The SDK's own complaints (an unreachable collector)
  * go to `logger` as warnings, at most one per 30 s.
  */
-export async function startTracing(service: string, logger?: Logger, env = process.env): Promise<boolean> {
+export async function startTracing(
+  service: string,
+  logger?: Logger,
+  env = process.env,
+  secrets: string[] = [],
+): Promise<boolean> {
   if (on || !tracingWanted(env)) return Boolean(on);
+  spanSecrets = secrets;
   checkEndpoints(env);
   const [api, node, otlp, resources, { BullMQOtel }] = await Promise.all([
     import('@opentelemetry/api'),
@@ -243,7 +252,9 @@ const CONTROLS = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g;
 /** What a failed span says: the error's kind and its first line, cut short, no control characters
  *  (a tool's error can echo what the model wrote). */
 export function failSpan(span: Span, err: unknown): void {
-  const message = (err instanceof Error ? err.message : String(err)).replace(CONTROLS, ' ');
+  // An endpoint's error may echo the API key it was sent (`401 key … is not valid`).
+  const text = scrubSecrets(err instanceof Error ? err.message : String(err), spanSecrets);
+  const message = text.replace(CONTROLS, ' ');
   // 2 is SpanStatusCode.ERROR (the API is not loaded to name it).
   span.setStatus({ code: 2, message: message.split('\n', 1)[0]!.slice(0, 300) });
   if (err instanceof Error) span.recordException({ name: err.name, message: message.slice(0, 300) });
