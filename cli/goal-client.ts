@@ -90,13 +90,19 @@ export class GoalClient extends GoalReader {
     const req = parseOrThrow(GoalRequestSchema, input, 'goal request');
     await this.checkInputs(req.files);
     const fingerprint = req.key === undefined ? '' : requestFingerprint(req);
-    const goalId = req.key === undefined ? newGoalId() : goalIdForKey(req.key);
+    const goalId = req.key === undefined ? newGoalId() : await this.keyedGoalId(req.key);
     if (req.key !== undefined) {
       const [status, stored, step] = await this.redis.hmget(this.goals.keys.goal(goalId), 'status', 'request', 'step');
       if (status) return this.alreadySubmitted(goalId, req.key, fingerprint, stored ?? '', status, step === '0');
     }
     // With tracing on, the root of the goal's trace: its plan job's add, and so every job after, under it.
     return inGoalRoot(goalId, 'deepq enqueue', { 'deepq.goal.id': goalId }, () => this.store(goalId, req, fingerprint));
+  }
+
+  /** The id a key stands for now: its first goal's, or past the goals of it the sweep removed. */
+  private async keyedGoalId(key: string): Promise<string> {
+    const generation = await this.redis.get(this.goals.keys.keyGeneration(goalIdForKey(key)));
+    return goalIdForKey(key, Number(generation ?? 0));
   }
 
   /**
@@ -109,7 +115,8 @@ export class GoalClient extends GoalReader {
     // This call's own mark: its create sent again by ioredis after a lost reply finds its own goal.
     const request = `${fingerprint}:${newOperationId()}`;
     const inputs = await this.storeInputs(goalId, req.files);
-    const made = await this.goals.createOrFind(goalId, req.goal, budgets, req.review, { inputs, request });
+    const keyOf = req.key === undefined ? undefined : goalIdForKey(req.key);
+    const made = await this.goals.createOrFind(goalId, req.goal, budgets, req.review, { inputs, request, keyOf });
     if (!made.created && made.request !== request) {
       if (req.key === undefined) throw new Error(`goal id ${goalId} is taken (a random id met another): submit again`);
       // Made by a submission running beside this one: its first plan may not be added yet.

@@ -10,10 +10,13 @@ const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 
 /**
  * A keyed goal's id: 24 hex characters of the key's SHA-256 (a goal id deepq makes has 12): one
- * goal per key in a deployment, for as long as the goal is kept.
+ * goal per key in a deployment, for as long as the goal is kept. After the sweep removed the
+ * key's goal `generation` times, the next one has an id of its own: the jobs of the one swept
+ * (job ids start with the goal id) may still be kept, and a job id BullMQ already holds is not
+ * added again.
  */
-export function goalIdForKey(key: string): string {
-  return sha256(`deepq-goal-key:${key}`).slice(0, 24);
+export function goalIdForKey(key: string, generation = 0): string {
+  return sha256(`deepq-goal-key:${key}${generation ? `:${generation}` : ''}`).slice(0, 24);
 }
 
 /** What the request asks for, as given (not the budgets' defaults, which a deployment may change). */

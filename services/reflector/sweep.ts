@@ -224,7 +224,9 @@ async function removeGoals(rt: Runtime, doomed: Set<string>, census: Census, rep
   const transcripts = await transcriptKeys(rt, gone);
   const known = new Set([...fixed, ...transcripts]);
   const strays = census.keys.filter((key) => doomed.has(idOfKey(rt, key)) && !known.has(key));
+  const keyed = await keysOf(rt, gone);
   await unlink([...transcripts, ...strays, ...fixed]);
+  await nextKeyGenerations(rt, keyed);
   for (let i = 0; i < gone.length; i += BATCH) {
     const batch = gone.slice(i, i + BATCH);
     const p = rt.redis.pipeline();
@@ -233,6 +235,33 @@ async function removeGoals(rt: Runtime, doomed: Set<string>, census: Census, rep
   }
   // Only the folders the store has (none when it is another deployment's: nothing of ours is there).
   for (const goalId of gone) if (census.blobGoals.has(goalId)) await rt.vfs.blobs.deleteGoal(goalId);
+}
+
+/**
+ * How long a key's count of swept goals is kept: past the longest a BullMQ job of a swept goal is
+ * kept (a failed one, a week), its ids are free again.
+ */
+const KEY_GENERATION_TTL_SECONDS = 30 * 86_400;
+
+/** The idempotency keys of the keyed goals among `goalIds` (24 hex characters), by their first goal's id. */
+async function keysOf(rt: Runtime, goalIds: string[]): Promise<string[]> {
+  const keyed = goalIds.filter((id) => id.length === 24);
+  const out: string[] = [];
+  const read = (p: ChainableCommander, goalId: string) => p.hget(rt.goals.keys.goal(goalId), 'keyOf');
+  // A goal made before `keyOf` was stored is its key's first.
+  await eachGoal(rt, keyed, read, (goalId, [keyOf]) => out.push((keyOf as string | null) ?? goalId));
+  return out;
+}
+
+/** Each key's next goal gets a new id: the swept one's jobs may still be kept (job ids start with it). */
+async function nextKeyGenerations(rt: Runtime, firstIds: string[]): Promise<void> {
+  for (let i = 0; i < firstIds.length; i += BATCH) {
+    const p = rt.redis.pipeline();
+    for (const id of firstIds.slice(i, i + BATCH)) {
+      p.incr(rt.goals.keys.keyGeneration(id)).expire(rt.goals.keys.keyGeneration(id), KEY_GENERATION_TTL_SECONDS);
+    }
+    await p.exec();
+  }
 }
 
 /** The transcript keys the goals' threads indexes name. */

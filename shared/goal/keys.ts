@@ -67,6 +67,13 @@ export class Keys {
   goalPattern(goalId: string): string {
     return `${this.goal(goalId)}:*`;
   }
+  /**
+   * How many goals of an idempotency key the sweep has removed (its first goal's id names it): the
+   * key's next goal takes the next id, never one whose BullMQ jobs may still be kept.
+   */
+  keyGeneration(firstGoalId: string): string {
+    return `${this.prefix}:key-generation:${firstGoalId}`;
+  }
   /** Sorted set of goal ids by creation time (for `deepq goals` and the sweep). */
   goalsIndex(): string {
     return `${this.prefix}:goals`;

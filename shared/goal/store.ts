@@ -119,15 +119,16 @@ export class GoalStore {
   }
 
   /**
-   * Stores a new goal, queued, with the names of the files it starts with in its `created` event and
-   * its request's fingerprint (an idempotent submission's); or finds the goal that has its id.
+   * Stores a new goal, queued, with the names of the files it starts with in its `created` event,
+   * its request's fingerprint (an idempotent submission's) and the first goal id of its key
+   * (`keyOf`: the sweep counts the key's generations by it); or finds the goal that has its id.
    */
   async createOrFind(
     goalId: string,
     goal: string,
     budgets: Budgets,
     review: boolean,
-    extra: { inputs?: { name: string; bytes: number }[]; request?: string } = {},
+    extra: { inputs?: { name: string; bytes: number }[]; request?: string; keyOf?: string } = {},
   ): Promise<CreatedGoal> {
     const now = Date.now();
     const inputs = extra.inputs?.length ? { inputs: extra.inputs } : {};
@@ -139,6 +140,7 @@ export class GoalStore {
       this.opts.eventsMaxLen,
       this.opts.keyTtlSeconds,
       extra.request ?? '',
+      extra.keyOf ?? '',
     ])) as [number, string?, string?];
     if (created === 1) return { created: true };
     return { created: false, request: request ?? '', status: status as GoalStatus };

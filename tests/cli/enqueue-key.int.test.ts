@@ -11,10 +11,12 @@ import { after, test } from 'node:test';
 import { GoalClient, type GoalSubmission } from '../../cli/goal-client.ts';
 import { GoalRequestSchema } from '../../cli/goal-request.ts';
 import { goalIdForKey, requestFingerprint } from '../../cli/goal-submission.ts';
+import { sweep } from '../../services/reflector/sweep.ts';
 import { loadConfig } from '../../shared/runtime/config.ts';
 import { PLAN_QUEUE } from '../../shared/runtime/queues.ts';
 import { runCli, testEnv } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
+import { vfsRuntime } from '../../testing/vfs-runtime.ts';
 
 const redis = useRedis();
 const cwd = mkdtempSync(join(tmpdir(), 'deepq-key-'));
@@ -132,4 +134,40 @@ test('the same request adds a first plan job a submission died before adding; no
     assert.deepEqual(await c.submit({ goal: 'Half submitted', key: 'k-died' }), { goalId, created: false });
     assert.equal(await plans.count(), 0);
   });
+});
+
+test("a key's goal swept, the key makes a new goal with an id of its own: the old one's jobs may be kept", async () => {
+  await redis.ready;
+  const v = vfsRuntime(redis.url);
+  const client = new GoalClient(v.rt.cfg);
+  try {
+    const first = await client.submit({ goal: 'Sweep me', key: 'k-swept' });
+    assert.equal(first.goalId, goalIdForKey('k-swept'));
+    await client.cancel(first.goalId);
+    // Past the retention: the sweep removes the goal. A job of it may still be kept (a failed
+    // subtask's is kept a week): one stands in for it here, under the id the key first made.
+    const report = await sweep(v.rt, Date.now() + 2 * v.rt.cfg.retentionSeconds * 1000);
+    assert.equal(report.expired, 1);
+    const plans = client.queues.get(PLAN_QUEUE);
+    await plans.add('plan', { goalId: first.goalId, step: 1 }, { jobId: `${first.goalId}:1:plan`, delay: 3_600_000 });
+    const again = await client.submit({ goal: 'Sweep me', key: 'k-swept' });
+    assert.equal(again.created, true);
+    assert.notEqual(again.goalId, first.goalId, 'the swept goal id again: its plan job would not be added');
+    assert.match(again.goalId, /^[0-9a-f]{24}$/);
+    assert.ok(await plans.getJob(`${again.goalId}:1:plan`), 'the new goal has its plan job');
+    assert.equal((await client.get(again.goalId)).status, 'queued');
+    // While it is kept, the key stands for it.
+    assert.deepEqual(await client.submit({ goal: 'Sweep me', key: 'k-swept' }), {
+      goalId: again.goalId,
+      created: false,
+    });
+    // Swept in turn, the key's next goal has yet another id.
+    await client.cancel(again.goalId);
+    await sweep(v.rt, Date.now() + 2 * v.rt.cfg.retentionSeconds * 1000);
+    const third = await client.submit({ goal: 'Sweep me', key: 'k-swept' });
+    assert.ok(![first.goalId, again.goalId].includes(third.goalId), third.goalId);
+  } finally {
+    await client.close();
+    await v.close();
+  }
 });

@@ -1,7 +1,7 @@
 // A one-shot command whose Redis goes away after it connected stops, saying so, instead of
-// waiting forever on a connection that retries without end: the guard gives up once the
-// connection has been down its limit on end, and not when Redis comes back in time. Real
-// redis-server processes; the CLI's limit is 60 s, so the guard is tested with a short one.
+// waiting forever on a connection that retries without end: the guard gives up once Redis has
+// answered nothing for its limit (gone, or frozen on an open connection), and not when it comes
+// back in time. Real redis-server processes; the CLI's limit is 60 s, the guard's here shorter.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { guardLostRedis } from '../../cli/lost-redis-guard.ts';
@@ -10,17 +10,17 @@ import { createRedis } from '../../shared/runtime/redis.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-test('a connection down past the limit gives up, naming its last error; one back in time does not', async () => {
+test('a Redis gone past the limit gives up, naming its last error; one back in time does not', async () => {
   const server = await startPrivateRedis();
   const redis = createRedis(server.url, 'deepq:test');
   try {
     await redis.ping();
     const gaveUp: string[] = [];
-    const stop = guardLostRedis(redis, 400, (last) => gaveUp.push(last));
+    const stop = guardLostRedis(redis, 500, (last) => gaveUp.push(last), 50);
     // Dropped and back at once: no give-up.
     redis.disconnect(true);
     await redis.ping();
-    await sleep(700);
+    await sleep(900);
     assert.deepEqual(gaveUp, []);
     // The server gone: a command waits (retried without end) until the guard gives up.
     await server.stop();
@@ -30,6 +30,25 @@ test('a connection down past the limit gives up, naming its last error; one back
     assert.match(gaveUp[0]!, /ECONNREFUSED|Connection is closed/);
     stop();
   } finally {
+    redis.disconnect();
+    await server.stop().catch(() => {});
+  }
+});
+
+test('a Redis that stops answering on an open connection (frozen) gives up too', async () => {
+  const server = await startPrivateRedis();
+  const redis = createRedis(server.url, 'deepq:test');
+  try {
+    await redis.ping();
+    const gaveUp: string[] = [];
+    const stop = guardLostRedis(redis, 500, (last) => gaveUp.push(last), 50);
+    server.proc.kill('SIGSTOP');
+    void redis.get('k').catch(() => {});
+    await sleep(1500);
+    assert.deepEqual(gaveUp, ['no answer for 0.5 s']);
+    stop();
+  } finally {
+    server.proc.kill('SIGCONT');
     redis.disconnect();
     await server.stop().catch(() => {});
   }

@@ -5,6 +5,7 @@
 -- ARGV[5] budgets JSON, ARGV[6] created event JSON, ARGV[7] events max length, ARGV[8] key TTL
 -- ARGV[9] the request: `<fingerprint>:<the call's operation id>` (the fingerprint empty without an
 -- idempotency key): the call sent again after a lost reply finds its own
+-- ARGV[10] the first goal id of its idempotency key (`keyOf`), or '' without a key
 -- Returns {1} when created; {0, the stored request or '', its status} when the goal existed.
 local existing = redis.call('HMGET', KEYS[1], 'status', 'request')
 if existing[1] then return { 0, existing[2] or '', existing[1] } end
@@ -14,6 +15,7 @@ local ttl = tonumber(ARGV[8])
 redis.call('HSET', KEYS[1], 'goal', ARGV[3], 'status', 'queued', 'step', '0', 'depth', '0', 'planStep', '0',
   'createdAt', ARGV[2], 'updatedAt', ARGV[2], 'review', ARGV[4], 'budgets', ARGV[5],
   'ttlAt', tostring(tonumber(ARGV[2]) + ttl * 1000), 'request', ARGV[9])
+if ARGV[10] ~= '' then redis.call('HSET', KEYS[1], 'keyOf', ARGV[10]) end
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '*', 'e', ARGV[6])
 redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
 redis.call('ZADD', KEYS[4], ARGV[2], ARGV[1])
