@@ -104,6 +104,38 @@ test('a tool call streamed in pieces arrives whole, with the usage of both ends 
   assert.deepEqual(res!.usage, usage, 'input counts from message_start, output from message_delta');
 });
 
+test("a stream without usage is estimated; a tool input that is not whole JSON goes on as its text", async () => {
+  const sse = { 'content-type': 'text/event-stream' };
+  const started = { id: 'msg_g', type: 'message', role: 'assistant', model: 'm', content: [] };
+  const tool = (id: string) => ({ type: 'tool_use', id, name: 'write_file', input: {} });
+  const json = (index: number, partial: string) => ({
+    type: 'content_block_delta',
+    index,
+    delta: { type: 'input_json_delta', partial_json: partial },
+  });
+  const frames = [
+    sseFrame('message_start', { type: 'message_start', message: started }),
+    sseFrame('content_block_start', { type: 'content_block_start', index: 0, content_block: tool('toolu_a') }),
+    sseFrame('content_block_delta', json(0, '{"path":"notes.md","content":"v2","append": tr')),
+    sseFrame('content_block_stop', { type: 'content_block_stop', index: 0 }),
+    sseFrame('content_block_start', { type: 'content_block_start', index: 1, content_block: tool('toolu_b') }),
+    sseFrame('content_block_delta', json(1, '{"path":"b.md",')),
+    sseFrame('content_block_delta', json(1, '"content":"whole"}')),
+    sseFrame('content_block_stop', { type: 'content_block_stop', index: 1 }),
+    sseFrame('message_delta', { type: 'message_delta', delta: { stop_reason: 'tool_use' } }),
+    sseFrame('message_stop', { type: 'message_stop' }),
+  ].join('');
+  const { res, err } = await call({ status: 200, headers: sse, body: frames }, 2000);
+  assert.equal(err, undefined, String(err));
+  assert.deepEqual(
+    res!.content.map((b) => (b.type === 'tool_use' ? b.input : b)),
+    ['{"path":"notes.md","content":"v2","append": tr', { path: 'b.md', content: 'whole' }],
+    'a broken input as its text (the tool refuses it), a whole one parsed',
+  );
+  assert.equal(res!.usage.estimated, true);
+  assert.ok(res!.usage.input_tokens > 0 && res!.usage.output_tokens > 0, JSON.stringify(res!.usage));
+});
+
 test('a stream that breaks midway is a fault the retry policy acts on', async () => {
   const overloaded = await call(text(LONG, { stream: { errorAfter: 5 } }), 2000);
   assert.ok(overloaded.err instanceof ModelCallError, String(overloaded.err));

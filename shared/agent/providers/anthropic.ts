@@ -7,6 +7,8 @@
 // never pays its import.
 import { randomUUID } from 'node:crypto';
 import type Anthropic from '@anthropic-ai/sdk';
+import { StreamedMessageMender } from './anthropic-events.ts';
+import { mendedStream } from './mended-stream.ts';
 import { headersOverEnv } from './sdk-env.ts';
 import { type CallTimeouts, callTimeouts, sdkErrorToModelCallError, withTimeouts } from './sdk-errors.ts';
 import {
@@ -42,6 +44,8 @@ export interface AnthropicProviderOptions {
 type Sdk = typeof Anthropic;
 let sdk: Promise<Sdk> | undefined;
 const loadSdk = () => (sdk ??= import('@anthropic-ai/sdk').then((m) => m.default));
+let streamLib: Promise<typeof import('@anthropic-ai/sdk/lib/MessageStream')> | undefined;
+const loadStreamLib = () => (streamLib ??= import('@anthropic-ai/sdk/lib/MessageStream'));
 
 export class AnthropicProvider implements ModelProvider {
   readonly name = 'anthropic';
@@ -113,9 +117,12 @@ export class AnthropicProvider implements ModelProvider {
   }
 }
 
-type MessageBody = Parameters<Anthropic['messages']['stream']>[0];
+type MessageBody = Anthropic.MessageCreateParamsNonStreaming;
 
-/** The answer, streamed and put together by the SDK; each event it hears is a sign of life. */
+/**
+ * The answer, streamed and put together by the SDK, each event mended first where a gateway sent
+ * less than the API does (anthropic-events.ts); each event is a sign of life.
+ */
 async function streamedMessage(
   client: Anthropic,
   body: MessageBody,
@@ -123,9 +130,11 @@ async function streamedMessage(
   alive: () => void,
   onFirstOutput?: () => void,
 ) {
-  const stream = client.messages.stream(body, { signal });
-  stream.on('connect', alive);
-  stream.on('streamEvent', alive);
+  const { MessageStream } = await loadStreamLib();
+  const events = await client.messages.create({ ...body, stream: true }, { signal });
+  alive();
+  const mender = new StreamedMessageMender();
+  const stream = MessageStream.fromReadableStream(mendedStream(events, mender.mend, alive));
   if (onFirstOutput) {
     const first = (e: { type: string }) => {
       if (e.type !== 'content_block_delta') return;
@@ -137,7 +146,7 @@ async function streamedMessage(
   const message = await stream.finalMessage();
   // The API ends every answer with its stop reason: a stream that ended without one was cut.
   if (!message.stop_reason) throw new ModelCallError('the streamed answer ended before its stop reason', 'malformed');
-  return message;
+  return mender.finish(message);
 }
 
 /** A thinking block goes back to the API unchanged: one it could not take back is malformed now. */

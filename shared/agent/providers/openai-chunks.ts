@@ -5,6 +5,7 @@
 // it lacks: its index by its id (a new id is the next call; a piece without one continues the
 // last call, or starts the next when it names a function again), and the type `function`.
 import type OpenAI from 'openai';
+import { mendedStream } from './mended-stream.ts';
 
 type Chunk = OpenAI.ChatCompletionChunk;
 type ToolCallDelta = OpenAI.ChatCompletionChunk.Choice.Delta.ToolCall;
@@ -49,23 +50,7 @@ export function laxToolCallMender(): (chunk: Chunk) => Chunk {
   };
 }
 
-/**
- * The chunks, mended, as the newline-delimited JSON `ChatCompletionStream.fromReadableStream`
- * reads; `heard` is told of each chunk as it arrives (a sign of life for the idle timer).
- */
+/** The chunks, mended, as `ChatCompletionStream.fromReadableStream` reads them; `heard` hears each. */
 export function mendedChunkStream(chunks: AsyncIterable<Chunk>, heard: () => void): ReadableStream<Uint8Array> {
-  const mend = laxToolCallMender();
-  const encoder = new TextEncoder();
-  const iterator = chunks[Symbol.asyncIterator]();
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      const next = await iterator.next();
-      if (next.done) return controller.close();
-      heard();
-      controller.enqueue(encoder.encode(`${JSON.stringify(mend(next.value))}\n`));
-    },
-    async cancel() {
-      await iterator.return?.();
-    },
-  });
+  return mendedStream(chunks, laxToolCallMender(), heard);
 }
