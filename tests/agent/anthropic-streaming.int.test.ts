@@ -104,7 +104,7 @@ test('a tool call streamed in pieces arrives whole, with the usage of both ends 
   assert.deepEqual(res!.usage, usage, 'input counts from message_start, output from message_delta');
 });
 
-test("a stream without usage is estimated; a tool input that is not whole JSON goes on as its text", async () => {
+test('a stream without usage is estimated; a tool input that is not whole JSON goes on as its text', async () => {
   const sse = { 'content-type': 'text/event-stream' };
   const started = { id: 'msg_g', type: 'message', role: 'assistant', model: 'm', content: [] };
   const tool = (id: string) => ({ type: 'tool_use', id, name: 'write_file', input: {} });
