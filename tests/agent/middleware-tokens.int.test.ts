@@ -185,3 +185,37 @@ test("an answer cut at the budget's grant (fewer tokens than asked) is the budge
   assert.equal(own.ok, false);
   assert.match(own.problem!, /cut off at the role's maxTokens \(1024 output tokens\), on the retry too/);
 });
+
+test('a stream cut or stalled after it began is booked (its input, its output so far), then the answer', async () => {
+  const calls: { usage: Usage; estimated: boolean }[] = [];
+  const start = { input_tokens: 5000, output_tokens: 1, cache_read_input_tokens: 300, cache_creation_input_tokens: 0 };
+  let n = 0;
+  server.setHandler(() => {
+    const usage = { ...start, output_tokens: 40 };
+    const long = text('lorem ipsum '.repeat(50), { usage });
+    // The first attempt is cut after some deltas, the second stalls; the third answers.
+    const attempt = n++;
+    if (attempt === 0) return { ...long, stream: { chunk: 12, endAfter: 6 } };
+    if (attempt === 1) return { ...long, stream: { chunk: 12, stallAfter: 6 } };
+    return text('ok', { usage: { input_tokens: 5, output_tokens: 7 } });
+  });
+  const spec = RoleSpecSchema.parse({ name: 'counter', systemPrompt: 'Count.', tier: 'LOW' });
+  const agent = createAgent(spec, {
+    provider: anthropicAt(server, 300),
+    logger: captureLogger().logger,
+    models: TEST_MODELS,
+    retry: { baseDelayMs: 1 },
+    usageSink: async (_ctx, _model, usage, _member, origin) =>
+      void calls.push({ usage, estimated: origin?.estimated === true }),
+  });
+  const run = await agent.run({ task: 't', contract: textContract, ctx: ctxFor('counter') });
+  assert.equal(run.ok, true);
+  assert.equal(calls.length, 2, 'the failed attempts together, then the answer');
+  const [failed, answer] = calls;
+  assert.equal(failed!.estimated, true);
+  assert.equal(failed!.usage.input, 2 * 5000, 'each failed attempt billed its input');
+  assert.equal(failed!.usage.cache_read, 2 * 300);
+  // What streamed before each failure, about 4 characters a token: some, not the whole answer's 40.
+  assert.ok(failed!.usage.output > 0 && failed!.usage.output < 2 * 40, `output so far: ${failed!.usage.output}`);
+  assert.deepEqual([answer!.usage.input, answer!.usage.output, answer!.estimated], [5, 7, false]);
+});

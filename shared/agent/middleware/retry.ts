@@ -6,7 +6,7 @@
 // dropped connection as long: their job failing for good fails the goal.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ProviderRateLimitError } from '../../errors.ts';
-import { ModelCallError } from '../providers/types.ts';
+import { addUsage, ModelCallError, type ModelUsage, spentBy } from '../providers/types.ts';
 import type { MiddlewareDeps, ModelMiddleware } from './types.ts';
 
 export function backoffMs(attempt: number, base: number, max: number, random = Math.random): number {
@@ -25,22 +25,33 @@ function retriesFor(err: ModelCallError, maxRetries: number, patient = false): n
   return err.kind === 'rate_limit' || (patient && outage) ? Math.max(maxRetries, RATE_LIMIT_RETRIES) : maxRetries;
 }
 
+/** The error carrying what the call's failed attempts used, for token accounting to book. */
+function withSpent<E>(err: E, spent: ModelUsage | undefined): E {
+  if (spent && err instanceof Error) Object.assign(err, { spent });
+  return err;
+}
+
 export function retry(deps: Pick<MiddlewareDeps, 'retry' | 'logger'>): ModelMiddleware {
   const maxRetries = deps.retry?.maxRetries ?? 3;
   const base = deps.retry?.baseDelayMs ?? 500;
   const max = deps.retry?.maxDelayMs ?? 30_000;
   return async (req, ctx, next) => {
+    // What failed attempts used: it goes up with the answer, or with the error that ends the call.
+    let spent: ModelUsage | undefined;
     for (let attempt = 0; ; attempt++) {
       try {
-        return await next(req);
-      } catch (err) {
+        const res = await next(req);
+        return spent ? { ...res, spentBefore: spent } : res;
+      } catch (failure) {
+        spent = addUsage(spent, spentBy(failure));
+        const err = withSpent(failure, spent);
         if (!(err instanceof ModelCallError) || !err.retryable) throw err;
         if (err.kind === 'rate_limit' && deps.retry?.rateLimitToQueue) {
           // It pauses a role's whole queue: a retry-after of hours (or a server clock far ahead)
           // is capped; the job then tries again, and another 429 pauses it again. Without one,
           // the pause grows with the job's put-backs (rate-limited.ts): here it is always the first try.
           const pause = err.retryAfterMs === undefined ? undefined : Math.min(err.retryAfterMs, MAX_QUEUE_PAUSE_MS);
-          throw new ProviderRateLimitError(err.message, pause);
+          throw withSpent(new ProviderRateLimitError(err.message, pause), spent);
         }
         if (attempt >= retriesFor(err, maxRetries, deps.retry?.patient)) throw err;
         // Capped at the max delay; the log says what is really waited.
@@ -59,7 +70,7 @@ export function retry(deps: Pick<MiddlewareDeps, 'retry' | 'logger'>): ModelMidd
         try {
           await sleep(wait, undefined, { signal: ctx.signal });
         } catch {
-          throw new ModelCallError('model call aborted', 'aborted');
+          throw withSpent(new ModelCallError('model call aborted', 'aborted'), spent);
         }
       }
     }

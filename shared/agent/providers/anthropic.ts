@@ -89,15 +89,22 @@ export class AnthropicProvider implements ModelProvider {
       ...(thinking ? { thinking } : {}),
       ...(req.effort ? { output_config: { effort: req.effort } } : {}),
     };
+    const mender = new StreamedMessageMender();
     const call = async (signal: AbortSignal, alive: () => void) => {
       const res = this.streamed
-        ? await streamedMessage(client, body, signal, alive, ctx.onFirstOutput)
+        ? await streamedMessage(client, body, { signal, alive, mender, onFirstOutput: ctx.onFirstOutput })
         : await client.messages.create(body, { signal });
       return this.checked(res, req);
     };
-    return withTimeouts(this.timeouts, ctx.signal, call, (err) =>
-      sdkErrorToModelCallError(err, Sdk, 'anthropic', ctx.signal, Sdk.AnthropicError),
-    );
+    try {
+      return await withTimeouts(this.timeouts, ctx.signal, call, (err) =>
+        sdkErrorToModelCallError(err, Sdk, 'anthropic', ctx.signal, Sdk.AnthropicError),
+      );
+    } catch (err) {
+      // Cut, stalled or cancelled after the answer began: what it used is billed, so booked.
+      if (err instanceof ModelCallError) err.spent ??= mender.spent(req);
+      throw err;
+    }
   }
 
   private checked(res: unknown, req: ModelRequest): ModelResponse {
@@ -126,14 +133,12 @@ type MessageBody = Anthropic.MessageCreateParamsNonStreaming;
 async function streamedMessage(
   client: Anthropic,
   body: MessageBody,
-  signal: AbortSignal,
-  alive: () => void,
-  onFirstOutput?: () => void,
+  o: { signal: AbortSignal; alive: () => void; mender: StreamedMessageMender; onFirstOutput?: () => void },
 ) {
+  const { signal, alive, mender, onFirstOutput } = o;
   const { MessageStream } = await loadStreamLib();
   const events = await client.messages.create({ ...body, stream: true }, { signal });
   alive();
-  const mender = new StreamedMessageMender();
   const stream = MessageStream.fromReadableStream(mendedStream(events, mender.mend, alive));
   if (onFirstOutput) {
     const first = (e: { type: string }) => {

@@ -13,6 +13,7 @@ import { headersOverEnv } from './sdk-env.ts';
 import { type CallTimeouts, callTimeouts, sdkErrorToModelCallError, withTimeouts } from './sdk-errors.ts';
 import {
   type CallContext,
+  estimatedUsage,
   ModelCallError,
   type ModelProvider,
   type ModelRequest,
@@ -80,10 +81,11 @@ export class OpenAIProvider implements ModelProvider {
   async createMessage(req: ModelRequest, ctx: CallContext): Promise<ModelResponse> {
     const { Sdk, client } = await this.connect();
     const body = toChatRequest(req, this.opts.maxTokensParam ?? 'max_tokens');
+    const streamed = { chars: 0, began: false };
     const call = async (signal: AbortSignal, alive: () => void) => {
       const completion =
         (this.opts.stream ?? true)
-          ? await streamedCompletion(client, body, signal, alive, ctx.onFirstOutput)
+          ? await streamedCompletion(client, body, { signal, alive, streamed, onFirstOutput: ctx.onFirstOutput })
           : await client.chat.completions.create(body, { signal });
       const res = fromChatCompletion(completion, req);
       if (res.usage.estimated && !this.warnedNoUsage) {
@@ -92,7 +94,16 @@ export class OpenAIProvider implements ModelProvider {
       }
       return res;
     };
-    return withTimeouts(this.timeouts, ctx.signal, call, (err) => this.toError(Sdk, err, req, ctx.signal));
+    try {
+      return await withTimeouts(this.timeouts, ctx.signal, call, (err) => this.toError(Sdk, err, req, ctx.signal));
+    } catch (err) {
+      // Cut, stalled or cancelled after the answer began: billed, so booked (its usage comes only
+      // at the end: estimated, the prompt's and what streamed, about 4 characters a token).
+      if (err instanceof ModelCallError && streamed.began) {
+        err.spent ??= { ...estimatedUsage(req, []), output_tokens: Math.ceil(streamed.chars / 4) };
+      }
+      throw err;
+    }
   }
 
   private toError(Sdk: Sdk, err: unknown, req: ModelRequest, signal?: AbortSignal): ModelCallError {
@@ -117,15 +128,23 @@ type ChatBody = ReturnType<typeof toChatRequest>;
 async function streamedCompletion(
   client: OpenAI,
   body: ChatBody,
-  signal: AbortSignal,
-  alive: () => void,
-  onFirstOutput?: () => void,
+  o: {
+    signal: AbortSignal;
+    alive: () => void;
+    streamed: { chars: number; began: boolean };
+    onFirstOutput?: () => void;
+  },
 ) {
+  const { signal, alive, streamed, onFirstOutput } = o;
   const params = { ...body, stream: true as const, stream_options: { include_usage: true } };
   const { ChatCompletionStream } = await loadStreamLib();
   const chunks = await client.chat.completions.create(params, { signal });
   alive();
   const stream = ChatCompletionStream.fromReadableStream(mendedChunkStream(chunks, alive));
+  stream.on('chunk', (chunk) => {
+    streamed.began = true;
+    for (const c of chunk.choices ?? []) streamed.chars += JSON.stringify(c.delta ?? {}).length;
+  });
   if (onFirstOutput) {
     const first = (chunk: OpenAI.ChatCompletionChunk) => {
       // Reasoning servers (vLLM's reasoning parser, DeepSeek) stream it first as reasoning_content.

@@ -74,6 +74,20 @@ export interface ModelResponse {
   usage: ModelUsage;
   /** Set by token accounting when the goal's budget granted fewer output tokens than asked. */
   grantedMaxTokens?: number;
+  /** What attempts of this call that failed before it had used (retry.ts): booked with it. */
+  spentBefore?: ModelUsage;
+}
+
+/** Two calls' usage together; an estimate if either was one. */
+export function addUsage(a: ModelUsage | undefined, b: ModelUsage | undefined): ModelUsage | undefined {
+  if (!a || !b) return a ?? b;
+  return {
+    input_tokens: a.input_tokens + b.input_tokens,
+    output_tokens: a.output_tokens + b.output_tokens,
+    cache_read_input_tokens: (a.cache_read_input_tokens ?? 0) + (b.cache_read_input_tokens ?? 0),
+    cache_creation_input_tokens: (a.cache_creation_input_tokens ?? 0) + (b.cache_creation_input_tokens ?? 0),
+    ...(a.estimated || b.estimated ? { estimated: true } : {}),
+  };
 }
 
 /**
@@ -146,6 +160,16 @@ export class ModelCallError extends Error {
   get retryable(): boolean {
     return this.kind !== 'client' && this.kind !== 'aborted';
   }
+  /**
+   * What the endpoint had used of this call when it failed (a stream cut, stalled or cancelled
+   * after it began), and of the attempts before it: billed, so booked all the same.
+   */
+  spent?: ModelUsage;
+}
+
+/** The usage a failed call (or the attempts before an error of another kind) leaves to book. */
+export function spentBy(err: unknown): ModelUsage | undefined {
+  return (err as { spent?: ModelUsage } | null)?.spent;
 }
 
 /** Fewest output tokens a call is worth making with (or all it asks for, when it asks for less). */
