@@ -149,14 +149,11 @@ async function printStatus(c: GoalReader, goalId: string, artifacts: string[]): 
     `tokens    ${totalTokens(t)} (input ${t.input}, output ${t.output}, ` +
       `cache read ${t.cache_read}, cache write ${t.cache_write})`,
   );
-  // Aligned at 44, or past the longest `role @ model` (a long model id stays on its own column).
-  const labels = Object.keys(g.usage).map((k) => safeLine(k.replace('|', ' @ ')));
-  const width = Math.max(44, ...labels.map((l) => l.length + 1));
-  for (const [i, [k, u]] of Object.entries(g.usage).entries()) {
+  for (const [k, u] of Object.entries(g.usage)) {
     // An endpoint that reports no usage is estimated: said on its line.
     const estimated = g.estimatedUsage.includes(k) ? ' (estimated)' : '';
     print(
-      `  ${labels[i]!.padEnd(width)} in ${u.input} out ${u.output} ` +
+      `  ${safeLine(k.replace('|', ' @ ')).padEnd(44)} in ${u.input} out ${u.output} ` +
         `cache r/w ${u.cache_read}/${u.cache_write}${estimated}`,
     );
   }
