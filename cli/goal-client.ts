@@ -20,6 +20,7 @@ import { MAX_SUBTASKS } from '../shared/goal/plan.ts';
 import { currentCycle, isTerminal } from '../shared/goal/status.ts';
 import { type GoalRecord, totalTokens } from '../shared/goal/store.ts';
 import { type Config, redactUrl } from '../shared/runtime/config.ts';
+import { LEASE_MS, withLease } from '../shared/runtime/lease.ts';
 import {
   deadlineJobId,
   MAINTENANCE_QUEUE,
@@ -90,13 +91,28 @@ export class GoalClient extends GoalReader {
     const req = parseOrThrow(GoalRequestSchema, input, 'goal request');
     await this.checkInputs(req.files);
     const fingerprint = req.key === undefined ? '' : requestFingerprint(req);
-    const goalId = req.key === undefined ? newGoalId() : await this.keyedGoalId(req.key);
-    if (req.key !== undefined) {
-      const [status, stored, step] = await this.redis.hmget(this.goals.keys.goal(goalId), 'status', 'request', 'step');
-      if (status) return this.alreadySubmitted(goalId, req.key, fingerprint, stored ?? '', status, step === '0');
-    }
     // With tracing on, the root of the goal's trace: its plan job's add, and so every job after, under it.
-    return inGoalRoot(goalId, 'deepq enqueue', { 'deepq.goal.id': goalId }, () => this.store(goalId, req, fingerprint));
+    const stored = (goalId: string) =>
+      inGoalRoot(goalId, 'deepq enqueue', { 'deepq.goal.id': goalId }, () => this.store(goalId, req, fingerprint));
+    if (req.key === undefined) return stored(newGoalId());
+    const key = req.key;
+    const goalId = await this.keyedGoalId(key);
+    // One submission of a key at a time: the files of a request then refused never reach the goal.
+    return this.oneAtATime(this.goals.keys.keySubmission(goalId), async () => {
+      const [status, request, step] = await this.redis.hmget(this.goals.keys.goal(goalId), 'status', 'request', 'step');
+      if (status) return this.alreadySubmitted(goalId, key, fingerprint, request ?? '', status, step === '0');
+      return stored(goalId);
+    });
+  }
+
+  /** Runs `fn` holding the lease at `lease` (shared/runtime/lease.ts), waiting while another holds it. */
+  private async oneAtATime<T>(lease: string, fn: () => Promise<T>): Promise<T> {
+    for (const until = Date.now() + 2 * LEASE_MS; ; ) {
+      const res = await withLease(this.redis, lease, fn);
+      if (!(res && typeof res === 'object' && 'skipped' in res)) return res as T;
+      if (Date.now() > until) throw new Error('another submission of this key has held it for a minute: try again');
+      await new Promise((r) => setTimeout(r, 50));
+    }
   }
 
   /** The id a key stands for now: its first goal's, or past the goals of it the sweep removed. */

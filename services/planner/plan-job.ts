@@ -8,6 +8,7 @@ import { shortId, type TranscriptWrite } from '../../shared/agent/transcripts.ts
 import { type BudgetHit, budgetProblem, onBudgetOf } from '../../shared/goal/budgets.ts';
 import { subtaskRefs } from '../../shared/goal/events.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
+import { planCycle } from '../../shared/goal/lifecycle.ts';
 import { isPausedForBudget, parkForBudget, parkIfPausedForBudget } from '../../shared/goal/parking.ts';
 import type { Plan } from '../../shared/goal/plan.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
@@ -157,7 +158,10 @@ async function rejected(c: PlanJobContext, problem: string, overBudget: string |
   if (overBudget) return atBudget(c, { kind: 'tokens', reason: `token budget too small for a plan: ${overBudget}` });
   const reason = `planner output rejected: ${problem}`;
   c.log.warn({ threadId: c.threadId, reason }, 'planning failed');
-  if (await rt.lifecycle.fail(goal.goalId, reason, step, ['planning'])) return { status: 'failed', reason };
+  // Only a goal still planning this cycle: a late delivery's rejected answer fails no later cycle.
+  if (await rt.lifecycle.fail(goal.goalId, reason, step, ['planning'], planCycle(step))) {
+    return { status: 'failed', reason };
+  }
   // Refused: the deadline paused the goal while the model answered; the job waits with it and
   // plans again once resumed (else the goal moved on and there is nothing left to do).
   await parkIfPausedForBudget(rt, c.job, c.token, goal.goalId);

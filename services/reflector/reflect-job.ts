@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import { runForGoal } from '../../shared/agent/run-for-goal.ts';
 import { shortId } from '../../shared/agent/transcripts.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
-import type { Decided } from '../../shared/goal/lifecycle.ts';
+import { atCycle, type Decided } from '../../shared/goal/lifecycle.ts';
 import { isPausedForBudget, parkForBudget, parkIfPausedForBudget } from '../../shared/goal/parking.ts';
 import type { Reflection } from '../../shared/goal/plan.ts';
 import { progressEntry, recordProgress, stallReason } from '../../shared/goal/progress.ts';
@@ -186,7 +186,9 @@ async function askModel(
   if (res.kind === 'stopped') return { skipped: res.reason };
   if (res.kind === 'paused') return parkForBudget(rt, d.job, d.token, goal.goalId);
   if (res.kind === 'rejected') {
-    if (await rt.lifecycle.fail(goal.goalId, `reflector output rejected: ${res.problem}`, step, ['reflecting'])) {
+    const rejected = `reflector output rejected: ${res.problem}`;
+    // Only a goal still reflecting this cycle: a late delivery's rejected answer fails no later one.
+    if (await rt.lifecycle.fail(goal.goalId, rejected, step, ['reflecting'], atCycle(step))) {
       return { decision: 'failed' };
     }
     // Refused: the deadline paused the goal while the model answered (the job waits with it and

@@ -74,6 +74,10 @@ export class Keys {
   keyGeneration(firstGoalId: string): string {
     return `${this.prefix}:key-generation:${firstGoalId}`;
   }
+  /** Held by the submission of a keyed goal under way (shared/runtime/lease.ts): one at a time. */
+  keySubmission(goalId: string): string {
+    return `${this.prefix}:key-submission:${goalId}`;
+  }
   /** Sorted set of goal ids by creation time (for `deepq goals` and the sweep). */
   goalsIndex(): string {
     return `${this.prefix}:goals`;

@@ -176,7 +176,7 @@ export class GoalLifecycle {
    */
   planJobStart(goalId: string, step: number): Promise<JobStart | null> {
     const move: Move = { from: ['queued', 'planning'], to: 'planning', withFiles: true };
-    return this.started(goalId, move, { minStep: 0, maxStep: step - 1, maxPlanStep: step });
+    return this.started(goalId, move, planCycle(step));
   }
 
   /** A reflect job for cycle `step` starts: into reflecting only while the goal is at that cycle. */
@@ -214,7 +214,7 @@ export class GoalLifecycle {
       from: ['planning'],
       to: 'running',
       // As planJobStart's: a plan job of an earlier cycle whose call came back late dispatches nothing.
-      guard: { minStep: 0, maxStep: step - 1, maxPlanStep: step },
+      guard: planCycle(step),
       fields: { plan, planStep: step, step, note: '', subtasksByRole },
       events: [...planned, { type: 'dispatched', step, subtasks: refs }],
       transcript: opts.transcript,
@@ -365,8 +365,18 @@ export class GoalLifecycle {
     return moved;
   }
 
-  fail(goalId: string, reason: string, step?: number, from?: readonly GoalStatus[]): Promise<boolean> {
-    return this.finish(goalId, 'failed', reason, step, from);
+  /**
+   * Fails the goal (from one of `from`, at the cycles `guard` allows: a job's failure fails only a
+   * goal still at that job's cycle, never one a later delivery or a human moved on).
+   */
+  fail(
+    goalId: string,
+    reason: string,
+    step?: number,
+    from?: readonly GoalStatus[],
+    guard?: CycleGuard,
+  ): Promise<boolean> {
+    return this.finish(goalId, 'failed', reason, step, from, guard);
   }
 
   async exceedBudget(goalId: string, reason: string, step?: number, kind: BudgetKind = 'tokens'): Promise<boolean> {
@@ -390,9 +400,10 @@ export class GoalLifecycle {
     reason: string,
     step?: number,
     from?: readonly GoalStatus[],
+    guard?: CycleGuard,
   ): Promise<boolean> {
     const finished: TimelineEventBody = { type: 'finished', status, reason, ...(step !== undefined ? { step } : {}) };
-    return this.move(goalId, { from, to: status, fields: { reason }, events: [finished] });
+    return this.move(goalId, { from, to: status, fields: { reason }, events: [finished], guard });
   }
 
   private async move(goalId: string, m: Move): Promise<boolean> {
@@ -459,7 +470,7 @@ export class GoalLifecycle {
   }
 }
 
-interface CycleGuard {
+export interface CycleGuard {
   minStep: number;
   maxStep: number;
   maxPlanStep: number;
@@ -473,7 +484,10 @@ const guarded = (g: CycleGuard) => `:${g.minStep}:${Math.max(0, g.maxStep)}:${g.
  * lock ran out during its model call (another replica reflected the cycle, and the goal went on)
  * comes back to a goal `reflecting` a later cycle, where its decision must not land.
  */
-const atCycle = (step: number): CycleGuard => ({ minStep: step, maxStep: step, maxPlanStep: step });
+export const atCycle = (step: number): CycleGuard => ({ minStep: step, maxStep: step, maxPlanStep: step });
+
+/** A plan job's cycle: the goal not past cycle `step` (no later step, no later plan stored), as planJobStart's. */
+export const planCycle = (step: number): CycleGuard => ({ minStep: 0, maxStep: step - 1, maxPlanStep: step });
 
 function pairsOf(flat: string[]): Record<string, string> {
   const h: Record<string, string> = {};

@@ -171,3 +171,22 @@ test("a key's goal swept, the key makes a new goal with an id of its own: the ol
     await v.close();
   }
 });
+
+test('two requests under one key at once: the refused one stores nothing in the goal', async () => {
+  await redis.ready;
+  const env = testEnv(redis.url);
+  await withClient(env, async (c) => {
+    for (let i = 0; i < 5; i++) {
+      const key = `k-race-${i}`;
+      const send = (content: string) =>
+        c.submit({ goal: 'write a report', key, files: [{ name: 'in.md', content }] }).catch((e: Error) => e);
+      const [a, b] = await Promise.all([send('AAAA from A'), send('BBBB from B')]);
+      const won = [a, b].filter((r) => !(r instanceof Error)) as { goalId: string }[];
+      assert.equal(won.length, 1, `one accepted: ${a} / ${b}`);
+      const refused = (a instanceof Error ? a : b) as Error;
+      assert.match(refused.message, /was already used for another request/);
+      const kept = await c.read(won[0]!.goalId, 'in.md');
+      assert.equal(kept, a instanceof Error ? 'BBBB from B' : 'AAAA from A', "the accepted request's file");
+    }
+  });
+});
