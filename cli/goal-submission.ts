@@ -1,6 +1,7 @@
 // An idempotent submission: the goal id an idempotency key stands for, and the fingerprint that
 // tells the same request sent again from another one under the same key.
 import { createHash } from 'node:crypto';
+import { KEYED_GOAL_ID_LENGTH } from '../shared/goal/ids.ts';
 import type { GoalRequest } from './goal-request.ts';
 
 /** Who wrote a goal's input files: the VFS's writer id (a subtask's is `<goalId>:<step>:<index>`). */
@@ -16,7 +17,7 @@ const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
  * added again.
  */
 export function goalIdForKey(key: string, generation = 0): string {
-  return sha256(`deepq-goal-key:${key}${generation ? `:${generation}` : ''}`).slice(0, 24);
+  return sha256(`deepq-goal-key:${key}${generation ? `:${generation}` : ''}`).slice(0, KEYED_GOAL_ID_LENGTH);
 }
 
 /** What the request asks for, as given (not the budgets' defaults, which a deployment may change). */

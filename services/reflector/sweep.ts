@@ -20,6 +20,7 @@
 // make the sweep touch another goal's keys.
 
 import type { ChainableCommander } from 'ioredis';
+import { KEYED_GOAL_ID_LENGTH } from '../../shared/goal/ids.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
 import { releaseIdleRateLimits } from '../../shared/runtime/queue-rate-limit.ts';
 import { deadlineJobId, MAINTENANCE_QUEUE, SWEEP_SCHEDULER_ID } from '../../shared/runtime/queues.ts';
@@ -245,7 +246,7 @@ const KEY_GENERATION_TTL_SECONDS = 30 * 86_400;
 
 /** The idempotency keys of the keyed goals among `goalIds` (24 hex characters), by their first goal's id. */
 async function keysOf(rt: Runtime, goalIds: string[]): Promise<string[]> {
-  const keyed = goalIds.filter((id) => id.length === 24);
+  const keyed = goalIds.filter((id) => id.length === KEYED_GOAL_ID_LENGTH);
   const out: string[] = [];
   const read = (p: ChainableCommander, goalId: string) => p.hget(rt.goals.keys.goal(goalId), 'keyOf');
   // A goal made before `keyOf` was stored is its key's first.

@@ -7,6 +7,9 @@ export const GOAL_ID_RE = /^[a-z0-9]{6,32}$/;
 export const GOAL_ID_PATTERN = '[a-z0-9]{6,32}';
 export const GoalIdSchema = z.string().regex(GOAL_ID_RE, 'goal ids are 6-32 lower-case letters or digits');
 
+/** A keyed goal's id length (an idempotency key's hash, cli/goal-submission.ts); deepq's own ids have 12. */
+export const KEYED_GOAL_ID_LENGTH = 24;
+
 export function isGoalId(value: string): boolean {
   return GOAL_ID_RE.test(value);
 }

@@ -25,10 +25,12 @@ export function path(parts: TemplateStringsArray, ...values: (string | number)[]
 }
 
 const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+/** The five characters the tag escapes, escaped (bidi controls left to the caller). */
+const escaped = (text: string) => text.replace(/[&<>"']/g, (ch) => ESCAPES[ch]!);
 
 /** For text streamed outside the tag (artifact contents): the same five characters it escapes, bidi controls shown. */
 export function escapeHtml(text: string): string {
-  return showBidiControls(text).replace(/[&<>"']/g, (ch) => ESCAPES[ch]!);
+  return escaped(showBidiControls(text));
 }
 
 /**
@@ -36,7 +38,7 @@ export function escapeHtml(text: string): string {
  * as they are (shown as escapes, a resend would store other text than the user's).
  */
 export function formValue(text: string): Html {
-  return raw(text.replace(/[&<>"']/g, (ch) => ESCAPES[ch]!));
+  return raw(escaped(text));
 }
 
 /** What a request asked for, in an error message: in quotes and cut at 80 characters. */
