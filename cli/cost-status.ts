@@ -22,7 +22,20 @@ export function usageSummary(g: CostedGoal, prices: Config['prices']): UsageSumm
   return { models, total: { tokens, costUsd: knownCostUsd(c), unpricedModels: c.unpriced } };
 }
 
+/** A usage key (`role|model`) as `status` shows it, escaped. */
+export const usageLabel = (key: string): string => safeLine(key.replace('|', ' @ '));
+
+/**
+ * Where `status` starts the counts after a `role @ model` and the cost after a model id: column 44,
+ * or past the longest of them, so that one long model id does not push its own row out of line.
+ */
+export function usageColumnWidth(g: Pick<GoalRecord, 'usage'>): number {
+  const keys = Object.keys(g.usage);
+  const labels = [...keys.map(usageLabel), ...keys.map((k) => safeLine(k.slice(k.indexOf('|') + 1)))];
+  return Math.max(44, ...labels.map((l) => l.length + 1));
+}
+
 /** One line per model under `cost`, aligned with the per-role token lines (ids escaped before padding). */
-export function modelCostLines(g: CostedGoal, prices: Config['prices']): string[] {
-  return costPerModel(g, prices).map((m) => `  ${safeLine(m.model).padEnd(44)} ${formatModelCost(m)}`);
+export function modelCostLines(g: CostedGoal, prices: Config['prices'], width = usageColumnWidth(g)): string[] {
+  return costPerModel(g, prices).map((m) => `  ${safeLine(m.model).padEnd(width)} ${formatModelCost(m)}`);
 }

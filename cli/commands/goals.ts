@@ -149,16 +149,18 @@ async function printStatus(c: GoalReader, goalId: string, artifacts: string[]): 
     `tokens    ${totalTokens(t)} (input ${t.input}, output ${t.output}, ` +
       `cache read ${t.cache_read}, cache write ${t.cache_write})`,
   );
+  const { modelCostLines, usageColumnWidth, usageLabel } = await import('../cost-status.ts');
+  const width = usageColumnWidth(g);
   for (const [k, u] of Object.entries(g.usage)) {
     // An endpoint that reports no usage is estimated: said on its line.
     const estimated = g.estimatedUsage.includes(k) ? ' (estimated)' : '';
     print(
-      `  ${safeLine(k.replace('|', ' @ ')).padEnd(44)} in ${u.input} out ${u.output} ` +
+      `  ${usageLabel(k).padEnd(width)} in ${u.input} out ${u.output} ` +
         `cache r/w ${u.cache_read}/${u.cache_write}${estimated}`,
     );
   }
   print(`cost      ${safeLine(formatCost(estimateCost(g, c.cfg.prices), { approx: true, models: true }))}`);
-  for (const line of (await import('../cost-status.ts')).modelCostLines(g, c.cfg.prices)) print(line);
+  for (const line of modelCostLines(g, c.cfg.prices, width)) print(line);
   print(`artifacts ${artifacts.join(', ') || '(none)'}`);
   const finished = g.finishedAt ? `  finished ${new Date(g.finishedAt).toISOString()}` : '';
   print(`created   ${new Date(g.createdAt).toISOString()}${finished}`);

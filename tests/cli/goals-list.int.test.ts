@@ -71,3 +71,27 @@ test("goals: a keyed goal's 24-character id keeps its columns apart, every row a
   assert.ok(/^[0-9a-f]{24}\s+queued/m.test(r.stdout), r.stdout);
   assert.deepEqual(new Set(statusAt).size, 1, `the status column starts at one place:\n${r.stdout}`);
 });
+
+test("status: the per-model token lines keep one column past a long 'role @ model'", async () => {
+  await redis.ready;
+  const env = testEnv(redis.url);
+  const state = openState(loadConfig(env), 'test');
+  const goalId = newGoalId();
+  try {
+    await state.goals.create(goalId, 'a goal of two models', {}, false);
+    const usage = { input: 10, output: 2, cache_read: 0, cache_write: 0 };
+    await state.goals.addUsage(goalId, 'planner', 'scripted-high', usage);
+    await state.goals.addUsage(goalId, 'research-specialist', `provider-x:${'a-very-long-model-id-'.repeat(3)}`, usage);
+  } finally {
+    await state.close();
+  }
+  const r = await runCli(['status', goalId], env);
+  assert.equal(r.code, 0, r.stderr);
+  const rows = r.stdout.split('\n').filter((l) => / @ .* in \d+ out \d+/.test(l));
+  assert.equal(rows.length, 2, r.stdout);
+  assert.equal(new Set(rows.map((l) => l.indexOf(' in '))).size, 1, `one column:\n${rows.join('\n')}`);
+  // Each model's cost line starts its cost in that column too.
+  const costs = [...r.stdout.matchAll(/^ {2}[^\s@]+\s+(?=~\$|price unknown)/gm)].map((m) => m[0].length);
+  assert.equal(costs.length, 2, r.stdout);
+  assert.deepEqual(new Set(costs), new Set([rows[0]!.indexOf(' in ') + 1]), r.stdout);
+});

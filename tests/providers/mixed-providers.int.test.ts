@@ -204,12 +204,26 @@ function roleLines(stdout: string): Record<string, Usage> {
   return out;
 }
 
-/** Its per-model cost lines: model → what follows its padded id. */
+/**
+ * The one column where `status` starts every role line's counts: 2 + 44, or past the longest
+ * `role @ model` (this fleet's `research-specialist @ test-model-low-20250929` is 45 long).
+ */
+function usageColumn(stdout: string): number {
+  const labels = [...stdout.matchAll(/^ {2}(\S+ @ \S+)(\s+)in \d/gm)];
+  const starts = new Set(labels.map(([, label, gap]) => 2 + label!.length + gap!.length));
+  assert.equal(starts.size, 1, `one column:\n${stdout}`);
+  const longest = Math.max(...labels.map(([, label]) => label!.length));
+  assert.equal([...starts][0], 2 + Math.max(44, longest + 1) + 1, stdout);
+  return [...starts][0]!;
+}
+
+/** Its per-model cost lines: model → what follows its padded id (in the role lines' column). */
 function modelCostLines(stdout: string): Record<string, string> {
   const re = /^ {2}([^\s@]+)\s+(~\$\d+\.\d{4}|price unknown)( \(estimated\))?$/gm;
+  const column = usageColumn(stdout);
   return Object.fromEntries(
     [...stdout.matchAll(re)].map(([line, model, cost, est]) => {
-      assert.ok(line.startsWith(`  ${model!.padEnd(44)} `), `aligned: ${JSON.stringify(line)}`);
+      assert.ok(line.startsWith(`  ${model!.padEnd(column - 3)} `), `aligned: ${JSON.stringify(line)}`);
       return [model!, `${cost}${est ?? ''}`];
     }),
   );
@@ -256,7 +270,7 @@ async function checkStatus(goalId: string, expected: Record<string, Usage>): Pro
   ]);
   assert.equal(out.code, 0, out.stderr);
   const c = expected[`critic|local:${SERVED_AS}`]!;
-  const line = `  critic @ local:${SERVED_AS}`.padEnd(46);
+  const line = `  critic @ local:${SERVED_AS}`.padEnd(usageColumn(out.stdout) - 1);
   assert.ok(out.stdout.includes(`${line} in ${c.input} out ${c.output} cache r/w ${c.cache_read}/0\n`), out.stdout);
   assert.match(out.stdout, new RegExp(`^cost\\s+~\\$${usd.toFixed(4).replace('.', '\\.')}$`, 'm'));
   // Every role's line (the Anthropic ones too) is what the endpoints reported; then one cost
@@ -364,7 +378,7 @@ test('an endpoint that reports no usage: the critic’s tokens are estimated, bo
       runCli(['status', goalId], fleet.env),
       runCli(['status', goalId, '--json'], fleet.env),
     ]);
-    const line = `  critic @ local:${SERVED_AS}`.padEnd(46);
+    const line = `  critic @ local:${SERVED_AS}`.padEnd(usageColumn(out.stdout) - 1);
     assert.match(out.stdout, new RegExp(`^${line} in \\d+ out \\d+ cache r/w 0/0 \\(estimated\\)$`, 'm'));
     assert.match(out.stdout, /^ {2}planner @ test-model-high-20250929\s+in \d+ out \d+ cache r\/w \d+\/\d+$/m);
     // Its model's cost is flagged as estimated too, in the text and in --json; no other model's.
