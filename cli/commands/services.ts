@@ -86,7 +86,8 @@ async function up(metricsPortBase: number, replicas: number): Promise<void> {
   if (last > 65535)
     throw new ValidationError(`--metrics-port-base ${metricsPortBase}: its children need ports up to ${last}`);
   const host = reachableHost(cfg.metricsHost);
-  const shown = (port: number) => (port === 0 ? 'a free port (see its log)' : `http://${host}:${port}/metrics`);
+  const shown = (port: number) =>
+    port === 0 ? "a free port (its log's 'started' line gives it as metricsPort)" : `http://${host}:${port}/metrics`;
   for (const s of specs) print(`deepq up: ${s.name.padEnd(28)} metrics ${shown(s.port)}`);
   let stopping = false;
   let exitCode = 0;

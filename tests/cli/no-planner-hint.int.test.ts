@@ -46,11 +46,12 @@ test('a follow with no planner connected says so once the goal waited 20 s, once
       goalOfAge(none, 'a goal nobody plans', 25_000),
       goalOfAge(busy, 'a goal behind a paused planner', 25_000),
     ]);
-    // Killed after a few seconds of following: many polls, one hint.
+    // Killed after some seconds of following: many polls, one hint. 14 s leaves a loaded machine
+    // time to start three CLIs, and still keeps the young goal under the 20 s.
     const [fresh, alone, waiting] = await Promise.all([
-      runCli(['watch', young], none, 8_000),
-      runCli(['watch', old], none, 8_000),
-      runCli(['watch', behindBusy], busy, 8_000),
+      runCli(['watch', young], none, 14_000),
+      runCli(['watch', old], none, 14_000),
+      runCli(['watch', behindBusy], busy, 14_000),
     ]);
     for (const r of [fresh, alone, waiting]) assert.equal(r.code, null, 'the follow was still waiting');
     assert.equal(alone.stderr.match(HINT)?.length, 1, alone.stderr);
