@@ -1,14 +1,12 @@
 // Real OS processes for the services, as users run them: `node bin/deepq.mjs <command>`.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { GoalClient } from '../cli/goal-client.ts';
 import { BIN } from '../cli/supervisor.ts';
 import { type Config, loadConfig } from '../shared/runtime/config.ts';
 import { createRedis } from '../shared/runtime/redis.ts';
 import { nextFreePort } from './ports.ts';
+import { tempDir } from './temp-dir.ts';
 
 export interface ServiceProc {
   name: string;
@@ -19,19 +17,8 @@ export interface ServiceProc {
   output: () => string;
 }
 
-/** The blob dirs this test process made: removed when it exits (a suite run made hundreds). */
-const blobDirs: string[] = [];
-
-function newBlobDir(): string {
-  if (!blobDirs.length) {
-    process.once('exit', () => {
-      for (const dir of blobDirs) rmSync(dir, { recursive: true, force: true });
-    });
-  }
-  const dir = mkdtempSync(join(tmpdir(), 'deepq-blobs-'));
-  blobDirs.push(dir);
-  return dir;
-}
+/** A blob dir of this test process's own, removed when it exits (a suite run makes hundreds). */
+const newBlobDir = (): string => tempDir('deepq-blobs-');
 
 export function testEnv(redisUrl: string, extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   // Never fall back to the shared Redis on 6379.

@@ -4,7 +4,7 @@
 // content summaries, role selections, env resolution. No Redis needed.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,6 +24,7 @@ import {
 } from '../../shared/agent/mcp/index.ts';
 import { loadConfig } from '../../shared/runtime/config.ts';
 import { captureLogger } from '../../testing/agent-harness.ts';
+import { tempDir } from '../../testing/temp-dir.ts';
 import { EVERYTHING_ENTRY, until } from './mcp-harness.ts';
 
 const require = createRequire(import.meta.url);
@@ -69,7 +70,7 @@ server.registerTool('add-beta', { description: 'adds the beta tool' }, async () 
 });
 await server.connect(new StdioServerTransport());
 `;
-  const file = join(mkdtempSync(join(tmpdir(), 'deepq-mcp-fixture-')), 'server.mjs');
+  const file = join(tempDir('deepq-mcp-fixture-'), 'server.mjs');
   writeFileSync(file, src);
   return file;
 }
@@ -155,7 +156,7 @@ test("the README's Tools and MCP config example loads, and its workers resolve t
   const section = readme.slice(readme.indexOf('## Tools and MCP'));
   const yaml = /```yaml\n([\s\S]*?)```/.exec(section)?.[1];
   assert.ok(yaml, 'the section has a yaml example');
-  const file = join(mkdtempSync(join(tmpdir(), 'deepq-readme-')), 'deepq.yaml');
+  const file = join(tempDir('deepq-readme-'), 'deepq.yaml');
   writeFileSync(file, yaml);
   const cfg = loadConfig({ DEEPQ_CONFIG: file, HOME: tmpdir() });
   assert.deepEqual(Object.keys(cfg.mcpServers), ['everything', 'search']);

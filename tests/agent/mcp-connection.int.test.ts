@@ -4,15 +4,15 @@
 // ping settings keep each case to a few seconds. Linux only (/proc, SIGSTOP).
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { McpConnection } from '../../shared/agent/mcp/index.ts';
 import type { ResolvedServer } from '../../shared/agent/mcp/resolve.ts';
 import { captureLogger } from '../../testing/agent-harness.ts';
+import { tempDir } from '../../testing/temp-dir.ts';
 import { until } from './mcp-harness.ts';
 
 const require = createRequire(import.meta.url);
@@ -35,7 +35,7 @@ server.registerTool('block', { description: 'computes ${BLOCK_MS} ms' }, async (
 server.registerTool('hello', { description: 'answers at once' }, async () => text('hello!'));
 await server.connect(new StdioServerTransport());
 `;
-  const file = join(mkdtempSync(join(tmpdir(), 'deepq-mcp-busy-')), 'server.mjs');
+  const file = join(tempDir('deepq-mcp-busy-'), 'server.mjs');
   writeFileSync(file, src);
   return file;
 }

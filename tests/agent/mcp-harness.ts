@@ -3,11 +3,10 @@
 // config file with MCP roles, and a model (on the local Messages-API server) that plans one
 // subtask per goal and plays a per-scenario script in the subagent's conversation.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, request, type ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { type ConnectionOptions, McpConnection } from '../../shared/agent/mcp/connection.ts';
@@ -23,6 +22,7 @@ import {
   type WireBlock,
   type WireToolResult,
 } from '../../testing/messages-api-server.ts';
+import { tempDir } from '../../testing/temp-dir.ts';
 
 /** The server's launcher: `node <entry> stdio` or `PORT=<p> node <entry> streamableHttp`. */
 export const EVERYTHING_ENTRY = createRequire(import.meta.url).resolve(
@@ -142,7 +142,7 @@ export function writeConfig(mcpServers: Record<string, unknown>, roles: { name: 
       contract: 'text',
     })),
   };
-  const file = join(mkdtempSync(join(tmpdir(), 'deepq-mcp-')), 'deepq.json');
+  const file = join(tempDir('deepq-mcp-'), 'deepq.json');
   writeFileSync(file, JSON.stringify(cfg, null, 2));
   return file;
 }

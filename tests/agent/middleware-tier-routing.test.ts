@@ -2,8 +2,7 @@
 // id that config maps it to (DEEPQ_MODEL_HIGH / DEEPQ_MODEL_LOW, or the config file).
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { plannerSpec } from '../../services/planner/prompt.ts';
@@ -21,6 +20,7 @@ import {
   startMessagesApiServer,
   text,
 } from '../../testing/messages-api-server.ts';
+import { tempDir } from '../../testing/temp-dir.ts';
 
 let server: MessagesApiServer;
 before(async () => {
@@ -62,7 +62,7 @@ test('HIGH and LOW map to the model ids from DEEPQ_MODEL_HIGH / DEEPQ_MODEL_LOW'
 });
 
 test("a role's tier and the tier map are config: changing them changes the model, not the code", async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'deepq-tier-'));
+  const dir = tempDir('deepq-tier-');
   const file = join(dir, 'deepq.yaml');
   writeFileSync(
     file,

@@ -3,8 +3,7 @@
 // and never fed to another agent.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { shortId } from '../../shared/agent/transcripts.ts';
@@ -20,6 +19,7 @@ import {
   type WireToolUse,
 } from '../../testing/messages-api-server.ts';
 import { useRedis } from '../../testing/redis.ts';
+import { tempDir } from '../../testing/temp-dir.ts';
 
 const redis = useRedis();
 let server: MessagesApiServer;
@@ -39,7 +39,7 @@ test('the thread id shape: goal-<goalId>--<role>-<short>', () => {
 test(
   'each agent run of a goal gets its own thread id, transcript with a TTL, ' + 'shown by `deepq transcript`',
   async (t) => {
-    const dir = mkdtempSync(join(tmpdir(), 'deepq-cfg-'));
+    const dir = tempDir('deepq-cfg-');
     const cfgFile = join(dir, 'deepq.json');
     writeFileSync(cfgFile, JSON.stringify({ transcriptTtlSeconds: 900 }));
     const fleet: Fleet = await startFleet(redis.url, anthropicEnv(server, { DEEPQ_CONFIG: cfgFile }));

@@ -6,8 +6,7 @@
 // the call again instead of resuming from its cut-short result.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { anthropicEnv } from '../../testing/agent-harness.ts';
@@ -22,6 +21,7 @@ import {
   toolUse,
 } from '../../testing/messages-api-server.ts';
 import { useRedis } from '../../testing/redis.ts';
+import { tempDir } from '../../testing/temp-dir.ts';
 import { pendingCall, resultsOf, until } from './harness.ts';
 
 const PROMPT = 'You are the gated code runner.';
@@ -44,7 +44,7 @@ function writeConfig(): string {
     maxTurns: 4,
     contract: 'text',
   };
-  const file = join(mkdtempSync(join(tmpdir(), 'deepq-approval-run-')), 'deepq.json');
+  const file = join(tempDir('deepq-approval-run-'), 'deepq.json');
   // deepq needs 3 roles at least: two idle ones, whose workers this file never starts.
   const idle = (name: string) => ({ ...runner, name, tools: [], approval: [] });
   writeFileSync(file, JSON.stringify({ roles: [runner, idle('idle-a'), idle('idle-b')] }));

@@ -4,8 +4,7 @@
 // plays the subagents: the writer calls write_file once, then answers with what it got back.
 // The writer thinks (extended thinking), so every pause and resume carries thinking blocks.
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before } from 'node:test';
 import type { ApprovalRecord } from '../../shared/goal/approvals.ts';
@@ -27,6 +26,7 @@ import {
   type WireToolResult,
 } from '../../testing/messages-api-server.ts';
 import type { TestRedis } from '../../testing/redis.ts';
+import { tempDir } from '../../testing/temp-dir.ts';
 import { until } from '../../testing/until.ts';
 
 export const WRITER_PROMPT = 'You are the approval test writer.';
@@ -54,7 +54,7 @@ export function writeApprovalConfig(): string {
       role('helper', HELPER_PROMPT, [], []),
     ],
   };
-  const file = join(mkdtempSync(join(tmpdir(), 'deepq-approval-')), 'deepq.json');
+  const file = join(tempDir('deepq-approval-'), 'deepq.json');
   writeFileSync(file, JSON.stringify(cfg, null, 2));
   return file;
 }

@@ -8,7 +8,6 @@ import assert from 'node:assert/strict';
 import {
   existsSync,
   mkdirSync,
-  mkdtempSync,
   readdirSync,
   readFileSync,
   rmSync,
@@ -16,11 +15,11 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { after, test } from 'node:test';
 import { runCli } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
+import { tempDir } from '../../testing/temp-dir.ts';
 import { useVfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
 
 const redis = useRedis();
@@ -58,7 +57,7 @@ after(() => {
   for (const d of scratches) rmSync(d, { recursive: true, force: true });
 });
 function scratch(): string {
-  const d = mkdtempSync(join(tmpdir(), 'deepq-out-'));
+  const d = tempDir('deepq-out-');
   scratches.push(d);
   return d;
 }

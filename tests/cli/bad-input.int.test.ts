@@ -6,8 +6,7 @@
 
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { Queue } from 'bullmq';
@@ -26,6 +25,7 @@ import {
   text,
 } from '../../testing/messages-api-server.ts';
 import { useRedis } from '../../testing/redis.ts';
+import { tempDir } from '../../testing/temp-dir.ts';
 
 const redis = useRedis();
 let api: MessagesApiServer;
@@ -382,7 +382,7 @@ test('hostile planner output (unknown role, > 5 subtasks, duplicate, ../x, /etc/
 });
 
 test('config files with wrong types stop every service at start, naming the field', { timeout: 120_000 }, async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'deepq-badcfg-'));
+  const dir = tempDir('deepq-badcfg-');
   const file = (name: string, body: string) => {
     const p = join(dir, name);
     writeFileSync(p, body);

@@ -3,13 +3,12 @@
 
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { test } from 'node:test';
 import { BIN } from '../../cli/supervisor.ts';
 import { runCli } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
+import { tempDir } from '../../testing/temp-dir.ts';
 import { until } from '../../testing/until.ts';
 
 const redis = useRedis();
@@ -20,7 +19,7 @@ test('the demo ends with a done goal and prints its plan, outcomes and artifacts
     PATH: process.env.PATH,
     REDIS_URL: redis.url,
     DEEPQ_PREFIX: 'demo',
-    DEEPQ_BLOB_DIR: mkdtempSync(join(tmpdir(), 'demo-')),
+    DEEPQ_BLOB_DIR: tempDir('demo-'),
   };
   const r = await runCli(['demo'], env, 120_000);
   assert.equal(r.code, 0, r.stdout + r.stderr);
@@ -43,7 +42,7 @@ test('with no Redis to use, the demo starts a private redis-server and removes i
     PATH: process.env.PATH,
     DEEPQ_DEMO_REDIS_PORT: String(nothing),
     DEEPQ_PREFIX: 'demo2',
-    DEEPQ_BLOB_DIR: mkdtempSync(join(tmpdir(), 'demo-')),
+    DEEPQ_BLOB_DIR: tempDir('demo-'),
   };
   const r = await runCli(['demo'], env, 120_000);
   assert.equal(r.code, 0, r.stdout + r.stderr);
@@ -117,7 +116,7 @@ test("Ctrl-C on the demo stops its services, then its private Redis, and removes
     PATH: process.env.PATH,
     DEEPQ_DEMO_REDIS_PORT: String(await freePort()),
     DEEPQ_PREFIX: 'demo4',
-    DEEPQ_BLOB_DIR: mkdtempSync(join(tmpdir(), 'demo-')),
+    DEEPQ_BLOB_DIR: tempDir('demo-'),
     DEEPQ_SCRIPTED_LATENCY_MS: '2000',
   };
   // Its own process group, which the signal goes to: what a terminal's Ctrl-C does.

@@ -5,14 +5,14 @@
 // by eviction. A file the VFS would refuse is refused before anything is stored, naming itself.
 
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { GoalClient } from '../../cli/goal-client.ts';
 import { loadConfig } from '../../shared/runtime/config.ts';
 import { type Fleet, runCli, startFleet, testEnv } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
+import { tempDir } from '../../testing/temp-dir.ts';
 
 const redis = useRedis();
 const dirs: string[] = [];
@@ -22,7 +22,7 @@ after(() => {
 
 /** A scratch folder holding these files (relative path → content). */
 function folderWith(files: Record<string, string | Buffer>): string {
-  const dir = mkdtempSync(join(tmpdir(), 'deepq-inputs-'));
+  const dir = tempDir('deepq-inputs-');
   dirs.push(dir);
   for (const [name, content] of Object.entries(files)) {
     mkdirSync(join(dir, name, '..'), { recursive: true });
@@ -132,8 +132,8 @@ test('a file the VFS would refuse is refused before anything is stored, naming i
 
 test("an input over the spill size is refused where the blob dir is not the services'", async () => {
   await redis.ready;
-  const theirs = mkdtempSync(join(tmpdir(), 'deepq-blobs-'));
-  const mine = mkdtempSync(join(tmpdir(), 'deepq-blobs-'));
+  const theirs = tempDir('deepq-blobs-');
+  const mine = tempDir('deepq-blobs-');
   dirs.push(theirs, mine);
   const base = testEnv(redis.url, { DEEPQ_SPILL_BYTES: '64', DEEPQ_BLOB_DIR: theirs });
   // The services' store: claimed for the deployment, as their first sweep or spill does.

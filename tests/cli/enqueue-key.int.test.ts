@@ -4,8 +4,7 @@
 // against a private Redis; no service runs, so the goal stays queued with its one plan job.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { GoalClient, type GoalSubmission } from '../../cli/goal-client.ts';
@@ -16,10 +15,11 @@ import { loadConfig } from '../../shared/runtime/config.ts';
 import { PLAN_QUEUE } from '../../shared/runtime/queues.ts';
 import { runCli, testEnv } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
+import { tempDir } from '../../testing/temp-dir.ts';
 import { vfsRuntime } from '../../testing/vfs-runtime.ts';
 
 const redis = useRedis();
-const cwd = mkdtempSync(join(tmpdir(), 'deepq-key-'));
+const cwd = tempDir('deepq-key-');
 after(() => rmSync(cwd, { recursive: true, force: true }));
 writeFileSync(join(cwd, 'a.md'), 'A');
 writeFileSync(join(cwd, 'b.md'), 'B');

@@ -7,9 +7,6 @@
 
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { test } from 'node:test';
 import { BIN } from '../../cli/supervisor.ts';
 import { saveTranscript } from '../../shared/agent/transcripts.ts';
@@ -27,6 +24,7 @@ import {
   text,
 } from '../../testing/messages-api-server.ts';
 import { useRedis } from '../../testing/redis.ts';
+import { tempDir } from '../../testing/temp-dir.ts';
 import { useVfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
 
 const redis = useRedis();
@@ -212,7 +210,7 @@ test('the demo prints hostile reasons and artifact contents as visible escapes, 
       PATH: process.env.PATH,
       REDIS_URL: redis.url,
       DEEPQ_PREFIX: 'hostiledemo',
-      DEEPQ_BLOB_DIR: mkdtempSync(join(tmpdir(), 'demo-')),
+      DEEPQ_BLOB_DIR: tempDir('demo-'),
       ...anthropicEnv(api),
     };
     const r = await runCli(['demo', 'Sort numbers'], env, 150_000);

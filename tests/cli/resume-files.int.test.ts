@@ -6,13 +6,13 @@
 // room left, with --end) is refused before anything is stored.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { loadTranscript } from '../../shared/agent/transcripts.ts';
 import { type Fleet, runCli, startFleet } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
+import { tempDir } from '../../testing/temp-dir.ts';
 
 const redis = useRedis();
 let fleet: Fleet;
@@ -20,7 +20,7 @@ let cwd: string;
 before(async () => {
   await redis.ready;
   fleet = await startFleet(redis.url, { DEEPQ_MAX_DEPTH: '1', LOG_LEVEL: 'warn' });
-  cwd = mkdtempSync(join(tmpdir(), 'deepq-resume-files-'));
+  cwd = tempDir('deepq-resume-files-');
   writeFileSync(join(cwd, 'spec.md'), 'First spec. MARKER-SPEC-V1\n');
 });
 after(async () => {

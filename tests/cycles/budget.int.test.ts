@@ -8,8 +8,7 @@
 // is small next to the budgets.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { DEFAULT_ROLES } from '../../shared/agent/roles.ts';
@@ -26,6 +25,7 @@ import {
   toolUse,
 } from '../../testing/messages-api-server.ts';
 import { useRedis } from '../../testing/redis.ts';
+import { tempDir } from '../../testing/temp-dir.ts';
 import { until } from '../../testing/until.ts';
 import { cycleOf, json, metricSum, requestsOf, research, scenarioHandler } from './harness.ts';
 
@@ -149,7 +149,7 @@ let fleet: Fleet;
 before(async () => {
   await redis.ready;
   server = await startMessagesApiServer({ handler });
-  const dir = mkdtempSync(join(tmpdir(), 'deepq-cycles-'));
+  const dir = tempDir('deepq-cycles-');
   const config = join(dir, 'deepq.json');
   const roles = DEFAULT_ROLES.map((r) => ({ ...r, maxTokens: MAX_OUT }));
   writeFileSync(config, JSON.stringify({ roles, planner: { maxTokens: MAX_OUT }, reflector: { maxTokens: MAX_OUT } }));
@@ -239,7 +239,7 @@ test('--on-budget pause: at --max-tokens the goal waits, work kept; resumed with
   r = await runCli(['resume', goalId, '--max-tokens', '40000', '--note', 'focus'], fleet.env);
   assert.equal(r.code, 1, 'a note no planner would read was taken');
   assert.match(r.stderr, /paused at its budget and carries on from where it stopped: a --note is for a review/);
-  const given = join(mkdtempSync(join(tmpdir(), 'deepq-budget-')), 'more.md');
+  const given = join(tempDir('deepq-budget-'), 'more.md');
   writeFileSync(given, 'more\n');
   r = await runCli(['resume', goalId, '--max-tokens', '40000', '--file', given], fleet.env);
   assert.equal(r.code, 1, 'files no planner would read were taken');

@@ -5,8 +5,7 @@
 
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { Redis } from 'ioredis';
@@ -18,6 +17,7 @@ import type { SubagentJob } from '../../shared/runtime/jobs.ts';
 import { createRedis } from '../../shared/runtime/redis.ts';
 import { assertCliExit, type Fleet, runCli, startFleet, startProcess } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
+import { tempDir } from '../../testing/temp-dir.ts';
 import { type VfsTestRuntime, vfsRuntime } from '../../testing/vfs-runtime.ts';
 
 // A password with characters that must be percent-encoded in a URL.
@@ -304,7 +304,7 @@ test('rediss:// with an escaped password: a whole fleet and the CLI run a goal o
     spawnSync('redis-server', ['--version'], { encoding: 'utf8' }).status === 0 &&
     spawnSync('openssl', ['version']).status === 0;
   if (!hasTls) return tt.skip('redis-server or openssl missing');
-  const dir = mkdtempSync(join(tmpdir(), 'deepq-tls-'));
+  const dir = tempDir('deepq-tls-');
   let server: ChildProcess | undefined;
   let fleet: Fleet | undefined;
   try {

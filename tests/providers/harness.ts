@@ -1,13 +1,13 @@
 // Shared by the provider tests that run real service processes: a config file naming the
 // local Chat Completions server as a provider, and reading /metrics.
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULT_ROLES } from '../../shared/agent/roles.ts';
+import { tempDir } from '../../testing/temp-dir.ts';
 
 /** Writes a JSON config file and returns its path (for DEEPQ_CONFIG). */
 export function writeConfig(content: Record<string, unknown>): string {
-  const file = join(mkdtempSync(join(tmpdir(), 'deepq-providers-')), 'deepq.json');
+  const file = join(tempDir('deepq-providers-'), 'deepq.json');
   writeFileSync(file, JSON.stringify(content, null, 2));
   return file;
 }

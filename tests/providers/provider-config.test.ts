@@ -4,8 +4,7 @@
 // start naming the field.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { createProvider } from '../../shared/agent/providers/index.ts';
@@ -14,9 +13,10 @@ import { DEFAULT_ROLES, RoleSpecSchema } from '../../shared/agent/roles.ts';
 import { ConfigError } from '../../shared/errors.ts';
 import { loadConfig } from '../../shared/runtime/config.ts';
 import { secretsOf } from '../../shared/runtime/runtime.ts';
+import { tempDir } from '../../testing/temp-dir.ts';
 
 function configFile(content: Record<string, unknown>): string {
-  const file = join(mkdtempSync(join(tmpdir(), 'deepq-providers-')), 'deepq.json');
+  const file = join(tempDir('deepq-providers-'), 'deepq.json');
   writeFileSync(file, JSON.stringify(content));
   return file;
 }
@@ -57,7 +57,7 @@ roles:
 `;
 
 function yamlFile(text: string): string {
-  const file = join(mkdtempSync(join(tmpdir(), 'deepq-providers-')), 'deepq.yaml');
+  const file = join(tempDir('deepq-providers-'), 'deepq.yaml');
   writeFileSync(file, text);
   return file;
 }

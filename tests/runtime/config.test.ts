@@ -2,8 +2,7 @@
 // service process stopping on a bad config: config-start.int.test.ts.)
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { plannerSpec } from '../../services/planner/prompt.ts';
@@ -11,8 +10,9 @@ import { reflectorSpec } from '../../services/reflector/prompt.ts';
 import { createProvider } from '../../shared/agent/providers/index.ts';
 import { ConfigError } from '../../shared/errors.ts';
 import { loadConfig } from '../../shared/runtime/config.ts';
+import { tempDir } from '../../testing/temp-dir.ts';
 
-const dir = mkdtempSync(join(tmpdir(), 'deepq-cfg-'));
+const dir = tempDir('deepq-cfg-');
 function file(name: string, text: string): string {
   const p = join(dir, name);
   writeFileSync(p, text);

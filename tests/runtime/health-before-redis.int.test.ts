@@ -5,20 +5,20 @@
 
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { freePort } from '../../cli/private-redis.ts';
 import { BIN } from '../../cli/supervisor.ts';
 import { DEFAULT_ROLES } from '../../shared/agent/roles.ts';
 import { type ServiceProc, startProcess, testEnv } from '../../testing/fleet.ts';
+import { tempDir } from '../../testing/temp-dir.ts';
 
 let svc: ServiceProc | undefined;
 after(() => svc?.proc.kill('SIGKILL'));
 
 test('a capped role worker answers /healthz while Redis is unreachable', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'deepq-health-'));
+  const dir = tempDir('deepq-health-');
   const file = join(dir, 'deepq.json');
   const roles = DEFAULT_ROLES.map((r) => (r.name === 'critic' ? { ...r, fleetConcurrency: 4 } : r));
   writeFileSync(file, JSON.stringify({ roles }));

@@ -1,8 +1,8 @@
 // Shared by tests/sandbox/*.int.test.ts: a config file whose roles run code (padded to the 3
 // roles deepq needs), and a look at host processes (sandboxed pids are visible from the host).
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { tempDir } from '../../testing/temp-dir.ts';
 
 export interface TestRole {
   name: string;
@@ -27,7 +27,7 @@ export function writeSandboxConfig(roles: TestRole[]): string {
       ...(r.sandbox ? { sandbox: r.sandbox } : {}),
     })),
   };
-  const file = join(mkdtempSync(join(tmpdir(), 'deepq-sandbox-cfg-')), 'deepq.json');
+  const file = join(tempDir('deepq-sandbox-cfg-'), 'deepq.json');
   writeFileSync(file, JSON.stringify(cfg, null, 2));
   return file;
 }

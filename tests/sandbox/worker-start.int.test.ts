@@ -4,13 +4,13 @@
 // be mounted; with `sandbox.mode: none` it starts, with a warning.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, symlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, test } from 'node:test';
 import { BIN } from '../../cli/supervisor.ts';
 import { runCli, startProcess, stopProcess, testEnv, waitForStart } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
+import { tempDir } from '../../testing/temp-dir.ts';
 import { writeSandboxConfig } from './harness.ts';
 
 const redis = useRedis();
@@ -45,7 +45,7 @@ async function runShell(line: string, extraEnv: NodeJS.ProcessEnv) {
 }
 
 test('without bwrap on its PATH the worker refuses to start, naming it', async () => {
-  const bin = mkdtempSync(join(tmpdir(), 'deepq-nobwrap-'));
+  const bin = tempDir('deepq-nobwrap-');
   symlinkSync('/usr/bin/prlimit', join(bin, 'prlimit'));
   const r = await runWorker('coder', { PATH: bin });
   assert.equal(r.code, 78, r.stderr);

@@ -2,9 +2,6 @@
 // job ids are deterministic (`<goalId>:<step>:<index>`) and the chosen plan is stored.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { processPlanJob } from '../../services/planner/plan-job.ts';
 import type { ModelProvider } from '../../shared/agent/providers/types.ts';
@@ -12,6 +9,7 @@ import { loadConfig } from '../../shared/runtime/config.ts';
 import { PLAN_QUEUE, planJobId, REFLECT_QUEUE, subagentQueueName } from '../../shared/runtime/queues.ts';
 import { createRuntime, type Runtime } from '../../shared/runtime/runtime.ts';
 import { useRedis } from '../../testing/redis.ts';
+import { tempDir } from '../../testing/temp-dir.ts';
 
 const redis = useRedis();
 let rt: Runtime;
@@ -23,7 +21,7 @@ before(async () => {
     DEEPQ_PREFIX: 'dd',
     DEEPQ_MODEL_PROVIDER: 'scripted',
     LOG_LEVEL: 'silent',
-    DEEPQ_BLOB_DIR: mkdtempSync(join(tmpdir(), 'dd-')),
+    DEEPQ_BLOB_DIR: tempDir('dd-'),
   });
   rt = createRuntime(cfg, 'test');
   const inner = rt.provider;

@@ -5,6 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { after, before, test } from 'node:test';
 import { assertCliExit, type Fleet, runCli, startFleet } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
+import { tempDir } from '../../testing/temp-dir.ts';
 
 const redis = useRedis();
 let fleet: Fleet;
@@ -81,10 +82,9 @@ test('status --json and artifacts --out work from the CLI', async () => {
   const s = await runCli(['status', goalId, '--json'], fleet.env);
   assert.equal(s.code, 0, s.stderr);
   assert.equal(JSON.parse(s.stdout).status, 'done');
-  const { mkdtempSync, readFileSync } = await import('node:fs');
+  const { readFileSync } = await import('node:fs');
   const { join } = await import('node:path');
-  const { tmpdir } = await import('node:os');
-  const dir = mkdtempSync(join(tmpdir(), 'deepq-out-'));
+  const dir = tempDir('deepq-out-');
   const a = await runCli(['artifacts', goalId, '--out', dir], fleet.env);
   assert.equal(a.code, 0, a.stderr);
   assert.match(readFileSync(join(dir, 'solution.py'), 'utf8'), /def solve/);

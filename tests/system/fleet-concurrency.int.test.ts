@@ -2,14 +2,14 @@
 // the role's `fleetConcurrency` (BullMQ global concurrency) bounds them all together.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { DEFAULT_ROLES } from '../../shared/agent/roles.ts';
 import type { TimelineEvent } from '../../shared/goal/events.ts';
 import { type Fleet, startFleet } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
+import { tempDir } from '../../testing/temp-dir.ts';
 
 const redis = useRedis();
 
@@ -44,7 +44,7 @@ let capped: Fleet;
 let free: Fleet;
 before(async () => {
   await redis.ready;
-  const dir = mkdtempSync(join(tmpdir(), 'deepq-fleet-'));
+  const dir = tempDir('deepq-fleet-');
   const file = join(dir, 'deepq.json');
   writeFileSync(
     file,
