@@ -13,6 +13,8 @@ export interface PlanContext {
   done?: string[];
   /** Done artifacts the last reflection asked to revise: these may be planned again. */
   revise?: string[];
+  /** The files the goal started with: the user's, never a subtask's artifact (nor revised). */
+  inputs?: string[];
   /** The tokens the goal has left, and what each role has cost per subtask so far. */
   budget?: PlanBudget;
   /** Per role, the tokens one call needs before its instruction (planner/token-caps.ts). */
@@ -40,6 +42,7 @@ export function planRuleIssues(
   const files = new Set(existingFiles);
   const done = new Set(context.done ?? []);
   const revise = new Set(context.revise ?? []);
+  const inputs = new Set(context.inputs ?? []);
   const issues: RuleIssue[] = [];
   const seen = new Set<string>();
   plan.subtasks.forEach((t, i) => {
@@ -58,7 +61,12 @@ export function planRuleIssues(
     const name = JSON.stringify(t.expected_artifact);
     if (seen.has(t.expected_artifact)) issue(['expected_artifact'], `duplicate artifact name ${name}`);
     seen.add(t.expected_artifact);
-    if (done.has(t.expected_artifact) && !revise.has(t.expected_artifact))
+    if (inputs.has(t.expected_artifact))
+      issue(
+        ['expected_artifact'],
+        `${name} is one of the files the goal started with: they stay as given (read it, write another artifact)`,
+      );
+    else if (done.has(t.expected_artifact) && !revise.has(t.expected_artifact))
       issue(
         ['expected_artifact'],
         `${name} is done: finished work is kept, so plan only what is missing or failed ` +

@@ -19,7 +19,7 @@ import { REFLECT_QUEUE, reflectJobId } from '../../shared/runtime/queues.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 import { dispatchCycle } from './dispatch.ts';
 import { planContract } from './plan-contract.ts';
-import { planBudgetOf, plannerMessage, plannerSpec } from './prompt.ts';
+import { planBudgetOf, plannerMessage, plannerSpec, revisable } from './prompt.ts';
 import { minTokenCaps } from './token-caps.ts';
 
 export interface PlanOutcome {
@@ -120,9 +120,10 @@ async function choosePlan(c: PlanJobContext): Promise<ChosenPlan | PlanOutcome> 
   const live = index.filter((e) => e.status !== 'evicted').map((e) => e.name);
   const done = index.filter((e) => e.status === 'done').map((e) => e.name);
   const inputs = index.filter((e) => e.input && e.status !== 'evicted').map((e) => e.name);
-  const revise = goal.reflection?.revise ?? [];
+  const revise = revisable(goal, index);
   const budget = planBudgetOf(goal);
-  const contract = planContract(roleNames(rt.cfg), live, { done, revise, budget, minCaps: minTokenCaps(rt) });
+  const context = { done, revise, inputs, budget, minCaps: minTokenCaps(rt) };
+  const contract = planContract(roleNames(rt.cfg), live, context);
   const res = await runForGoal<Plan>(rt, {
     spec: plannerSpec(rt.cfg),
     goal,

@@ -3,6 +3,7 @@
 // and partial results, the prior plan, the last reflection, what is left of each budget and
 // what each role has cost per subtask so far, and any note.
 import { type AgentSpec, coordinatorSpec } from '../../shared/agent/roles.ts';
+import { budgetLeft } from '../../shared/goal/budgets.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';
 import { totalTokens } from '../../shared/goal/store.ts';
 import { type Config, roleNames } from '../../shared/runtime/config.ts';
@@ -20,7 +21,8 @@ export function plannerPrompt(roles: string[]): string {
     'the last reflection asks to revise it. token_cap is the most tokens a subtask may use, input ' +
     '(its prompt, tools and files) and output together; keep the ' +
     "plan's cost within the budget left. Files marked input came from the user (with the goal or a resume): " +
-    'name them in read_files of the subtasks that need them. Do not execute subtasks. Do not write file contents.'
+    'name them in read_files of the subtasks that need them, never as an expected_artifact. ' +
+    'Do not execute subtasks. Do not write file contents.'
   );
 }
 
@@ -97,22 +99,28 @@ function keptWork(goal: GoalRecord, index: FileEntry[]): string[] {
   }
   const partial = goal.outcomes.filter((o) => o.status === 'partial').map((o) => `${o.artifact} (${o.role})`);
   if (partial.length) lines.push(`Partial (stopped at their token cap, unfinished): ${partial.join(', ')}`);
-  const revise = goal.reflection?.revise ?? [];
+  const revise = revisable(goal, index);
   if (revise.length) lines.push(`To revise (the reflection asked; each becomes a new version): ${revise.join(', ')}`);
+  const kept = (goal.reflection?.revise ?? []).filter((n) => !revise.includes(n));
+  if (kept.length) lines.push(`Not revised (files the goal started with stay as given): ${kept.join(', ')}`);
   return lines;
+}
+
+/**
+ * What the last reflection asked to revise, but the goal's input files: the user's, kept as given
+ * (a revision would also drop their `input` mark, and eviction would then take them).
+ */
+export function revisable(goal: Pick<GoalRecord, 'reflection'>, index: FileEntry[]): string[] {
+  const inputs = new Set(index.filter((e) => e.input).map((e) => e.name));
+  return (goal.reflection?.revise ?? []).filter((n) => !inputs.has(n));
 }
 
 /** What is left of each budget, and what each role has cost per subtask so far. */
 function budgetLines(goal: GoalRecord, step: number, now: number): string[] {
-  const b = goal.budgets;
-  const left: string[] = [];
-  const budget = planBudgetOf(goal);
-  if (budget) left.push(`tokens ${budget.tokensLeft} of ${b.maxTokens}`);
-  if (b.maxSteps !== undefined) left.push(`cycles: this is cycle ${step} of at most ${b.maxSteps}`);
-  if (b.maxSeconds !== undefined) {
-    const seconds = Math.max(0, b.maxSeconds - (now - goal.createdAt) / 1000);
-    left.push(`seconds ${seconds.toFixed(0)} of ${b.maxSeconds}`);
-  }
+  const { maxSteps } = goal.budgets;
+  const { tokens, seconds } = budgetLeft(goal, now);
+  const cycles = maxSteps === undefined ? undefined : `cycles: this is cycle ${step} of at most ${maxSteps}`;
+  const left = [tokens, cycles, seconds].filter((part) => part !== undefined);
   const lines = left.length ? [`Budget left: ${left.join('; ')}`] : [];
   const costs = Object.entries(costPerSubtask(goal)).map(([role, tokens]) => {
     const n = goal.subtasksByRole[role] ?? 0;

@@ -3,7 +3,7 @@
 import type { Job } from 'bullmq';
 import type { CycleOutcome } from '../../shared/goal/progress.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';
-import { isFinishedBy } from '../../shared/goal/subtask-artifact.ts';
+import { isFinishedBy, settleFailedArtifact } from '../../shared/goal/subtask-artifact.ts';
 import type { SubagentJobResult } from '../../shared/runtime/jobs.ts';
 import { subtaskJobId } from '../../shared/runtime/queues.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
@@ -70,6 +70,9 @@ async function recordFailures(
     if (o.status !== 'failed' || !failed.has(o.index)) continue;
     const { index, role, artifact, reason = '' } = o;
     await rt.goals.subtaskFailed(goalId, { type: 'subtask_failed', step, index, role, artifact, reason }, false);
+    // Its tool-written draft is not left current over the done version it was to revise.
+    const ref = { goalId, step, role, expected_artifact: artifact };
+    if (artifact !== '?') await settleFailedArtifact(rt.vfs, ref, subtaskJobId(goalId, step, index));
   }
 }
 

@@ -1,6 +1,7 @@
 // What the reflector is told: its system prompt and, per cycle, the goal, the plan, each
 // subtask's outcome and the file index (never contents).
 import { type AgentSpec, coordinatorSpec } from '../../shared/agent/roles.ts';
+import { budgetLeft } from '../../shared/goal/budgets.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';
 import type { Config } from '../../shared/runtime/config.ts';
 import { type FileEntry, formatIndex } from '../../shared/vfs/vfs.ts';
@@ -12,7 +13,8 @@ export const REFLECTOR_PROMPT =
   '"continue"|"replan"|"end"|"escalate", "reason": str, "revise": [str] (optional)}. Use "end" when ' +
   'the goal is met, "continue" to run the next cycle of the plan, "replan" when the plan is wrong or ' +
   'work failed (done artifacts are kept; only what failed or is missing is planned again), ' +
-  '"escalate" when a human must decide. List in "revise" the done artifacts that must be rewritten.';
+  '"escalate" when a human must decide. List in "revise" the done artifacts that must be rewritten ' +
+  '(not the files the goal started with: they stay as given).';
 
 const specs = new WeakMap<Config, AgentSpec>();
 
@@ -31,7 +33,10 @@ export function reflectorMessage(
   step: number,
   outcomes: SubtaskOutcome[],
   index: FileEntry[],
+  now = Date.now(),
 ): string {
+  const { tokens, seconds } = budgetLeft(goal, now);
+  const left = [tokens, seconds].filter((part) => part !== undefined);
   const lines = outcomes.map((o) => `- ${o.artifact} (${o.role}): ${o.status}${o.reason ? `: ${o.reason}` : ''}`);
   return [
     `Goal: ${goal.goal}`,
@@ -39,6 +44,7 @@ export function reflectorMessage(
     `Plan: ${JSON.stringify(goal.plan)}`,
     `Outcomes:\n${lines.join('\n') || '(none)'}`,
     `Current files:\n${formatIndex(index)}`,
+    ...(left.length ? [`Budget left: ${left.join('; ')}`] : []),
     ...stepBudgetLine(goal, step),
   ].join('\n');
 }

@@ -42,8 +42,10 @@ export async function processReflectJob(
   const outcomes = await collectOutcomes(rt, job, goal);
   const evicted = await rt.vfs.evict(goalId, step, begun.files);
   if (evicted.length) log.info({ evicted: evicted.length }, 'evicted stale artifacts');
-  // The index the move read is the one to reflect on, unless eviction may have changed it.
-  const files = rt.vfs.evictionIsIdle(step, begun.files) ? begun.files : undefined;
+  // The index the move read is the one to reflect on, unless eviction may have changed it, or
+  // a failed revision's done version was put back since (outcomes.ts).
+  const settled = outcomes.some((o) => o.status === 'failed');
+  const files = rt.vfs.evictionIsIdle(step, begun.files) && !settled ? begun.files : undefined;
 
   const decided = await decide(rt, { goal, step, outcomes, threadId, log, signal, job, token, files });
   if (!('reflection' in decided)) return decided;

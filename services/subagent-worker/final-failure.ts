@@ -2,7 +2,7 @@
 // the cycle's reflection began, the reflector records it: services/reflector/outcomes.ts); the
 // reflection goes on without it (a failed child never cancels its siblings).
 import type { Job } from 'bullmq';
-import { finishedArtifact } from '../../shared/goal/subtask-artifact.ts';
+import { finishedArtifact, settleFailedArtifact } from '../../shared/goal/subtask-artifact.ts';
 import { SubagentJobSchema } from '../../shared/runtime/jobs.ts';
 import { scrubSecrets } from '../../shared/runtime/logger.ts';
 import { subagentQueueName } from '../../shared/runtime/queues.ts';
@@ -24,5 +24,6 @@ export function recordSubtaskFailure(rt: Runtime) {
     const tokens = runTokensOf(err);
     const event = { type: 'subtask_failed' as const, step, index, role, artifact: expected_artifact, reason };
     await rt.goals.subtaskFailed(goalId, tokens === undefined ? event : { ...event, tokens }, true);
+    await settleFailedArtifact(rt.vfs, parsed.data, String(job.id));
   };
 }

@@ -18,7 +18,7 @@ import { threadIdFor } from '../../shared/goal/keys.ts';
 import { isPausedForBudget, parkForBudget } from '../../shared/goal/parking.ts';
 import { isTerminal } from '../../shared/goal/status.ts';
 import type { GoalBrief, ToolProgress } from '../../shared/goal/store.ts';
-import { finishedArtifact } from '../../shared/goal/subtask-artifact.ts';
+import { finishedArtifact, unfinishedWorkingCopy } from '../../shared/goal/subtask-artifact.ts';
 import {
   goalBriefOfJob,
   parseJobData,
@@ -384,7 +384,10 @@ async function recordResult(
     ...(notes ? { reason: notes } : {}),
     ...partial,
   };
-  const content = r.content;
+  // A run that ends unfinished with no text of its own records its tool-written working copy
+  // (a revision's then goes to the history and the done version it was to revise is current).
+  const unfinished = status !== 'done' && !r.content;
+  const content = unfinished ? await unfinishedWorkingCopy(rt.vfs, data, who.writer) : r.content;
   if (content) {
     // A revision (a new version of a done artifact) keeps the old version in the history; one
     // that did not finish leaves the done version current (its output goes to the history).

@@ -42,6 +42,21 @@ export const BudgetsSchema = z.object({
 });
 export type Budgets = z.infer<typeof BudgetsSchema>;
 
+/** What is left of a goal's token and time budgets at `now` (each when set), as its planner and reflector are told. */
+export function budgetLeft(
+  goal: Pick<GoalRecord, 'budgets' | 'tokens' | 'createdAt'>,
+  now: number,
+): { tokens?: string; seconds?: string } {
+  const { maxTokens, maxSeconds } = goal.budgets;
+  const left: { tokens?: string; seconds?: string } = {};
+  if (maxTokens !== undefined)
+    left.tokens = `tokens ${Math.max(0, maxTokens - totalTokens(goal.tokens))} of ${maxTokens}`;
+  if (maxSeconds !== undefined) {
+    left.seconds = `seconds ${Math.max(0, maxSeconds - (now - goal.createdAt) / 1000).toFixed(0)} of ${maxSeconds}`;
+  }
+  return left;
+}
+
 export interface BudgetHit {
   kind: BudgetKind;
   reason: string;

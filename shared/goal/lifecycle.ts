@@ -147,7 +147,7 @@ export interface Decided {
 const WORKING: readonly GoalStatus[] = ['queued', 'planning', 'running', 'reflecting'];
 
 /** The reason a goal a human ended as done (`deepq resume --end`) gives. */
-const HUMAN_END = 'ended as done by a human';
+export const HUMAN_END = 'ended as done by a human';
 
 export class GoalLifecycle {
   /** goalTransition.lua's ARGV[7]: the backstop TTL, and how long a finished goal must last. */

@@ -6,7 +6,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { estimatePlan, planContract, planSchemaFor } from '../../services/planner/plan-contract.ts';
-import { costPerSubtask, planBudgetOf, plannerMessage } from '../../services/planner/prompt.ts';
+import { costPerSubtask, planBudgetOf, plannerMessage, revisable } from '../../services/planner/prompt.ts';
+import { reflectorMessage } from '../../services/reflector/prompt.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';
 import type { FileEntry } from '../../shared/vfs/vfs.ts';
 import { parseOrThrow } from '../../shared/zod.ts';
@@ -29,6 +30,27 @@ test('a done artifact is not planned again, unless the reflection asked to revis
   // A revision asked for, new work, and reading done work are all fine.
   const ok = parseOrThrow(schema, { subtasks: [task('b.md'), task('c.md', { read_files: ['a.md'] })] }, 'plan');
   assert.equal(ok.subtasks.length, 2);
+});
+
+test("the goal's input files are never a subtask's artifact, and a reflection's revise of one is not passed on", () => {
+  const schema = planSchemaFor(roles, ['input.md', 'a.md'], { done: ['input.md', 'a.md'], inputs: ['input.md'] });
+  assert.throws(
+    () => parseOrThrow(schema, { subtasks: [task('input.md')] }, 'plan'),
+    /subtasks\.0\.expected_artifact: "input\.md" is one of the files the goal started with: they stay as given/,
+  );
+  assert.equal(
+    parseOrThrow(schema, { subtasks: [task('c.md', { read_files: ['input.md'] })] }, 'plan').subtasks.length,
+    1,
+  );
+  const index: FileEntry[] = [
+    { name: 'input.md', status: 'done', step: 0, bytes: 5, version: 1, updatedAt: 0, input: true },
+    { name: 'a.md', status: 'done', step: 1, bytes: 10, version: 1, updatedAt: 0 },
+  ];
+  const asked = goal({ reflection: { decision: 'replan', reason: 'r', step: 1, revise: ['input.md', 'a.md'] } });
+  assert.deepEqual(revisable(asked, index), ['a.md']);
+  const msg = plannerMessage(asked, 2, index, 1_000_000);
+  assert.match(msg, /^To revise \(the reflection asked; each becomes a new version\): a\.md$/m);
+  assert.match(msg, /^Not revised \(files the goal started with stay as given\): input\.md$/m);
 });
 
 test('a token_cap below what one call of the role needs (its prompt, tools, instruction) is refused', () => {
@@ -131,4 +153,11 @@ test("the planner's message names finished work, failures with reasons, revision
     "the planner's own tokens are not a role's",
   );
   assert.deepEqual(planBudgetOf(goal({ budgets: {} })), undefined, 'no token budget: nothing to estimate against');
+});
+
+test('the reflector is told what is left of each budget too: tokens, seconds and cycles', () => {
+  const msg = reflectorMessage(goal(), 2, [], [], 1_000_000 + 100_000);
+  assert.match(msg, /^Budget left: tokens 16000 of 20000; seconds 500 of 600$/m);
+  assert.match(msg, /^Step budget: cycle 2 of at most 4$/m);
+  assert.doesNotMatch(reflectorMessage(goal({ budgets: {} }), 2, [], []), /Budget left|Step budget/);
 });

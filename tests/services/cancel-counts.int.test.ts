@@ -43,3 +43,23 @@ test('a goal cancelled from the CLI is counted once across two reflectors, at it
     await fleet.stop();
   }
 });
+
+test('a goal a human ends as done after an escalation is counted once, at its cycle', async () => {
+  await redis.ready;
+  // At max depth 1 the scripted reflection's "continue" becomes an escalation.
+  const fleet = await startFleet(redis.url, { DEEPQ_MAX_DEPTH: '1' });
+  try {
+    const done = { status: 'done' };
+    const goalId = await fleet.client.enqueue({ goal: 'a goal that escalates at max depth' });
+    const g = await fleet.client.waitFor(goalId, { timeoutMs: 30_000 });
+    assert.deepEqual([g.status, g.pausedFor], ['awaiting_human', 'escalation'], g.reason ?? '');
+    assert.equal(await metricSum(fleet, 'deepq_goal_cycles_count', done), 0);
+    const cli = await runCli(['resume', goalId, '--end'], fleet.env);
+    assert.equal(cli.code, 0, cli.stderr);
+    assert.equal(await eventually(() => metricSum(fleet, 'deepq_goals_total', done), 1), 1);
+    assert.equal(await metricSum(fleet, 'deepq_goal_cycles_count', done), 1);
+    assert.equal(await metricSum(fleet, 'deepq_goal_cycles_sum', done), 1, 'at its cycle, 1');
+  } finally {
+    await fleet.stop();
+  }
+});
