@@ -22,6 +22,8 @@ export const isRedisFull = (err: unknown): boolean => err instanceof Error && RE
  */
 export async function delayForFullRedis(rt: Runtime, job: Job, token: string | undefined, err: unknown) {
   if (!token || !isRedisFull(err)) return null;
+  // deepq_redis_up stays 1 (a PING needs no memory): this count is what says Redis is full.
+  rt.metrics.redisFull.inc({ where: 'job' });
   // Deliveries that used no attempt so far (hand-backs of any kind).
   const handBacks = job.attemptsStarted - job.attemptsMade - 1;
   if (handBacks >= MAX_HAND_BACKS) return null;

@@ -113,6 +113,12 @@ export class Metrics {
     labelNames: ['reason'],
     registers: [this.registry],
   });
+  readonly redisFull = new Counter({
+    name: 'deepq_redis_full_total',
+    help: 'Writes Redis refused at maxmemory (noeviction): a job handed back (job) or fetching paused (fetch)',
+    labelNames: ['where'],
+    registers: [this.registry],
+  });
   readonly reconciled = new Counter({
     name: 'deepq_reconciled_total',
     help: 'Goals whose missing next job the reconciler added again, by the status they were in',

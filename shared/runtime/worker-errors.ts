@@ -25,6 +25,7 @@ export function watchWorkerErrors(rt: Runtime, worker: Worker): void {
   worker.on('error', (err) => {
     const message = scrubSecrets(err.message, rt.secrets);
     if (!REDIS_FULL.test(message) || worker.closing || worker.isPaused()) return log(message);
+    rt.metrics.redisFull.inc({ where: 'fetch' });
     pauseMs = Math.min(Math.max(FIRST_PAUSE_MS, pauseMs * 2), MAX_PAUSE_MS);
     log(message, { pausedMs: pauseMs, hint: 'Redis is at maxmemory: free memory or raise it' });
     void worker.pause(true);

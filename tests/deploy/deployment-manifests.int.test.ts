@@ -460,6 +460,8 @@ function checkScaledObjectTriggers(triggers: Obj[], role: string, where: string)
     assert.equal(t.type, 'prometheus', `${where}: KEDA prometheus scaler`);
     assert.match(t.metadata.serverAddress, /^https?:\/\//, `${where}: serverAddress`);
     assert.ok(Number(t.metadata.threshold) > 0, `${where}: threshold`);
+    // No series means deepq is not scraped (the reflector reports every queue), never no work.
+    assert.equal(t.metadata.ignoreNullValues, 'false', `${where}: an empty answer is an error, not 0`);
     const q = t.metadata.query as string;
     assert.match(q, /\bdeepq_queue_jobs\{/, `${where}: queries deepq_queue_jobs`);
     assert.ok(
@@ -617,6 +619,7 @@ function checkCluster(objs: Obj[], label: string): { pods: DeepqPod[]; roles: st
       `${where}: the Deployment leaves replicas to the autoscaler`,
     );
     assert.ok(so.spec.maxReplicaCount >= (so.spec.minReplicaCount ?? 0), `${where}: min <= max`);
+    assert.ok(so.spec.fallback?.replicas >= 1, `${where}: a fallback replica count while the query fails`);
     checkScaledObjectTriggers(so.spec.triggers as Obj[], role, where);
   }
   assert.deepEqual([...scaledRoles].sort(), [...roles].sort(), `${label}: ScaledObjects match the roles one-to-one`);

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { subagentQueueName } from '../../shared/runtime/queues.ts';
-import { assertCliExit, type Fleet, runCli, startFleet } from '../../testing/fleet.ts';
+import { assertCliExit, type Fleet, metricSum, runCli, startFleet } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
 import { until } from '../../testing/until.ts';
 
@@ -76,6 +76,8 @@ test('a goal running when Redis fills up keeps a consistent index and ends done 
   // used an attempt, all of them would be gone. (A fixed wait was not enough: after another test had
   // filled Redis, a retry could wait past it and the old behaviour passed.)
   await untilHandedOut(goalId, fleet.cfg.subtaskAttempts);
+  // deepq_redis_up stays 1 (a PING needs no memory): the refusals are what is counted.
+  assert.ok((await metricSum(fleet, 'deepq_redis_full_total', { where: 'job' })) >= 2, 'counted');
   await freeRedis();
   const g = await c.waitFor(goalId, { timeoutMs: 60_000 });
   assert.equal(g.status, 'done', g.reason ?? '');
