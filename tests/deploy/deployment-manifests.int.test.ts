@@ -59,6 +59,8 @@ const REQUIRED_DASHBOARD_METRICS = [
   'deepq_goal_cycles',
   'deepq_stalls_total',
   'deepq_budget_events_total',
+  'deepq_redis_up',
+  'deepq_redis_full_total',
 ];
 // Gauges every process (or every reflector) reads from the same Redis: summing the series
 // would count one figure once per replica.
