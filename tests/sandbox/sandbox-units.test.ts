@@ -17,6 +17,7 @@ import type { SandboxResult } from '../../shared/agent/sandbox/run.ts';
 import { walkWorkDir } from '../../shared/agent/sandbox/workdir.ts';
 import { verdictLine } from '../../shared/agent/tools/run-report.ts';
 import { defaultTestCommand } from '../../shared/agent/tools.ts';
+import { tempDir } from '../../testing/temp-dir.ts';
 
 const limits = SandboxSchema.parse({ wallSeconds: 30, cpuSeconds: 10, memoryMb: 512, outputBytes: 1024 * 1024 });
 const exit = (e: Partial<Exit>): Exit => ({ code: 0, signal: null, killed: null, stderrTail: '', seconds: 1, ...e });
@@ -101,7 +102,7 @@ test("bubblewrap's failures name what is missing", () => {
 });
 
 test('bwrap and prlimit are looked up on PATH: absolute entries only, executable files only', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'deepq-path-'));
+  const dir = tempDir('deepq-path-');
   writeFileSync(join(dir, 'bwrap'), '#!/bin/sh\n');
   assert.equal(findExecutable('bwrap', dir), null, 'not executable');
   chmodSync(join(dir, 'bwrap'), 0o755);
