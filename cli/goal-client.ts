@@ -10,7 +10,7 @@ import {
   releaseApprovals,
   timeoutReason,
 } from '../shared/goal/approvals.ts';
-import { type Budgets, budgetProblem, timeBudgetEnd } from '../shared/goal/budgets.ts';
+import { type Budgets, budgetProblem, MAX_BUDGET_SECONDS, timeBudgetEnd } from '../shared/goal/budgets.ts';
 import { type CostEstimate, estimateCost, formatCost, knownCostUsd } from '../shared/goal/cost.ts';
 import type { TimelineEvent } from '../shared/goal/events.ts';
 import { GoalIdSchema, newGoalId, newOperationId } from '../shared/goal/ids.ts';
@@ -323,7 +323,7 @@ export class GoalClient extends GoalReader {
     const decision = g.reflection?.decision;
     const replan = !!note || files.length > 0;
     if (!replan && g.pausedFor === 'review' && decision === 'end') {
-      if (!(await this.lifecycle.approveEnd(goalId, g.step))) throw await this.changedWhileResuming(goalId);
+      if (!(await this.lifecycle.approveEnd(goalId, g.step, g.pauses))) throw await this.changedWhileResuming(goalId);
       return { status: 'done', action: 'end' };
     }
     const action = resumeAction(g, note, files);
@@ -337,7 +337,7 @@ export class GoalClient extends GoalReader {
     // Before the move: the plan job it is followed by reads them.
     const inputs = await this.storeInputs(goalId, files, { step: g.step, resumes });
     const restart = g.pausedFor === 'escalation' || replan;
-    const opts = { note, restart, budgets, raised: raise, inputs };
+    const opts = { note, restart, budgets, raised: raise, inputs, pause: g.pauses };
     if (!(await this.lifecycle.resume(goalId, g.step, action, resumes, opts))) {
       throw await this.changedWhileResuming(goalId, inputs.length > 0);
     }
@@ -359,7 +359,9 @@ export class GoalClient extends GoalReader {
       throw new ValidationError(
         `goal ${goalId} is paused at its budget with work in flight: raise the budget to carry on, or cancel it`,
       );
-    if (!(await this.lifecycle.approveEnd(goalId, g.step))) throw await this.changedWhileResuming(goalId);
+    if (!(await this.lifecycle.approveEnd(goalId, g.step, g.pauses))) {
+      throw await this.changedWhileResuming(goalId);
+    }
     return { status: 'done', action: 'end' };
   }
 
@@ -386,7 +388,8 @@ export class GoalClient extends GoalReader {
     const cycle = currentCycle({ status: to, step: g.step });
     const nextStep = cycle > g.step ? cycle : undefined;
     refuseIfOutOfBudget(g, budgets, nextStep);
-    if (!(await this.lifecycle.resumeFromBudget(g.goalId, { step: cycle, to, budgets, raised: raise }))) {
+    const resumed = { step: cycle, to, budgets, raised: raise, pause: g.pauses };
+    if (!(await this.lifecycle.resumeFromBudget(g.goalId, resumed))) {
       throw await this.changedWhileResuming(g.goalId);
     }
     await promoteParked(this, g.goalId);
@@ -399,8 +402,11 @@ export class GoalClient extends GoalReader {
   private async changedWhileResuming(goalId: string, filesStored = false): Promise<ValidationError> {
     const now = await this.goals.get(goalId);
     const stored = filesStored ? ' (its files were stored)' : '';
+    // Another human resumed it first, and it paused again: this answer was to the pause before.
+    const pausedAgain = now?.status === 'awaiting_human' ? `, paused again for ${now.pausedFor ?? 'a human'}` : '';
     return new ValidationError(
-      `goal ${goalId} is ${now?.status ?? 'gone'} now (it changed while resuming): not resumed${stored}`,
+      `goal ${goalId} is ${now?.status ?? 'gone'}${pausedAgain} now (it changed while resuming): ` +
+        `not resumed${stored}; see \`deepq status ${goalId}\``,
     );
   }
 
@@ -525,6 +531,9 @@ export function raisedBudgets(g: GoalRecord, raise: RaisedBudgets, now = Date.no
     );
   if (raise.maxSteps !== undefined && raise.maxSteps <= g.step)
     throw new ValidationError(`--max-steps ${raise.maxSteps} is not above the ${g.step} cycle(s) the goal has run`);
+  // The CLI's flag has this bound; the inspector's form and other callers come through here too.
+  if (raise.maxSeconds !== undefined && raise.maxSeconds > MAX_BUDGET_SECONDS)
+    throw new ValidationError(`--max-seconds ${raise.maxSeconds} is more than ten years (${MAX_BUDGET_SECONDS})`);
   // Wall-clock time spent waiting for a human is nobody's work: seconds are given from now.
   const elapsed = (now - g.createdAt) / 1000;
   const maxSeconds = raise.maxSeconds === undefined ? undefined : Math.ceil(elapsed + raise.maxSeconds);

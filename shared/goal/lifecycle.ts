@@ -83,6 +83,8 @@ interface Move {
   withFiles?: boolean;
   /** Refuse the move unless the goal is at these cycles (a stale delivery's late move). */
   guard?: CycleGuard;
+  /** Refuse the move unless the goal is in this pause (GoalRecord.pauses): a human's answer to it. */
+  pause?: number;
 }
 
 /** A move that was made; `files` when it was asked for (not on a replay of a lost reply). */
@@ -123,6 +125,18 @@ export interface ResumeOptions {
   raised?: Budgets;
   /** Files given with the resume, already stored: named in its event. */
   inputs?: { name: string; bytes: number }[];
+  /** The pause the human answered (GoalRecord.pauses): refused if the goal has paused again since. */
+  pause?: number;
+}
+
+/** A goal paused at a budget carries on: back to `to`, at cycle `step`, with `budgets` (`raised`: the new ones). */
+export interface BudgetResume {
+  step: number;
+  to: GoalStatus;
+  budgets: Budgets;
+  raised: Budgets;
+  /** The pause the human answered (GoalRecord.pauses). */
+  pause?: number;
 }
 
 /** What a reflection decided, with what the reflected event reports. */
@@ -301,10 +315,11 @@ export class GoalLifecycle {
   }
 
   /** Carries on a goal paused at a budget, with its budgets raised: back to the status it left. */
-  resumeFromBudget(goalId: string, r: { step: number; to: GoalStatus; budgets: Budgets; raised: Budgets }) {
+  resumeFromBudget(goalId: string, r: BudgetResume) {
     const raised = { maxTokens: r.raised.maxTokens, maxSteps: r.raised.maxSteps, maxSeconds: r.raised.maxSeconds };
     return this.move(goalId, {
       from: ['awaiting_human'],
+      pause: r.pause,
       to: r.to,
       fields: { pausedFor: '', pausedFrom: '', pausedBudget: '', reason: '', budgets: r.budgets },
       events: [{ type: 'resumed', step: r.step, action: 'raise budget', budgets: stripUndefined(raised) }],
@@ -343,16 +358,17 @@ export class GoalLifecycle {
     if (note) resumed.note = note.slice(0, 500);
     if (raised && Object.keys(stripUndefined(raised)).length) resumed.budgets = stripUndefined(raised);
     if (inputs?.length) resumed.inputs = inputs;
-    return this.move(goalId, { from: ['awaiting_human'], to: 'queued', fields, events: [resumed] });
+    return this.move(goalId, { from: ['awaiting_human'], pause: opts.pause, to: 'queued', fields, events: [resumed] });
   }
 
   /**
    * A reviewed `end` confirmed by a human. The goal's end message tells the reflector, which
    * counts it (the CLI and the inspector keep no goal metrics), as it counts a cancel.
    */
-  async approveEnd(goalId: string, step: number): Promise<boolean> {
+  async approveEnd(goalId: string, step: number, pause?: number): Promise<boolean> {
     const moved = await this.move(goalId, {
       from: ['awaiting_human'],
+      pause,
       to: 'done',
       // The pause's reason (an escalation, a review) is over: the goal reads as a human ended it.
       fields: { pausedFor: '', reason: HUMAN_END },
@@ -421,7 +437,8 @@ export class GoalLifecycle {
   }
 
   private async moved(goalId: string, m: Move): Promise<Moved | null> {
-    const res = await this.transition(goalId, m, `${m.withFiles ? 'f' : ''}${m.guard ? guarded(m.guard) : ''}`);
+    const pause = m.pause === undefined ? '' : `#${m.pause}`;
+    const res = await this.transition(goalId, m, `${m.withFiles ? 'f' : ''}${m.guard ? guarded(m.guard) : ''}${pause}`);
     if (!Array.isArray(res)) return null;
     const files = res[2] as string[] | undefined;
     return files ? { files } : {};

@@ -56,6 +56,8 @@ export interface GoalRecord {
   subtasksByRole: Record<string, number>;
   /** How many times a human resumed it: the plan job id's attempt suffix. */
   resumes: number;
+  /** How many times it paused for a human: a resume answers this pause, not a later one. */
+  pauses: number;
   tokens: Usage;
   /** Per `<role>|<model>`, each kind. */
   usage: Record<string, Usage>;
@@ -382,6 +384,7 @@ export function parseGoal(goalId: string, h: Record<string, string>): GoalRecord
     progress: json<ProgressEntry[]>(h.progress) ?? [],
     subtasksByRole: json<Record<string, number>>(h.subtasksByRole) ?? {},
     resumes: Number(h.resumes ?? 0),
+    pauses: Number(h.pauses ?? 0),
     tokens,
     usage,
     ...usageOrigins(h),

@@ -50,3 +50,32 @@ test('resume and cancel racing on a reviewed end: one wins, and the record says 
   }
   assert.ok(raced > 0, 'the cancel never won: the race was not exercised');
 });
+
+test('a resume answers the pause it read: after another resume and a new pause, it is refused', async () => {
+  const goalId = await t.newGoal('paused twice');
+  assert.ok(await reflectToHuman(t.rt, goalId, 'escalate', 'escalation'));
+  // What a second human read, before the first one's resume.
+  const stale = await client.get(goalId);
+  assert.equal((await client.resume(goalId)).status, 'queued');
+  assert.ok(await t.rt.lifecycle.pauseForBudget(goalId, { kind: 'tokens', reason: 'tokens ran out' }, 1));
+  const paused = await client.get(goalId);
+  assert.equal(paused.pauses, stale.pauses + 1);
+
+  // The second human's answers, each from the stale read (as if read just before the first resume).
+  const fresh = client.get.bind(client);
+  client.get = async () => stale;
+  try {
+    await assert.rejects(client.resume(goalId), /paused again for budget .*not resumed/);
+    await assert.rejects(client.endAsDone(goalId), /paused again for budget .*not resumed/);
+  } finally {
+    client.get = fresh;
+  }
+  const g = await client.get(goalId);
+  assert.equal(g.status, 'awaiting_human');
+  assert.equal(g.pausedFor, 'budget');
+  const resumed = (await client.goals.events(goalId)).filter((e) => e.event.type === 'resumed');
+  assert.equal(resumed.length, 1, 'only the first resume landed');
+  // The budget pause itself is answered as usual.
+  const r = await client.resume(goalId, { raise: { maxTokens: 1_000_000 } });
+  assert.equal(r.action, 'raise budget');
+});

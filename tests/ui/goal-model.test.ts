@@ -4,6 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { raisedBudgets } from '../../cli/goal-client.ts';
 import { budgetNumber, raiseFromForm } from '../../services/ui/budget-input.ts';
 import { budgetPause } from '../../services/ui/decisions/budget-pause.ts';
 import { GoalTimeline } from '../../services/ui/model/goal-timeline.ts';
@@ -31,6 +32,14 @@ test('budget figures: empty is absent, whole numbers for tokens and cycles, posi
     () => raiseFromForm({ maxSteps: 'two' }),
     /max cycles \(--max-steps\) must be a whole number ≥ 1, not "two"/,
   );
+});
+
+test('a raise of more than ten years is refused wherever it comes from, as the CLI flag refuses it', () => {
+  const g = { step: 1, createdAt: Date.now(), budgets: { maxSeconds: 60 }, tokens: {} } as unknown as GoalRecord;
+  const tenYears = 315_360_000;
+  assert.equal(raisedBudgets(g, { maxSeconds: tenYears }, g.createdAt).maxSeconds, tenYears);
+  const fromForm = raiseFromForm({ maxSeconds: String(tenYears + 1) });
+  assert.throws(() => raisedBudgets(g, fromForm), /--max-seconds 315360001 is more than ten years \(315360000\)/);
 });
 
 const at = 1_000_000;

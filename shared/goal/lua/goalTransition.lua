@@ -19,7 +19,9 @@
 -- KEYS[3]) with a move that is made; 'g' the whole goal hash as it was before the move, made or
 -- refused (a job's start reads nothing else). The letters (none too) may carry a guard on the
 -- goal's cycle, `<letters>:<min step>:<max step>:<max planStep>`: outside it the move is refused
--- (a stale delivery).
+-- (a stale delivery). Last, `#<n>` guards a human's answer to a pause: the move only while the
+-- goal is in its n-th pause (the `pauses` field, counted by every move into awaiting_human), so
+-- an answer read before another human's resume, and the pause after it, is refused.
 -- With 'g' a refused move returns {'', '', {}, goal}; a missing goal still returns false.
 -- ARGV[11] how many arguments of a transcript follow (0, 7 or 16): the run that decided the move,
 -- stored with it (transcriptSave.lua's ARGV[1..7], then its last call's usage, ARGV[8..16])
@@ -72,10 +74,16 @@ if ARGV[1] ~= '*' then
   end
   if not ok then return refused end
 end
-local minStep, maxStep, maxPlanStep = string.match(ARGV[10], '^%a*:(%d+):(%d+):(%d+)$')
+local minStep, maxStep, maxPlanStep = string.match(ARGV[10], '^%a*:(%d+):(%d+):(%d+)')
 if minStep then
   local step, planStep = tonumber(h[4] or '0'), tonumber(h[5] or '0')
   if step < tonumber(minStep) or step > tonumber(maxStep) or planStep > tonumber(maxPlanStep) then return refused end
+end
+local pauseGuard = string.match(ARGV[10], '#(%d+)$')
+local pauses = nil
+if pauseGuard or (ARGV[2] == 'awaiting_human' and cur ~= 'awaiting_human') then
+  pauses = tonumber(redis.call('HGET', KEYS[1], 'pauses') or '0')
+  if pauseGuard and pauses ~= tonumber(pauseGuard) then return refused end
 end
 -- Every field in one HSET: a move is a handful of commands, not one per field.
 local set = { 'updatedAt', ARGV[3] }
@@ -94,6 +102,10 @@ local step = h[4] or '0'
 for i = firstField, #ARGV do table.insert(set, ARGV[i]) end
 for i = firstField, #ARGV - 1, 2 do
   if ARGV[i] == 'step' then step = ARGV[i + 1] end
+end
+if ARGV[2] == 'awaiting_human' and cur ~= 'awaiting_human' then
+  table.insert(set, 'pauses')
+  table.insert(set, tostring(pauses + 1))
 end
 if ARGV[9] and ARGV[9] ~= '' then
   table.insert(set, ARGV[9])
