@@ -14,7 +14,8 @@ export class Metrics {
     name: 'deepq_job_duration_seconds',
     help: 'Job processing time',
     labelNames: ['queue', 'role'],
-    buckets: [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
+    // Up to an hour: a subtask's run with tools, approvals and long model calls can take that long.
+    buckets: [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600],
     registers: [this.registry],
   });
   readonly queueJobs = new Gauge({

@@ -126,11 +126,15 @@ async function warnIfEvicting(rt: Runtime): Promise<void> {
   );
 }
 
-/** The series the failure alert divides exist from the start: rate() misses a series' first increment. */
+/**
+ * The series the alerts read exist from the start: rate() and increase() miss a series' first
+ * increment (a short first episode of a full Redis would not alert at all).
+ */
 function zeroJobSeries(opts: ServiceOptions): void {
   for (const q of [{ queueName: opts.queueName, role: opts.role }, ...(opts.sideQueues ?? [])])
     for (const status of ['completed', 'failed'])
       opts.rt.metrics.jobs.inc({ queue: q.queueName, role: q.role, status }, 0);
+  for (const where of ['job', 'fetch']) opts.rt.metrics.redisFull.inc({ where }, 0);
 }
 
 function createWorkers(opts: ServiceOptions, active: ActiveRuns): Worker[] {

@@ -1,7 +1,7 @@
 // deepq_jobs_total as the failure alert reads it: `failed` only for a job that fails for good
 // (an attempt that is retried is `retried`), a job BullMQ fails before any processor ran
 // (stalled too often) counted too, a run its goal's cancel stopped is `aborted`, not completed,
-// and the series the alert divides by exist at zero from the start. Real Redis and BullMQ.
+// and the series the alerts read exist at zero from the start. Real Redis and BullMQ.
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -51,6 +51,8 @@ test('failed counts jobs that fail for good; retried attempts, cancelled runs an
   const queue = new Queue(QUEUE, { connection: t.rt.bull, prefix: t.rt.cfg.prefix });
   try {
     assert.deepEqual(await counts(), { completed: 0, failed: 0 }, 'the series exist before any job');
+    const full = (await t.rt.metrics.redisFull.get()).values.map((v) => [v.labels.where, v.value]);
+    assert.deepEqual(full.sort(), [['fetch', 0], ['job', 0]], 'a full Redis is counted from 0: increase() sees its first');
     const opts = { attempts: 2, backoff: { type: 'fixed', delay: 10 } };
     await queue.add('j', { goalId: 'flakygoal01', kind: 'flaky' }, { ...opts, jobId: 'flaky' });
     await queue.add('j', { goalId: 'brokengoal1', kind: 'broken' }, { ...opts, jobId: 'broken' });

@@ -51,6 +51,8 @@ test('job, queue, LLM, token, goal and decision metrics carry sane values', asyn
   const planner = (await scrape('planner')).body;
   assert.equal(sample(planner, 'deepq_jobs_total', { queue: 'plan', status: 'completed' }), 2);
   assert.equal(sample(planner, 'deepq_job_duration_seconds_count', { queue: 'plan' }), 2);
+  // A long subtask (tools, approvals) lands in a bucket of its own up to an hour, not in +Inf.
+  assert.equal(sample(planner, 'deepq_job_duration_seconds_bucket', { queue: 'plan', le: '3600' }), 2);
   assert.equal(sample(planner, 'deepq_llm_requests_total', { provider: 'scripted', role: 'planner', status: 'ok' }), 2);
   assert.ok(sample(planner, 'deepq_llm_tokens_total', { role: 'planner', kind: 'input' }) > 0);
   assert.ok(sample(planner, 'deepq_llm_latency_seconds_count', { role: 'planner' }) === 2);
