@@ -51,8 +51,8 @@ test('failed counts jobs that fail for good; retried attempts, cancelled runs an
   const queue = new Queue(QUEUE, { connection: t.rt.bull, prefix: t.rt.cfg.prefix });
   try {
     assert.deepEqual(await counts(), { completed: 0, failed: 0 }, 'the series exist before any job');
-    const full = (await t.rt.metrics.redisFull.get()).values.map((v) => [v.labels.where, v.value]);
-    assert.deepEqual(full.sort(), [['fetch', 0], ['job', 0]], 'a full Redis is counted from 0: increase() sees its first');
+    const full = (await t.rt.metrics.redisFull.get()).values.map((v) => `${v.labels.where}=${v.value}`);
+    assert.deepEqual(full.sort(), ['fetch=0', 'job=0'], 'a full Redis is counted from 0: increase() sees its first');
     const opts = { attempts: 2, backoff: { type: 'fixed', delay: 10 } };
     await queue.add('j', { goalId: 'flakygoal01', kind: 'flaky' }, { ...opts, jobId: 'flaky' });
     await queue.add('j', { goalId: 'brokengoal1', kind: 'broken' }, { ...opts, jobId: 'broken' });
