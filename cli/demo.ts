@@ -39,7 +39,13 @@ export async function runDemo(goalText: string, out: Out = (s) => process.stdout
       await sup?.stop(cfg.drainTimeoutMs + 5000);
       await priv?.stop();
     })());
-  const offSignals = stopOnSignals(stopAll);
+  const started: { goalId?: string } = {};
+  const offSignals = stopOnSignals(async () => {
+    // In a Redis that outlives the demo (REDIS_URL, the local one), a goal left running would be
+    // taken up by the next services started on it: a stopped demo's goal ends cancelled.
+    if (started.goalId) await cancelOnStop(client, started.goalId);
+    await stopAll();
+  });
   try {
     // Before any service starts: an unreachable REDIS_URL is reported, not waited on, and
     // leaves no children behind.
@@ -48,7 +54,7 @@ export async function runDemo(goalText: string, out: Out = (s) => process.stdout
     const roles = cfg.roles.map((r) => r.name);
     // The services' logs would drown the timeline: errors only, unless LOG_LEVEL says otherwise.
     sup = supervise(planChildren(roles, 0), { env: { ...env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'error' } });
-    return await runGoal(client, goalText, out);
+    return await runGoal(client, goalText, out, (goalId) => (started.goalId = goalId));
   } finally {
     offSignals();
     await stopAll();
@@ -76,9 +82,20 @@ function stopOnSignals(stopAll: () => Promise<void>): () => void {
   };
 }
 
+/** Cancels the demo's goal unless it has ended; says so, or why it could not. */
+async function cancelOnStop(client: GoalClient, goalId: string): Promise<void> {
+  try {
+    const { cancelled } = await client.cancel(goalId);
+    if (cancelled) process.stderr.write(`deepq demo: goal ${goalId} cancelled\n`);
+  } catch (err) {
+    process.stderr.write(`deepq demo: goal ${goalId} was not cancelled: ${safeLine((err as Error).message)}\n`);
+  }
+}
+
 /** Enqueues the goal, prints its timeline, plan, status and artifacts; 0 when it is done. */
-async function runGoal(client: GoalClient, goalText: string, out: Out): Promise<number> {
+async function runGoal(client: GoalClient, goalText: string, out: Out, onEnqueued: (id: string) => void) {
   const goalId = await client.enqueue({ goal: goalText });
+  onEnqueued(goalId);
   out(`goal ${goalId}: ${safeLine(goalText)}`);
   const g = await printTimeline(client, goalId, out);
   out('');

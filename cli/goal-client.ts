@@ -161,12 +161,17 @@ export class GoalClient extends GoalReader {
     }
     const sizes = files.map((f) => this.vfs.check(f.name, f.content));
     const spilled = files.find((_, i) => sizes[i]! > spillBytes);
-    if (spilled && !(await this.vfs.blobStoreIsTheDeployments()))
-      throw new ValidationError(
-        `input file ${spilled.name} is over DEEPQ_SPILL_BYTES (${spillBytes}): it goes to the blob store, and ` +
-          `${blobDir} (DEEPQ_BLOB_DIR here) is not the services' one. Enqueue it where theirs is ` +
-          "(a shared filesystem, a service's container)",
-      );
+    const mismatch = spilled && (await this.vfs.blobStoreMismatch());
+    if (!spilled || !mismatch) return;
+    const whose =
+      mismatch === 'other'
+        ? 'belongs to another deployment (another Redis or DEEPQ_PREFIX claimed it). Set DEEPQ_BLOB_DIR ' +
+          "to this deployment's store, the services' one, or enqueue it where theirs is"
+        : "is not the services' one. Enqueue it where theirs is (a shared filesystem, a service's container)";
+    throw new ValidationError(
+      `input file ${spilled.name} is over DEEPQ_SPILL_BYTES (${spillBytes}): it goes to the blob store, and ` +
+        `${blobDir} (DEEPQ_BLOB_DIR here) ${whose}`,
+    );
   }
 
   /**

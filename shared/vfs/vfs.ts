@@ -134,13 +134,17 @@ export class VirtualFs {
   }
 
   /**
-   * Whether a spill from this process lands where the services read: the store here is this
-   * deployment's, or no deployment has claimed one yet (nothing to tell by). A producer on
-   * another machine, with a blob dir of its own, would write blobs no service can read.
+   * Why a spill from this process would not land where the services read, or null: the store
+   * here is this deployment's, or no deployment has claimed one yet (nothing to tell by). A
+   * producer on another machine, with a blob dir of its own, would write blobs no service can
+   * read (`unclaimed`); one whose dir another deployment claimed would be refused (`other`).
    */
-  async blobStoreIsTheDeployments(): Promise<boolean> {
+  async blobStoreMismatch(): Promise<'unclaimed' | 'other' | null> {
     const deployment = await this.redis.get(this.keys.deployment());
-    return deployment === null || (await this.blobs.owner()) === deployment;
+    if (deployment === null) return null;
+    const owner = await this.blobs.owner();
+    if (owner === deployment) return null;
+    return owner === null ? 'unclaimed' : 'other';
   }
 
   /** Once per process, before its first spill: a store another deployment owns refuses the write. */

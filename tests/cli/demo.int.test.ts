@@ -157,3 +157,29 @@ test("Ctrl-C on the demo stops its services, then its private Redis, and removes
   assert.doesNotMatch(output, /ECONNREFUSED/, 'a service outlived the private Redis');
   assert.doesNotMatch(output, /deepq: error/);
 });
+
+test('Ctrl-C on a demo using a Redis that outlives it cancels its goal: no later service takes it up', async () => {
+  await redis.ready;
+  const prefix = 'demo5';
+  const env = {
+    PATH: process.env.PATH,
+    REDIS_URL: redis.url,
+    DEEPQ_PREFIX: prefix,
+    DEEPQ_BLOB_DIR: tempDir('demo-'),
+    DEEPQ_SCRIPTED_LATENCY_MS: '2000',
+  };
+  const demo = spawn(process.execPath, [BIN, 'demo'], { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  let output = '';
+  demo.stdout.on('data', (d) => (output += d));
+  demo.stderr.on('data', (d) => (output += d));
+  const exited = new Promise<number | null>((resolve) => demo.once('exit', (code) => resolve(code)));
+  // The goal is under way: its plan is dispatched, its subtasks' model calls in flight.
+  await until(() => /cycle 1 planned/.test(output), 60_000, 'the demo planning its goal');
+  const goalId = /goal ([0-9a-f]+):/.exec(output)![1]!;
+  process.kill(-demo.pid!, 'SIGINT');
+  assert.equal(await exited, 130, output);
+  assert.match(output, new RegExp(`goal ${goalId} cancelled`));
+  const g = await redis.client.hgetall(`${prefix}:goal:${goalId}`);
+  assert.equal(g.status, 'cancelled', output);
+  assert.equal(g.reason, 'cancelled by user');
+});

@@ -149,6 +149,14 @@ test("an input over the spill size is refused where the blob dir is not the serv
     assert.match(elsewhere.stderr, /input file big\.md is over DEEPQ_SPILL_BYTES \(64\): it goes to the blob store/);
     assert.ok(elsewhere.stderr.includes(`${mine} (DEEPQ_BLOB_DIR here) is not the services' one`));
     assert.deepEqual(await services.list(), [], 'nothing stored');
+    // A dir another deployment claimed (the default one, used before with another Redis) says so.
+    mkdirSync(join(mine, base.DEEPQ_PREFIX!), { recursive: true, mode: 0o700 });
+    writeFileSync(join(mine, base.DEEPQ_PREFIX!, '.owner'), 'another-deployment');
+    const claimed = await enqueue({ ...base, DEEPQ_BLOB_DIR: mine }, 'big.md');
+    assert.equal(claimed.code, 1);
+    assert.ok(claimed.stderr.includes(`${mine} (DEEPQ_BLOB_DIR here) belongs to another deployment`), claimed.stderr);
+    assert.match(claimed.stderr, /Set DEEPQ_BLOB_DIR to this deployment's store/);
+    assert.deepEqual(await services.list(), [], 'nothing stored');
     // Small enough to stay in Redis: from anywhere.
     assert.equal((await enqueue({ ...base, DEEPQ_BLOB_DIR: mine }, 'small.md')).code, 0);
     // From where the services' store is: spilled there, and read back through it.
