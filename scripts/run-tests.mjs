@@ -4,8 +4,9 @@
 // instead of 18), except the chaos runs, which kill processes on a clock and run alone first.
 // Usage: node scripts/run-tests.mjs [all|unit|int|live]; DEEPQ_TEST_CONCURRENCY sets the files at a time.
 import { spawnSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 
 const KINDS = {
   all: (f) => !f.endsWith('.live.test.ts'),
@@ -24,11 +25,21 @@ function testFiles(dir) {
   });
 }
 
-function run(files, concurrency) {
+/** Runs the files; `copy`: a second spec report goes to that file too. */
+function run(files, concurrency, copy) {
   if (!files.length) return 0;
-  const args = ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, '--test-reporter=spec', ...files];
+  const reporters = ['--test-reporter=spec', '--test-reporter-destination=stdout'];
+  if (copy) reporters.push('--test-reporter=spec', `--test-reporter-destination=${copy}`);
+  const args = ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, ...reporters, ...files];
   const r = spawnSync(process.execPath, args, { stdio: 'inherit' });
   return r.status ?? 1;
+}
+
+/** A failure of the runs that went first is printed again last, where a CI log's tail shows it. */
+function repeatFailure(copy) {
+  // Their diagnostics (a chaos run's summary) come before the failures: the whole report, bounded.
+  const tail = readFileSync(copy, 'utf8').split('\n').slice(-250);
+  console.log(`\nrun-tests: the runs that went first (alone) failed; their report again:\n${tail.join('\n')}`);
 }
 
 const kind = process.argv[2] ?? 'all';
@@ -49,6 +60,9 @@ const files = testFiles('tests')
   .sort((a, b) => Number(isUnit(a)) - Number(isUnit(b)) || a.localeCompare(b));
 const alone = files.filter((f) => ALONE.test(f));
 const shared = files.filter((f) => !ALONE.test(f));
-const failedAlone = run(alone, 1);
+const copy = join(mkdtempSync(join(tmpdir(), 'deepq-tests-')), 'alone.log');
+const failedAlone = run(alone, 1, copy);
 const failedShared = run(shared, concurrency);
+if (failedAlone && existsSync(copy)) repeatFailure(copy);
+rmSync(dirname(copy), { recursive: true, force: true });
 process.exit(failedAlone || failedShared);
