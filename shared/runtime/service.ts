@@ -86,7 +86,9 @@ export async function startService(opts: ServiceOptions): Promise<RunningService
     refreshTtlMs: 1000,
   });
   // The ops server is up before anything waits on Redis: /healthz answers while Redis is
-  // away, and /readyz says so.
+  // away, and /readyz says so. Its port is logged now (METRICS_PORT=0 picks one): the
+  // `started` line waits for Redis.
+  rt.logger.info({ metricsHost: ops.host, metricsPort: ops.port }, `${opts.name} ops server listening`);
   const sub = await listenForCancels(rt, opts, active);
   await warnIfEvicting(rt);
   await opts.beforeRun?.();

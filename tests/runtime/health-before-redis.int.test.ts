@@ -13,6 +13,7 @@ import { BIN } from '../../cli/supervisor.ts';
 import { DEFAULT_ROLES } from '../../shared/agent/roles.ts';
 import { type ServiceProc, startProcess, testEnv } from '../../testing/fleet.ts';
 import { tempDir } from '../../testing/temp-dir.ts';
+import { until } from '../../testing/until.ts';
 
 let svc: ServiceProc | undefined;
 after(() => svc?.proc.kill('SIGKILL'));
@@ -79,4 +80,19 @@ test('a SIGTERM while a service still waits for Redis is a stop (exit 0), not a 
   const result = await Promise.race([exited, new Promise<'running'>((r) => setTimeout(() => r('running'), 10_000))]);
   if (result === 'running') proc.proc.kill('SIGKILL');
   assert.deepEqual(result, [0, null], proc.output().slice(-500));
+});
+
+test('with METRICS_PORT=0 the port it picked is logged before Redis answers', async () => {
+  const env = { ...testEnv(`redis://127.0.0.1:${await freePort()}`), METRICS_PORT: '0', LOG_LEVEL: 'info' };
+  const child = spawn(process.execPath, [BIN, 'planner'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (out += d));
+  try {
+    const port = await until(() => Number(/"metricsPort":(\d+)/.exec(out)?.[1]) || false, 20_000, 'the port logged');
+    assert.doesNotMatch(out, /planner started/, 'Redis never answered: the service has not started');
+    assert.equal((await fetch(`http://127.0.0.1:${port}/healthz`)).status, 200);
+  } finally {
+    child.kill('SIGKILL');
+  }
 });
