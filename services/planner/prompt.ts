@@ -4,6 +4,7 @@
 // what each role has cost per subtask so far, and any note.
 import { type AgentSpec, coordinatorSpec } from '../../shared/agent/roles.ts';
 import { budgetLeft } from '../../shared/goal/budgets.ts';
+import type { CycleOutcome } from '../../shared/goal/progress.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';
 import { totalTokens } from '../../shared/goal/store.ts';
 import { type Config, roleNames } from '../../shared/runtime/config.ts';
@@ -92,14 +93,25 @@ function keptWork(goal: GoalRecord, index: FileEntry[]): string[] {
   // Named once, in the index: a second list of every done name grew each prompt with the goal (P51).
   if (index.some((e) => e.status === 'done'))
     lines.push('Finished work (marked done above): keep it, do not plan it again.');
-  const failed = goal.outcomes.filter((o) => o.status === 'failed');
+  const revise = revisable(goal, index);
+  // A revision that did not finish left the done version current: the plan rules refuse it
+  // unless the reflection asks again, so it is told apart from work to plan again.
+  const done = new Set(index.filter((e) => e.status === 'done' && !revise.includes(e.name)).map((e) => e.name));
+  const unfinished = goal.outcomes.filter((o) => o.status !== 'done');
+  const failed = unfinished.filter((o) => o.status === 'failed' && !done.has(o.artifact));
   if (failed.length) {
     lines.push('Failed in the last cycle (plan what they were for again, or what they need):');
     for (const o of failed) lines.push(`- ${o.artifact} (${o.role}): ${(o.reason ?? 'failed').slice(0, 300)}`);
   }
-  const partial = goal.outcomes.filter((o) => o.status === 'partial').map((o) => `${o.artifact} (${o.role})`);
-  if (partial.length) lines.push(`Partial (stopped at their token cap, unfinished): ${partial.join(', ')}`);
-  const revise = revisable(goal, index);
+  const partial = unfinished.filter((o) => o.status === 'partial' && !done.has(o.artifact));
+  const named = (list: CycleOutcome[]) => list.map((o) => `${o.artifact} (${o.role})`).join(', ');
+  if (partial.length) lines.push(`Partial (stopped at their token cap, unfinished): ${named(partial)}`);
+  const stopped = unfinished.filter((o) => done.has(o.artifact));
+  if (stopped.length)
+    lines.push(
+      `Revisions that did not finish (the done version stays; not planned again unless a reflection asks to ` +
+        `revise it): ${named(stopped)}`,
+    );
   if (revise.length) lines.push(`To revise (the reflection asked; each becomes a new version): ${revise.join(', ')}`);
   const kept = (goal.reflection?.revise ?? []).filter((n) => !revise.includes(n));
   if (kept.length) lines.push(`Not revised (files the goal started with stay as given): ${kept.join(', ')}`);

@@ -53,6 +53,30 @@ test("the goal's input files are never a subtask's artifact, and a reflection's 
   assert.match(msg, /^Not revised \(files the goal started with stay as given\): input\.md$/m);
 });
 
+test('a revision that did not finish is told apart from work to plan again: its done version stays', () => {
+  const index: FileEntry[] = [
+    { name: 'a.md', status: 'done', step: 1, bytes: 10, version: 1, updatedAt: 0 },
+    { name: 'b.md', status: 'done', step: 1, bytes: 10, version: 1, updatedAt: 0 },
+  ];
+  const outcomes = [
+    { index: 0, role: 'critic', artifact: 'a.md', status: 'failed' as const, reason: 'the endpoint said 400' },
+    { index: 1, role: 'critic', artifact: 'b.md', status: 'partial' as const },
+    { index: 2, role: 'critic', artifact: 'c.md', status: 'failed' as const, reason: 'timed out' },
+  ];
+  const reflection = { decision: 'replan' as const, reason: 'r', step: 1 };
+  const msg = plannerMessage(goal({ outcomes, reflection }), 2, index, 1_000_000);
+  assert.match(msg, /^- c\.md \(critic\): timed out$/m);
+  assert.doesNotMatch(msg, /^- a\.md \(critic\)/m, 'a failed revision is not work to plan again: the plan rules refuse it');
+  assert.doesNotMatch(msg, /^Partial/m);
+  assert.match(
+    msg,
+    /^Revisions that did not finish \(the done version stays; .*\): a\.md \(critic\), b\.md \(critic\)$/m,
+  );
+  // Asked to revise again, a.md is work to plan once more.
+  const asked = goal({ outcomes, reflection: { ...reflection, revise: ['a.md'] } });
+  assert.match(plannerMessage(asked, 2, index, 1_000_000), /^- a\.md \(critic\): the endpoint said 400$/m);
+});
+
 test('a token_cap below what one call of the role needs (its prompt, tools, instruction) is refused', () => {
   const schema = planSchemaFor(roles, [], { minCaps: { 'research-specialist': 600 } });
   const instruction = 'x'.repeat(400); // ~100 tokens more, and ~64 for the task message around it
