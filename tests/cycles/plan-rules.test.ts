@@ -66,7 +66,11 @@ test('a revision that did not finish is told apart from work to plan again: its 
   const reflection = { decision: 'replan' as const, reason: 'r', step: 1 };
   const msg = plannerMessage(goal({ outcomes, reflection }), 2, index, 1_000_000);
   assert.match(msg, /^- c\.md \(critic\): timed out$/m);
-  assert.doesNotMatch(msg, /^- a\.md \(critic\)/m, 'a failed revision is not work to plan again: the plan rules refuse it');
+  assert.doesNotMatch(
+    msg,
+    /^- a\.md \(critic\)/m,
+    'a failed revision is not work to plan again: the plan rules refuse it',
+  );
   assert.doesNotMatch(msg, /^Partial/m);
   assert.match(
     msg,
