@@ -528,6 +528,7 @@ export function raisedBudgets(g: GoalRecord, raise: RaisedBudgets, now = Date.no
   const used = totalTokens(g.tokens);
   if (raise.maxTokens !== undefined && raise.maxTokens <= used)
     throw new ValidationError(`--max-tokens ${raise.maxTokens} is not above the ${used} tokens the goal has used`);
+  if (raise.maxTokens !== undefined) refuseIfNoRoomForPausedCall(g, raise.maxTokens, used);
   // No model call is made with less room than this: the goal would pause again at its first one.
   if (raise.maxTokens !== undefined && raise.maxTokens < used + MIN_CALL_TOKENS)
     throw new ValidationError(
@@ -543,6 +544,19 @@ export function raisedBudgets(g: GoalRecord, raise: RaisedBudgets, now = Date.no
   const elapsed = (now - g.createdAt) / 1000;
   const maxSeconds = raise.maxSeconds === undefined ? undefined : Math.ceil(elapsed + raise.maxSeconds);
   return { ...g.budgets, ...stripUndefined({ maxTokens: raise.maxTokens, maxSteps: raise.maxSteps, maxSeconds }) };
+}
+
+/**
+ * The call the goal paused at goes out first when it carries on: a raise must leave it room, or
+ * the goal pauses again at once. (A "raise" that is none is refused, as such, at the budget resume.)
+ */
+function refuseIfNoRoomForPausedCall(g: GoalRecord, maxTokens: number, used: number): void {
+  const need = g.pausedFor === 'budget' && g.pausedNeed ? g.pausedNeed : 0;
+  if (maxTokens <= (g.budgets.maxTokens ?? 0) || need <= MIN_CALL_TOKENS || maxTokens >= used + need) return;
+  throw new ValidationError(
+    `--max-tokens ${maxTokens} leaves ${Math.max(0, maxTokens - used)} tokens above the ${used} used: ` +
+      `the call the goal paused at needs about ${need} (give at least ${used + need})`,
+  );
 }
 
 function stripUndefined<T extends object>(o: T): Partial<T> {

@@ -82,6 +82,8 @@ export class BudgetExceededError extends DeepqError {
   constructor(
     message: string,
     readonly kind: BudgetKind = 'tokens',
+    /** Tokens the refused call needed (its input estimate and least output): what a raise must leave. */
+    readonly need?: number,
   ) {
     super(ErrorCode.BudgetExceeded, message);
   }

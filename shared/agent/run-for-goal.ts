@@ -150,7 +150,7 @@ async function atBudget<T>(rt: Runtime, o: GoalRunOptions<T>, err: unknown): Pro
   const { goalId } = o.goal;
   if (onBudgetOf(o.goal) === 'pause' && err instanceof BudgetRefused) {
     // Refused when another run paused the goal first: it is paused already, nothing to move.
-    await rt.lifecycle.pauseForBudget(goalId, { kind: hit.kind, reason: hit.message }, o.ctx.step);
+    await rt.lifecycle.pauseForBudget(goalId, { kind: hit.kind, reason: hit.message, need: hit.need }, o.ctx.step);
     o.log.info({ reason: hit.message }, 'budget reached: the goal waits for a human to raise it');
     return { kind: 'paused', reason: hit.message, checkpoint: err.checkpoint };
   }

@@ -60,6 +60,8 @@ export function budgetLeft(
 export interface BudgetHit {
   kind: BudgetKind;
   reason: string;
+  /** Tokens the call refused at a token budget needed: a raise must leave at least that. */
+  need?: number;
 }
 
 export function onBudgetOf(goal: Pick<GoalRecord, 'budgets'>): OnBudget {
@@ -178,7 +180,9 @@ function grantOf(reply: (string | number)[], wanted: number): { maxTokens: numbe
     // What the next call needs, named: "332 used, too few left (max 1200)" read as a bug.
     const needs = d === undefined ? '' : ` (the next call needs about ${d} input and ${e} output)`;
     const tooFew = `too few left for another call (max ${max})`;
-    throw new BudgetExceededError(`token budget exceeded: ${used} tokens used${inFlight}${needs}, ${tooFew}`, 'tokens');
+    const need = d === undefined ? undefined : Number(d) + Number(e);
+    const reason = `token budget exceeded: ${used} tokens used${inFlight}${needs}, ${tooFew}`;
+    throw new BudgetExceededError(reason, 'tokens', need);
   }
   // Gone or ended: the goal stopped under this call (cancelled, or another call ended it).
   throw new GoalEndedError(kind === 'ended' ? String(a) : 'gone');

@@ -62,6 +62,8 @@ export interface GoalFields {
   pausedFor?: PausedFor | '';
   pausedFrom?: GoalStatus | '';
   pausedBudget?: BudgetKind | '';
+  /** At a token budget pause: what the refused call needed ('' when not known or not paused). */
+  pausedNeed?: number | '';
   /** How many times a human resumed the goal (the next plan job's id suffix). */
   resumes?: number;
   budgets?: Budgets;
@@ -306,7 +308,7 @@ export class GoalLifecycle {
     const moved = await this.move(goalId, {
       from: WORKING,
       to: 'awaiting_human',
-      fields: { pausedFor: 'budget', pausedBudget: hit.kind, reason: hit.reason },
+      fields: { pausedFor: 'budget', pausedBudget: hit.kind, pausedNeed: hit.need ?? '', reason: hit.reason },
       events: [paused],
       recordFrom: 'pausedFrom',
     });
@@ -321,7 +323,7 @@ export class GoalLifecycle {
       from: ['awaiting_human'],
       pause: r.pause,
       to: r.to,
-      fields: { pausedFor: '', pausedFrom: '', pausedBudget: '', reason: '', budgets: r.budgets },
+      fields: { pausedFor: '', pausedFrom: '', pausedBudget: '', pausedNeed: '', reason: '', budgets: r.budgets },
       events: [{ type: 'resumed', step: r.step, action: 'raise budget', budgets: stripUndefined(raised) }],
     });
   }

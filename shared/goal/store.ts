@@ -48,6 +48,8 @@ export interface GoalRecord {
   pausedFrom: GoalStatus | null;
   /** The budget that ran out in a budget pause: the one a resume must raise. */
   pausedBudget: BudgetKind | null;
+  /** At a token budget pause, the tokens the refused call needed (null: not known). */
+  pausedNeed: number | null;
   /** The last reflected cycle's subtasks: what the next planner is told (failures with reasons). */
   outcomes: CycleOutcome[];
   /** The stall detector's record of the last cycles (shared/goal/progress.ts). */
@@ -380,6 +382,7 @@ export function parseGoal(goalId: string, h: Record<string, string>): GoalRecord
     pausedFor: (h.pausedFor as GoalRecord['pausedFor']) || null,
     pausedFrom: (h.pausedFrom as GoalStatus) || null,
     pausedBudget: (h.pausedBudget as BudgetKind) || null,
+    pausedNeed: h.pausedNeed ? Number(h.pausedNeed) : null,
     outcomes: json<CycleOutcome[]>(h.outcomes) ?? [],
     progress: json<ProgressEntry[]>(h.progress) ?? [],
     subtasksByRole: json<Record<string, number>>(h.subtasksByRole) ?? {},

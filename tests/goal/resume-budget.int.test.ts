@@ -5,7 +5,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { GoalClient } from '../../cli/goal-client.ts';
-import type { Budgets } from '../../shared/goal/budgets.ts';
+import { BudgetExceededError } from '../../shared/errors.ts';
+import { type Budgets, goalCallBudget } from '../../shared/goal/budgets.ts';
 import { newGoalId } from '../../shared/goal/ids.ts';
 import { useRedis } from '../../testing/redis.ts';
 import { reflectToHuman, useVfsClient, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
@@ -52,4 +53,38 @@ test('a --max-tokens too close to what is used for any model call is refused, na
   );
   assert.equal((await client.get(goalId)).status, 'awaiting_human');
   assert.deepEqual(await client.resume(goalId, { raise: { maxTokens: 128 } }), { status: 'queued', action: 'replan' });
+});
+
+test('at a token pause, a raise leaving too little for the paused call is refused, naming its need', async () => {
+  const goalId = newGoalId();
+  await t.rt.goals.create(goalId, 'a long prompt', { maxTokens: 1000, onBudget: 'pause' }, false);
+  // The call a run was about to make: 3000 tokens of input do not fit the 1000 of the budget.
+  const budget = goalCallBudget(t.rt, await client.get(goalId));
+  const req = {
+    model: 'm',
+    max_tokens: 500,
+    system: '',
+    messages: [{ role: 'user' as const, content: 'x'.repeat(12_000) }],
+  };
+  const ctx = { role: 'critic', kind: 'subagent' as const, contract: 'md', tier: 'LOW' as const, goalId, step: 1 };
+  const refused = await budget.reserve(req, ctx).catch((e: unknown) => e);
+  assert.ok(refused instanceof BudgetExceededError, String(refused));
+  assert.ok(refused.need && refused.need > 3000, `need: ${refused.need}`);
+  assert.ok(
+    await t.rt.lifecycle.pauseForBudget(goalId, { kind: 'tokens', reason: refused.message, need: refused.need }, 0),
+  );
+  assert.equal((await client.get(goalId)).pausedNeed, refused.need);
+
+  const short = refused.need - 1;
+  await assert.rejects(
+    client.resume(goalId, { raise: { maxTokens: short } }),
+    new RegExp(
+      `--max-tokens ${short} leaves ${short} tokens .* the call the goal paused at needs about ${refused.need}`,
+    ),
+  );
+  assert.equal((await client.get(goalId)).status, 'awaiting_human');
+  assert.equal((await client.resume(goalId, { raise: { maxTokens: refused.need } })).action, 'raise budget');
+  assert.equal((await client.get(goalId)).pausedNeed, null, 'the pause is over: its need with it');
+  // Reserved now: the raise left the call room.
+  assert.ok((await budget.reserve(req, ctx)).maxTokens > 0);
 });
