@@ -14,7 +14,8 @@ export async function stopGoal(redis: Redis, cfg: Config, goalId: string): Promi
   const limits = goalKeyLimits(cfg);
   const goals = new GoalStore(redis, cfg.prefix, limits);
   const g = await goals.mustGet(goalId);
-  const moved = await new GoalLifecycle(redis, goals.keys, limits).cancel(goalId, g.step);
-  await redis.publish(goals.keys.cancelChannel(), goalId);
+  const lifecycle = new GoalLifecycle(redis, goals.keys, limits);
+  const moved = await lifecycle.cancel(goalId, g.step);
+  await lifecycle.announceHumanEnd(goalId, moved);
   return moved;
 }

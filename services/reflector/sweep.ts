@@ -26,6 +26,7 @@ import { releaseIdleRateLimits } from '../../shared/runtime/queue-rate-limit.ts'
 import { deadlineJobId, MAINTENANCE_QUEUE, SWEEP_SCHEDULER_ID } from '../../shared/runtime/queues.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 import { expireApprovals } from './approval-timeouts.ts';
+import { countMissedEnds } from './cancel-counts.ts';
 import { type Census, idOfKey, saveCensusBytes, takeCensus } from './sweep-census.ts';
 import { trimCompletedJobs } from './trim-jobs.ts';
 
@@ -41,6 +42,8 @@ export interface SweepReport {
   rateLimitsReleased: number;
   /** Tool calls that waited for a human past their timeout, refused now (approval-timeouts.ts). */
   approvalsTimedOut: number;
+  /** Goals a human ended that no reflector had counted (its message missed), counted now. */
+  endsCounted: number;
   /** Whether this run's census slice ended a pass over the whole goal namespace. */
   censusPassEnded: boolean;
 }
@@ -64,10 +67,13 @@ export async function sweep(
     jobsTrimmed: 0,
     rateLimitsReleased: 0,
     approvalsTimedOut: 0,
+    endsCounted: 0,
     censusPassEnded: false,
   };
   // First: a goal swept below never has a pending call (only terminal goals go).
   report.approvalsTimedOut = await expireApprovals(rt, now);
+  // Before any goal goes: one that ended uncounted is counted while its record is still there.
+  report.endsCounted = await countMissedEnds(rt, now);
   const expired = await expiredGoals(rt, now, opts.expiredPerSweep ?? EXPIRED_PER_SWEEP);
   const census = await takeCensus(rt, opts.censusPerSweep ?? CENSUS_PER_SWEEP, await ownsBlobStore(rt));
   report.censusPassEnded = census.passEnded;
@@ -231,7 +237,8 @@ async function removeGoals(rt: Runtime, doomed: Set<string>, census: Census, rep
   for (let i = 0; i < gone.length; i += BATCH) {
     const batch = gone.slice(i, i + BATCH);
     const p = rt.redis.pipeline();
-    for (const index of [keys.goalsIndex(), keys.liveGoals(), keys.endedGoals()]) p.zrem(index, ...batch);
+    for (const index of [keys.goalsIndex(), keys.liveGoals(), keys.endedGoals(), keys.uncountedEnds()])
+      p.zrem(index, ...batch);
     await p.exec();
   }
   // Only the folders the store has (none when it is another deployment's: nothing of ours is there).

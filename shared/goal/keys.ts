@@ -91,6 +91,10 @@ export class Keys {
     return `${this.prefix}:goals:live`;
   }
   /** Sorted set of the goals that ended, by when: the sweep finds those past their retention here. */
+  /** Goals a human ended (a cancel, an end as done) not yet counted by a reflector, scored by when. */
+  uncountedEnds(): string {
+    return `${this.prefix}:goals:uncounted-ends`;
+  }
   endedGoals(): string {
     return `${this.prefix}:goals:ended`;
   }

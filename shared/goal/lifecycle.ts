@@ -379,8 +379,20 @@ export class GoalLifecycle {
         { type: 'finished', status: 'done', step, reason: HUMAN_END },
       ],
     });
-    if (moved) await this.redis.publish(this.keys.cancelChannel(), goalId);
+    if (moved) await this.announceHumanEnd(goalId, true);
     return moved;
+  }
+
+  /**
+   * Tells every process a goal a human ended (its running calls abort), and leaves one this call
+   * moved for a reflector to count (services/reflector/cancel-counts.ts): the CLI and the
+   * inspector keep no goal metrics, and a reflector that was not listening counts it at its sweep.
+   */
+  async announceHumanEnd(goalId: string, moved: boolean): Promise<void> {
+    const p = this.redis.pipeline();
+    if (moved) p.zadd(this.keys.uncountedEnds(), Date.now(), goalId);
+    p.publish(this.keys.cancelChannel(), goalId);
+    await p.exec();
   }
 
   /**

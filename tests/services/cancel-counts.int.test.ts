@@ -2,8 +2,14 @@
 // reflectors, however many run: the CLI has no metrics registry of its own.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { metricSum, runCli, startFleet } from '../../testing/fleet.ts';
+import { GoalClient } from '../../cli/goal-client.ts';
+import { countCancel } from '../../services/reflector/cancel-counts.ts';
+import { sweep } from '../../services/reflector/sweep.ts';
+import { loadConfig } from '../../shared/runtime/config.ts';
+import { createRuntime } from '../../shared/runtime/runtime.ts';
+import { metricSum, runCli, startFleet, testEnv } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
+import { reflectToHuman } from '../../testing/vfs-runtime.ts';
 
 const redis = useRedis();
 
@@ -61,5 +67,39 @@ test('a goal a human ends as done after an escalation is counted once, at its cy
     assert.equal(await metricSum(fleet, 'deepq_goal_cycles_sum', done), 1, 'at its cycle, 1');
   } finally {
     await fleet.stop();
+  }
+});
+
+test('a cancel and an end no reflector heard are counted by the next sweep, once', async () => {
+  await redis.ready;
+  // No service runs: the CLI moves the goals and publishes to nobody.
+  const cfg = loadConfig(testEnv(redis.url, { DEEPQ_PREFIX: 'uncounted' }));
+  const client = new GoalClient(cfg);
+  const rt = createRuntime(cfg, 'reflector');
+  try {
+    const cancelledId = await client.enqueue({ goal: 'cancelled while no reflector runs' });
+    assert.equal((await client.cancel(cancelledId)).cancelled, true);
+    const endedId = await client.enqueue({ goal: 'ended as done while no reflector runs' });
+    assert.ok(await reflectToHuman(rt, endedId, 'escalate', 'escalation'));
+    assert.equal((await client.endAsDone(endedId)).status, 'done');
+    const count = async (status: string) =>
+      (await rt.metrics.goals.get()).values.find((v) => v.labels.status === status)?.value ?? 0;
+    // Too fresh for the sweep: a listening reflector would have them.
+    assert.equal((await sweep(rt)).endsCounted, 0);
+    const later = Date.now() + 10_000;
+    assert.equal((await sweep(rt, later)).endsCounted, 2);
+    assert.deepEqual([await count('cancelled'), await count('done')], [1, 1]);
+    const cycles = (await rt.metrics.goalCycles.get()).values.find(
+      (v) => v.metricName === 'deepq_goal_cycles_count' && v.labels.status === 'done',
+    );
+    assert.equal(cycles?.value, 1);
+    // Once: the next sweep, and the message arriving late, count nothing more.
+    assert.equal((await sweep(rt, later)).endsCounted, 0);
+    assert.equal(await countCancel(rt, cancelledId), false);
+    assert.deepEqual([await count('cancelled'), await count('done')], [1, 1]);
+    assert.equal(await redis.client.zcard(rt.goals.keys.uncountedEnds()), 0);
+  } finally {
+    await client.close();
+    await rt.close();
   }
 });
