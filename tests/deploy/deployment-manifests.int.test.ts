@@ -61,6 +61,9 @@ const REQUIRED_DASHBOARD_METRICS = [
   'deepq_budget_events_total',
   'deepq_redis_up',
   'deepq_redis_full_total',
+  'deepq_tool_calls_total',
+  'deepq_tool_latency_seconds',
+  'deepq_reconciled_total',
 ];
 // Gauges every process (or every reflector) reads from the same Redis: summing the series
 // would count one figure once per replica.
