@@ -110,6 +110,16 @@ const alive = (pid: number) => {
   }
 };
 
+/** The demo in its own process group, which a signal to -pid reaches: what a terminal's Ctrl-C does. */
+function spawnDemo(env: NodeJS.ProcessEnv) {
+  const demo = spawn(process.execPath, [BIN, 'demo'], { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  let output = '';
+  demo.stdout.on('data', (d) => (output += d));
+  demo.stderr.on('data', (d) => (output += d));
+  const exited = new Promise<number | null>((resolve) => demo.once('exit', (code) => resolve(code)));
+  return { demo, out: () => output, exited };
+}
+
 test("Ctrl-C on the demo stops its services, then its private Redis, and removes the Redis's directory", async () => {
   const { freePort } = await import('../../cli/private-redis.ts');
   const env = {
@@ -119,12 +129,7 @@ test("Ctrl-C on the demo stops its services, then its private Redis, and removes
     DEEPQ_BLOB_DIR: tempDir('demo-'),
     DEEPQ_SCRIPTED_LATENCY_MS: '2000',
   };
-  // Its own process group, which the signal goes to: what a terminal's Ctrl-C does.
-  const demo = spawn(process.execPath, [BIN, 'demo'], { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-  let output = '';
-  demo.stdout.on('data', (d) => (output += d));
-  demo.stderr.on('data', (d) => (output += d));
-  const exited = new Promise<number | null>((resolve) => demo.once('exit', (code) => resolve(code)));
+  const { demo, out, exited } = spawnDemo(env);
   // A child may exit between the listing and this read (the demo's short-lived helpers).
   const comm = (pid: number) => {
     try {
@@ -138,7 +143,7 @@ test("Ctrl-C on the demo stops its services, then its private Redis, and removes
     () => {
       const now = childrenOf(demo.pid!);
       const services = now.filter((pid) => comm(pid) === 'node');
-      return /goal [0-9a-f]+:/.test(output) && services.length === 5 && now;
+      return /goal [0-9a-f]+:/.test(out()) && services.length === 5 && now;
     },
     60_000,
     'the demo running its goal',
@@ -149,13 +154,13 @@ test("Ctrl-C on the demo stops its services, then its private Redis, and removes
   const redisDir = readlinkSync(`/proc/${redisPid}/cwd`);
   assert.match(redisDir, /deepq-redis-/);
   process.kill(-demo.pid!, 'SIGINT');
-  assert.equal(await exited, 130, output);
+  assert.equal(await exited, 130, out());
   const left = children.filter(alive).map((pid) => `${pid} ${comm(pid)}`);
-  assert.deepEqual(left, [], `processes of the demo are still running:\n${output}`);
+  assert.deepEqual(left, [], `processes of the demo are still running:\n${out()}`);
   assert.equal(existsSync(redisDir), false, 'the private Redis directory is still there');
-  assert.match(output, /SIGINT: stopping the services/);
-  assert.doesNotMatch(output, /ECONNREFUSED/, 'a service outlived the private Redis');
-  assert.doesNotMatch(output, /deepq: error/);
+  assert.match(out(), /SIGINT: stopping the services/);
+  assert.doesNotMatch(out(), /ECONNREFUSED/, 'a service outlived the private Redis');
+  assert.doesNotMatch(out(), /deepq: error/);
 });
 
 test('Ctrl-C on a demo using a Redis that outlives it cancels its goal: no later service takes it up', async () => {
@@ -168,18 +173,14 @@ test('Ctrl-C on a demo using a Redis that outlives it cancels its goal: no later
     DEEPQ_BLOB_DIR: tempDir('demo-'),
     DEEPQ_SCRIPTED_LATENCY_MS: '2000',
   };
-  const demo = spawn(process.execPath, [BIN, 'demo'], { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-  let output = '';
-  demo.stdout.on('data', (d) => (output += d));
-  demo.stderr.on('data', (d) => (output += d));
-  const exited = new Promise<number | null>((resolve) => demo.once('exit', (code) => resolve(code)));
+  const { demo, out, exited } = spawnDemo(env);
   // The goal is under way: its plan is dispatched, its subtasks' model calls in flight.
-  await until(() => /cycle 1 planned/.test(output), 60_000, 'the demo planning its goal');
-  const goalId = /goal ([0-9a-f]+):/.exec(output)![1]!;
+  await until(() => /cycle 1 planned/.test(out()), 60_000, 'the demo planning its goal');
+  const goalId = /goal ([0-9a-f]+):/.exec(out())![1]!;
   process.kill(-demo.pid!, 'SIGINT');
-  assert.equal(await exited, 130, output);
-  assert.match(output, new RegExp(`goal ${goalId} cancelled`));
+  assert.equal(await exited, 130, out());
+  assert.match(out(), new RegExp(`goal ${goalId} cancelled`));
   const g = await redis.client.hgetall(`${prefix}:goal:${goalId}`);
-  assert.equal(g.status, 'cancelled', output);
+  assert.equal(g.status, 'cancelled', out());
   assert.equal(g.reason, 'cancelled by user');
 });
