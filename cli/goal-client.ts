@@ -316,10 +316,11 @@ export class GoalClient extends GoalReader {
     return inGoalTrace(goalId, 'deepq resume', attrs, () => this.resumeGoal(goalId, req));
   }
 
-  private async resumeGoal(goalId: string, { note, raise = {}, files = [] }: ResumeRequest) {
+  private async resumeGoal(goalId: string, { note, raise = {}, files = [], pause }: ResumeRequest) {
     const g = await this.get(goalId);
     if (g.status !== 'awaiting_human')
       throw new ValidationError(`goal ${goalId} is ${g.status}, not awaiting_human: nothing to resume`);
+    refuseIfPausedAgain(g, pause);
     const budgets = raisedBudgets(g, raise);
     if (g.pausedFor === 'budget') {
       refuseReplanAtBudget(goalId, note, files);
@@ -356,10 +357,11 @@ export class GoalClient extends GoalReader {
    * A human judges the work of a goal awaiting them finished: a review or an escalation ends
    * `done` (nothing runs at those pauses). A goal paused at a budget has work in flight: refused.
    */
-  async endAsDone(goalId: string): Promise<{ status: string; action: string }> {
+  async endAsDone(goalId: string, pause?: number): Promise<{ status: string; action: string }> {
     const g = await this.get(goalId);
     if (g.status !== 'awaiting_human')
       throw new ValidationError(`goal ${goalId} is ${g.status}, not awaiting_human: nothing to end`);
+    refuseIfPausedAgain(g, pause);
     if (g.pausedFor === 'budget')
       throw new ValidationError(
         `goal ${goalId} is paused at its budget with work in flight: raise the budget to carry on, or cancel it`,
@@ -501,6 +503,17 @@ export interface ResumeRequest {
   raise?: RaisedBudgets;
   /** Files the goal gets as inputs (a new version of an artifact of the same name): it re-plans. */
   files?: InputFile[];
+  /** The pause this answers (GoalRecord.pauses, as a page showed it): refused once the goal paused again. */
+  pause?: number;
+}
+
+/** An answer to a pause the goal has left since (another human answered it, and it paused again). */
+function refuseIfPausedAgain(g: GoalRecord, pause: number | undefined): void {
+  if (pause === undefined || pause === g.pauses) return;
+  throw new ValidationError(
+    `goal ${g.goalId} paused again (for ${g.pausedFor ?? 'a human'}) since the pause this answers: ` +
+      'not resumed; look at it again',
+  );
 }
 
 /** What a resume does (its `resumed` event's action): after a review, the reflector's decision. */

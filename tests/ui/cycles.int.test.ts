@@ -41,7 +41,7 @@ const budgetCard = (page: Page) => page.locator('#decisions .decision-card[data-
 async function raise(page: Page, fields: Record<string, string>): Promise<number> {
   for (const [name, value] of Object.entries(fields)) await budgetCard(page).locator(`input[name=${name}]`).fill(value);
   const [res] = await Promise.all([
-    page.waitForResponse((r) => r.request().method() === 'POST' && r.url().endsWith('/resume')),
+    page.waitForResponse((r) => r.request().method() === 'POST' && /\/resume\?pause=\d+$/.test(r.url())),
     budgetCard(page).locator('button.primary').click(),
   ]);
   await page.waitForLoadState();
@@ -333,6 +333,49 @@ test('a stall, partial subtasks with their caps, sandbox runs and approvals: liv
   await page.goto(`${ui.url}/goals/${failed}`);
   assert.equal(await text(page, '#goal-status'), 'failed');
   await assertStalled(page, 'fail');
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
+test("a page's answer to a pause the goal has left (another human resumed, it paused again) is refused", async () => {
+  const goalId = await fleet.client.enqueue({ goal: 'a goal reviewed after every cycle', review: true });
+  const paused = async (pauses: number) => {
+    const g = await fleet.client.get(goalId);
+    return g.status === 'awaiting_human' && g.pauses === pauses;
+  };
+  await until(() => paused(1), 'the first review', 30_000);
+  const page = await browser.newPage();
+  const problems = recordMisbehaviour(page);
+  await page.goto(`${ui.url}/goals/${goalId}`);
+  const resumeForm = '#decisions form[action*="/resume"]';
+  const stale = (await page.getAttribute(resumeForm, 'action'))!;
+  assert.match(stale, /\/resume\?pause=1$/);
+  const csrf = await page.locator(`${resumeForm} input[name=_csrf]`).inputValue();
+  const cookie = (await page.context().cookies()).map((c) => `${c.name}=${c.value}`).join('; ');
+
+  // Another human answers first; the goal runs its next cycle and is reviewed again.
+  await fleet.client.resume(goalId);
+  await until(() => paused(2), 'the second review', 30_000);
+  // The live card now answers the new pause.
+  await page.locator('#decisions form[action$="/resume?pause=2"]').waitFor({ timeout: 10_000 });
+
+  // The answer the first page would have sent: refused, the goal left with the human.
+  const headers = { cookie, 'x-csrf-token': csrf };
+  for (const action of [stale, stale.replace('/resume', '/end')]) {
+    const res = await fetch(`${ui.url}${action}`, {
+      method: 'POST',
+      body: new FormData(),
+      headers,
+      redirect: 'manual',
+    });
+    assert.equal(res.status, 409, action);
+    assert.match(await res.text(), /paused again \(for review\) since the pause this answers: not resumed/);
+  }
+  const g = await fleet.client.get(goalId);
+  assert.deepEqual([g.status, g.pauses], ['awaiting_human', 2]);
+  // The page's own answer to the pause it shows goes through.
+  await page.click('#decisions form[action$="/end?pause=2"] button');
+  await page.locator('#goal-status', { hasText: 'done' }).waitFor({ timeout: 10_000 });
   assert.deepEqual(problems, []);
   await page.close();
 });

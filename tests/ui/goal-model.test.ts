@@ -117,6 +117,7 @@ test('a budget pause is a decision about the budget that ran out, spent against 
     budgets: { maxSeconds: 60, onBudget: 'pause' },
     tokens: { input: 10, output: 5, cache_read: 0, cache_write: 0 },
     step: 2,
+    pauses: 3,
     createdAt: 0,
     finishedAt: null,
   } as unknown as GoalRecord;
@@ -126,7 +127,8 @@ test('a budget pause is a decision about the budget that ran out, spent against 
   assert.equal(d.title, 'Paused at its time budget: 90.0 s of 60 s elapsed');
   assert.match(d.detail!, /what deepq resume g0000000000a --max-seconds N does\)\.$/);
   const raise = d.actions[0]!;
-  assert.equal(raise.path, '/goals/g0000000000a/resume');
+  // It answers this pause only: a page older than a later pause cannot raise that one.
+  assert.equal(raise.path, '/goals/g0000000000a/resume?pause=3');
   assert.deepEqual(
     raise.fields!.map((f) => [f.name, f.step, f.label]),
     [

@@ -130,7 +130,7 @@ test('a goal enqueued from the form fills in cycle by cycle without a reload, th
 
   // Resume with a note and a file: the card drawn live and the one the server draws both send
   // files (multipart); cycle 1 shows the resume, cycle 2 is planned with the note and the file.
-  const resumeForm = '#decisions form[action$="/resume"]';
+  const resumeForm = '#decisions form[action*="/resume?pause="]';
   assert.equal(await page.getAttribute(resumeForm, 'enctype'), 'multipart/form-data', 'the live card');
   await page.reload();
   assert.equal(await page.getAttribute(resumeForm, 'enctype'), 'multipart/form-data', 'the drawn card');

@@ -54,7 +54,7 @@ export function budgetPause(goal: GoalRecord, cancel: DecisionAction, now = Date
     actions: [
       {
         label: 'Raise the budget and carry on',
-        path: path`/goals/${goal.goalId}/resume`,
+        path: path`/goals/${goal.goalId}/resume?pause=${goal.pauses}`,
         fields: raiseFields(goal),
         tone: 'primary',
       },

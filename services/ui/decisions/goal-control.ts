@@ -40,7 +40,7 @@ function awaitingHuman(goal: GoalRecord): DecisionView {
     actions: [
       {
         label: review ? `Resume (${decision}; with a note or files: re-plan)` : 'Resume (re-plan)',
-        path: path`/goals/${goal.goalId}/resume`,
+        path: path`/goals/${goal.goalId}/resume?pause=${goal.pauses}`,
         fields: [
           { name: 'note', label: 'Note for the planner (optional)', kind: 'text', maxChars: NOTE_MAX_CHARS },
           { name: 'files', label: 'Files for the goal (optional, text)', kind: 'files' },
@@ -48,7 +48,7 @@ function awaitingHuman(goal: GoalRecord): DecisionView {
         tone: 'primary',
       },
       // A human may judge the work finished whatever the reflector chose (deepq resume --end).
-      { label: 'End as done', path: path`/goals/${goal.goalId}/end`, tone: 'primary' },
+      { label: 'End as done', path: path`/goals/${goal.goalId}/end?pause=${goal.pauses}`, tone: 'primary' },
       cancelAction(goal.goalId),
     ],
   };
@@ -72,13 +72,31 @@ export const goalControl: DecisionProvider = {
         const note = await formText(c, 'note', NOTE_MAX_CHARS);
         const body = await formBody(c, { all: true });
         const files = await uploadedFiles(body.files, ctx.client.cfg.vfs.maxArtifactBytes);
-        return ctx.client.resume(goalId, { note, raise: raiseFromForm(body), files });
+        return ctx.client.resume(goalId, {
+          note,
+          raise: raiseFromForm(body),
+          files,
+          pause: pauseOf(c.req.query('pause')),
+        });
       }),
     );
-    app.post('/goals/:id/end', (c) => act(c, ctx, 'end', (goalId) => ctx.client.endAsDone(goalId)));
+    app.post('/goals/:id/end', (c) =>
+      act(c, ctx, 'end', (goalId) => ctx.client.endAsDone(goalId, pauseOf(c.req.query('pause')))),
+    );
     app.post('/goals/:id/cancel', (c) => act(c, ctx, 'cancel', (goalId) => cancel(ctx, goalId)));
   },
 };
+
+/**
+ * The pause a page's action answers (its `?pause=`): the page may be older than the goal's
+ * state, and an answer must not land on a pause its sender never saw. Absent: the current one.
+ */
+function pauseOf(raw: string | undefined): number | undefined {
+  if (raw === undefined) return undefined;
+  if (!/^\d{1,9}$/.test(raw))
+    throw new ValidationError(`pause must be a whole number, not ${JSON.stringify(raw.slice(0, 20))}`);
+  return Number(raw);
+}
 
 /** Cancels the goal; one that ended meanwhile (the page was older) is refused, saying how it ended. */
 async function cancel(ctx: UiContext, goalId: string): Promise<void> {
