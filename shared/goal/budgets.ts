@@ -1,12 +1,14 @@
 // Per-goal budgets (tokens, steps, seconds). Steps and seconds are checked before each
 // dispatch (and seconds by the deadline job); tokens are reserved before each model call:
 // the call's max output tokens plus an estimate of its input must fit in what remains after
-// the calls in flight took theirs (lua/budgetReserve.lua), so output never overshoots and a
-// goal passes its limit by at most its in-flight calls' estimation error. The estimate is
+// the calls in flight took theirs (lua/budgetReserve.lua; a call that fits once they end waits
+// for them), so output never overshoots and a goal passes its limit by at most its in-flight
+// calls' estimation error. The estimate is
 // characters / 4, scaled by the ratio the goal's last reserved call showed between its real
 // input count and its estimate (`inputRatio`: the tokenizer, learned). What then happens is
 // the goal's `onBudget`: `end` (budget_exceeded, artifacts kept) or `pause` (awaiting_human
 // until `deepq resume --max-tokens N` raises it; shared/goal/parking.ts).
+import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import type { UsageSink } from '../agent/middleware/index.ts';
 import { RATE_LIMIT_RETRIES } from '../agent/middleware/retry.ts';
@@ -14,7 +16,7 @@ import type { CallBudget } from '../agent/middleware/types.ts';
 import { metricLabelsOf } from '../agent/providers/model-labels.ts';
 import { canonicalModel } from '../agent/providers/model-ref.ts';
 import { longestCallMs, usedProviders } from '../agent/providers/settings.ts';
-import { estimateInputTokens, MIN_CALL_TOKENS } from '../agent/providers/types.ts';
+import { estimateInputTokens, MIN_CALL_TOKENS, type ModelRequest } from '../agent/providers/types.ts';
 import { BudgetExceededError, type BudgetKind } from '../errors.ts';
 import type { Runtime } from '../runtime/runtime.ts';
 import { runScript } from '../runtime/scripts.ts';
@@ -125,7 +127,7 @@ export function goalCallBudget(rt: Runtime, goal: Pick<GoalRecord, 'goalId' | 'b
   const { maxTokens, maxSeconds } = goal.budgets;
   let local = maxTokens === undefined && (maxSeconds === undefined || goal.createdAt !== undefined);
   const budget: CallBudget = {
-    async reserve(req) {
+    async reserve(req, ctx) {
       if (local) {
         try {
           return withinTime(goal.createdAt, maxSeconds, req.max_tokens);
@@ -136,14 +138,13 @@ export function goalCallBudget(rt: Runtime, goal: Pick<GoalRecord, 'goalId' | 'b
           local = false;
         }
       }
-      const now = Date.now();
-      const wanted = req.max_tokens;
-      // A call that can have fewer output tokens than it asked for still runs, down to the floor.
-      const floor = Math.min(wanted, MIN_CALL_TOKENS);
-      const args = [newOperationId(), wanted, estimateInputTokens(req), floor];
-      args.push(now, now + reservationTtlMs(rt.cfg), rt.cfg.goalKeyTtlSeconds);
-      const reply = (await runScript(rt.redis, 'budgetReserve', keys, args)) as (string | number)[];
-      return grantOf(reply, wanted);
+      // Refused only because calls in flight hold the rest (parallel subagents): they end soon and
+      // give back what they did not spend, so this call waits for them rather than end the goal.
+      for (let wait = FIRST_BUSY_WAIT_MS; ; wait = Math.min(wait * 2, MAX_BUSY_WAIT_MS)) {
+        const reply = await reserveOnce(rt, keys, req);
+        if (reply[0] !== 'busy') return grantOf(reply, req.max_tokens);
+        await sleep(wait, undefined, { signal: ctx.signal });
+      }
     },
     async release(member) {
       await rt.redis.zrem(keys[1]!, member);
@@ -155,6 +156,19 @@ export function goalCallBudget(rt: Runtime, goal: Pick<GoalRecord, 'goalId' | 'b
     },
   };
   return budget;
+}
+
+const FIRST_BUSY_WAIT_MS = 20;
+const MAX_BUSY_WAIT_MS = 500;
+
+async function reserveOnce(rt: Runtime, keys: string[], req: ModelRequest): Promise<(string | number)[]> {
+  const now = Date.now();
+  const wanted = req.max_tokens;
+  // A call that can have fewer output tokens than it asked for still runs, down to the floor.
+  const floor = Math.min(wanted, MIN_CALL_TOKENS);
+  const args = [newOperationId(), wanted, estimateInputTokens(req), floor];
+  args.push(now, now + reservationTtlMs(rt.cfg), rt.cfg.goalKeyTtlSeconds);
+  return (await runScript(rt.redis, 'budgetReserve', keys, args)) as (string | number)[];
 }
 
 function withinTime(createdAt: number | undefined, maxSeconds: number | undefined, wanted: number) {

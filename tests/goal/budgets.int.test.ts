@@ -44,6 +44,16 @@ test('--max-tokens: the goal stops at the first model call whose reservation doe
   assert.equal(await metricSum(fleet, 'deepq_budget_events_total', { kind: 'tokens', action: 'end' }), 1);
 });
 
+test('--max-tokens that covers the goal: parallel subagents wait for reserved tokens, the goal is done', async () => {
+  // The goal spends about 2,200 tokens; each subagent call asks for 4,096 output tokens, so the
+  // first to reserve holds all that is left until it ends: the others wait for it, not give up.
+  const { summary, goal } = await enqueue(['--max-tokens', '4000']);
+  assert.equal(summary.status, 'done', goal.reason ?? undefined);
+  const used = goal.tokens.input + goal.tokens.output;
+  assert.ok(used > 1000 && used <= 4000, `recorded ${used} tokens`);
+  assert.equal(goal.step, 2);
+});
+
 test('--max-seconds: a goal past its wall-clock budget ends at the next check', async () => {
   const slow = await startFleet(redis.url, { DEEPQ_SCRIPTED_LATENCY_MS: '1500' });
   try {

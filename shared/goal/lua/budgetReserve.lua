@@ -8,7 +8,8 @@
 -- Returns {'ok', max output tokens granted, member} ({'ok', wanted, ''} without a token budget),
 -- {'paused'} (the goal waits for a human to raise a budget), {'ended', status}, {'gone'},
 -- {'seconds', elapsed ms, max seconds}, or {'tokens', used, reserved, max, the call's input as
--- held, fewest output}. A re-send of a
+-- held, fewest output}, or {'busy', the same}: the call would fit once calls in flight end (their
+-- unspent reservations come back), so it waits and asks again instead of ending the goal. A re-send of a
 -- reservation that landed (a lost reply) gets what it was granted, reserving nothing more.
 local h = redis.call('HMGET', KEYS[1], 'status', 'pausedFor', 'budgets', 'createdAt',
   'tokens.input', 'tokens.output', 'tokens.cache_read', 'tokens.cache_write', 'inputRatio', 'tokens')
@@ -42,7 +43,11 @@ if again then
   return { 'ok', math.max(0, math.min(wanted, held - input)), again }
 end
 local grant = math.min(wanted, b.maxTokens - used - reserved - input)
-if grant < tonumber(ARGV[4]) then return { 'tokens', used, reserved, b.maxTokens, input, tonumber(ARGV[4]) } end
+local floor = tonumber(ARGV[4])
+if grant < floor then
+  local why = (reserved > 0 and used + input + floor <= b.maxTokens) and 'busy' or 'tokens'
+  return { why, used, reserved, b.maxTokens, input, floor }
+end
 -- The call's input is held too: calls in flight hold all they will spend.
 local member = ARGV[1] .. ':' .. (input + grant)
 redis.call('ZADD', KEYS[2], ARGV[6], member)
