@@ -4,7 +4,7 @@
 // imported when a command first needs them, so `deepq --help` loads none of them.
 import type { Redis } from 'ioredis';
 import type { Config } from '../shared/runtime/config.ts';
-import { closedHint } from '../shared/runtime/redis-hints.ts';
+import { closedHint, databaseHint, WRONG_DATABASE } from '../shared/runtime/redis-hints.ts';
 import { startTracing, stopTracing } from '../shared/runtime/tracing.ts';
 import type { GoalClient } from './goal-client.ts';
 import type { GoalReader } from './goal-reader.ts';
@@ -29,7 +29,7 @@ export async function connected(redis: Redis, url: string, timeoutMs = CONNECT_T
   try {
     await new Promise<void>((resolve, reject) => {
       const fail = () =>
-        reject(new Error(`cannot connect to Redis at ${redactUrl(url)}${last ? `: ${last}${closedHint(last)}` : ''}`));
+        reject(new Error(`cannot connect to Redis at ${redactUrl(url)}${last ? `: ${last}${hintFor(last)}` : ''}`));
       const t = setTimeout(() => {
         last = `no connection within ${timeoutMs / 1000} s${last ? ` (${last})` : ''}`;
         fail();
@@ -39,7 +39,8 @@ export async function connected(redis: Redis, url: string, timeoutMs = CONNECT_T
         last = err.message;
         // A refused connection may be a Redis still starting; a wrong password or an
         // untrusted certificate will not get better by waiting.
-        if (PERMANENT_CONNECT_ERROR.test(`${err.message} ${(err as NodeJS.ErrnoException).code ?? ''}`)) {
+        const what = `${err.message} ${(err as NodeJS.ErrnoException).code ?? ''}`;
+        if (PERMANENT_CONNECT_ERROR.test(what) || WRONG_DATABASE.test(what)) {
           clearTimeout(t);
           fail();
         }
@@ -54,6 +55,8 @@ export async function connected(redis: Redis, url: string, timeoutMs = CONNECT_T
     redis.off('error', onError);
   }
 }
+
+const hintFor = (message: string) => closedHint(message) + databaseHint(message);
 
 let clientRef: GoalClient | undefined;
 let readerRef: GoalReader | undefined;

@@ -2,6 +2,7 @@
 // command group registers itself from cli/commands/.
 import { Command } from 'commander';
 import { exitCodeFor, userMessage } from '../shared/errors.ts';
+import { redisRefusal } from '../shared/runtime/redis-hints.ts';
 import { scrubSecrets } from '../shared/runtime/scrub.ts';
 import { registerApprovalCommands } from './commands/approvals.ts';
 import { registerDemoCommand } from './commands/demo.ts';
@@ -44,7 +45,8 @@ async function run(): Promise<void> {
   try {
     await buildProgram().parseAsync(process.argv);
   } catch (err) {
-    const e = err as Error;
+    // A refused Redis database or password fails every later command: name the cause.
+    const e = (redisRefusal() ?? err) as Error;
     // Messages can echo what was typed (an unknown goal id): never raw control characters. A
     // message of several lines (a YAML parser's, with its excerpt) keeps them, indented under it.
     const lines = scrubSecrets(userMessage(e)).trimEnd().split(/\r?\n/).map(safeLine);

@@ -10,3 +10,34 @@ export function closedHint(message: string): string {
   if (!/EPIPE|ECONNRESET/.test(message)) return '';
   return '; Redis closed each connection: is it at its maxclients limit, or a TLS port reached without rediss://?';
 }
+
+/** SELECT refused: the URL's database number is past the server's `databases` (or a cluster). */
+export const WRONG_DATABASE = /DB index is out of range|SELECT is not allowed/i;
+
+/** What to do about a refused database number, or '' for any other error. */
+export function databaseHint(message: string): string {
+  if (!WRONG_DATABASE.test(message)) return '';
+  const which = '0 to its `databases` - 1, 0 to 15 by default; only 0 on a cluster';
+  return `; the database number at the end of the Redis URL (/N) must be one this Redis has (${which})`;
+}
+
+/** A password Redis refused, or one it wants and did not get. */
+export const WRONG_PASSWORD = /WRONGPASS|NOAUTH|invalid password/;
+
+/** What to do about a refused password, or '' for any other error. */
+export function passwordHint(message: string): string {
+  if (!WRONG_PASSWORD.test(message)) return '';
+  return '; the password (and user, if any) go in the Redis URL before its host, percent-encoded';
+}
+
+let refusal: Error | undefined;
+
+/**
+ * The first refusal of this process's Redis settings (its database or its password), kept as a
+ * config error: the failures that follow ("Connection is closed") are its consequence, and the
+ * CLI reports this instead, exiting 78 (a restart cannot help).
+ */
+export function redisRefusal(err?: Error): Error | undefined {
+  refusal ??= err;
+  return refusal;
+}

@@ -1,6 +1,9 @@
 // Redis connections. BullMQ needs maxRetriesPerRequest: null on its connections so that
 // blocking commands survive a Redis restart; ioredis reconnects by itself.
 import { Redis } from 'ioredis';
+import { ConfigError } from '../errors.ts';
+import { redactUrl } from './config.ts';
+import { databaseHint, passwordHint, redisRefusal, WRONG_DATABASE, WRONG_PASSWORD } from './redis-hints.ts';
 import { defineScripts } from './scripts.ts';
 
 export function createRedis(
@@ -18,10 +21,29 @@ export function createRedis(
   });
   // Errors surface through readiness and job failures; an unhandled 'error' event would crash.
   client.on('error', () => {});
+  refuseWrongSettings(client, url);
   // Not on BullMQ's connection: each of its flows is a Pipeline, which copies every defined
   // script onto itself (BullMQ's own seventy and these).
   if (opts.scripts !== false) defineScripts(client);
   return client;
+}
+
+/**
+ * ioredis only reports a refused SELECT (a database number past the server's) and goes on in
+ * database 0, among whatever else lives there. The refusal comes before the connection is ready,
+ * so closing it then lets no command through: every one fails, and the process says why. A
+ * refused password is kept as the reason too (ioredis retries it, in case Redis changes).
+ */
+function refuseWrongSettings(client: Redis, url: string): void {
+  client.on('error', (err: Error) => {
+    if (client.status === 'end') return;
+    const where = `Redis at ${redactUrl(url)}`;
+    if (WRONG_PASSWORD.test(err.message))
+      redisRefusal(new ConfigError(`${where} refused its password: ${err.message}${passwordHint(err.message)}`));
+    if (!WRONG_DATABASE.test(err.message)) return;
+    redisRefusal(new ConfigError(`${where} refused its database: ${err.message}${databaseHint(err.message)}`));
+    client.disconnect();
+  });
 }
 
 export async function pingRedis(client: Redis, timeoutMs = 1000): Promise<boolean> {

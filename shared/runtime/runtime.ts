@@ -7,7 +7,7 @@ import { createProvider, type ModelProvider } from '../agent/providers/index.ts'
 import { type Config, redactUrl } from './config.ts';
 import { createLogger } from './logger.ts';
 import { Metrics } from './metrics.ts';
-import { closedHint } from './redis-hints.ts';
+import { closedHint, WRONG_DATABASE } from './redis-hints.ts';
 import { openState, type State } from './state.ts';
 
 export { openState, type State };
@@ -63,6 +63,8 @@ const LOG_EVERY_MS = 30_000;
 function logRedisTrouble(redis: State['redis'], logger: Logger, url: string): void {
   let last = { at: 0, repeats: 0 };
   redis.on('error', (err: Error) => {
+    // Not retried: the process stops, saying why (redis.ts).
+    if (WRONG_DATABASE.test(err.message)) return;
     const now = Date.now();
     if (last.at && now - last.at < LOG_EVERY_MS) {
       last.repeats++;

@@ -168,16 +168,39 @@ test('a password URL with escaped characters works; a wrong password is a clear 
   ]);
   assert.equal(ok.code, 0, ok.stderr);
   assert.equal(JSON.parse(ok.stdout).length, 2);
-  assert.equal(bad.code, 1, bad.stderr);
-  assert.match(bad.stderr, /^deepq: error: cannot connect to Redis at redis:\/\/:\*\*\*@127\.0\.0\.1:\d+: WRONGPASS/m);
+  assert.equal(bad.code, 78, bad.stderr);
+  assert.match(
+    bad.stderr,
+    /^deepq: error: Redis at redis:\/\/:\*\*\*@127\.0\.0\.1:\d+ refused its password: WRONGPASS.*; the password \(and/m,
+  );
   assert.ok(!bad.stderr.includes('not-the-password-42') && !bad.stderr.includes(PASSWORD), 'a password was echoed');
   assert.doesNotMatch(bad.stderr, /^\s+at /m);
   // A service with the wrong password stops at start, saying why, rather than lingering.
   const svc = startProcess('planner-wrong-password', ['planner'], { ...env, REDIS_URL: wrong });
   const code = await new Promise<number | null>((resolve) => svc.proc.once('exit', (c) => resolve(c)));
-  assert.equal(code, 1, svc.output());
-  assert.match(svc.output(), /^deepq: error: WRONGPASS/m);
+  assert.equal(code, 78, `a config error, not restarted by deepq up: ${svc.output()}`);
+  assert.match(svc.output(), /^deepq: error: Redis at \S+ refused its password: WRONGPASS/m);
   assert.ok(!svc.output().includes('not-the-password-42'), 'the wrong password was echoed');
+});
+
+test('a database number this Redis lacks stops the CLI and a service, writing nothing to database 0', {
+  timeout: 90_000,
+}, async () => {
+  // ioredis only reports the refused SELECT and goes on in database 0, among its other data.
+  const keysBefore = await t.rt.redis.dbsize();
+  const url = `${redis.url}/99`;
+  const env = { ...t.env, REDIS_URL: url, LOG_LEVEL: 'info' };
+  const cli = await runCli(['enqueue', 'lands nowhere'], env, 30_000);
+  assert.equal(cli.code, 78, cli.stderr);
+  assert.match(
+    cli.stderr,
+    /^deepq: error: Redis at \S+\/99 refused its database: ERR DB index is out of range; the da/m,
+  );
+  const svc = startProcess('planner-wrong-db', ['planner'], env);
+  const code = await new Promise<number | null>((resolve) => svc.proc.once('exit', (c) => resolve(c)));
+  assert.equal(code, 78, svc.output());
+  assert.match(svc.output(), /^deepq: error: Redis at \S+\/99 refused its database/m);
+  assert.equal(await t.rt.redis.dbsize(), keysBefore, 'something was written to database 0');
 });
 
 // ---- rediss:// against a real TLS redis-server ------------------------------------------
