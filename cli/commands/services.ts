@@ -3,9 +3,10 @@
 // runs, so that `deepq --help` stays fast.
 import { type Command, Option } from 'commander';
 import { ValidationError } from '../../shared/errors.ts';
+import type { Config } from '../../shared/runtime/config.ts';
 import { catchStartSignals } from '../../shared/runtime/start-signals.ts';
 import { int } from '../args.ts';
-import { CONFIG_ERROR_EXIT, planChildren, supervise } from '../supervisor.ts';
+import { CONFIG_ERROR_EXIT, planChildren, type Supervisor, supervise } from '../supervisor.ts';
 import { print } from './output.ts';
 
 const concurrency = () =>
@@ -92,10 +93,13 @@ async function up(metricsPortBase: number, replicas: number): Promise<void> {
   let stopping = false;
   let exitCode = 0;
   const stop = () => {
-    // A second signal while draining must not start a second stop.
-    if (stopping) return;
+    // A second signal while draining stops at once (one stop already runs: it reports).
+    if (stopping) return stopNow(sup, cfg);
     stopping = true;
-    print('deepq up: stopping all services…');
+    const upTo = Math.round(cfg.drainTimeoutMs / 1000);
+    print(
+      `deepq up: stopping all services: each finishes its running jobs first (up to ${upTo} s); Ctrl-C again stops now`,
+    );
     sup.stop(cfg.drainTimeoutMs + 5000).then((codes) => {
       const bad = [...codes].filter(([, code]) => code !== 0);
       for (const [name, code] of codes) {
@@ -113,6 +117,20 @@ async function up(metricsPortBase: number, replicas: number): Promise<void> {
   });
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);
+}
+
+let stoppedNow = false;
+
+/** Ctrl-C twice: the children still draining are killed; their jobs run again once found stalled. */
+function stopNow(sup: Supervisor, cfg: Config): void {
+  if (stoppedNow) return;
+  stoppedNow = true;
+  const draining = [...sup.children].filter(([, c]) => c.exitCode === null && c.signalCode === null);
+  if (!draining.length) return;
+  const within = Math.round((cfg.lockDurationMs + cfg.stalledIntervalMs) / 1000);
+  const names = draining.map(([name]) => name).join(', ');
+  print(`deepq up: stopping now: ${names}; their running jobs run again once found stalled (within ${within} s)`);
+  for (const [, c] of draining) c.kill('SIGKILL');
 }
 
 /** An address to reach the children's ops servers at: METRICS_HOST, or loopback for a wildcard. */

@@ -130,6 +130,37 @@ test(
     }
   },
 );
+test('Ctrl-C twice: deepq up says what the first waits for, the second stops the draining children now', async () => {
+  await redis.ready;
+  const base = await freePortRange(NAMES.length);
+  const env = testEnv(redis.url, { DEEPQ_SCRIPTED_LATENCY_MS: '20000' });
+  const { up, out, closed: exited } = startUp(env, base);
+  const client = new GoalClient(loadConfig(env));
+  try {
+    const goalId = await client.enqueue({ goal: 'Stopped twice' });
+    // The planner's job is in its 20 s model call: a drain would wait for it.
+    for (let t = 0; (await client.get(goalId)).status !== 'planning'; t++) {
+      if (t > 600) throw new Error(`never planning:\n${out()}`);
+      await sleep(50);
+    }
+    const started = Date.now();
+    process.kill(-up.pid!, 'SIGINT');
+    for (let t = 0; !/Ctrl-C again stops now/.test(out()); t++) {
+      if (t > 200) throw new Error(`no stopping line:\n${out()}`);
+      await sleep(50);
+    }
+    assert.match(out(), /each finishes its running jobs first \(up to 25 s\)/);
+    process.kill(-up.pid!, 'SIGINT');
+    assert.equal(await exited, 1, out());
+    assert.ok(Date.now() - started < 10_000, `the second Ctrl-C waited for the drain: ${Date.now() - started} ms`);
+    assert.match(out(), /stopping now: planner\b.*run again once found stalled \(within 45 s\)/);
+    assert.match(out(), /planner exited with a signal/);
+  } finally {
+    if (up.exitCode === null) process.kill(-up.pid!, 'SIGKILL');
+    await client.close();
+  }
+});
+
 test('children of a SIGKILLed deepq up drain and exit by themselves', linuxOnly, async (t) => {
   await redis.ready;
   const base = await freePortRange(NAMES.length);
