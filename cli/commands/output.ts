@@ -32,12 +32,27 @@ export async function follow(
 ): Promise<string> {
   // From here on Redis's absence is judged by the follow's own limit (redisTimeoutMs).
   followingOnItsOwn();
+  const stopFollowing = () => {
+    const hint = `deepq cancel ${goalId} stops it, deepq watch ${goalId} follows it again`;
+    process.stderr.write(`\ndeepq: stopped following; goal ${goalId} goes on (${hint})\n`);
+    process.exit(130);
+  };
+  // Ctrl-C stops the following, not the goal: say so, or it reads as a cancel.
+  process.once('SIGINT', stopFollowing);
+  try {
+    return await followEvents(c, goalId, mode, redisTimeoutMs);
+  } finally {
+    process.off('SIGINT', stopFollowing);
+  }
+}
+
+async function followEvents(c: GoalClient, goalId: string, mode: FollowMode, redisTimeoutMs?: number) {
   const view = new TimelineView(goalId);
+  const redis = { limitMs: redisTimeoutMs ?? DEFAULT_LOST_LIMIT_MS, onLost: tell, onBack: tell };
+  const unplanned = unplannedHint(c, goalId);
   let t0 = 0;
   let drawn = 0;
   let status = '';
-  const redis = { limitMs: redisTimeoutMs ?? DEFAULT_LOST_LIMIT_MS, onLost: tell, onBack: tell };
-  const unplanned = unplannedHint(c, goalId);
   for await (const { events, goal } of c.follow(goalId, { pollMs: 150, redis, onPoll: unplanned })) {
     for (const { event } of events) {
       // Times are relative to the first event, normally `created`.

@@ -61,3 +61,29 @@ test('a follow with no planner connected says so once the goal waited 20 s, once
     await plans.close();
   }
 });
+
+test('Ctrl-C on a follow says the goal goes on and how to stop it, exits 130, leaves the goal as it was', async () => {
+  await redis.ready;
+  const env = testEnv(redis.url, { LOG_LEVEL: 'warn' });
+  const goalId = await goalOfAge(env, 'a goal followed, then left', 0);
+  for (const args of [
+    ['watch', goalId],
+    ['enqueue', 'a second goal, left at once', '--wait'],
+  ]) {
+    const cli = startProcess(args[0]!, args, env);
+    // Following: the goal's first event line is out (a non-TTY follow prints one line per event).
+    for (let t = 0; !/created/.test(cli.output()); t++) {
+      if (t > 400) throw new Error(`no event line:\n${cli.output()}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    cli.proc.kill('SIGINT');
+    const code = await new Promise<number | null>((resolve) => cli.proc.once('exit', (c) => resolve(c)));
+    assert.equal(code, 130, cli.output());
+    const followed = args[0] === 'watch' ? goalId : cli.output().trim().split('\n')[0]!;
+    const hint = `stopped following; goal ${followed} goes on (deepq cancel ${followed} stops it`;
+    assert.ok(cli.output().includes(hint), cli.output());
+    const client = new GoalClient(loadConfig(env));
+    assert.equal((await client.get(followed)).status, 'queued');
+    await client.close();
+  }
+});
