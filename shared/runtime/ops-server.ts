@@ -2,6 +2,7 @@
 // Bound to `metricsHost` (loopback unless the deployment says otherwise: containers set 0.0.0.0).
 import { createServer, type Server } from 'node:http';
 import type { Registry } from 'prom-client';
+import { ConfigError } from '../errors.ts';
 
 export interface OpsServerOptions {
   port: number;
@@ -82,9 +83,17 @@ export async function startOpsServer(opts: OpsServerOptions): Promise<{ server: 
     }
   });
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (err: NodeJS.ErrnoException) =>
+      reject(err.code === 'EADDRINUSE' ? portTaken(opts.port, host) : err),
+    );
     server.listen(opts.port, host, () => resolve());
   });
   const addr = server.address();
   return { server, port: typeof addr === 'object' && addr ? addr.port : opts.port, host };
+}
+
+/** A config error (exit 78): restarting into a port another process holds cannot help. */
+function portTaken(port: number, host: string): ConfigError {
+  const where = `metrics port ${port} on ${host} is in use (another deepq up, or a service, on this machine?)`;
+  return new ConfigError(`${where}: pick another with METRICS_PORT, or with --metrics-port-base for deepq up`);
 }

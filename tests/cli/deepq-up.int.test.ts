@@ -230,41 +230,77 @@ test('children still starting when deepq up is SIGKILLed exit too', linuxOnly, a
   }
 });
 
-test('a child that cannot start is not restarted for ever: deepq up says why, stops the rest, exits 1', {
+/** Kills (SIGKILL) each child of `ppid` whose arguments include one of `names` as it appears, until `done`. */
+async function keepKilling(ppid: number, names: string[], done: () => boolean): Promise<number> {
+  let kills = 0;
+  for (let t = 0; !done(); t++) {
+    if (t > 1500) throw new Error('the supervisor never gave up');
+    for (const pid of childPids(ppid)) {
+      const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+      if (!names.some((n) => args.includes(n))) continue;
+      process.kill(pid, 'SIGKILL');
+      kills++;
+    }
+    await sleep(20);
+  }
+  return kills;
+}
+
+test('a child that keeps dying at start is not restarted for ever: deepq up says why, stops the rest, exits 1', {
+  ...linuxOnly,
   timeout: 90_000,
 }, async () => {
   await redis.ready;
   const base = await freePortRange(NAMES.length);
-  // The planner's metrics port is taken: it fails at every start.
+  const { up, out, closed: exited } = startUp(testEnv(redis.url), base);
+  try {
+    const given = /deepq up: planner is not restarted: it exited 5 times in a row within 30 s of starting/;
+    const kills = await keepKilling(up.pid!, ['planner'], () => given.test(out()));
+    assert.equal(kills, 5);
+    assert.equal(await exited, 1, out());
+    for (const name of NAMES.slice(1)) assert.match(out(), new RegExp(`${name} exited cleanly`));
+  } finally {
+    if (up.exitCode === null) process.kill(-up.pid!, 'SIGKILL');
+  }
+});
+
+test('every child dying at once: deepq up still gives up with exit 1, not a silent exit 0', {
+  ...linuxOnly,
+  timeout: 90_000,
+}, async () => {
+  await redis.ready;
+  const base = await freePortRange(NAMES.length);
+  // Between the restarts no child runs (the supervisor once ended there, its restart timers
+  // unref'd, exit 0).
+  const { up, out, closed: exited } = startUp(testEnv(redis.url), base);
+  try {
+    const given = /deepq up: \S+ is not restarted: it exited 5 times in a row within 30 s of starting/;
+    await keepKilling(up.pid!, ['planner', 'reflector', 'worker'], () => given.test(out()) || up.exitCode !== null);
+    assert.equal(await exited, 1, out());
+    assert.match(out(), given);
+  } finally {
+    if (up.exitCode === null) process.kill(-up.pid!, 'SIGKILL');
+  }
+});
+
+test('a metrics port already taken: deepq up names it and how to pick others, restarts nothing, exits 78', {
+  timeout: 90_000,
+}, async () => {
+  await redis.ready;
+  const base = await freePortRange(NAMES.length);
   const holder = createServer().listen(base, '127.0.0.1');
   await once(holder, 'listening');
   const { up, out, closed: exited } = startUp(testEnv(redis.url), base);
   try {
-    assert.equal(await exited, 1, out());
-    assert.match(out(), /deepq up: planner is not restarted: it exited 5 times in a row within 30 s of starting/);
+    assert.equal(await exited, 78, out());
+    const taken = `metrics port ${base} on 127.0.0.1 is in use (another deepq up, or a service, on this machine?)`;
+    assert.ok(out().includes(`deepq: error: ${taken}: pick another with METRICS_PORT, or with --metrics-port-base`));
+    assert.match(out(), /deepq up: planner is not restarted: it refused its configuration/);
+    assert.doesNotMatch(out(), /restarting/);
     for (const name of NAMES.slice(1)) assert.match(out(), new RegExp(`${name} exited cleanly`));
   } finally {
     if (up.exitCode === null) process.kill(-up.pid!, 'SIGKILL');
     holder.close();
-  }
-});
-
-test('every child failing at once: deepq up still gives up with exit 1, not a silent exit 0', {
-  timeout: 90_000,
-}, async () => {
-  await redis.ready;
-  const base = await freePortRange(NAMES.length);
-  // Every child's metrics port is taken: all of them fail at every start, and between the
-  // restarts no child runs (the supervisor once ended there, its restart timers unref'd, exit 0).
-  const holders = NAMES.map((_, i) => createServer().listen(base + i, '127.0.0.1'));
-  await Promise.all(holders.map((h) => once(h, 'listening')));
-  const { up, out, closed: exited } = startUp(testEnv(redis.url), base);
-  try {
-    assert.equal(await exited, 1, out());
-    assert.match(out(), /deepq up: \S+ is not restarted: it exited 5 times in a row within 30 s of starting/);
-  } finally {
-    if (up.exitCode === null) process.kill(-up.pid!, 'SIGKILL');
-    for (const h of holders) h.close();
   }
 });
 
