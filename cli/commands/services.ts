@@ -90,12 +90,14 @@ async function up(metricsPortBase: number, replicas: number): Promise<void> {
   const shown = (port: number) =>
     port === 0 ? "a free port (its log's 'started' line gives it as metricsPort)" : `http://${host}:${port}/metrics`;
   for (const s of specs) print(`deepq up: ${s.name.padEnd(28)} metrics ${shown(s.port)}`);
+  const stopRedisCheck = await (await import('../up-redis-check.ts')).tellWhileRedisAway(cfg.redisUrl, print);
   let stopping = false;
   let exitCode = 0;
   const stop = () => {
     // A second signal while draining stops at once (one stop already runs: it reports).
     if (stopping) return stopNow(sup, cfg);
     stopping = true;
+    stopRedisCheck();
     const upTo = Math.round(cfg.drainTimeoutMs / 1000);
     print(
       `deepq up: stopping all services: each finishes its running jobs first (up to ${upTo} s); Ctrl-C again stops now`,

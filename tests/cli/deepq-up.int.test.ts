@@ -9,7 +9,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { test } from 'node:test';
 import { GoalClient } from '../../cli/goal-client.ts';
-import { freePortRange } from '../../cli/private-redis.ts';
+import { freePort, freePortRange } from '../../cli/private-redis.ts';
 import { BIN } from '../../cli/supervisor.ts';
 import { loadConfig } from '../../shared/runtime/config.ts';
 import { testEnv } from '../../testing/fleet.ts';
@@ -301,6 +301,33 @@ test('a metrics port already taken: deepq up names it and how to pick others, re
   } finally {
     if (up.exitCode === null) process.kill(-up.pid!, 'SIGKILL');
     holder.close();
+  }
+});
+
+test('a Redis that does not answer: deepq up says so in plain words, and again once it answers', {
+  timeout: 90_000,
+}, async () => {
+  const base = await freePortRange(NAMES.length);
+  const port = await freePort();
+  const url = `redis://127.0.0.1:${port}`;
+  const { up, out, closed: exited } = startUp(testEnv(url), base);
+  let server: ChildProcess | undefined;
+  try {
+    const away = `deepq up: cannot reach Redis at ${url} (connect ECONNREFUSED 127.0.0.1:${port}): the services wait`;
+    for (let t = 0; !out().includes(away); t++) {
+      if (t > 300) throw new Error(`no plain line about Redis:\n${out()}`);
+      await sleep(50);
+    }
+    server = spawn('redis-server', ['--port', String(port), '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    for (let t = 0; !out().includes(`deepq up: Redis at ${url} answers now`); t++) {
+      if (t > 400) throw new Error(`no word once Redis answered:\n${out()}`);
+      await sleep(50);
+    }
+    process.kill(-up.pid!, 'SIGINT');
+    assert.equal(await exited, 0, out());
+  } finally {
+    if (up.exitCode === null) process.kill(-up.pid!, 'SIGKILL');
+    server?.kill('SIGKILL');
   }
 });
 
