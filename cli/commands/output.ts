@@ -84,15 +84,26 @@ function unplannedHint(c: GoalClient, goalId: string, afterMs = UNPLANNED_HINT_M
     checked = true;
     // Loaded by the goal client already; not at `deepq --help`, which loads this module.
     const { PLAN_QUEUE } = await import('../../shared/runtime/queues.ts');
-    const planners = await c.queues
+    const workers = await c.queues
       .get(PLAN_QUEUE)
-      .getWorkersCount()
+      .getWorkers()
       .catch(() => undefined);
+    // CLIENT LIST shows every database's clients: a planner on another one plans other goals.
+    const db = String(c.redis.options.db ?? 0);
+    const planners = workers?.filter((w) => w.db === undefined || w.db === db).length;
     if (planners) return;
-    const why = planners === 0 ? 'no planner is connected to this Redis' : 'is a planner running?';
+    const why = whyUnplanned(db, workers);
     const waited = `goal ${goalId} has waited ${Math.round(waitedMs / 1000)} s for its first plan`;
     tell(`${waited}: ${why} (deepq up starts the services)`);
   };
+}
+
+function whyUnplanned(db: string, workers: { db?: string }[] | undefined): string {
+  if (!workers) return 'is a planner running?';
+  const elsewhere = [...new Set(workers.map((w) => w.db))].sort();
+  if (!elsewhere.length) return 'no planner is connected to this Redis';
+  const only = `only to database ${elsewhere.join(', ')}`;
+  return `no planner is connected to database ${db} of this Redis, ${only}: is REDIS_URL the services' one?`;
 }
 
 /** Where the tree is drawn: stdout, or a test's stand-in. */

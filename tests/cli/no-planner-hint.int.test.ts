@@ -87,3 +87,16 @@ test('Ctrl-C on a follow says the goal goes on and how to stop it, exits 130, le
     await client.close();
   }
 });
+
+test('a planner connected to another database of the same Redis is named as such, not taken for one', {
+  timeout: 120_000,
+}, async () => {
+  await redis.ready;
+  const env = testEnv(redis.url, { LOG_LEVEL: 'warn' });
+  // The same prefix, database 1: CLIENT LIST lists its planner beside this database's clients.
+  await waitForStart(startProcess('planner-db1', ['planner'], { ...env, REDIS_URL: `${redis.url}/1` }));
+  const goalId = await goalOfAge(env, 'a goal on database 0', 25_000);
+  const r = await runCli(['watch', goalId], env, 8_000);
+  assert.equal(r.code, null, 'the follow was still waiting');
+  assert.match(r.stderr, /no planner is connected to database 0 of this Redis, only to database 1: is REDIS_URL the/);
+});
