@@ -94,6 +94,7 @@ export async function connection(): Promise<{ cfg: Config; redis: Redis }> {
       import('../shared/runtime/redis.ts'),
     ]);
     const cfg = loadConfig();
+    if (cfg.envNotice) process.stderr.write(`${safeLine(cfg.envNotice)}\n`);
     connectionRef ??= { cfg, redis: createRedis(cfg.redisUrl, 'deepq:cli') };
   }
   await connected(connectionRef.redis, connectionRef.cfg.redisUrl);

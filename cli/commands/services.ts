@@ -78,6 +78,7 @@ async function up(metricsPortBase: number, replicas: number): Promise<void> {
   const { loadConfig } = await import('../../shared/runtime/config.ts');
   const cfg = loadConfig();
   if (cfg.providerNotice) print(cfg.providerNotice);
+  if (cfg.envNotice) print(cfg.envNotice);
   const specs = planChildren(
     cfg.roles.map((r) => r.name),
     metricsPortBase,

@@ -19,6 +19,7 @@ import { ConfigError } from '../errors.ts';
 import { BudgetsSchema } from '../goal/budgets.ts';
 import { PROGRESS_KEPT } from '../goal/progress.ts';
 import { formatZodIssues, timerMs } from '../zod.ts';
+import { unknownEnvNotice } from './env-names.ts';
 
 /** A price without cache prices charges cached tokens as input: never $0 for tokens that were billed. */
 const PriceSchema = z
@@ -303,6 +304,8 @@ export type Config = z.infer<typeof ConfigSchema> & {
   providerNotice?: string;
   /** The values of the environment variables `providers` name (keys, headers), as loaded. */
   providerEnv: Record<string, string>;
+  /** Set when the environment holds DEEPQ_* variables deepq does not read (misspelt settings). */
+  envNotice?: string;
 };
 
 /**
@@ -370,6 +373,9 @@ const ENV_MAP: Record<string, { path: string[]; kind: 'string' | 'int' | 'number
   METRICS_HOST: { path: ['metricsHost'], kind: 'string' },
   LOG_LEVEL: { path: ['logLevel'], kind: 'string' },
 };
+
+/** Every variable the config reads from the environment. */
+export const CONFIG_ENV_NAMES: readonly string[] = Object.keys(ENV_MAP);
 export const CONFIG_ENV_VARS = ['DEEPQ_CONFIG', ...Object.keys(ENV_MAP)];
 
 function setPath(target: Record<string, unknown>, path: string[], value: unknown): void {
@@ -449,7 +455,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Reco
   const models = scriptedIds ? { HIGH: 'scripted-high', LOW: 'scripted-low' } : cfg.models;
   const agents = scriptedIds ? withoutOwnModels(cfg) : {};
   const providerEnv = providerEnvValues(cfg.providers, env);
-  return { ...cfg, ...agents, models, modelProvider, providerNotice, providerEnv };
+  const envNotice = unknownEnvNotice(env, CONFIG_ENV_NAMES, JSON.stringify(raw));
+  return { ...cfg, ...agents, models, modelProvider, providerNotice, providerEnv, envNotice };
 }
 
 /** The environment variable that set a config path, if one did. */

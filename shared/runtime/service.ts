@@ -64,6 +64,7 @@ const QUEUE_STATES = ['waiting', 'active', 'delayed', 'failed', 'prioritized', '
 export async function startService(opts: ServiceOptions): Promise<RunningService> {
   const { rt } = opts;
   exitIfOrphanedWhileStarting(rt.logger);
+  if (rt.cfg.envNotice) rt.logger.warn(rt.cfg.envNotice);
   const active = new ActiveRuns();
   const workers = createWorkers(opts, active);
   const [worker] = workers;

@@ -118,7 +118,7 @@ function runShell(
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const proc = spawn('bash', ['-c', script], {
-      env: { ...env, DEEPQ_NODE: process.execPath, DEEPQ_BIN: BIN },
+      env: { ...env, TEST_NODE: process.execPath, TEST_BIN: BIN },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';
@@ -146,10 +146,7 @@ test('goal text: empty, blank, over 100 KB and binary are refused naming the pro
   for (const [i, [what, , problem]] of cases.entries()) assertCleanError(results[i]!, problem, what);
   assert.equal(results.at(-1)!.stdout, '', 'the demo printed nothing: it started nothing');
   // Bytes that are not UTF-8 at all (as from `deepq enqueue "$(cat image.png)"`).
-  const binary = await runShell(
-    `"$DEEPQ_NODE" "$DEEPQ_BIN" enqueue "$(printf 'GIF89a\\xff\\xfe\\x01\\x80')"`,
-    fleet.env,
-  );
+  const binary = await runShell(`"$TEST_NODE" "$TEST_BIN" enqueue "$(printf 'GIF89a\\xff\\xfe\\x01\\x80')"`, fleet.env);
   assertCleanError(binary, /goal text looks binary \(control or invalid UTF-8 bytes\)/, 'invalid UTF-8');
   assert.equal(await goalState(), before, 'a refused goal changed the stored state');
   assert.equal((await fleet.client.list()).length, 1);

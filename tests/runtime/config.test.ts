@@ -2,14 +2,15 @@
 // service process stopping on a bad config: config-start.int.test.ts.)
 
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { plannerSpec } from '../../services/planner/prompt.ts';
 import { reflectorSpec } from '../../services/reflector/prompt.ts';
 import { createProvider } from '../../shared/agent/providers/index.ts';
 import { ConfigError } from '../../shared/errors.ts';
-import { loadConfig } from '../../shared/runtime/config.ts';
+import { CONFIG_ENV_NAMES, loadConfig } from '../../shared/runtime/config.ts';
+import { unknownEnvNotice } from '../../shared/runtime/env-names.ts';
 import { tempDir } from '../../testing/temp-dir.ts';
 
 const dir = tempDir('deepq-cfg-');
@@ -234,4 +235,42 @@ test("the inspector's trace link is an http(s) URL with {traceId} in it", () => 
   );
   assert.throws(() => loadConfig({ DEEPQ_TRACE_URL: 'javascript:alert(1)//{traceId}' }), /traceUrl .*http\(s\) URL/);
   assert.throws(() => loadConfig({ DEEPQ_TRACE_URL: 'http://a b/{traceId}' }), /traceUrl .*http\(s\) URL/);
+});
+
+test('a DEEPQ_* variable deepq does not read is named, with the nearest setting; known ones are not', () => {
+  const cfg = loadConfig({ DEEPQ_MAX_TOKEN: '5000', DEEPQ_CONCURRENCY: '2', DEEPQ_WHATEVER: '1' });
+  assert.equal(
+    cfg.envNotice,
+    'deepq: ignoring DEEPQ_MAX_TOKEN (did you mean DEEPQ_MAX_TOKENS?), DEEPQ_WHATEVER: not a deepq setting ' +
+      "(the README's Configuration lists them)",
+  );
+  assert.equal(loadConfig({ DEEPQ_MAX_TOKENS: '5000', DEEPQ_DEBUG: '1' }).envNotice, undefined);
+});
+
+test('a DEEPQ_* variable the config file names (a provider key) is not taken for a misspelling', () => {
+  const dir = tempDir('deepq-cfg-');
+  const file = join(dir, 'deepq.json');
+  const providers = { local: { type: 'openai', baseURL: 'http://127.0.0.1:1/v1', apiKeyEnv: 'DEEPQ_LOCAL_KEY' } };
+  writeFileSync(file, JSON.stringify({ providers }));
+  const cfg = loadConfig({ DEEPQ_CONFIG: file, DEEPQ_LOCAL_KEY: 'k', DEEPQ_LOCAL_KY: 'k' });
+  assert.match(cfg.envNotice ?? '', /^deepq: ignoring DEEPQ_LOCAL_KY: not a deepq setting/);
+});
+
+test('every DEEPQ_* name in the code, deployments and docs is one deepq knows', () => {
+  const names = new Set<string>();
+  const walk = (path: string) => {
+    for (const entry of readdirSync(path, { withFileTypes: true })) {
+      const full = join(path, entry.name);
+      if (entry.isDirectory()) walk(full);
+      else for (const m of readFileSync(full, 'utf8').matchAll(/\bDEEPQ_[A-Z0-9_]*[A-Z0-9]\b/g)) names.add(m[0]);
+    }
+  };
+  const root = new URL('../../', import.meta.url).pathname;
+  for (const dir of ['shared', 'services', 'cli', 'bin', 'bench', 'testing', 'k8s', 'deploy', 'docs', 'scripts'])
+    walk(join(root, dir));
+  for (const file of ['README.md', 'docker-compose.yml', 'Dockerfile'])
+    for (const m of readFileSync(join(root, file), 'utf8').matchAll(/\bDEEPQ_[A-Z0-9_]*[A-Z0-9]\b/g)) names.add(m[0]);
+  assert.ok(names.size > 50, `found ${names.size}`);
+  const env = Object.fromEntries([...names].map((n) => [n, '1']));
+  assert.equal(unknownEnvNotice(env, CONFIG_ENV_NAMES, ''), undefined);
 });
