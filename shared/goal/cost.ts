@@ -48,10 +48,13 @@ export function costPerModel(goal: CostedGoal, prices: PriceTable): ModelCost[] 
   }
   for (const row of rows.values()) {
     const match = findPrice(prices, row.model, goal.requestedAs?.[row.model]);
-    row.costUsd = match ? priceUsage(match.price, row.tokens) : null;
+    row.costUsd = match ? nanoUsd(priceUsage(match.price, row.tokens)) : null;
   }
   return [...rows.values()].sort((a, b) => (a.model < b.model ? -1 : a.model > b.model ? 1 : 0));
 }
+
+/** To the billionth of a dollar (finer than any token's price): `status --json` showed float noise. */
+const nanoUsd = (usd: number) => Math.round(usd * 1e9) / 1e9;
 
 export function estimateCost(goal: CostedGoal, prices: PriceTable): CostEstimate {
   return estimateOfRows(costPerModel(goal, prices));
@@ -61,7 +64,7 @@ export function estimateCost(goal: CostedGoal, prices: PriceTable): CostEstimate
 export function estimateOfRows(rows: ModelCost[]): CostEstimate {
   const priced = rows.filter((r) => r.costUsd !== null);
   return {
-    usd: priced.reduce((sum, r) => sum + r.costUsd!, 0),
+    usd: nanoUsd(priced.reduce((sum, r) => sum + r.costUsd!, 0)),
     priced: priced.length,
     unpriced: rows.filter((r) => r.costUsd === null && hasTokens(r.tokens)).map((r) => r.model),
   };

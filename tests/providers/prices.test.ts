@@ -96,6 +96,13 @@ test('cost per model: tokens summed over roles, priced by alias, unknown as null
   assert.deepEqual([c.usd, c.priced, c.unpriced], [10.35, 1, ['local:mystery-7b']]);
 });
 
+test('a cost carries no float noise: 1 + 7 tokens, 1 + 7 cached, at $3/$15/$0.3/$3.75 is $0.00013455', () => {
+  // Summed in floating point it was 0.00013455000000000002, and `status --json` said so.
+  const goal = { usage: { 'critic|claude-sonnet-5-5': usage(1, 7, 1, 7) }, requestedAs: {} };
+  assert.equal(costPerModel(goal, PRICES)[0]!.costUsd, 0.00013455);
+  assert.equal(String(estimateCost(goal, PRICES).usd), '0.00013455');
+});
+
 test('the model label is a configured model, its dated form as it, and anything else `other`', () => {
   const configured = configuredModels({
     models: { HIGH: 'anthropic:claude-sonnet-5-5', LOW: 'local:qwen3:8b' },
