@@ -16,13 +16,26 @@ export function budgetStatusLines(g: GoalRecord, now = Date.now()): string[] {
   ].filter(Boolean);
   const lines: string[] = [];
   if (limits.length) lines.push(`budgets   ${limits.join(', ')}; at a limit: ${b.onBudget ?? 'end'}`);
-  if (g.status === 'awaiting_human' && g.pausedFor === 'budget') {
-    const flag = BUDGET_FLAG[pausedBudgetKind(g)];
-    lines.push(`paused    at its budget, work kept: carry on with deepq resume ${g.goalId} ${flag} N`);
-  }
+  const pause = pauseLine(g);
+  if (pause) lines.push(pause);
   if (g.reason?.startsWith('stalled:'))
     lines.push(`stalled   the reflector stopped asking the model; ${cycleCounts(g)}`);
   return lines;
+}
+
+/** A goal awaiting a human: why, and the commands that answer it (none for any other goal). */
+export function pauseLine(
+  g: Pick<GoalRecord, 'goalId' | 'status' | 'pausedFor' | 'reason' | 'budgets'>,
+): string | null {
+  if (g.status !== 'awaiting_human') return null;
+  const id = g.goalId;
+  if (g.pausedFor === 'budget') {
+    const flag = BUDGET_FLAG[pausedBudgetKind(g)];
+    return `paused    at its budget, work kept: carry on with deepq resume ${id} ${flag} N`;
+  }
+  const why = g.pausedFor === 'review' ? 'for your review' : 'escalated to you';
+  const answers = `deepq resume ${id} goes on (--note "..." re-plans), deepq resume ${id} --end ends it done`;
+  return `paused    ${why}: ${answers}, deepq cancel ${id} stops it; deepq artifacts ${id} --out DIR shows its work`;
 }
 
 /** `cycles 1: 0 done, 1 failed; 2: …` from the progress record. */

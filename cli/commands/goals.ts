@@ -29,6 +29,7 @@ export function registerGoalCommands(program: Command): void {
       const c = await client();
       await c.get(goalId);
       const status = await follow(c, goalId, process.stdout.isTTY ? 'tree' : 'lines', o.redisTimeout);
+      if (status === 'awaiting_human') await tellPause(c, goalId);
       process.exitCode = status === 'done' ? 0 : 1;
     });
   registerArtifacts(program);
@@ -108,8 +109,15 @@ function registerEnqueue(program: Command): void {
       const mode = o.json ? 'none' : process.stdout.isTTY ? 'tree' : 'lines';
       if (o.wait) status = await follow(c, goalId, mode, o.redisTimeout);
       if (o.json) printJson(await c.summary(goalId));
+      else if (status === 'awaiting_human') await tellPause(c, goalId);
       process.exitCode = o.wait && status !== 'done' ? 1 : 0;
     });
+}
+
+/** A follow that stopped at a pause says what answers it (the timeline says why it paused). */
+async function tellPause(c: GoalReader, goalId: string): Promise<void> {
+  const line = (await import('../budget-status.ts')).pauseLine(await c.get(goalId));
+  if (line) print(line);
 }
 
 /** A repeatable option's values, in order. */

@@ -3,9 +3,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { loadConfig } from '../../shared/runtime/config.ts';
+import type { Runtime } from '../../shared/runtime/runtime.ts';
 import { openState } from '../../shared/runtime/state.ts';
 import { runCli, testEnv } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
+import { reflectToHuman } from '../../testing/vfs-runtime.ts';
 
 const redis = useRedis();
 
@@ -37,4 +39,30 @@ test('watch on a goal that comes to await a human stops there, exit 1, with the 
   const r = await runCli(['watch', goalId], env, 30_000);
   assert.equal(r.code, 1, r.stdout + r.stderr);
   assert.match(r.stdout, /paused for a human \(budget\): token budget exceeded \(stand-in\)/);
+});
+
+test('a follow that stops at a review or an escalation names the commands that answer it', async () => {
+  await redis.ready;
+  const env = testEnv(redis.url);
+  const state = openState(loadConfig(env), 'test');
+  try {
+    for (const [decision, pausedFor, why] of [
+      ['end', 'review', 'for your review'],
+      ['escalate', 'escalation', 'escalated to you'],
+    ] as const) {
+      const enq = await runCli(['enqueue', `a goal for a ${pausedFor}`, '--review'], env);
+      const goalId = enq.stdout.trim();
+      assert.ok(await reflectToHuman(state as unknown as Runtime, goalId, decision, pausedFor));
+      const r = await runCli(['watch', goalId], env, 30_000);
+      assert.equal(r.code, 1, r.stdout + r.stderr);
+      const answers =
+        `paused    ${why}: deepq resume ${goalId} goes on (--note "..." re-plans), ` +
+        `deepq resume ${goalId} --end ends it done, deepq cancel ${goalId} stops it`;
+      assert.ok(r.stdout.includes(answers), r.stdout);
+      const status = await runCli(['status', goalId], env);
+      assert.ok(status.stdout.includes(answers), status.stdout);
+    }
+  } finally {
+    await state.close();
+  }
 });
