@@ -108,8 +108,9 @@ export function supervise(specs: ChildSpec[], opts: SuperviseOptions = {}): Supe
               const t = setTimeout(() => c.kill('SIGKILL'), timeoutMs);
               c.once('exit', (code, signal) => {
                 clearTimeout(t);
-                // Still starting (no signal handler yet), SIGTERM ended it: stopped as asked.
-                codes.set(name, code ?? (signal === 'SIGTERM' ? 0 : null));
+                // Still starting (no signal handler yet), SIGTERM ended it: stopped as asked. So did
+                // the terminal's Ctrl-C, for a child forked but not yet in its own process group.
+                codes.set(name, code ?? (signal === 'SIGTERM' || signal === 'SIGINT' ? 0 : null));
                 resolve();
               });
               // Closing the channel asks for one drain. A SIGTERM would be a second signal to a

@@ -6,7 +6,7 @@ import { ValidationError } from '../../shared/errors.ts';
 import type { Config } from '../../shared/runtime/config.ts';
 import { catchStartSignals } from '../../shared/runtime/start-signals.ts';
 import { int } from '../args.ts';
-import { CONFIG_ERROR_EXIT, planChildren, type Supervisor, supervise } from '../supervisor.ts';
+import { type ChildSpec, CONFIG_ERROR_EXIT, planChildren, type Supervisor, supervise } from '../supervisor.ts';
 import { print } from './output.ts';
 
 const concurrency = () =>
@@ -59,46 +59,38 @@ export function registerServiceCommands(program: Command): void {
   registerUp(program);
 }
 
+const DEFAULT_PORT_BASE = 9464;
+
 function registerUp(program: Command): void {
   program
     .command('up')
     .description('start planner, reflector and one worker per role as child processes')
     .option(
       '--metrics-port-base <port>',
-      'first metrics port; each child takes the next one',
+      'first metrics port; each child takes the next one (default: METRICS_PORT, else 9464)',
       int('--metrics-port-base', 0),
-      9464,
     )
     .option('--replicas <n>', 'worker processes per role', int('--replicas'), 1)
     .action(async (o) => up(o.metricsPortBase, o.replicas));
 }
 
 /** Starts the children and stops them all on SIGINT or SIGTERM, exiting 1 if any failed. */
-async function up(metricsPortBase: number, replicas: number): Promise<void> {
+async function up(portBase: number | undefined, replicas: number): Promise<void> {
   const { loadConfig } = await import('../../shared/runtime/config.ts');
   const cfg = loadConfig();
   if (cfg.providerNotice) print(cfg.providerNotice);
   if (cfg.envNotice) print(cfg.envNotice);
-  const specs = planChildren(
-    cfg.roles.map((r) => r.name),
-    metricsPortBase,
-    replicas,
-  );
-  const last = specs[specs.length - 1]!.port;
-  if (last > 65535)
-    throw new ValidationError(`--metrics-port-base ${metricsPortBase}: its children need ports up to ${last}`);
-  const host = reachableHost(cfg.metricsHost);
-  const shown = (port: number) =>
-    port === 0 ? "a free port (its log's 'started' line gives it as metricsPort)" : `http://${host}:${port}/metrics`;
-  for (const s of specs) print(`deepq up: ${s.name.padEnd(28)} metrics ${shown(s.port)}`);
-  const stopRedisCheck = await (await import('../up-redis-check.ts')).tellWhileRedisAway(cfg.redisUrl, print);
+  const specs = childSpecs(cfg, portBase, replicas);
+  let sup: Supervisor | undefined;
+  let stopRedisCheck = () => {};
   let stopping = false;
   let exitCode = 0;
   const stop = () => {
     // A second signal while draining stops at once (one stop already runs: it reports).
-    if (stopping) return stopNow(sup, cfg);
+    if (stopping) return sup && stopNow(sup, cfg);
     stopping = true;
     stopRedisCheck();
+    if (!sup) process.exit(exitCode);
     const upTo = Math.round(cfg.drainTimeoutMs / 1000);
     print(
       `deepq up: stopping all services: each finishes its running jobs first (up to ${upTo} s); Ctrl-C again stops now`,
@@ -111,15 +103,37 @@ async function up(metricsPortBase: number, replicas: number): Promise<void> {
       process.exit(exitCode || (bad.length ? 1 : 0));
     });
   };
-  const sup = supervise(specs, {
+  // Before any child starts: a signal with no listener yet would kill this process alone.
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+  sup = supervise(specs, {
     onGiveUp(name, reason, code) {
       print(`deepq up: ${name} is not restarted: ${reason} (see its output above)`);
       exitCode = code === CONFIG_ERROR_EXIT ? CONFIG_ERROR_EXIT : 1;
       stop();
     },
   });
-  process.on('SIGINT', stop);
-  process.on('SIGTERM', stop);
+  const { tellWhileRedisAway } = await import('../up-redis-check.ts');
+  if (!stopping) stopRedisCheck = await tellWhileRedisAway(cfg.redisUrl, print);
+}
+
+/** The children `up` starts, each port printed; ports past 65535 refused up front. */
+function childSpecs(cfg: Config, portBase: number | undefined, replicas: number): ChildSpec[] {
+  // A service's own port is 0 (any free one) by default; `up` prints fixed ones unless told.
+  const metricsPortBase = portBase ?? (process.env.METRICS_PORT ? cfg.metricsPort : DEFAULT_PORT_BASE);
+  const specs = planChildren(
+    cfg.roles.map((r) => r.name),
+    metricsPortBase,
+    replicas,
+  );
+  const last = specs[specs.length - 1]!.port;
+  if (last > 65535)
+    throw new ValidationError(`--metrics-port-base ${metricsPortBase}: its children need ports up to ${last}`);
+  const host = reachableHost(cfg.metricsHost);
+  const shown = (port: number) =>
+    port === 0 ? "a free port (its log's 'started' line gives it as metricsPort)" : `http://${host}:${port}/metrics`;
+  for (const s of specs) print(`deepq up: ${s.name.padEnd(28)} metrics ${shown(s.port)}`);
+  return specs;
 }
 
 let stoppedNow = false;

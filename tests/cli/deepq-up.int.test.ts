@@ -331,6 +331,62 @@ test('a Redis that does not answer: deepq up says so in plain words, and again o
   }
 });
 
+test('METRICS_PORT is the first port of deepq up when --metrics-port-base is not given', async () => {
+  await redis.ready;
+  const base = await freePortRange(NAMES.length);
+  const up = spawn(process.execPath, [BIN, 'up'], {
+    env: { ...testEnv(redis.url), METRICS_PORT: String(base) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  let out = '';
+  up.stdout!.on('data', (d) => (out += d));
+  const exited = new Promise<number | null>((r) => up.on('close', (code) => r(code)));
+  try {
+    for (let t = 0; !out.includes('worker-critic'); t++) {
+      if (t > 200) throw new Error(`no port lines:\n${out}`);
+      await sleep(50);
+    }
+    assert.match(out, new RegExp(`planner\\s+metrics http://127\\.0\\.0\\.1:${base}/metrics`));
+    assert.match(out, new RegExp(`worker-critic\\s+metrics http://127\\.0\\.0\\.1:${base + 4}/metrics`));
+    // Each child serves the port printed for it.
+    for (let i = 0; i < NAMES.length; i++) {
+      for (let t = 0; ; t++) {
+        const ok = await fetch(`http://127.0.0.1:${base + i}/healthz`).then(
+          (r) => r.ok,
+          () => false,
+        );
+        if (ok) break;
+        if (t > 400) throw new Error(`port ${base + i} never answered:\n${out}`);
+        await sleep(50);
+      }
+    }
+    process.kill(-up.pid!, 'SIGINT');
+    assert.equal(await exited, 0, out);
+  } finally {
+    if (up.exitCode === null) process.kill(-up.pid!, 'SIGKILL');
+  }
+});
+
+test('Ctrl-C as soon as the ports are printed stops every child, exit 0', linuxOnly, async () => {
+  await redis.ready;
+  const base = await freePortRange(NAMES.length);
+  const { up, out, closed: exited } = startUp(testEnv(redis.url), base);
+  try {
+    for (let t = 0; !out().includes('worker-critic'); t++) {
+      if (t > 400) throw new Error(`no port lines:\n${out()}`);
+      await sleep(5);
+    }
+    const children = childPids(up.pid!);
+    process.kill(-up.pid!, 'SIGINT');
+    assert.equal(await exited, 0, out());
+    assert.match(out(), /stopping all services/);
+    for (const pid of children) assert.ok(!alive(pid), `child ${pid} outlived deepq up`);
+  } finally {
+    if (up.exitCode === null && up.signalCode === null) process.kill(-up.pid!, 'SIGKILL');
+  }
+});
+
 test('a --metrics-port-base whose children would need ports past 65535 is refused up front', async () => {
   await redis.ready;
   const { out, closed } = startUp(testEnv(redis.url), 65534);
