@@ -98,30 +98,28 @@ export function supervise(specs: ChildSpec[], opts: SuperviseOptions = {}): Supe
       stopping = true;
       const codes = new Map<string, number | null>();
       await Promise.all(
-        [...children.entries()].map(
-          ([name, c]) =>
-            new Promise<void>((resolve) => {
-              if (c.exitCode !== null || c.signalCode !== null) {
-                codes.set(name, c.exitCode);
-                return resolve();
-              }
-              const t = setTimeout(() => c.kill('SIGKILL'), timeoutMs);
-              c.once('exit', (code, signal) => {
-                clearTimeout(t);
-                // Still starting (no signal handler yet), SIGTERM ended it: stopped as asked. So did
-                // the terminal's Ctrl-C, for a child forked but not yet in its own process group.
-                codes.set(name, code ?? (signal === 'SIGTERM' || signal === 'SIGINT' ? 0 : null));
-                resolve();
-              });
-              // Closing the channel asks for one drain. A SIGTERM would be a second signal to a
-              // child that got its own (systemd stops a unit's every process at once), which
-              // then quits at once, its running jobs cut short.
-              if (c.connected) c.disconnect();
-              else c.kill('SIGTERM');
-            }),
-        ),
+        [...children.entries()].map(async ([name, c]) => codes.set(name, await stopChild(c, timeoutMs))),
       );
       return codes;
     },
   };
+}
+
+/** Asks one child to drain and exit (SIGKILL past `timeoutMs`); resolves to its exit code, 0 when stopped as asked. */
+function stopChild(c: ChildProcess, timeoutMs: number): Promise<number | null> {
+  if (c.exitCode !== null || c.signalCode !== null) return Promise.resolve(c.exitCode);
+  return new Promise((resolve) => {
+    const t = setTimeout(() => c.kill('SIGKILL'), timeoutMs);
+    c.once('exit', (code, signal) => {
+      clearTimeout(t);
+      // Still starting (no signal handler yet), SIGTERM ended it: stopped as asked. So did
+      // the terminal's Ctrl-C, for a child forked but not yet in its own process group.
+      resolve(code ?? (signal === 'SIGTERM' || signal === 'SIGINT' ? 0 : null));
+    });
+    // Closing the channel asks for one drain. A SIGTERM would be a second signal to a
+    // child that got its own (systemd stops a unit's every process at once), which
+    // then quits at once, its running jobs cut short.
+    if (c.connected) c.disconnect();
+    else c.kill('SIGTERM');
+  });
 }
