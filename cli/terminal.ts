@@ -64,6 +64,18 @@ export function displayWidth(s: string): number {
 }
 
 /**
+ * `s` in at most `max` characters, ending in `…` when cut: at the last space in its second half
+ * when there is one, so that a reason is not cut mid-word; whole code points always.
+ */
+export function clip(s: string, max: number): string {
+  const chars = [...s];
+  if (chars.length <= max) return s;
+  const cut = chars.slice(0, max - 1).join('');
+  const space = cut.lastIndexOf(' ');
+  return `${(space > cut.length / 2 ? cut.slice(0, space) : cut).trimEnd()}…`;
+}
+
+/**
  * One line cut to `columns` (display width, whole characters), ending in `…` when cut: a line
  * the terminal wraps takes more rows than a redraw counts. Unchanged without a width.
  */

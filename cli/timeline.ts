@@ -4,7 +4,7 @@
 
 import { cutChars } from '../shared/agent/tools/paging.ts';
 import type { SubtaskRef, TimelineEvent } from '../shared/goal/events.ts';
-import { safeLine } from './terminal.ts';
+import { clip, safeLine } from './terminal.ts';
 
 interface SubtaskView extends SubtaskRef {
   state: string;
@@ -180,17 +180,17 @@ export class TimelineView {
     const t = this.cycle(e.step).subtasks.get(e.index);
     if (!t) return;
     t.awaiting ??= new Map();
-    if (e.type === 'approval_requested') t.awaiting.set(e.callId, `${e.tool} ${e.input.slice(0, 60)}`);
+    if (e.type === 'approval_requested') t.awaiting.set(e.callId, `${e.tool} ${clip(e.input, 60)}`);
     else t.awaiting.delete(e.callId);
     if (t.state === 'running' || t.state === 'awaiting approval')
       t.state = t.awaiting.size ? 'awaiting approval' : 'running';
   }
 
   render(): string {
-    const lines = [`goal: ${this.goal.slice(0, 100)}  [${this.status}]`];
+    const lines = [`goal: ${clip(this.goal, 100)}  [${this.status}]`];
     if (this.inputs.length) lines.push(`files: ${inputList(this.inputs)}`);
     for (const c of [...this.cycles.values()].sort((a, b) => a.step - b.step)) {
-      const decision = c.decision ? `  → ${c.decision}${c.reason ? ` (${c.reason.slice(0, 80)})` : ''}` : '';
+      const decision = c.decision ? `  → ${c.decision}${c.reason ? ` (${clip(c.reason, 80)})` : ''}` : '';
       const marks = `${c.stalled ? '  [stalled]' : ''}${c.evicted ? `  [${c.evicted} evicted]` : ''}`;
       lines.push(`└─ cycle ${c.step}${decision}${marks}`);
       const subs = [...c.subtasks.values()].sort((a, b) => a.index - b.index);
@@ -213,7 +213,7 @@ function subtaskLine(t: SubtaskView, last: boolean): string {
     t.ms !== undefined ? `${(t.ms / 1000).toFixed(2)}s` : '',
     t.bytes !== undefined ? `${t.bytes} B` : '',
     t.tokens !== undefined ? `${t.tokens} tok` : '',
-    t.reason ? t.reason.slice(0, 80) : '',
+    t.reason ? clip(t.reason, 80) : '',
   ]
     .filter(Boolean)
     .join(', ');
@@ -273,7 +273,7 @@ function describe(e: TimelineEvent, goalId: string): string {
   switch (e.type) {
     case 'created': {
       const inputs = e.inputs?.length ? ` (with ${inputList(e.inputs.map((f) => f.name))})` : '';
-      return `created: ${e.goal.slice(0, 100)}${inputs}`;
+      return `created: ${clip(e.goal, 100)}${inputs}`;
     }
     case 'planned':
       return `planned ${e.subtasks.length} subtask(s): ${e.subtasks.map((s) => `${s.role}→${s.artifact}`).join(', ')}`;
@@ -302,7 +302,7 @@ function describe(e: TimelineEvent, goalId: string): string {
     case 'evicted':
       return `evicted ${e.name} (${e.reason})`;
     case 'reflected':
-      return `reflected: ${e.decision} (${e.reason.slice(0, 120)})`;
+      return `reflected: ${e.decision} (${clip(e.reason, 120)})`;
     case 'stalled':
       return `STALLED, ${e.action === 'fail' ? 'failing' : 'escalating'} without asking the model: ${e.reason}`;
     case 'paused':

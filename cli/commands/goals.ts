@@ -13,7 +13,7 @@ import { dir, int, MAX_SECONDS, num, onBudget } from '../args.ts';
 import { client, connection, reader } from '../connect.ts';
 import type { GoalClient } from '../goal-client.ts';
 import type { GoalReader } from '../goal-reader.ts';
-import { safeLine } from '../terminal.ts';
+import { clip, safeLine } from '../terminal.ts';
 import { approvalLines } from './approvals.ts';
 import { follow, print, printJson } from './output.ts';
 
@@ -148,7 +148,7 @@ async function printStatus(c: GoalReader, goalId: string, artifacts: string[]): 
   const g = await c.get(goalId);
   const waiting = await c.pendingApprovals(goalId);
   const t = g.tokens;
-  print(`goal      ${g.goalId}: ${g.goal.slice(0, 100)}`);
+  print(`goal      ${g.goalId}: ${clip(g.goal, 100)}`);
   // A running goal whose subtask waits for a human makes no progress until someone decides.
   const paused = waiting.length ? ` (waiting for approval: ${waiting.length} tool call(s))` : '';
   print(`status    ${g.status}${paused}${g.reason ? ` (${g.reason})` : ''}`);

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { planExport } from '../../cli/commands/artifacts-out.ts';
 import { redraw } from '../../cli/commands/output.ts';
-import { displayWidth, fitLine, safeJson, safeLine, safeText } from '../../cli/terminal.ts';
+import { clip, displayWidth, fitLine, safeJson, safeLine, safeText } from '../../cli/terminal.ts';
 
 const HOSTILE = '\x1b[2J\x1b]0;pwned\x07';
 // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
@@ -131,4 +131,15 @@ test('the watch redraw writes no line wider than the terminal and moves up over 
   written.length = 0;
   redraw('goal: done', rows, screen);
   assert.equal(written[0], '\x1b[3F\x1b[J', 'up three rows, then clear');
+});
+
+test('clip: a reason cut at a word boundary, ending in …; short text as it is; never half a character', () => {
+  const reason = 'the critic found the tests missing and the solution unreviewed, so another cycle is needed';
+  assert.equal(clip(reason, 40), 'the critic found the tests missing and…');
+  assert.ok([...clip(reason, 40)].length <= 40);
+  assert.equal(clip('short', 40), 'short');
+  // One long word: cut inside it, nothing better to do.
+  assert.equal(clip('x'.repeat(50), 10), `${'x'.repeat(9)}…`);
+  // Astral characters are whole code points: no lone surrogate reaches the terminal.
+  assert.equal(clip('😀'.repeat(20), 5), '😀😀😀😀…');
 });
