@@ -230,20 +230,32 @@ test('children still starting when deepq up is SIGKILLed exit too', linuxOnly, a
   }
 });
 
+/** A process's arguments; none once it is gone. */
+function argsOf(pid: number): string[] {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+  } catch {
+    return [];
+  }
+}
+
 /** Kills (SIGKILL) each child of `ppid` whose arguments include one of `names` as it appears, until `done`. */
 async function keepKilling(ppid: number, names: string[], done: () => boolean): Promise<number> {
-  let kills = 0;
+  const killed = new Set<number>();
   for (let t = 0; !done(); t++) {
     if (t > 1500) throw new Error('the supervisor never gave up');
     for (const pid of childPids(ppid)) {
-      const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-      if (!names.some((n) => args.includes(n))) continue;
-      process.kill(pid, 'SIGKILL');
-      kills++;
+      if (killed.has(pid) || !names.some((n) => argsOf(pid).includes(n))) continue;
+      try {
+        process.kill(pid, 'SIGKILL');
+        killed.add(pid);
+      } catch {
+        /* gone meanwhile */
+      }
     }
     await sleep(20);
   }
-  return kills;
+  return killed.size;
 }
 
 test('a child that keeps dying at start is not restarted for ever: deepq up says why, stops the rest, exits 1', {
