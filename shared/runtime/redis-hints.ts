@@ -31,13 +31,23 @@ export function passwordHint(message: string): string {
 }
 
 let refusal: Error | undefined;
+const onFatal: ((err: Error) => void)[] = [];
 
 /**
  * The first refusal of this process's Redis settings (its database or its password), kept as a
  * config error: the failures that follow ("Connection is closed") are its consequence, and the
- * CLI reports this instead, exiting 78 (a restart cannot help).
+ * CLI reports this instead, exiting 78 (a restart cannot help). A `fatal` one (a database: its
+ * connection is closed for good) is also told to `whenRedisRefused`'s listeners.
  */
-export function redisRefusal(err?: Error): Error | undefined {
-  refusal ??= err;
+export function redisRefusal(err?: Error, fatal = false): Error | undefined {
+  if (err && !refusal) {
+    refusal = err;
+    if (fatal) for (const listener of onFatal) listener(err);
+  }
   return refusal;
+}
+
+/** For a long-running process that does not fail on its own (the inspector): stop on a fatal refusal. */
+export function whenRedisRefused(listener: (err: Error) => void): void {
+  onFatal.push(listener);
 }

@@ -41,8 +41,8 @@ function refuseWrongSettings(client: Redis, url: string): void {
     if (WRONG_PASSWORD.test(err.message))
       redisRefusal(new ConfigError(`${where} refused its password: ${err.message}${passwordHint(err.message)}`));
     if (!WRONG_DATABASE.test(err.message)) return;
-    redisRefusal(new ConfigError(`${where} refused its database: ${err.message}${databaseHint(err.message)}`));
     client.disconnect();
+    redisRefusal(new ConfigError(`${where} refused its database: ${err.message}${databaseHint(err.message)}`), true);
   });
 }
 

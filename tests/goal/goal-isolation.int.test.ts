@@ -183,7 +183,7 @@ test('a password URL with escaped characters works; a wrong password is a clear 
   assert.ok(!svc.output().includes('not-the-password-42'), 'the wrong password was echoed');
 });
 
-test('a database number this Redis lacks stops the CLI and a service, writing nothing to database 0', {
+test('a database number this Redis lacks stops the CLI, a service and the inspector, writing nothing to db 0', {
   timeout: 90_000,
 }, async () => {
   // ioredis only reports the refused SELECT and goes on in database 0, among its other data.
@@ -200,6 +200,10 @@ test('a database number this Redis lacks stops the CLI and a service, writing no
   const code = await new Promise<number | null>((resolve) => svc.proc.once('exit', (c) => resolve(c)));
   assert.equal(code, 78, svc.output());
   assert.match(svc.output(), /^deepq: error: Redis at \S+\/99 refused its database/m);
+  // The inspector, which would otherwise serve pages that each fail, stops too.
+  const ui = await runCli(['ui', '--port', '0'], env, 30_000);
+  assert.equal(ui.code, 78, ui.stderr);
+  assert.match(ui.stderr, /^deepq: error: Redis at \S+\/99 refused its database/m);
   assert.equal(await t.rt.redis.dbsize(), keysBefore, 'something was written to database 0');
 });
 
