@@ -113,6 +113,11 @@ test('jobs parked at a budget wake when the resume that raised it died before wa
       return parked.length > 0 && states.every((st) => st === 'delayed') && active.every((n) => n === 0);
     };
     await until(parkedAll, 20_000, 'every job parked');
+    // A job that just parked reads its goal once more after the move (a resume landing then is
+    // one it wakes for itself): on a loaded machine that read can come well after the move, so
+    // the state must hold a while, or the resume below races it and no reconciler is needed.
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.ok(await parkedAll(), 'every job still parked');
     // What `deepq resume --max-seconds 60` does first; it dies before waking the parked jobs.
     const budgets = raisedBudgets(g, { maxSeconds: 60 });
     const resume = { step: g.step, to: g.pausedFrom!, budgets, raised: { maxSeconds: 60 } };
