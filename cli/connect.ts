@@ -4,7 +4,7 @@
 // imported when a command first needs them, so `deepq --help` loads none of them.
 import type { Redis } from 'ioredis';
 import type { Config } from '../shared/runtime/config.ts';
-import { closedHint, databaseHint, WRONG_DATABASE } from '../shared/runtime/redis-hints.ts';
+import { connectHint, WRONG_DATABASE, WRONG_PASSWORD } from '../shared/runtime/redis-hints.ts';
 import { startTracing, stopTracing } from '../shared/runtime/tracing.ts';
 import type { GoalClient } from './goal-client.ts';
 import type { GoalReader } from './goal-reader.ts';
@@ -12,8 +12,7 @@ import { safeLine } from './terminal.ts';
 
 /** How long a CLI command waits for its first Redis connection before saying so. */
 const CONNECT_TIMEOUT_MS = 10_000;
-const PERMANENT_CONNECT_ERROR =
-  /WRONGPASS|NOAUTH|invalid password|certificate|self[- ]signed|ERR_TLS|CERT_|UNABLE_TO_VERIFY|altnames/i;
+const TLS_REFUSED = /certificate|self[- ]signed|ERR_TLS|CERT_|UNABLE_TO_VERIFY|altnames/i;
 
 /**
  * Resolves once the connection is ready; rejects with an error naming the (redacted) URL and
@@ -29,7 +28,7 @@ export async function connected(redis: Redis, url: string, timeoutMs = CONNECT_T
   try {
     await new Promise<void>((resolve, reject) => {
       const fail = () =>
-        reject(new Error(`cannot connect to Redis at ${redactUrl(url)}${last ? `: ${last}${hintFor(last)}` : ''}`));
+        reject(new Error(`cannot connect to Redis at ${redactUrl(url)}${last ? `: ${last}${connectHint(last)}` : ''}`));
       const t = setTimeout(() => {
         last = `no connection within ${timeoutMs / 1000} s${last ? ` (${last})` : ''}`;
         fail();
@@ -40,7 +39,7 @@ export async function connected(redis: Redis, url: string, timeoutMs = CONNECT_T
         // A refused connection may be a Redis still starting; a wrong password or an
         // untrusted certificate will not get better by waiting.
         const what = `${err.message} ${(err as NodeJS.ErrnoException).code ?? ''}`;
-        if (PERMANENT_CONNECT_ERROR.test(what) || WRONG_DATABASE.test(what)) {
+        if ([TLS_REFUSED, WRONG_PASSWORD, WRONG_DATABASE].some((permanent) => permanent.test(what))) {
           clearTimeout(t);
           fail();
         }
@@ -55,8 +54,6 @@ export async function connected(redis: Redis, url: string, timeoutMs = CONNECT_T
     redis.off('error', onError);
   }
 }
-
-const hintFor = (message: string) => closedHint(message) + databaseHint(message);
 
 let clientRef: GoalClient | undefined;
 let readerRef: GoalReader | undefined;

@@ -1,7 +1,7 @@
 // `deepq up`'s plain word on Redis: its children log JSON lines about a Redis they cannot reach,
 // which a person starting deepq for the first time does not read as "start Redis". The
 // supervisor checks once and says so in plain text, then again when Redis answers.
-import { closedHint, databaseHint } from '../shared/runtime/redis-hints.ts';
+import { connectHint } from '../shared/runtime/redis-hints.ts';
 import { safeLine } from './terminal.ts';
 
 const FIRST_CHECK_MS = 3000;
@@ -23,7 +23,7 @@ export async function tellWhileRedisAway(url: string, print: (line: string) => v
   setTimeout(() => {
     if (redis.status === 'ready' || redis.status === 'end') return;
     told = true;
-    const why = last ? ` (${safeLine(last)}${closedHint(last)}${databaseHint(last)})` : '';
+    const why = last ? ` (${safeLine(last)}${connectHint(last)})` : '';
     print(
       `deepq up: cannot reach Redis at ${redactUrl(url)}${why}: the services wait for it; start it, or set REDIS_URL`,
     );

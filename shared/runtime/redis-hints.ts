@@ -21,8 +21,11 @@ export function databaseHint(message: string): string {
   return `; the database number at the end of the Redis URL (/N) must be one this Redis has (${which})`;
 }
 
+/** What a failed connection may mean, where the error alone does not say (closed, wrong database). */
+export const connectHint = (message: string): string => closedHint(message) + databaseHint(message);
+
 /** A password Redis refused, or one it wants and did not get. */
-export const WRONG_PASSWORD = /WRONGPASS|NOAUTH|invalid password/;
+export const WRONG_PASSWORD = /WRONGPASS|NOAUTH|invalid password/i;
 
 /** What to do about a refused password, or '' for any other error. */
 export function passwordHint(message: string): string {
