@@ -80,7 +80,6 @@ async function up(portBase: number | undefined, replicas: number): Promise<void>
   const cfg = loadConfig();
   if (cfg.providerNotice) print(cfg.providerNotice);
   if (cfg.envNotice) print(cfg.envNotice);
-  const specs = childSpecs(cfg, portBase, replicas);
   let sup: Supervisor | undefined;
   let stopRedisCheck = () => {};
   let stopping = false;
@@ -103,9 +102,10 @@ async function up(portBase: number | undefined, replicas: number): Promise<void>
       process.exit(exitCode || (bad.length ? 1 : 0));
     });
   };
-  // Before any child starts: a signal with no listener yet would kill this process alone.
+  // Before the port lines and any child: a signal with no listener yet would kill this process alone.
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);
+  const specs = childSpecs(cfg, portBase, replicas);
   sup = supervise(specs, {
     onGiveUp(name, reason, code) {
       print(`deepq up: ${name} is not restarted: ${reason} (see its output above)`);
