@@ -26,15 +26,21 @@ export function parseOrThrow<T>(schema: z.ZodType<T>, value: unknown, what: stri
   return r.data;
 }
 
+/** A JSON reviver or replacer: each string well-formed (a lone surrogate becomes U+FFFD). */
+export const wellFormedStrings = (_key: string, value: unknown) =>
+  typeof value === 'string' ? value.toWellFormed() : value;
+
 /** Extract the JSON value from model text (bare JSON or one fenced ```json block). */
 export function extractJson(text: string): unknown {
   const trimmed = text.trim();
   const fenced = /^```(?:json)?\s*\n([\s\S]*?)\n```$/.exec(trimmed);
   const body = fenced ? fenced[1]! : trimmed;
   try {
-    return JSON.parse(body);
+    // A `\ud83d` escape alone would be half an emoji in every string the answer hands on.
+    return JSON.parse(body.toWellFormed(), body.includes('\\u') ? wellFormedStrings : undefined);
   } catch (err) {
-    throw new ValidationError(`output is not valid JSON: ${(err as Error).message}`);
+    // V8 quotes the bad token as one UTF-16 unit: half of an emoji that starts the answer.
+    throw new ValidationError(`output is not valid JSON: ${(err as Error).message.toWellFormed()}`);
   }
 }
 

@@ -255,9 +255,23 @@ function toolUsesOf(m: WireMessage | undefined): WireToolUse[] {
 const emptyMessageError = (i: number) =>
   `messages.${i}: all messages must have non-empty content except for the optional final assistant message`;
 
+/** The path of the first string in `v` holding a lone surrogate, or null: the real API refuses
+ *  one anywhere in the body (half an emoji, cut or quoted). */
+function illFormedAt(v: unknown, path: string): string | null {
+  if (typeof v === 'string') return v.isWellFormed() ? null : path;
+  if (typeof v !== 'object' || v === null) return null;
+  for (const [k, x] of Object.entries(v)) {
+    const at = illFormedAt(x, path ? `${path}.${k}` : k);
+    if (at !== null) return at;
+  }
+  return null;
+}
+
 /** The request's validation problem, as the real API would report it, or null. */
 export function validateRequest(body: unknown): string | null {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return 'request body must be a JSON object';
+  const broken = illFormedAt(body, '');
+  if (broken !== null) return `The request body is not valid JSON: no low surrogate in string (at ${broken || 'root'})`;
   const b = body as MessagesBody;
   if (typeof b.model !== 'string' || !b.model) return 'model: Field required';
   if (!Number.isInteger(b.max_tokens) || b.max_tokens < 1) return 'max_tokens: must be a positive integer';

@@ -1,6 +1,7 @@
 // A finished cycle's outcomes: each child's result, or its failure reason when it failed for
 // good (a failed child never cancels its siblings: ignoreDependencyOnFailure).
 import type { Job } from 'bullmq';
+import { cutText } from '../../shared/goal/approvals.ts';
 import type { CycleOutcome } from '../../shared/goal/progress.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';
 import { isFinishedBy, settleFailedArtifact } from '../../shared/goal/subtask-artifact.ts';
@@ -44,7 +45,7 @@ export async function collectOutcomes(rt: Runtime, job: Job, goal: GoalRecord): 
       role: t?.role ?? '?',
       artifact,
       status: 'failed',
-      reason: String(reason).slice(0, 300),
+      reason: cutText(String(reason), 300),
     });
   }
   await finishedDespiteFailure(rt, job, byIndex, failures);

@@ -2,6 +2,7 @@
 // the cycle's reflection began, the reflector records it: services/reflector/outcomes.ts); the
 // reflection goes on without it (a failed child never cancels its siblings).
 import type { Job } from 'bullmq';
+import { cutText } from '../../shared/goal/approvals.ts';
 import { finishedArtifact, settleFailedArtifact } from '../../shared/goal/subtask-artifact.ts';
 import { SubagentJobSchema } from '../../shared/runtime/jobs.ts';
 import { scrubSecrets } from '../../shared/runtime/logger.ts';
@@ -20,7 +21,7 @@ export function recordSubtaskFailure(rt: Runtime) {
     await rt.approvals.clearCheckpoint(goalId, String(job.id));
     // Its run recorded the artifact (and subtask_finished) before the job failed (stalled too often).
     if (await finishedArtifact(rt.vfs, parsed.data, String(job.id))) return;
-    const reason = scrubSecrets(err.message, rt.secrets).slice(0, 300);
+    const reason = cutText(scrubSecrets(err.message, rt.secrets), 300);
     const tokens = runTokensOf(err);
     const event = { type: 'subtask_failed' as const, step, index, role, artifact: expected_artifact, reason };
     await rt.goals.subtaskFailed(goalId, tokens === undefined ? event : { ...event, tokens }, true);

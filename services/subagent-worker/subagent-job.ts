@@ -11,7 +11,7 @@ import { type GoalRunOutcome, runForGoal } from '../../shared/agent/run-for-goal
 import { createSandboxTools, createVfsTools, type Tool, type ToolScope } from '../../shared/agent/tools.ts';
 import { shortId, storeTranscript, type TranscriptWrite } from '../../shared/agent/transcripts.ts';
 import { ErrorCode, hasCode, ProviderRateLimitError, VfsLimitError } from '../../shared/errors.ts';
-import type { JobCheckpoint } from '../../shared/goal/approvals.ts';
+import { cutText, type JobCheckpoint } from '../../shared/goal/approvals.ts';
 import { CheckpointWriter } from '../../shared/goal/checkpoints.ts';
 import type { TimelineEventBody } from '../../shared/goal/events.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
@@ -45,7 +45,7 @@ export interface SubagentDeps {
 type ResultBase = Pick<SubagentJobResult, 'artifact_name' | 'role' | 'threadId' | 'bytes' | 'startedAt'>;
 
 function skippedResult(base: ResultBase, notes: string, skipped: string): SubagentJobResult {
-  return { ...base, status: 'failed', notes: notes.slice(0, 200), finishedAt: Date.now(), skipped };
+  return { ...base, status: 'failed', notes: cutText(notes, 200), finishedAt: Date.now(), skipped };
 }
 
 export async function processSubagentJob(
@@ -367,7 +367,7 @@ async function recordResult(
   // A run stopped at its token cap keeps what it had: unfinished (`active`), marked partial.
   const status = run.ok ? 'done' : run.partial ? 'active' : 'failed';
   const retried = run.contractRetries ? 'accepted after one contract retry' : null;
-  const notes = run.ok ? retried : (run.problem ?? 'failed').slice(0, 200);
+  const notes = run.ok ? retried : cutText(run.problem ?? 'failed', 200);
   const bytes = Buffer.byteLength(r.content, 'utf8');
   const partial = run.partial ? { partial: true } : {};
   const result: SubagentJobResult = { ...base, status, notes, bytes, finishedAt: Date.now(), ...partial };

@@ -170,7 +170,8 @@ export function createAgent(spec: AgentSpec, deps: AgentDeps): Agent {
         // Reject and retry once with a reminder naming what was wrong (seed 000).
         deps.metrics?.contractRejections.inc({ role: ctx.role, outcome: 'retried' });
         const again = `Reply again with ONLY ${opts.contract.describe}.`;
-        const reminder = `Your answer was rejected: ${cutChars(verdict.problem, REMINDER_PROBLEM_CHARS)}. ${again}`;
+        const problem = cutChars(verdict.problem, REMINDER_PROBLEM_CHARS).toWellFormed();
+        const reminder = `Your answer was rejected: ${problem}. ${again}`;
         conv.messages.push({ role: 'user', content: reminder });
         conv.contractRetry = true;
         conv.phaseTurns = 0;

@@ -2,6 +2,7 @@
 // vfsEvict script) and the readers (`watch`, the timeline view, tests) share these types.
 import type { ApprovalDecisionStatus } from '../agent/approval.ts';
 import type { BudgetKind } from '../errors.ts';
+import { wellFormedStrings } from '../zod.ts';
 import type { Decision } from './plan.ts';
 import type { TerminalStatus } from './status.ts';
 
@@ -126,7 +127,10 @@ export type TimelineEventType = TimelineEventBody['type'];
 export type TimelineEvent = TimelineEventBody & { at: number };
 /** An event as its stream stores it (the `e` field): the body stamped with `at`. */
 export function storedEvent(event: TimelineEventBody, at = Date.now()): string {
-  return JSON.stringify({ ...event, at });
+  const json = JSON.stringify({ ...event, at });
+  // A lone surrogate (half an emoji in a quoted or cut reason) is stored as a `\ud83d` escape,
+  // which Redis's cjson refuses: a script reading the stream back would fail for good.
+  return json.includes('\\u') ? JSON.stringify({ ...event, at }, wellFormedStrings) : json;
 }
 export interface TimelineEntry {
   /** The stream id, for reading on from here. */

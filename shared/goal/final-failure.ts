@@ -7,6 +7,7 @@ import type { Job } from 'bullmq';
 import { PlanJobSchema } from '../runtime/jobs.ts';
 import { scrubSecrets } from '../runtime/logger.ts';
 import type { Runtime } from '../runtime/runtime.ts';
+import { cutText } from './approvals.ts';
 import { atCycle, planCycle } from './lifecycle.ts';
 
 const OF_JOB = {
@@ -19,7 +20,7 @@ export function failGoalOnFinalFailure(rt: Runtime, what: keyof typeof OF_JOB) {
     // Plan and reflect payloads share one shape: { goalId, step }.
     const parsed = PlanJobSchema.safeParse(job.data);
     if (!parsed.success) return;
-    const reason = `${what} failed: ${scrubSecrets(err.message, rt.secrets)}`.slice(0, 1000);
+    const reason = cutText(`${what} failed: ${scrubSecrets(err.message, rt.secrets)}`, 1000);
     const { goalId, step } = parsed.data;
     await rt.lifecycle.fail(goalId, reason, step, OF_JOB[what].from, OF_JOB[what].guard(step));
   };

@@ -134,3 +134,14 @@ test('model JSON may be bare or in one fenced block; anything else is named inva
   assert.deepEqual(extractJson('```json\n{"a":1}\n```'), { a: 1 });
   assert.throws(() => extractJson('Here is the plan: {"a":1}'), /not valid JSON/);
 });
+
+test('model JSON hands on no half of an emoji: an escaped lone surrogate, or one quoted by the parse error', () => {
+  assert.deepEqual(extractJson('{"instruction":"look \\ud83d here","ok":"\\ud83d\\udd0d"}'), {
+    instruction: 'look \uFFFD here',
+    ok: '🔍',
+  });
+  assert.throws(
+    () => extractJson('🔍 Looks fine'),
+    (err: Error) => /not valid JSON/.test(err.message) && err.message.isWellFormed(),
+  );
+});

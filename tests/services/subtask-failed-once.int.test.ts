@@ -87,6 +87,19 @@ test("the worker's record lands only while the cycle runs; the reflector's once,
   assert.equal(await rt.goals.subtaskFailed('no-such-goal', failure(0), false), false);
 });
 
+test('a reason holding half an emoji is stored whole: the next failure of the cycle still reads it back', async () => {
+  const goalId = await dispatchedGoal(3);
+  // V8's JSON.parse error quotes a bad token as one UTF-16 unit: half of '🔍'.
+  const half = 'output is not valid JSON: Unexpected token \'\ud83d\', "🔍 Looks" is not valid JSON';
+  assert.equal(await rt.goals.subtaskFailed(goalId, failure(0, half), true), true);
+  // Each record reads the cycle's earlier ones back (cjson refuses a lone surrogate's escape).
+  assert.equal(await rt.goals.subtaskFailed(goalId, failure(1), true), true);
+  assert.equal(await rt.goals.subtaskFailed(goalId, failure(0, half), true), false, 'a re-sent record');
+  const [first] = (await timeline(goalId)).filter((e) => e.type === 'subtask_failed');
+  assert.ok(first?.type === 'subtask_failed' && first.reason?.isWellFormed(), JSON.stringify(first));
+  assert.match(String(first.reason), /Unexpected token '\uFFFD'/);
+});
+
 /**
  * Fails subtask `index` as a worker process dying with it twice does: taken, its lock gone
  * before the stalled check, twice (DEEPQ_MAX_STALLED_COUNT 1); the next worker to take it fails

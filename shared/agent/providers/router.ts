@@ -12,6 +12,7 @@ import {
   type ModelRequest,
   type ModelResponse,
 } from './types.ts';
+import { wellFormedRequest } from './well-formed.ts';
 
 export class ProviderRouter implements ModelProvider {
   readonly name: string;
@@ -39,7 +40,7 @@ export class ProviderRouter implements ModelProvider {
         'client',
       );
     }
-    const res = await backend.createMessage({ ...req, model }, ctx);
+    const res = await backend.createMessage(wellFormedRequest({ ...req, model }), ctx);
     return { ...res, model: modelKey({ provider, model: res.model || model }) };
   }
 
