@@ -100,6 +100,15 @@ test('a reason holding half an emoji is stored whole: the next failure of the cy
   assert.match(String(first.reason), /Unexpected token '\uFFFD'/);
 });
 
+test('an event stored with a lone surrogate escape (by an older version) is skipped, not fatal', async () => {
+  const goalId = await dispatchedGoal(2);
+  const old = JSON.stringify({ ...failure(0), reason: 'cut at \ud83d', at: Date.now() });
+  assert.match(old, /\\ud83d/);
+  await redis.client.xadd(rt.goals.keys.events(goalId), '*', 'e', old);
+  assert.equal(await rt.goals.subtaskFailed(goalId, failure(1), true), true);
+  assert.deepEqual(await failedIndexes(goalId), [0, 1]);
+});
+
 /**
  * Fails subtask `index` as a worker process dying with it twice does: taken, its lock gone
  * before the stalled check, twice (DEEPQ_MAX_STALLED_COUNT 1); the next worker to take it fails
