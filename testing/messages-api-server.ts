@@ -50,7 +50,10 @@ export interface WireThinking {
   signature: string;
 }
 export type WireBlock = WireTextBlock | WireToolUse | WireToolResult | { type: string; [k: string]: unknown };
-type AnswerBlock = WireTextBlock | WireToolUse | WireThinking;
+/** A tool call in an answer; `inputJson`, when set, is streamed as its input verbatim (an input
+ *  JSON.stringify cannot make, such as one nested thousands of levels deep). */
+export type AnswerToolUse = WireToolUse & { inputJson?: string };
+type AnswerBlock = WireTextBlock | AnswerToolUse | WireThinking;
 export interface WireMessage {
   role: 'user' | 'assistant';
   content: string | WireBlock[];
@@ -619,9 +622,13 @@ type WireMessageOut = {
 function blockEvents(block: AnswerBlock, index: number, chunk: number): SseAnswer['events'] {
   if (block.type === 'thinking') return thinkingEvents(block, index, chunk);
   const isTool = block.type === 'tool_use';
-  const start = isTool ? { ...block, input: {} } : { type: 'text', text: '' };
+  const { inputJson, ...use } = isTool ? block : { inputJson: undefined };
+  const start = isTool ? { ...use, input: {} } : { type: 'text', text: '' };
   const deltas = isTool
-    ? inPieces(JSON.stringify(block.input ?? {}), chunk).map((p) => ({ type: 'input_json_delta', partial_json: p }))
+    ? inPieces(inputJson ?? JSON.stringify(block.input ?? {}), chunk).map((p) => ({
+        type: 'input_json_delta',
+        partial_json: p,
+      }))
     : inPieces(block.text, chunk).map((t) => ({ type: 'text_delta', text: t }));
   return [
     { event: 'content_block_start', data: { type: 'content_block_start', index, content_block: start } },

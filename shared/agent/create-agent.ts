@@ -35,6 +35,7 @@ import type {
 } from './providers/types.ts';
 import { estimateInputTokens, MIN_CALL_TOKENS, ModelCallError, responseText, usageTotal } from './providers/types.ts';
 import type { AgentSpec, ThinkingSpec } from './roles.ts';
+import { refusedInput, withBoundedToolInputs } from './tool-input.ts';
 import { cutChars } from './tools/paging.ts';
 import type { Tool } from './tools.ts';
 
@@ -361,7 +362,7 @@ async function runTurns(c: Conversation, resume?: AgentCheckpoint): Promise<Turn
     const req = requestOf(c);
     const maxTokens = maxOutput(c, req);
     if (maxTokens === null) return { stop: 'cap' };
-    const res = await callWithin(c, { ...req, max_tokens: maxTokens });
+    const res = withBoundedToolInputs(await callWithin(c, { ...req, max_tokens: maxTokens }));
     const uses = res.content.filter((b): b is ToolUseBlock => b.type === 'tool_use');
     const final = res.stop_reason !== 'tool_use' || uses.length === 0;
     if (final) stopIfBudgetCut(c, res);
@@ -487,7 +488,8 @@ function pauseIfGated(c: Conversation, uses: ToolUseBlock[]): void {
   for (const [index, use] of uses.entries()) {
     const tool = c.tools.get(use.name);
     const label = tool ? (tool.label ?? tool.def.name) : undefined;
-    if (label !== undefined && gate.needs(label)) awaiting.push({ index, tool: label });
+    // A call whose input was refused is not run: nothing for a human to approve.
+    if (label !== undefined && gate.needs(label) && !refusedInput(use)) awaiting.push({ index, tool: label });
   }
   if (!awaiting.length) return;
   throw new ApprovalPause({ ...checkpointOf(c), uses, awaiting });
@@ -516,25 +518,29 @@ async function runTools(
     const tool = c.tools.get(use.name);
     const label = tool ? (tool.label ?? tool.def.name) : 'unknown';
     const refused = decided?.some((a) => a.index === i) ? refusal(c.approval?.decisions?.get(i)) : undefined;
+    const badInput = refused ? undefined : refusedInput(use);
     // A turn's results past their share are not run (a decided call runs: a human approved it).
-    const spent = !refused && !decided && turn.left <= 0;
-    const cutShort = !refused && !spent && started === i && tool?.atMostOnce === true;
+    const spent = !refused && !badInput && !decided && turn.left <= 0;
+    const cutShort = !refused && !badInput && !spent && started === i && tool?.atMostOnce === true;
     const begun = performance.now();
     const result = refused
       ? refusedCall(c, use, refused)
-      : spent
-        ? turnFull(c, use)
-        : cutShort
-          ? unknownOutcome(c, use, label)
-          : fitTurn(
-              turn,
-              tool ? await startTool(c, tool, use, () => ({ ...checkpoint(), started: i })) : unknownTool(c, use),
-            );
+      : badInput
+        ? inputRefused(c, use, badInput)
+        : spent
+          ? turnFull(c, use)
+          : cutShort
+            ? unknownOutcome(c, use, label)
+            : fitTurn(
+                turn,
+                tool ? await startTool(c, tool, use, () => ({ ...checkpoint(), started: i })) : unknownTool(c, use),
+              );
     const ms = performance.now() - begun;
     const ok = !result.is_error;
-    const status = refused ? 'refused' : spent ? 'not_run' : cutShort ? 'unknown' : ok ? 'ok' : 'error';
+    const status = refused ? 'refused' : spent || badInput ? 'not_run' : cutShort ? 'unknown' : ok ? 'ok' : 'error';
     c.metrics?.toolCalls.inc({ role: c.role, tool: label, status });
-    if (tool && !refused && !cutShort) c.metrics?.toolLatency.observe({ role: c.role, tool: label }, ms / 1000);
+    if (tool && !refused && !badInput && !cutShort)
+      c.metrics?.toolLatency.observe({ role: c.role, tool: label }, ms / 1000);
     results.push(result);
     // A call the abort cut short has no result to keep: a redelivery runs it again (an
     // at-most-once one, marked started, it reports as unknown instead).
@@ -577,6 +583,11 @@ function fitTurn(turn: { left: number }, result: ToolResultBlock): ToolResultBlo
   const fitted = text.length > turn.left ? truncate(text, Math.max(1000, turn.left)) : text;
   turn.left -= text.length;
   return fitted === text ? result : { ...result, content: fitted };
+}
+
+function inputRefused(c: Conversation, use: ToolUseBlock, why: string): ToolResultBlock {
+  const content = `error: not run: ${why}; send the call again with a flatter input`;
+  return { type: 'tool_result', tool_use_id: use.id, content: truncate(content, c.maxChars), is_error: true };
 }
 
 function turnFull(c: Conversation, use: ToolUseBlock): ToolResultBlock {

@@ -10,6 +10,7 @@ import { createVfsTools } from '../../shared/agent/tools.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
 import { ctxFor, useMessagesApi } from '../../testing/agent-harness.ts';
 import {
+  type AnswerToolUse,
   type MessagesApiServer,
   type RecordedRequest,
   text,
@@ -82,6 +83,32 @@ test('the loop runs tool calls and stops as soon as the model stops calling tool
   assert.equal(result!.tool_use_id, use.id);
   assert.equal(result!.is_error, undefined);
   assert.equal(result!.content, '- notes.md [done, 5 bytes]');
+});
+
+test('a tool input nested thousands of levels deep is not run, and the run stays serialisable', async () => {
+  const s = setup('code-writer');
+  const deep = `{"glob":"*","x":${'['.repeat(5000)}${']'.repeat(5000)}}`;
+  server.setHandler((body) => {
+    if (body.messages.length > 1) return text('```python\nprint(1)\n```');
+    const reply = toolUse('list_files', {});
+    (reply.content[0] as AnswerToolUse).inputJson = deep;
+    return reply;
+  });
+  const checkpoints: string[] = [];
+  const run = await s.agent.run({
+    task: 'Write code',
+    tools: s.tools,
+    contract: codeContract,
+    ctx: s.ctx,
+    // What the worker stores after each call: it threw RangeError on every attempt.
+    onToolCall: (_call, checkpoint) => void checkpoints.push(JSON.stringify(checkpoint)),
+  });
+  assert.equal(run.ok, true, run.problem);
+  const [result] = toolResults(s.reqs()[1]!.body.messages[2]);
+  assert.equal(result!.is_error, true);
+  assert.match(String(result!.content), /not run: the input nests deeper than 64 levels/);
+  assert.equal(checkpoints.length, 1);
+  assert.ok(JSON.stringify(run.messages).length < 2000, 'the deep input is not kept');
 });
 
 test('the loop stops at maxTurns (30 by default, per role) without a final answer', async () => {
