@@ -52,7 +52,9 @@ export class Metrics {
   });
   readonly toolCalls = new Counter({
     name: 'deepq_tool_calls_total',
-    help: 'Tool calls made by agents, by role, configured tool name ("unknown": a name no tool has) and status',
+    help:
+      'Tool calls made by agents, by role, configured tool name ("unknown": a name no tool has; ' +
+      '"mcp:<server>/*": an MCP tool with an odd name) and status',
     labelNames: ['role', 'tool', 'status'],
     registers: [this.registry],
   });

@@ -113,6 +113,28 @@ test("hundreds of tools: '*' offers a server's first 128, named ones anyway; lon
   );
 });
 
+test("a tool name fit for no label (long, spaces) counts under the server's '*'; echo under its own", async (t) => {
+  web ??= await startEverythingHttp(await freePort());
+  const odd = `a tool named ${'x'.repeat(200)}`;
+  const port = await testProxy(web.port, {
+    answer: withToolFirst(`${JSON.stringify({ name: odd, inputSchema: { type: 'object' } })},`),
+  });
+  const servers = {
+    web: { type: 'http' as const, url: `http://127.0.0.1:${port}/mcp`, headers: {}, timeoutMs: 10_000 },
+  };
+  const mcp = new McpManager(resolveRoleServers({ tools: ['mcp:web/*'] }, servers, {}), {
+    log: captureLogger('warn').logger,
+    secrets: [],
+  });
+  t.after(() => mcp.close());
+  mcp.start();
+  await mcp.awaitTools();
+  const tools = mcp.tools();
+  assert.equal(tools[0]!.label, 'mcp:web/*');
+  assert.match(tools[0]!.def.name, /^mcp__web__a_tool_named_x+_[0-9a-f]{8}$/);
+  assert.equal(tools.find((x) => x.def.name === 'mcp__web__echo')?.label, 'mcp:web/echo');
+});
+
 test("at most once: tools marked neither read-only nor idempotent, less the config's idempotentTools", async (t) => {
   web ??= await startEverythingHttp(await freePort());
   const { logger, lines } = captureLogger('debug');

@@ -9,7 +9,7 @@ import type { Tool, ToolScope } from '../tools.ts';
 import { type ConnectionOptions, McpCallError, McpConnection, type McpToolInfo } from './connection.ts';
 import { toolResultOrThrow } from './content.ts';
 import { type McpMetrics, mcpMetrics } from './metrics.ts';
-import { assignToolNames } from './names.ts';
+import { assignToolNames, WildcardToolLabels } from './names.ts';
 import { mcpSelection, type ResolvedServer, resolveServer, type ToolSelection } from './resolve.ts';
 
 /** The servers a role uses, resolved, with the secrets their values hold. */
@@ -53,6 +53,8 @@ interface Exposed {
   name: string;
   conn: McpConnection;
   tool: McpToolInfo;
+  /** For the tool metrics and the timeline: bounded (WildcardToolLabels). */
+  label: string;
 }
 
 /**
@@ -84,6 +86,7 @@ export class McpManager {
   private readonly conns: { conn: McpConnection; selection: ToolSelection }[];
   private exposed: Exposed[] = [];
   private stale = true;
+  private readonly wildcardLabels = new WildcardToolLabels(MAX_TOOLS_PER_SERVER);
   /** Each connection's listing when the exposed tools were last marked stale. */
   private readonly listedBefore = new Map<McpConnection, McpToolInfo[] | null>();
   private readonly metrics?: McpMetrics;
@@ -167,7 +170,7 @@ export class McpManager {
   private refresh(): Exposed[] {
     if (!this.stale) return this.exposed;
     this.stale = false;
-    const picked: { conn: McpConnection; tool: McpToolInfo }[] = [];
+    const picked: Omit<Exposed, 'name'>[] = [];
     for (const { conn, selection } of this.conns) {
       const tools = conn.tools ?? [];
       const chosen =
@@ -176,7 +179,10 @@ export class McpManager {
       for (const tool of chosen) {
         if (seen.has(tool.name)) continue;
         seen.add(tool.name);
-        picked.push({ conn, tool });
+        // A named tool's label is the config's name; one '*' picked, the server's, bounded.
+        const label =
+          selection === '*' ? this.wildcardLabels.of(conn.name, tool.name) : `mcp:${conn.name}/${tool.name}`;
+        picked.push({ conn, tool, label });
       }
     }
     const names = assignToolNames(picked.map((p) => ({ server: p.conn.name, tool: p.tool.name })));
@@ -206,8 +212,7 @@ export class McpManager {
         description: e.tool.description || e.tool.title || `Tool "${e.tool.name}" of MCP server "${e.conn.name}".`,
         input_schema: e.tool.inputSchema,
       },
-      // The configured name, for the tool metric label and the timeline.
-      label: `mcp:${e.conn.name}/${e.tool.name}`,
+      label: e.label,
       atMostOnce: !repeatable(e),
       run: (input: unknown) => this.run(e, input, scope, signal),
     }));

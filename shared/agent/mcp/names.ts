@@ -46,3 +46,28 @@ export function assignToolNames(pairs: readonly { server: string; tool: string }
     return name;
   });
 }
+
+/** A tool name plain enough to be a metric label (the MCP spec's recommended characters, short). */
+const PLAIN_TOOL_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+
+/**
+ * The `tool` label (metrics, timeline) of the tools `mcp:<server>/*` picks. The names are the
+ * server's: one could list names of any length, or rename its tools on every list_changed, and
+ * each name would be a series kept for the process's life. A plain name gets its own label, up
+ * to `max` names per server; any other name, and every name past those, goes as `mcp:<server>/*`.
+ */
+export class WildcardToolLabels {
+  private readonly seen = new Map<string, Set<string>>();
+
+  constructor(private readonly max: number) {}
+
+  of(server: string, tool: string): string {
+    const own = `mcp:${server}/${tool}`;
+    const labels = this.seen.get(server) ?? new Set<string>();
+    this.seen.set(server, labels);
+    if (labels.has(own)) return own;
+    if (!PLAIN_TOOL_NAME.test(tool) || labels.size >= this.max) return `mcp:${server}/*`;
+    labels.add(own);
+    return own;
+  }
+}
