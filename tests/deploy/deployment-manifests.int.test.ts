@@ -561,6 +561,8 @@ function checkCluster(objs: Obj[], label: string): { pods: DeepqPod[]; roles: st
     const mountAt = (path: string) => (c.volumeMounts ?? []).find((m: Obj) => m.mountPath === path);
     const blobMount = mountAt(env.DEEPQ_BLOB_DIR!);
     assert.ok(blobMount, `${where}: DEEPQ_BLOB_DIR ${env.DEEPQ_BLOB_DIR} is mounted`);
+    // Writable everywhere: workers spill contents, and the inspector spills an upload > DEEPQ_SPILL_BYTES.
+    assert.notEqual(blobMount.readOnly, true, `${where}: the blob dir is writable (uploads and spills write it)`);
     const claim = volumes.get(blobMount.name)?.persistentVolumeClaim?.claimName;
     const pvc = claim && find(objs, 'PersistentVolumeClaim', claim);
     assert.ok(pvc, `${where}: the blob dir is a PersistentVolumeClaim`);

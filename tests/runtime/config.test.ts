@@ -274,3 +274,14 @@ test('every DEEPQ_* name in the code, deployments and docs is one deepq knows', 
   const env = Object.fromEntries([...names].map((n) => [n, '1']));
   assert.equal(unknownEnvNotice(env, CONFIG_ENV_NAMES, ''), undefined);
 });
+
+test("every config variable is in the README's Configuration table (the misspelling notice points there)", () => {
+  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+  const start = readme.indexOf('\n## Configuration');
+  const table = readme.slice(start, readme.indexOf('\n\n', readme.indexOf('\n| ', start)));
+  const listed = new Set([...table.matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((m) => m[1]));
+  assert.deepEqual(
+    CONFIG_ENV_NAMES.filter((name) => !listed.has(name)),
+    [],
+  );
+});
