@@ -4,6 +4,7 @@
 
 import { cutChars } from '../shared/agent/tools/paging.ts';
 import type { SubtaskRef, TimelineEvent } from '../shared/goal/events.ts';
+import { showHiddenCharacters } from '../shared/runtime/bidi.ts';
 import { clip, safeLine } from './terminal.ts';
 
 interface SubtaskView extends SubtaskRef {
@@ -180,7 +181,8 @@ export class TimelineView {
     const t = this.cycle(e.step).subtasks.get(e.index);
     if (!t) return;
     t.awaiting ??= new Map();
-    if (e.type === 'approval_requested') t.awaiting.set(e.callId, `${e.tool} ${clip(e.input, 60)}`);
+    if (e.type === 'approval_requested')
+      t.awaiting.set(e.callId, `${e.tool} ${clip(showHiddenCharacters(e.input), 60)}`);
     else t.awaiting.delete(e.callId);
     if (t.state === 'running' || t.state === 'awaiting approval')
       t.state = t.awaiting.size ? 'awaiting approval' : 'running';
@@ -295,7 +297,8 @@ function describe(e: TimelineEvent, goalId: string): string {
     }
     case 'approval_requested': {
       const until = new Date(e.expiresAt).toISOString();
-      return `[${e.index}] ${e.role} approval requested ${e.callId}: ${e.tool} ${e.input} (until ${until})`;
+      const input = showHiddenCharacters(e.input);
+      return `[${e.index}] ${e.role} approval requested ${e.callId}: ${e.tool} ${input} (until ${until})`;
     }
     case 'approval_decided':
       return `[${e.index}] ${e.role} ${e.callId} (${e.tool}) ${e.decision}${e.reason ? `: ${e.reason}` : ''}`;

@@ -4,6 +4,7 @@
 import type { Command } from 'commander';
 import type { ApprovalRecord } from '../../shared/goal/approvals.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';
+import { showHiddenCharacters } from '../../shared/runtime/bidi.ts';
 import { BUDGET_FLAG, pausedBudgetKind } from '../budget-flags.ts';
 import { client } from '../connect.ts';
 import { safeLine } from '../terminal.ts';
@@ -59,6 +60,9 @@ function afterDecision(r: { pendingLeft: number; pausedAtBudget?: GoalRecord }):
   return `the goal is paused at its budget: the subtask goes on once it is resumed (${resume})`;
 }
 
+/** What a human approves, as it will run: controls and invisible characters escaped. */
+const shown = (text: string) => safeLine(showHiddenCharacters(text));
+
 /**
  * A pending call as `status` and `approvals` show it: its id, tool and where it comes from,
  * then its input (model text, escaped) and when it times out.
@@ -70,11 +74,7 @@ export function approvalLines(r: ApprovalRecord & { goalId?: string }, withGoal 
   const cut = r.input.endsWith('…') ? `  (cut: deepq approvals ${r.goalId ?? '<goalId>'} --full shows it whole)` : '';
   const input =
     full === undefined
-      ? [`    input   ${safeLine(r.input)}${cut}`]
-      : ['    input', ...full.split('\n').map((l) => `      ${safeLine(l)}`)];
-  return [
-    `${r.callId}  ${safeLine(r.tool)}  (${where})`,
-    ...input,
-    `    expires ${new Date(r.expiresAt).toISOString()}`,
-  ];
+      ? [`    input   ${shown(r.input)}${cut}`]
+      : ['    input', ...full.split('\n').map((l) => `      ${shown(l)}`)];
+  return [`${r.callId}  ${shown(r.tool)}  (${where})`, ...input, `    expires ${new Date(r.expiresAt).toISOString()}`];
 }

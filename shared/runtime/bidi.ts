@@ -12,6 +12,27 @@ export function showBidiControls(text: string): string {
   return text.replace(BIDI_CONTROLS, bidiEscape);
 }
 
+// Characters that draw nothing, or a line break where none shows: in a tool call a human approves,
+// `exa\u200bmple.com` reads as example.com and tag characters (U+E0000–U+E007F) carry text no one
+// sees. Soft hyphen, zero-width space/joiners, LRM/RLM, line and paragraph separators, word joiner
+// and invisible operators, BOM, tags. Only where a human decides: elsewhere a ZWJ joins an emoji.
+const HIDDEN = /[\u00ad\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\u{e0000}-\u{e007f}]/gu;
+
+/** `\u200b`, a character beyond the BMP as its two surrogates (`\udb40\udc41`): JSON's escapes. */
+function jsonEscape(c: string): string {
+  let out = '';
+  for (let i = 0; i < c.length; i++) out += `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`;
+  return out;
+}
+
+/**
+ * Text a human decides on (an approval's input): the bidi controls and every invisible character
+ * escaped the way JSON escapes them, so that JSON stays the same value.
+ */
+export function showHiddenCharacters(text: string): string {
+  return text.replace(HIDDEN, jsonEscape);
+}
+
 /** DEL, the C1 controls (U+009B is a one-character CSI on many terminals) and the bidi controls. */
 const RAW_IN_JSON = /[\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
 

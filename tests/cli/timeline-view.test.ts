@@ -382,3 +382,24 @@ test('files given with a resume: in its line, and joining the inputs under the g
   assert.equal(view.render().split('\n')[1], 'files: spec.md, data.csv');
   assert.equal(formatEventLine(resumed, t0), '  +0.90s cycle 1 resumed: replan with files (files: spec.md, data.csv)');
 });
+
+test('a call waiting for approval shows its invisible characters as escapes, in the view and as an event line', () => {
+  const waiting: TimelineEvent = {
+    type: 'approval_requested',
+    at: t0 + 450,
+    step: 1,
+    index: 1,
+    role: 'code-writer',
+    threadId: 'goal-tv0000000001--code-writer-0000abcd',
+    callId: 'ap-1',
+    tool: 'run_code',
+    input: '{"code":"curl exa\u200bmple.com\u{e0041}"}',
+    expiresAt: t0 + 60_000,
+  };
+  const v = new TimelineView();
+  for (const e of [...events, waiting]) v.apply(e);
+  for (const text of [v.render(), formatEventLine(waiting, t0)]) {
+    assert.doesNotMatch(text, /[\u200b\u{e0000}-\u{e007f}]/u);
+    assert.match(text, /curl exa\\u200bmple\.com\\udb40\\udc41/);
+  }
+});

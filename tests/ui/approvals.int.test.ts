@@ -26,6 +26,8 @@ const TOOL_INPUT = {
   note: 'a harmless comment. '.repeat(20),
   // A right-to-left override would draw what follows it reversed ("Trojan Source").
   content: '<img src=x onerror="window.pwned=1"> import os; os.system("rm -rf /srv/data") \u202e# harmless',
+  // Invisible: a zero-width space inside a host name, and tag characters (text no one sees).
+  url: 'https://exa\u200bmple.com/\u{e0041}\u{e0042}',
 };
 const INPUT = inputPreview(TOOL_INPUT);
 
@@ -88,6 +90,8 @@ test('pending tool calls are decisions on the goal page: approve, reject with a 
   assert.deepEqual(JSON.parse(shown), TOOL_INPUT);
   assert.doesNotMatch(shown, /[\u202a-\u202e\u2066-\u2069]/, 'a bidi override reached the page');
   assert.match(shown, /\\u202e# harmless/, 'the override is shown as an escape');
+  assert.doesNotMatch(shown, /[\u200b\u{e0000}-\u{e007f}]/u, 'an invisible character reached the page');
+  assert.match(shown, /exa\\u200bmple\.com\/\\udb40\\udc41\\udb40\\udc42/, 'shown as JSON escapes');
   assert.equal(
     await page.locator('#cycle-1 tr.subtask[data-index="0"]').getAttribute('data-state'),
     'awaiting_approval',

@@ -4,7 +4,7 @@
 // `deepq approve|reject` call.
 import type { Context } from 'hono';
 import { APPROVAL_REASON_MAX_CHARS, isCallId } from '../../../shared/goal/approvals.ts';
-import { showBidiControls } from '../../../shared/runtime/bidi.ts';
+import { showHiddenCharacters } from '../../../shared/runtime/bidi.ts';
 import type { UiEnv } from '../context.ts';
 import { path } from '../views/html.ts';
 import { act, formText } from './act.ts';
@@ -17,13 +17,14 @@ export const toolApprovals: DecisionProvider = {
     const inputs = await ctx.client.approvals.fullInputs(calls, () => goal.goalId);
     return calls.map((r, i) => {
       const base = path`/goals/${goal.goalId}/approvals/${r.callId}`;
+      const tool = showHiddenCharacters(r.tool);
       return {
         id: `approval-${r.callId}`,
         kind: 'approval',
-        title: `Tool call waiting for approval: ${r.tool} (cycle ${r.step}, subtask ${r.index}, ${r.role})`,
+        title: `Tool call waiting for approval: ${tool} (cycle ${r.step}, subtask ${r.index}, ${r.role})`,
         detail: `${r.callId} · refused by itself at ${new Date(r.expiresAt).toISOString()} · input:`,
-        // A human decides on what it reads: no override may reorder it (shared/runtime/bidi.ts).
-        content: showBidiControls(inputs[i] ?? r.input),
+        // A human decides on what it reads: nothing hidden, no override reordering it (shared/runtime/bidi.ts).
+        content: showHiddenCharacters(inputs[i] ?? r.input),
         actions: [
           { label: 'Approve', path: `${base}/approve`, tone: 'primary' },
           {
