@@ -1,6 +1,7 @@
 // Small zod helpers every boundary uses: one way to name bad fields, one way to parse.
 import { z } from 'zod';
 import { ValidationError } from './errors.ts';
+import { wellFormedStrings } from './text.ts';
 
 /**
  * Issues shown at most: a model's answer of 5,000 empty items made 5,000 issues, a ~1 MB
@@ -25,10 +26,6 @@ export function parseOrThrow<T>(schema: z.ZodType<T>, value: unknown, what: stri
   if (!r.success) throw new ValidationError(`invalid ${what}: ${formatZodIssues(r.error)}`);
   return r.data;
 }
-
-/** A JSON reviver or replacer: each string well-formed (a lone surrogate becomes U+FFFD). */
-export const wellFormedStrings = (_key: string, value: unknown) =>
-  typeof value === 'string' ? value.toWellFormed() : value;
 
 /** Extract the JSON value from model text (bare JSON or one fenced ```json block). */
 export function extractJson(text: string): unknown {

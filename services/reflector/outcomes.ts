@@ -1,13 +1,13 @@
 // A finished cycle's outcomes: each child's result, or its failure reason when it failed for
 // good (a failed child never cancels its siblings: ignoreDependencyOnFailure).
 import type { Job } from 'bullmq';
-import { cutText } from '../../shared/goal/approvals.ts';
 import type { CycleOutcome } from '../../shared/goal/progress.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';
 import { isFinishedBy, settleFailedArtifact } from '../../shared/goal/subtask-artifact.ts';
 import type { SubagentJobResult } from '../../shared/runtime/jobs.ts';
 import { subtaskJobId } from '../../shared/runtime/queues.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
+import { cutText } from '../../shared/text.ts';
 
 export interface SubtaskOutcome extends CycleOutcome {
   bytes?: number;

@@ -8,7 +8,6 @@ import type { Logger } from 'pino';
 import type { AgentCheckpoint, ApprovalDecision, ApprovalPause } from '../../shared/agent/approval.ts';
 import {
   type ApprovalRecord,
-  cutText,
   inputPreview,
   type JobCheckpoint,
   newCallId,
@@ -17,6 +16,7 @@ import {
 import type { CheckpointWriter } from '../../shared/goal/checkpoints.ts';
 import type { SubagentJob } from '../../shared/runtime/jobs.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
+import { cutText } from '../../shared/text.ts';
 
 /** What a resumed run goes on from: the agent's checkpoint and the decisions on its calls. */
 export interface Resumed {

@@ -2,12 +2,12 @@
 // the cycle's reflection began, the reflector records it: services/reflector/outcomes.ts); the
 // reflection goes on without it (a failed child never cancels its siblings).
 import type { Job } from 'bullmq';
-import { cutText } from '../../shared/goal/approvals.ts';
 import { finishedArtifact, settleFailedArtifact } from '../../shared/goal/subtask-artifact.ts';
 import { SubagentJobSchema } from '../../shared/runtime/jobs.ts';
 import { scrubSecrets } from '../../shared/runtime/logger.ts';
 import { subagentQueueName } from '../../shared/runtime/queues.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
+import { cutText } from '../../shared/text.ts';
 import { runTokensOf } from './run-tokens.ts';
 
 export function recordSubtaskFailure(rt: Runtime) {

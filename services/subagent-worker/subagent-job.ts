@@ -11,7 +11,7 @@ import { type GoalRunOutcome, runForGoal } from '../../shared/agent/run-for-goal
 import { createSandboxTools, createVfsTools, type Tool, type ToolScope } from '../../shared/agent/tools.ts';
 import { shortId, storeTranscript, type TranscriptWrite } from '../../shared/agent/transcripts.ts';
 import { ErrorCode, hasCode, ProviderRateLimitError, VfsLimitError } from '../../shared/errors.ts';
-import { cutText, type JobCheckpoint } from '../../shared/goal/approvals.ts';
+import type { JobCheckpoint } from '../../shared/goal/approvals.ts';
 import { CheckpointWriter } from '../../shared/goal/checkpoints.ts';
 import type { TimelineEventBody } from '../../shared/goal/events.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
@@ -27,6 +27,7 @@ import {
   SubagentJobSchema,
 } from '../../shared/runtime/jobs.ts';
 import type { Runtime } from '../../shared/runtime/runtime.ts';
+import { cutText } from '../../shared/text.ts';
 import type { FileEntry, WriteMeta } from '../../shared/vfs/vfs.ts';
 import { endPaused, type PausedJob, pauseForApproval, type Resumed, takeDecisions } from './approval.ts';
 import { clearRateLimitRequeues, putBackForRateLimit } from './rate-limited.ts';

@@ -12,6 +12,7 @@ import type { AgentCheckpoint, ApprovalDecisionStatus } from '../agent/approval.
 import { ValidationError } from '../errors.ts';
 import type { Queues } from '../runtime/queues.ts';
 import { runScript } from '../runtime/scripts.ts';
+import { cutText } from '../text.ts';
 import { CheckpointWriter, checkpointHeadField, checkpointOfReply, usesInMessages } from './checkpoints.ts';
 import type { TimelineEventBody } from './events.ts';
 import type { Keys } from './keys.ts';
@@ -81,7 +82,6 @@ export const INPUT_PREVIEW_CHARS = 300;
 /** The longest reason a human may give with a decision (the model reads it). */
 export const APPROVAL_REASON_MAX_CHARS = 1000;
 const BASE36 = '0123456789abcdefghijklmnopqrstuvwxyz';
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
 export function newCallId(): string {
   let id = 'ap-';
@@ -91,15 +91,6 @@ export function newCallId(): string {
 
 export function isCallId(value: string): boolean {
   return CALL_ID_RE.test(value);
-}
-
-/**
- * Text cut to `max` chars, well-formed (a cut pair of surrogates would make JSON that Redis's
- * cjson refuses to decode).
- */
-export function cutText(text: string, max: number): string {
-  const cut = text.length > max ? `${text.slice(0, max)}…` : text;
-  return cut.replace(LONE_SURROGATE, '\uFFFD');
 }
 
 /** A call's input as the timeline and `deepq status` show it. */

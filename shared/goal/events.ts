@@ -2,7 +2,7 @@
 // vfsEvict script) and the readers (`watch`, the timeline view, tests) share these types.
 import type { ApprovalDecisionStatus } from '../agent/approval.ts';
 import type { BudgetKind } from '../errors.ts';
-import { wellFormedStrings } from '../zod.ts';
+import { wellFormedStrings } from '../text.ts';
 import type { Decision } from './plan.ts';
 import type { TerminalStatus } from './status.ts';
 

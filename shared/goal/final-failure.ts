@@ -7,7 +7,7 @@ import type { Job } from 'bullmq';
 import { PlanJobSchema } from '../runtime/jobs.ts';
 import { scrubSecrets } from '../runtime/logger.ts';
 import type { Runtime } from '../runtime/runtime.ts';
-import { cutText } from './approvals.ts';
+import { cutText } from '../text.ts';
 import { atCycle, planCycle } from './lifecycle.ts';
 
 const OF_JOB = {

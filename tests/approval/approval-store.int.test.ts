@@ -12,7 +12,6 @@ import { reconcile } from '../../services/reflector/reconcile.ts';
 import { sweep } from '../../services/reflector/sweep.ts';
 import {
   type ApprovalRecord,
-  cutText,
   INPUT_PREVIEW_CHARS,
   inputPreview,
   isCallId,
@@ -20,6 +19,7 @@ import {
   newCallId,
 } from '../../shared/goal/approvals.ts';
 import type { TimelineEvent } from '../../shared/goal/events.ts';
+import { cutText } from '../../shared/text.ts';
 import { useRedis } from '../../testing/redis.ts';
 import { keysOfGoal, useVfsRuntime, type VfsTestRuntime } from '../../testing/vfs-runtime.ts';
 
