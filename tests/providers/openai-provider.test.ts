@@ -543,3 +543,18 @@ test('a config’s stream and maxCallMs, and DEEPQ_MODEL_MAX_CALL_MS, reach the 
   assert.equal(plain.reqs[0]!.body.stream_options, undefined);
   assert.equal(plain.res!.content.length, 1);
 });
+
+test('the id an endpoint answers with is booked only when plain and short; else the id asked for', async () => {
+  const p = fromConfig({});
+  const served = async (model: string) => {
+    server.setHandler(() => say('ok', { model }));
+    const { res, err } = await callFromConfig(p);
+    assert.equal(err, undefined);
+    return res!.model;
+  };
+  assert.equal(await served('qwen3-8b-instruct-q4_K_M'), 'local:qwen3-8b-instruct-q4_K_M');
+  assert.equal(await served('org/model@v2:latest'), 'local:org/model@v2:latest');
+  // A field of the goal's usage and a row of `deepq status` each: never what an odd gateway invents.
+  for (const odd of ['m'.repeat(129), 'evil\u001b[2J', 'a|b', 'two words', 'модель'])
+    assert.equal(await served(odd), 'local:qwen3:8b', JSON.stringify(odd));
+});

@@ -2,6 +2,9 @@
 // (`<provider>:<id>`, a bare id meaning anthropic), with the bare id; the answer's model comes
 // back in canonical form (`local:qwen3:8b`, `claude-sonnet-5-5-20250929`), which is what usage
 // is booked under. The scripted model, when it stands in, answers every ref as it is.
+// The answer's id comes from the endpoint, not from deepq: it names a field of the goal's usage
+// (read by every move of the goal) and a row of `deepq status`, so only a plain id of at most
+// 128 characters is taken; any other answer is booked under the id asked for.
 import { modelLabel } from './model-labels.ts';
 import { modelKey, parseModelRef } from './model-ref.ts';
 import {
@@ -13,6 +16,8 @@ import {
   type ModelResponse,
 } from './types.ts';
 import { wellFormedRequest } from './well-formed.ts';
+
+const SERVED_ID = /^[A-Za-z0-9._:/@+-]{1,128}$/;
 
 export class ProviderRouter implements ModelProvider {
   readonly name: string;
@@ -41,7 +46,7 @@ export class ProviderRouter implements ModelProvider {
       );
     }
     const res = await backend.createMessage(wellFormedRequest({ ...req, model }), ctx);
-    return { ...res, model: modelKey({ provider, model: res.model || model }) };
+    return { ...res, model: modelKey({ provider, model: SERVED_ID.test(res.model) ? res.model : model }) };
   }
 
   metricLabels(requested: string, returned?: string): MetricLabels {
