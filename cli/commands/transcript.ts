@@ -37,7 +37,10 @@ export function registerTranscriptCommand(program: Command): void {
 /** A goal's stored transcripts, newest first: thread id and when it was saved. */
 async function listThreads(rt: Runtime, goalId: string, ttlSeconds: number): Promise<void> {
   const { storedThreads } = await import('../../shared/agent/transcripts.ts');
-  if (!(await rt.goals.get(goalId))) throw new Error(`unknown goal id: ${goalId}`);
+  if (!(await rt.goals.get(goalId))) {
+    const thread = `a run's thread id looks like goal-${goalId}--<role>-<hex>`;
+    throw new Error(`no goal ${goalId} (given a goal id, this lists its runs; ${thread})`);
+  }
   const threads = await storedThreads(rt, goalId, ttlSeconds);
   if (!threads.length) print('(no transcripts kept)');
   for (const t of threads) print(`${t.threadId}  ${new Date(t.savedAt).toISOString()}`);

@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import type { Logger } from 'pino';
 import { GoalClient } from '../../cli/goal-client.ts';
+import { ConfigError } from '../../shared/errors.ts';
 import type { Config } from '../../shared/runtime/config.ts';
 import { createLogger } from '../../shared/runtime/logger.ts';
 import { startOpsServer } from '../../shared/runtime/ops-server.ts';
@@ -42,8 +43,14 @@ function listen(ctx: UiContext, opts: UiOptions): Promise<Server> {
   const app = createApp(ctx);
   return new Promise((resolve, reject) => {
     const server = serve({ fetch: app.fetch, port: opts.port, hostname: opts.host }, () => resolve(server as Server));
-    server.once('error', reject);
+    server.once('error', (err: NodeJS.ErrnoException) => reject(err.code === 'EADDRINUSE' ? portTaken(opts) : err));
   });
+}
+
+/** A config error (exit 78), as for a metrics port: another process holds this one. */
+function portTaken(opts: UiOptions): ConfigError {
+  const where = `port ${opts.port} on ${opts.host} is in use (another deepq ui, or another server, on this machine?)`;
+  return new ConfigError(`${where}: pick another with --port`);
 }
 
 function openUrl(host: string, port: number): string {

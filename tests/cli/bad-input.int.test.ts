@@ -227,6 +227,11 @@ test('unknown goal ids for status, watch, artifacts, cancel, resume and transcri
     /no transcript for thread id goal-abcdef123456--critic-0a1b2c3d/,
   ]);
   runs.push([['transcript', 'not a thread id'], /no transcript for thread id not a thread id/]);
+  // A word that reads as a goal id: no such goal, and what a thread id would look like.
+  runs.push([
+    ['transcript', 'nosuchthread'],
+    /no goal nosuchthread \(given a goal id, this lists its runs; a run's thread id looks like goal-nosuchthread--/,
+  ]);
   // A few at a time: each is a process start.
   for (let i = 0; i < runs.length; i += 4) {
     const batch = runs.slice(i, i + 4);

@@ -324,6 +324,14 @@ test('the inspector refuses to listen off loopback without a token, or with a sh
   assert.match(short.stderr, /DEEPQ_UI_TOKEN is 5 characters/);
 });
 
+test('a port another process holds stops the inspector with exit 78, naming --port', async () => {
+  const port = new URL(ui.url).port;
+  const r = await runCli(['ui', '--port', port], env);
+  assert.equal(r.code, 78, r.stdout + r.stderr);
+  assert.match(r.stderr, new RegExp(`port ${port} on 127\\.0\\.0\\.1 is in use .*: pick another with --port`));
+  assert.doesNotMatch(r.stderr, /EADDRINUSE|\n\s+at /);
+});
+
 test('one log line per request, never with the token or a session', async () => {
   const lines = ui.svc
     .output()
