@@ -116,19 +116,22 @@ test("a pause's reason goes with the resume: a goal that then ends done shows no
   assert.doesNotMatch(v.render(), /reason:|time budget/);
 });
 
+/** Subtask 1's call waiting for a human. */
+const approvalRequested = (tool: string, input: string): TimelineEvent => ({
+  type: 'approval_requested',
+  at: t0 + 450,
+  step: 1,
+  index: 1,
+  role: 'code-writer',
+  threadId: 'goal-tv0000000001--code-writer-0000abcd',
+  callId: 'ap-1',
+  tool,
+  input,
+  expiresAt: t0 + 60_000,
+});
+
 test('a goal ended mid-cycle stops its open subtasks: none shows running, no call still waits', () => {
-  const waiting: TimelineEvent = {
-    type: 'approval_requested',
-    at: t0 + 450,
-    step: 1,
-    index: 1,
-    role: 'code-writer',
-    threadId: 'goal-tv0000000001--code-writer-0000abcd',
-    callId: 'ap-1',
-    tool: 'write_file',
-    input: '{"name":"x"}',
-    expiresAt: t0 + 60_000,
-  };
+  const waiting = approvalRequested('write_file', '{"name":"x"}');
   const v = new TimelineView();
   for (const e of [...events, waiting]) v.apply(e);
   assert.match(v.render(), /\[1\] code-writer\s+solution\.py\s+awaiting approval\n.*⏸ ap-1/);
@@ -384,18 +387,7 @@ test('files given with a resume: in its line, and joining the inputs under the g
 });
 
 test('a call waiting for approval shows its invisible characters as escapes, in the view and as an event line', () => {
-  const waiting: TimelineEvent = {
-    type: 'approval_requested',
-    at: t0 + 450,
-    step: 1,
-    index: 1,
-    role: 'code-writer',
-    threadId: 'goal-tv0000000001--code-writer-0000abcd',
-    callId: 'ap-1',
-    tool: 'run_code',
-    input: '{"code":"curl exa\u200bmple.com\u{e0041}"}',
-    expiresAt: t0 + 60_000,
-  };
+  const waiting = approvalRequested('run_code', '{"code":"curl exa\u200bmple.com\u{e0041}"}');
   const v = new TimelineView();
   for (const e of [...events, waiting]) v.apply(e);
   for (const text of [v.render(), formatEventLine(waiting, t0)]) {
