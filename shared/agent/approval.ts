@@ -20,7 +20,7 @@ export interface ApprovalDecision {
 export interface AwaitingCall {
   /** Its position among the turn's tool uses. */
   index: number;
-  /** The tool's configured name (`Tool.label ?? def.name`). */
+  /** The tool's configured name (`Tool.approvalName ?? label ?? def.name`). */
   tool: string;
 }
 

@@ -487,9 +487,10 @@ function pauseIfGated(c: Conversation, uses: ToolUseBlock[]): void {
   const awaiting: AwaitingCall[] = [];
   for (const [index, use] of uses.entries()) {
     const tool = c.tools.get(use.name);
-    const label = tool ? (tool.label ?? tool.def.name) : undefined;
+    // Gated by its own name, never by a bounded label a wildcard entry shares.
+    const name = tool ? (tool.approvalName ?? tool.label ?? tool.def.name) : undefined;
     // A call whose input was refused is not run: nothing for a human to approve.
-    if (label !== undefined && gate.needs(label) && !refusedInput(use)) awaiting.push({ index, tool: label });
+    if (name !== undefined && gate.needs(name) && !refusedInput(use)) awaiting.push({ index, tool: name });
   }
   if (!awaiting.length) return;
   throw new ApprovalPause({ ...checkpointOf(c), uses, awaiting });

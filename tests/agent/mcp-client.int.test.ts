@@ -130,9 +130,9 @@ test('role selections and values from the environment', () => {
   assert.deepEqual(
     [...sel],
     [
-      ['a', '*'],
-      ['b', ['x', 'y']],
-      ['c', '*'],
+      ['a', { all: true, named: ['z'] }],
+      ['b', { all: false, named: ['x', 'y'] }],
+      ['c', { all: true, named: ['q'] }],
     ],
   );
   const http = { type: 'http' as const, url: 'http://h/mcp', headers: { Authorization: { env: 'TOK' } }, timeoutMs: 5 };
@@ -172,8 +172,8 @@ test("the README's Tools and MCP config example loads, and its workers resolve t
   assert.deepEqual(
     resolved.servers.map((s) => [s.server.name, s.selection]),
     [
-      ['search', '*'],
-      ['everything', ['echo']],
+      ['search', { all: true, named: [] }],
+      ['everything', { all: false, named: ['echo'] }],
     ],
   );
   assert.deepEqual(resolved.secrets, ['Bearer tok-search-2', 'tok-search-2', 'tok-everything-1']);

@@ -97,19 +97,29 @@ test("hundreds of tools: '*' offers a server's first 128, named ones anyway; lon
     t.after(() => mcp.close());
     mcp.start();
     await mcp.awaitTools();
-    return mcp.tools().map((x) => x.def);
+    return mcp.tools();
   };
-  const all = await start(['mcp:web/*']);
+  const all = (await start(['mcp:web/*'])).map((x) => x.def);
   assert.equal(all.length, MAX_TOOLS_PER_SERVER);
   assert.ok(!all.some((d) => d.name === 'mcp__web__echo'), 'a tool past the first 128');
   assert.equal(all[0]!.description.length, MAX_TOOL_DESCRIPTION_CHARS);
   assert.match(all[0]!.description, /^x+…$/);
   assert.equal(lines.filter((l) => /lists \d+ tools: its first 128 are offered/.test(String(l.msg))).length, 1);
   assert.ok(lines.some((l) => /description cut to 4000 characters/.test(String(l.msg)) && l.tool === 't0'));
-  const named = await start(['mcp:web/echo', 'mcp:web/t150']);
+  const named = (await start(['mcp:web/echo', 'mcp:web/t150'])).map((x) => x.def);
   assert.deepEqual(
     named.map((d) => d.name),
     ['mcp__web__echo', 'mcp__web__t150'],
+  );
+  // '*' with named ones past the first 128: both, each named one counted under its own name.
+  const both = await start(['mcp:web/*', 'mcp:web/t150', 'mcp:web/echo']);
+  assert.equal(both.length, MAX_TOOLS_PER_SERVER + 2);
+  assert.deepEqual(
+    both.slice(-2).map((x) => [x.def.name, x.label]),
+    [
+      ['mcp__web__t150', 'mcp:web/t150'],
+      ['mcp__web__echo', 'mcp:web/echo'],
+    ],
   );
 });
 
@@ -131,6 +141,8 @@ test("a tool name fit for no label (long, spaces) counts under the server's '*';
   await mcp.awaitTools();
   const tools = mcp.tools();
   assert.equal(tools[0]!.label, 'mcp:web/*');
+  // An approval entry naming it still matches it: the gate reads its own name, not the label.
+  assert.equal(tools[0]!.approvalName, `mcp:web/${odd}`);
   assert.match(tools[0]!.def.name, /^mcp__web__a_tool_named_x+_[0-9a-f]{8}$/);
   assert.equal(tools.find((x) => x.def.name === 'mcp__web__echo')?.label, 'mcp:web/echo');
 });

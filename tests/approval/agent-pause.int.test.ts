@@ -179,3 +179,22 @@ test('a pause during the contract retry resumes in that phase', async () => {
   assert.equal(s.reqs().length, 3);
   assert.match(blockText(s.reqs()[1]!.body.messages[2]!.content), /^Your answer was rejected/);
 });
+
+test("a tool picked by 'mcp:<server>/*' is gated by its own name, though its label is the server's '*'", async () => {
+  const s = await setup();
+  // As McpManager offers a tool past the labels it keeps apart: counted under '*', named for approval.
+  let ran = 0;
+  const danger = {
+    def: { name: 'mcp__srv__danger', description: 'Danger.', input_schema: { type: 'object' as const } },
+    label: 'mcp:srv/*',
+    approvalName: 'mcp:srv/danger',
+    run: async () => `ran ${++ran}`,
+  };
+  const call = { type: 'tool_use' as const, id: 'toolu_danger', name: 'mcp__srv__danger', input: {} };
+  server.setHandler((body) => (body.messages.length === 1 ? { content: [call], stop_reason: 'tool_use' } : text(CODE)));
+  const cp = await pauseOf(
+    s.agent.run({ ...s.base, tools: [...s.base.tools, danger], approval: approvalGate(['mcp:srv/danger']) }),
+  );
+  assert.equal(ran, 0, 'the gated call ran');
+  assert.deepEqual(cp.awaiting, [{ index: 0, tool: 'mcp:srv/danger' }]);
+});

@@ -144,7 +144,7 @@ export class McpManager {
       const fields = { mcpServer: conn.name, missing, offered: [...offered].slice(0, 50) };
       this.opts.log.warn(fields, `MCP server "${conn.name}" does not offer ${what}: ${missing.join(', ')}`);
     };
-    if (Array.isArray(sel)) warnMissing(sel, "the role's tool(s)");
+    if (sel) warnMissing(sel.named, "the role's tool(s)");
     const idempotent = conn.server.idempotentTools;
     if (Array.isArray(idempotent)) warnMissing(idempotent, `the tool(s) of mcpServers.${conn.name}.idempotentTools`);
   }
@@ -173,16 +173,17 @@ export class McpManager {
     const picked: Omit<Exposed, 'name'>[] = [];
     for (const { conn, selection } of this.conns) {
       const tools = conn.tools ?? [];
-      const chosen =
-        selection === '*' ? this.firstOf(conn, tools) : selection.flatMap((n) => tools.filter((t) => t.name === n));
+      const named = new Set(selection.named);
+      const byName = new Map(tools.map((t) => [t.name, t]));
+      const namedTools = selection.named.flatMap((n) => byName.get(n) ?? []);
+      const chosen = [...(selection.all ? this.firstOf(conn, tools) : []), ...namedTools];
       const seen = new Set<string>();
       for (const tool of chosen) {
         if (seen.has(tool.name)) continue;
         seen.add(tool.name);
-        // A named tool's label is the config's name; one '*' picked, the server's, bounded.
-        const label =
-          selection === '*' ? this.wildcardLabels.of(conn.name, tool.name) : `mcp:${conn.name}/${tool.name}`;
-        picked.push({ conn, tool, label });
+        // A named tool's label is the config's name; one only '*' picked, the server's, bounded.
+        const own = `mcp:${conn.name}/${tool.name}`;
+        picked.push({ conn, tool, label: named.has(tool.name) ? own : this.wildcardLabels.of(conn.name, tool.name) });
       }
     }
     const names = assignToolNames(picked.map((p) => ({ server: p.conn.name, tool: p.tool.name })));
@@ -213,6 +214,7 @@ export class McpManager {
         input_schema: e.tool.inputSchema,
       },
       label: e.label,
+      approvalName: `mcp:${e.conn.name}/${e.tool.name}`,
       atMostOnce: !repeatable(e),
       run: (input: unknown) => this.run(e, input, scope, signal),
     }));

@@ -5,8 +5,14 @@ import { ConfigError } from '../../errors.ts';
 import type { McpServerConfig } from '../../runtime/config.ts';
 import { MCP_TOOL_RE } from '../roles.ts';
 
-/** `'*'`: every tool the server offers; else the names the role asked for, in its order. */
-export type ToolSelection = '*' | string[];
+/**
+ * Which of a server's tools a role takes: `all` (`mcp:<server>/*`, the server's first 128), and
+ * the ones it names (`mcp:<server>/<tool>`, in its order), taken whatever their place.
+ */
+export interface ToolSelection {
+  all: boolean;
+  named: string[];
+}
 
 /** The role's MCP servers, in the order its tools first name them, with their selections. */
 export function mcpSelection(roleTools: readonly string[]): Map<string, ToolSelection> {
@@ -15,9 +21,10 @@ export function mcpSelection(roleTools: readonly string[]): Map<string, ToolSele
     const m = MCP_TOOL_RE.exec(t);
     if (!m) continue;
     const [, server, tool] = m as unknown as [string, string, string];
-    const prev = out.get(server);
-    if (tool === '*' || prev === '*') out.set(server, '*');
-    else out.set(server, prev?.includes(tool) ? prev : [...(prev ?? []), tool]);
+    const sel = out.get(server) ?? { all: false, named: [] };
+    out.set(server, sel);
+    if (tool === '*') sel.all = true;
+    else if (!sel.named.includes(tool)) sel.named.push(tool);
   }
   return out;
 }

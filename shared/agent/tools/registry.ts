@@ -22,6 +22,12 @@ export interface Tool {
    */
   label?: string;
   /**
+   * The name a role's `approval` list is matched against, and a human is shown, when the label is
+   * not it: an MCP tool picked by `mcp:<server>/*` is gated by its own `mcp:<server>/<tool>`, even
+   * where its label, bounded, is `mcp:<server>/*`. Defaults to the label.
+   */
+  approvalName?: string;
+  /**
    * A call must not run twice (an MCP tool with outside effects): it is marked started in the
    * run's checkpoint before it goes out, and a start after the run's process died does not run
    * it again; the model is told its outcome is unknown.
