@@ -24,7 +24,10 @@ import {
 import { useRedis } from '../../testing/redis.ts';
 import { everythingStdio, goalFor, logLines, scriptedModel, until, writeConfig } from './mcp-harness.ts';
 
-const SECRET = 'mcp-test-secret-5f1c2e9a77';
+// A quote and a backslash: JSON (the server's env listing, a log line) writes it escaped.
+const SECRET = 'mcp-test-"secret"\\5f1c2e9a77';
+/** Its part no escaping changes: found anywhere, the secret leaked, however written. */
+const SECRET_CORE = '5f1c2e9a77';
 const redis = useRedis();
 let server: MessagesApiServer;
 let fleet: Fleet;
@@ -172,8 +175,8 @@ test("two servers' same-named tools stay apart; a secret env value never leaves 
   // deepq's own secrets are not handed to MCP servers.
   for (const r of [one!, two!]) assert.doesNotMatch(r, /ANTHROPIC_API_KEY|REDIS_URL|sk-ant-/);
 
-  for (const r of server.requests) assert.ok(!r.rawBody.includes(SECRET), `request #${r.index} holds the secret`);
-  for (const p of fleet.procs) assert.ok(!p.output().includes(SECRET), `${p.name}'s logs hold the secret`);
+  for (const r of server.requests) assert.ok(!r.rawBody.includes(SECRET_CORE), `request #${r.index} holds the secret`);
+  for (const p of fleet.procs) assert.ok(!p.output().includes(SECRET_CORE), `${p.name}'s logs hold the secret`);
   const keys = await redis.client.keys(`${fleet.cfg.prefix}:goal:${goalId}*`);
   assert.ok(
     keys.some((k) => k.includes(':thread:')),
@@ -189,7 +192,7 @@ test("two servers' same-named tools stay apart; a secret env value never leaves 
           : type === 'stream'
             ? JSON.stringify(await redis.client.xrange(k, '-', '+'))
             : '';
-    assert.ok(!String(dump).includes(SECRET), `${k} holds the secret`);
+    assert.ok(!String(dump).includes(SECRET_CORE), `${k} holds the secret`);
   }
 });
 
