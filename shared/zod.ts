@@ -14,10 +14,16 @@ export function formatZodIssues(error: z.ZodError, nameOf: (path: string) => str
   const shown = error.issues.slice(0, ISSUES_SHOWN).map((i) => {
     const path = i.path.join('.');
     const name = nameOf(path);
-    return `${path || '(root)'}${name ? ` (${name})` : ''}: ${i.message}`;
+    return `${path || '(root)'}${name ? ` (${name})` : ''}: ${issueMessage(i)}`;
   });
   const more = error.issues.length - shown.length;
   return more > 0 ? `${shown.join('; ')}; and ${more} more` : shown.join('; ');
+}
+
+/** A record key's issue says what the key must be, not zod's "Invalid key in record". */
+function issueMessage(i: z.core.$ZodIssue): string {
+  if (i.code !== 'invalid_key' || !i.issues.length) return i.message;
+  return `not a valid key: ${i.issues.map((inner) => inner.message).join('; ')}`;
 }
 
 /** Parse or throw a ValidationError that names each bad field. */

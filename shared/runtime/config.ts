@@ -37,7 +37,8 @@ const PriceSchema = z
 
 /** An environment variable's value, by name: secrets stay out of the config file. */
 const EnvRef = z.object({ env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/) }).strict();
-const ValueOrEnv = z.union([z.string(), EnvRef]);
+/** A literal value that `pattern` holds, or an environment variable's. */
+const ValueOrEnv = (pattern: RegExp, message: string) => z.union([z.string().regex(pattern, message), EnvRef]);
 
 /**
  * Tools of a server that may run again after a crash although the server marks them neither
@@ -47,6 +48,16 @@ const IdempotentTools = z
   .union([z.literal('*'), z.array(z.string().min(1))], { error: 'must be "*" or a list of tool names' })
   .optional();
 
+/** An HTTP header's name (RFC 9110 token); its value on one line: a CR or LF would split the request. */
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+export const HEADER_VALUE = /^[^\r\n\0]*$/;
+const McpHeaders = z
+  .record(
+    z.string().regex(HEADER_NAME, "an HTTP header name: letters, digits and !#$%&'*+.^_`|~- only"),
+    ValueOrEnv(HEADER_VALUE, 'a header value holds no line break or NUL'),
+  )
+  .default({});
+
 /** One MCP server: a command over stdio, or a streamable-HTTP endpoint. */
 export const McpServerSchema = z.discriminatedUnion('type', [
   z
@@ -54,7 +65,12 @@ export const McpServerSchema = z.discriminatedUnion('type', [
       type: z.literal('stdio'),
       command: z.string().min(1),
       args: z.array(z.string()).default([]),
-      env: z.record(z.string(), ValueOrEnv).default({}),
+      env: z
+        .record(
+          z.string().regex(/^[^=\0]+$/, 'an environment variable name holds no = or NUL'),
+          ValueOrEnv(/^[^\0]*$/, 'an environment value holds no NUL'),
+        )
+        .default({}),
       timeoutMs: timerMs().default(60_000),
       idempotentTools: IdempotentTools,
     })
@@ -62,8 +78,11 @@ export const McpServerSchema = z.discriminatedUnion('type', [
   z
     .object({
       type: z.literal('http'),
-      url: z.string().url(),
-      headers: z.record(z.string(), ValueOrEnv).default({}),
+      url: z
+        .string()
+        .url()
+        .regex(/^https?:\/\//i, 'must be an http:// or https:// URL (the streamable-HTTP endpoint)'),
+      headers: McpHeaders,
       timeoutMs: timerMs().default(60_000),
       idempotentTools: IdempotentTools,
     })

@@ -185,6 +185,34 @@ test("the README's Tools and MCP config example loads, and its workers resolve t
   assert.deepEqual(resolveRoleServers(critic, cfg.mcpServers, {}).servers, []);
 });
 
+test('an MCP server config that could not work stops at start, naming the field and why', () => {
+  const file = join(tempDir('deepq-mcp-cfg-'), 'deepq.json');
+  const load = (mcpServers: Record<string, unknown>) => {
+    writeFileSync(file, JSON.stringify({ mcpServers }));
+    return () => loadConfig({ DEEPQ_CONFIG: file, HOME: tmpdir() });
+  };
+  const http = (extra: Record<string, unknown>) => ({ web: { type: 'http', url: 'http://h/mcp', ...extra } });
+  for (const url of ['ftp://h/mcp', 'file:///etc/passwd', 'mailto:a@b.c'])
+    assert.throws(load(http({ url })), { message: /mcpServers\.web\.url: must be an http:\/\/ or https:\/\/ URL/ });
+  assert.throws(load(http({ headers: { 'Bad Header': 'x' } })), {
+    message: /mcpServers\.web\.headers\.Bad Header: not a valid key: an HTTP header name/,
+  });
+  assert.throws(load(http({ headers: { 'X-Token': 'a\r\nX-Evil: 1' } })), {
+    message: /mcpServers\.web\.headers\.X-Token: a header value holds no line break or NUL/,
+  });
+  assert.throws(load({ Web: { type: 'stdio', command: 'x' } }), {
+    message: /mcpServers\.Web: not a valid key: server names: a-z, 0-9, _ and -/,
+  });
+  assert.throws(load({ s: { type: 'stdio', command: 'x', env: { 'A=B': 'x' } } }), {
+    message: /mcpServers\.s\.env\.A=B: not a valid key: an environment variable name holds no = or NUL/,
+  });
+  const ok = load(http({ url: 'HTTPS://h/mcp', headers: { 'X-Api-Key': { env: 'K' } } }))();
+  // A value from the environment is held to the same rule when the worker resolves it.
+  assert.throws(() => resolveServer('web', ok.mcpServers.web!, { K: 'a\nb' }), {
+    message: /mcpServers\.web\.headers\.X-Api-Key: environment variable K holds a line break or NUL/,
+  });
+});
+
 test('the manager lists, names, calls and summarises tools, follows list_changed, and closes', async (t) => {
   const { logger, raw } = captureLogger('debug');
   const secret = 'fixture-secret-0b9f7d';

@@ -2,7 +2,7 @@
 // tools), and each server's env / header values resolved from the environment at start. Values
 // taken from the environment are secrets: they are returned so the runtime scrubs them.
 import { ConfigError } from '../../errors.ts';
-import type { McpServerConfig } from '../../runtime/config.ts';
+import { HEADER_VALUE, type McpServerConfig } from '../../runtime/config.ts';
 import { MCP_TOOL_RE } from '../roles.ts';
 
 /**
@@ -54,6 +54,11 @@ function resolveValues(
       const state = value === undefined ? 'is not set' : 'is empty';
       const where = `mcpServers.${server}.${field}.${key}`;
       throw new ConfigError(`${where}: environment variable ${v.env} ${state} (MCP server "${server}" needs it)`);
+    }
+    // What a literal value is held to by the config's schema (a CR or LF would split a request).
+    if (field === 'headers' ? !HEADER_VALUE.test(value) : value.includes('\0')) {
+      const what = field === 'headers' ? 'a line break or NUL' : 'a NUL';
+      throw new ConfigError(`mcpServers.${server}.${field}.${key}: environment variable ${v.env} holds ${what}`);
     }
     out[key] = value;
     secrets.push(...secretForms(value));
