@@ -259,6 +259,25 @@ test('files deleted while held open count against the files limit: past it, the 
   assert.ok(Date.now() - started < 12_000, 'killed at the limit, not at the end of its sleep');
 });
 
+test('a work dir or /tmp filled between two polls, then exit 0: the limit is named', async () => {
+  const goalId = await t.newGoal();
+  const limits = { fileBytes: 4 * 1024 * 1024 };
+  // Three 3 MB writes within a poll: the second is cut by ENOSPC, the third finds no room, the shell goes on.
+  const fill = (dir: string) =>
+    `for i in 1 2 3; do head -c 3000000 /dev/zero > ${dir}f$i 2>/dev/null || echo failed$i; done; echo done`;
+  for (const dir of ['', '/tmp/']) {
+    const out = await runCode(goalId, { limits }).run(sh(fill(dir)));
+    assert.match(out, /^limit hit: files written \(4 MiB.*\); exit 0\n/, `${dir || 'work dir'}: ${out}`);
+    assert.match(out, /^done$/m, 'the run went on to its end');
+  }
+  // A child killed by the file-size limit that its shell reports, then exit 0.
+  const big = await runCode(goalId, { limits }).run(sh('dd if=/dev/zero of=big bs=1M count=40 2>/dev/null; echo done'));
+  assert.match(big, /^limit hit: file size \(4 MiB\); exit 0\n/, big);
+  // Under the limit, exit 0: no limit.
+  const fine = await runCode(goalId, { limits }).run(sh('head -c 1000000 /dev/zero > f; echo done'));
+  assert.doesNotMatch(fine, /limit hit/, fine);
+});
+
 test('space reserved without a size (fallocate --keep-size) counts against the files limit', async () => {
   const goalId = await t.newGoal();
   // 2 × 6 MiB of blocks held by files whose size stays 0: their sizes alone never reach the limit.

@@ -12,6 +12,8 @@ export interface LimitHit {
   kind: LimitKind;
   /** E.g. "wall time (30 s)". */
   text: string;
+  /** Found when the program had ended (its files measured then), not what stopped it. */
+  atEnd?: boolean;
 }
 
 /** Why the worker itself killed the run, if it did. */
@@ -24,6 +26,8 @@ export interface Exit {
   killed: KillReason | null;
   /** The most tasks (processes and threads) the run was seen with, polled every 250 ms. */
   peakTasks?: number;
+  /** Its files were past the files limit (or a temp dir full) when it ended. */
+  filesOver?: boolean;
   stderrTail: string;
   seconds: number;
 }
@@ -33,6 +37,7 @@ const MEMORY_RE =
   /MemoryError|out of memory|ENOMEM|bad_alloc|Cannot allocate memory|Array buffer allocation failed|Allocation failed/i;
 const FORK_RE = /Cannot fork|fork: retry|fork failed|spawn EAGAIN|BlockingIOError: \[Errno 11\]|can't fork/i;
 const FILE_SIZE_RE = /File too large|EFBIG/;
+const XFSZ_REPORTED_RE = /File size limit exceeded/;
 // The work dir (and /tmp) are tmpfs mounts of a fixed size: a write past it fails with ENOSPC.
 const NO_SPACE_RE = /No space left on device|ENOSPC/;
 
@@ -69,6 +74,10 @@ export function limitOf(e: Exit, l: SandboxConfig): LimitHit | null {
   // other messages count only when the program failed (a test may print "MemoryError" and pass).
   // Seen at the limit: forks were refused, whatever the program printed (or hid).
   if (FORK_RE.test(e.stderrTail) || (e.peakTasks ?? 0) >= l.maxProcesses) return hit('processes', l);
+  // A shell reports a child the file-size limit killed, and may go on to exit 0.
+  if (XFSZ_REPORTED_RE.test(e.stderrTail)) return hit('file_size', l);
+  // Measured, not read: the files it left were past the limit, whatever it exited with.
+  if (e.filesOver) return { ...hit('files', l), atEnd: true };
   if (e.code === 0) return null;
   if (MEMORY_RE.test(e.stderrTail)) return hit('memory', l);
   if (FILE_SIZE_RE.test(e.stderrTail)) return hit('file_size', l);

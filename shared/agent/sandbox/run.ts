@@ -116,7 +116,24 @@ async function afterRun(req: SandboxRequest, ended: Ran, result: SandboxResult):
   await req.afterRun(dir, result);
 }
 
-type Ran = Pick<Exit, 'code' | 'signal' | 'killed' | 'peakTasks'> & {
+/**
+ * Past the files limit when the program ended: a program that filled its work dir or a temp dir
+ * between two polls and exited 0 (its writes failing with ENOSPC unchecked) still hit the limit.
+ */
+async function filesOverAtEnd(at: MeasuredAt, fileBytes: number): Promise<boolean> {
+  try {
+    if ('sandboxRoot' in at) {
+      const u = await tmpfsUsage(at.sandboxRoot);
+      return u.workBytes > fileBytes || u.tempFull || u.mostEntries > WALK_MAX_ENTRIES;
+    }
+    const walk = await walkWorkDir(at.hostDir);
+    return walk.bytes > fileBytes || walk.truncated;
+  } catch {
+    return false;
+  }
+}
+
+type Ran = Pick<Exit, 'code' | 'signal' | 'killed' | 'peakTasks' | 'filesOver'> & {
   /** Holds the sandbox (its work dir readable) until `release`, which kills it. */
   keeper?: Keeper;
   release?: () => Promise<void>;
@@ -143,12 +160,15 @@ function supervise(req: SandboxRequest, cmd: SandboxCommand, stdout: Tail, stder
     const keeper = cmd.keeper
       ? new Keeper(child, {
           started: () => watching.measure({ sandboxRoot: `/proc/${keeper?.pid}/root` }),
-          exited: (code) => {
+          exited: async (code) => {
             clearTimeout(grace);
             watching.stop();
             const release = () => afterExit(child);
+            // Still held: what it left, measured once more (its last writes came after the last poll).
+            const filesOver = await filesOverAtEnd({ sandboxRoot: `/proc/${keeper?.pid}/root` }, req.limits.fileBytes);
+            const ran = { code, signal: null, killed, peakTasks: peak.tasks, filesOver, keeper, release };
             // The program's last output is in its pipes by now: one more turn of the loop reads it.
-            setTimeout(() => resolve({ code, signal: null, killed, peakTasks: peak.tasks, keeper, release }), 0);
+            setTimeout(() => resolve(ran), 0);
           },
         })
       : undefined;
@@ -172,7 +192,9 @@ function supervise(req: SandboxRequest, cmd: SandboxCommand, stdout: Tail, stder
       keeper?.gone();
       // Ended by the keeper's line: the sandbox's release (afterExit) is the caller's.
       if (keeper?.exitedFirst) return;
-      void afterExit(child).then(() => resolve({ code, signal, killed, peakTasks: peak.tasks }));
+      void afterExit(child)
+        .then(() => (keeper ? false : filesOverAtEnd({ hostDir: req.workDir }, req.limits.fileBytes)))
+        .then((filesOver) => resolve({ code, signal, killed, peakTasks: peak.tasks, filesOver }));
     });
   });
 }

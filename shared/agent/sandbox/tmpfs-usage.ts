@@ -17,16 +17,23 @@ export interface TmpfsUsage {
    * symlinks take kernel memory its size never counts (a million of them, about 1.8 GB).
    */
   mostEntries: number;
+  /** A temp mount (/tmp, /dev/shm) is full: a write there failed with ENOSPC. */
+  tempFull: boolean;
 }
 
+/** Free space under which a mount counts as full: less than a few pages is no room for a write. */
+const FULL_BELOW_BYTES = 64 * 1024;
+
 /** What one mount holds: its used blocks in bytes and its used inodes (its own root left out). */
-async function mountUsage(path: string): Promise<{ bytes: number; entries: number }> {
+async function mountUsage(path: string): Promise<{ bytes: number; entries: number; full: boolean }> {
   const s = await statfs(path);
-  return { bytes: (s.blocks - s.bfree) * s.bsize, entries: Math.max(0, s.files - s.ffree - 1) };
+  const full = s.bavail * s.bsize < FULL_BELOW_BYTES;
+  return { bytes: (s.blocks - s.bfree) * s.bsize, entries: Math.max(0, s.files - s.ffree - 1), full };
 }
 
 /** The usage of the sandbox whose root (seen from the host) is `root`: `/proc/<keeper pid>/root`. */
 export async function tmpfsUsage(root: string): Promise<TmpfsUsage> {
   const [work, ...temps] = await Promise.all([SANDBOX_WORK, ...TEMP_MOUNTS].map((m) => mountUsage(root + m)));
-  return { workBytes: work!.bytes, mostEntries: Math.max(work!.entries, ...temps.map((t) => t.entries)) };
+  const mostEntries = Math.max(work!.entries, ...temps.map((t) => t.entries));
+  return { workBytes: work!.bytes, mostEntries, tempFull: temps.some((t) => t.full) };
 }

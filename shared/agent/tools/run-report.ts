@@ -30,7 +30,8 @@ function exitText(res: SandboxResult): string {
 
 export function verdictLine(res: SandboxResult): string {
   if (!res.limit) return exitText(res);
-  const how = res.limit.kind === 'wall' || res.limit.kind === 'output' || res.limit.kind === 'files';
+  const kind = res.limit.kind;
+  const how = !res.limit.atEnd && (kind === 'wall' || kind === 'output' || kind === 'files');
   return `limit hit: ${res.limit.text}${how ? ', the run was killed' : `; ${exitText(res)}`}`;
 }
 
