@@ -120,10 +120,15 @@ export class StreamHub {
     const from = normalizeStreamId(afterId);
     let feed = this.feeds.get(key);
     if (!feed) {
-      // The first watcher's id is the reader's start: it reads everything after it.
-      feed = new StreamFeed(key, from, this.openReader(key), this.log);
-      this.feeds.set(key, feed);
-      feed.start();
+      // The reader starts at the stream's end: what comes before it is caught up below, so this
+      // call returns with every entry up to now handed out (a page's state follows them).
+      const end = await this.streamEnd(key, from);
+      feed = this.feeds.get(key); // made by another call meanwhile
+      if (!feed) {
+        feed = new StreamFeed(key, end, this.openReader(key), this.log);
+        this.feeds.set(key, feed);
+        feed.start();
+      }
     }
     const watcher: Watcher = { lastId: from, held: [], deliver };
     // Taken synchronously with joining: the reader has handed out everything up to here
@@ -141,6 +146,12 @@ export class StreamHub {
     watcher.held = null;
     handTo(watcher, held);
     return unsubscribe;
+  }
+
+  /** The id of the stream's last entry, or `from` if that is later (or the stream is empty). */
+  private async streamEnd(key: string, from: string): Promise<string> {
+    const last = ((await this.redis.xrevrange(key, '+', '-', 'COUNT', 1)) as [string, string[]][])[0]?.[0];
+    return last && compareStreamIds(last, from) > 0 ? last : from;
   }
 
   private async catchUp(key: string, w: Watcher, upTo: string): Promise<void> {

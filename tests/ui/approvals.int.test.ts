@@ -160,3 +160,19 @@ test("an ended goal's waiting call is no decision on its page, and approving it 
   assert.equal((await client.approvals.record(goalId, callId))?.status, 'pending');
   await page.close();
 });
+
+test('a page open while its goal ends also shows the calls released just after the end', async () => {
+  const goalId = await runningGoal();
+  const callId = await requestApproval(goalId, 0);
+  const page = await browser.newPage();
+  await page.goto(`${ui.url}/goals/${goalId}`);
+  await page.locator('#live-state[data-state="live"]').waitFor();
+  // Ended by a path that releases nothing itself; the release comes just after, as a cancel's does.
+  assert.ok(await client.lifecycle.exceedBudget(goalId, 'token budget exceeded', 1));
+  await page.locator('#live-state[data-state="finished"]').waitFor();
+  const ref = { step: 1, index: 0, role: ROLE, threadId: threadIdFor(goalId, ROLE, 't0'), callId, tool: 'write_file' };
+  await client.goals.appendEvent(goalId, { type: 'approval_decided', ...ref, decision: 'cancelled' });
+  // Written just after the end: the page's stream stays open a moment for it.
+  await page.locator('#activity-log li', { hasText: `${callId} (write_file) cancelled` }).waitFor({ timeout: 10_000 });
+  await page.close();
+});

@@ -36,6 +36,23 @@ test("a move into planning and the planner's tokens reach an open page without a
   feed.close();
 });
 
+test("a feed that catches up sends the goal's state after the entries it missed, never ahead of them", async () => {
+  const goalId = newGoalId();
+  await client.goals.create(goalId, 'A goal that ends while no page follows it', {}, false);
+  const seen = (await redis.client.xrevrange(client.goals.keys.events(goalId), '+', '-', 'COUNT', 1))[0]![0];
+  // While no page follows: more entries, then the end (a page took the state first and stopped).
+  const event = { type: 'tool_called', at: Date.now(), step: 1, index: 0, role: 'critic', tool: 'read_file' };
+  await redis.client.xadd(client.goals.keys.events(goalId), '*', 'e', JSON.stringify({ ...event, ms: 1, ok: true }));
+  await client.cancel(goalId);
+  const last = (await redis.client.xrevrange(client.goals.keys.events(goalId), '+', '-', 'COUNT', 1))[0]![0];
+  const feed = await openEventStream(ui.url, goalId, seen);
+  await feed.waitFor(/event: goal\ndata: \{[^\n]*"status":"cancelled"/, 'the cancelled goal');
+  const text = feed.text();
+  assert.ok(text.includes(`id: ${last}`), `the last entry was sent: ${last}\n${text}`);
+  assert.ok(text.indexOf(`id: ${last}`) < text.indexOf('event: goal'), `the state went ahead of the entries:\n${text}`);
+  feed.close();
+});
+
 test('a goal swept while watched ends its stream', async () => {
   const goalId = newGoalId();
   await client.goals.create(goalId, 'A goal swept while watched', {}, false);

@@ -400,6 +400,15 @@ setInterval(() => {
   if (state === 'live' && Date.now() - heardAt > STALE_MS) live('stale', 'not updating: Redis does not answer…');
 }, 1000);
 
+/** How long a finished goal's stream stays open after its last entry. */
+const FINISH_QUIET_MS = 3000;
+let finishing = null;
+
+function closeWhenQuiet(stream) {
+  clearTimeout(finishing);
+  finishing = setTimeout(() => stream.close(), FINISH_QUIET_MS);
+}
+
 function follow() {
   const url = new URL(root.dataset.eventsUrl, location.href);
   // The first connection starts after what the page shows; a reconnect sends Last-Event-ID.
@@ -418,6 +427,7 @@ function follow() {
   stream.addEventListener('beat', heard);
   stream.addEventListener('timeline', (m) => {
     heard();
+    if (finishing) closeWhenQuiet(stream);
     const data = JSON.parse(m.data);
     if (data.cycle) upsertCycle(withPlan(data.cycle));
     if (data.line) appendActivity(data.line);
@@ -427,10 +437,11 @@ function follow() {
     heard();
     const g = JSON.parse(m.data);
     renderGoal(g);
-    // A finished goal has nothing more to say: stop, rather than reconnect forever.
+    // A finished goal has little more to say (a cancel's released calls come just after it):
+    // the stream stops once it is quiet, rather than reconnect forever.
     if (g.terminal) {
-      stream.close();
       live('finished', 'finished');
+      closeWhenQuiet(stream);
     } else live('live', 'live');
   });
 }
