@@ -70,8 +70,9 @@ export class GoalClient extends GoalReader {
   private readonly state: State;
   readonly lifecycle: GoalLifecycle;
   readonly queues: Queues;
-  constructor(cfg: Config, redis?: Redis) {
-    const state = openState(cfg, 'cli', { redis });
+  /** `failFast`: its BullMQ connection too fails a command while Redis is away (createRedis). */
+  constructor(cfg: Config, redis?: Redis, opts: { failFast?: boolean } = {}) {
+    const state = openState(cfg, 'cli', { redis, failFast: opts.failFast });
     super(cfg, state.redis, state);
     this.state = state;
     this.lifecycle = state.lifecycle;

@@ -7,9 +7,9 @@ import { HTTPException } from 'hono/http-exception';
 import { GOAL_MAX_BYTES } from '../../cli/goal-request.ts';
 import { chromeOf } from './chrome.ts';
 import type { UiContext, UiEnv } from './context.ts';
-
 import { registerDecisionRoutes } from './decisions/index.ts';
 import { headWithoutBody } from './head-requests.ts';
+import { redisGate } from './redis-gate.ts';
 import { requestLog } from './request-log.ts';
 import { registerArtifactRoutes } from './routes/artifact.ts';
 import { registerGoalRoute } from './routes/goal.ts';
@@ -37,6 +37,8 @@ const UPLOAD_BODY_BYTES = MAX_BODY_BYTES + UPLOAD_MAX_BYTES;
 /** The paths whose forms carry files: only they take a larger body. */
 const UPLOAD_PATHS = /^\/goals(\/[^/]+\/resume)?$/;
 
+const REDIS_AWAY = 'The inspector could not answer (is Redis reachable?). Details are in its log.';
+
 export function createApp(ctx: UiContext): Hono<UiEnv> {
   const app = new Hono<UiEnv>();
   app.use(requestLog(ctx.log, ctx.metrics));
@@ -47,6 +49,7 @@ export function createApp(ctx: UiContext): Hono<UiEnv> {
   const formLimit = bodyLimit({ maxSize: MAX_BODY_BYTES, onError: (c) => tooLarge(c, ctx, MAX_BODY_BYTES) });
   const uploadLimit = bodyLimit({ maxSize: UPLOAD_BODY_BYTES, onError: (c) => tooLarge(c, ctx, UPLOAD_BODY_BYTES) });
   app.use((c, next) => (c.req.method === 'POST' && UPLOAD_PATHS.test(c.req.path) ? uploadLimit : formLimit)(c, next));
+  app.use(redisGate(ctx.client.redis, (c) => c.html(errorPage(chromeOf(c, ctx), 'Redis is away', REDIS_AWAY), 503)));
   app.use(
     requireToken(ctx.sessions, ctx.signIn, (c) => loginRequired(c, ctx)),
     csrfCheck(),
@@ -68,8 +71,10 @@ export function createApp(ctx: UiContext): Hono<UiEnv> {
     }
     ctx.log.error({ err: { message: err.message, stack: err.stack }, path: c.req.path }, 'request failed');
     // The message may come from Redis or the filesystem: the page says what to do, not what broke.
-    const message = 'The inspector could not answer (is Redis reachable?). Details are in its log.';
-    return c.html(errorPage(chromeOf(c, ctx), 'Something went wrong', message), 500);
+    const message = REDIS_AWAY;
+    // Redis away: try again later (503), where anything else is the inspector's fault (500).
+    const redisAway = ctx.client.redis.status !== 'ready';
+    return c.html(errorPage(chromeOf(c, ctx), 'Something went wrong', message), redisAway ? 503 : 500);
   });
   return app;
 }

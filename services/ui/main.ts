@@ -65,7 +65,9 @@ export async function startUi(cfg: Config, opts: UiOptions): Promise<RunningUi> 
   const metrics = new UiMetrics();
   // Before the client's queues are made: a goal enqueued from the page starts its trace here.
   await startTracing('ui', log, process.env, secrets);
-  const client = new GoalClient(cfg, createRedis(cfg.redisUrl, 'deepq:ui', { autoPipelining: true }));
+  // Requests are answered, with an error page, while Redis is away: none waits for it.
+  const redis = createRedis(cfg.redisUrl, 'deepq:ui', { autoPipelining: true, failFast: true });
+  const client = new GoalClient(cfg, redis, { failFast: true });
   // One blocking connection per followed goal, never the shared one (a blocked connection
   // answers nothing else).
   const hub = new StreamHub(client.redis, () => createRedis(cfg.redisUrl, 'deepq:ui:stream'), log);

@@ -9,10 +9,12 @@ import { defineScripts } from './scripts.ts';
 export function createRedis(
   url: string,
   name?: string,
-  opts: { autoPipelining?: boolean; scripts?: boolean } = {},
+  opts: { autoPipelining?: boolean; scripts?: boolean; failFast?: boolean } = {},
 ): Redis {
   const client = new Redis(url, {
-    maxRetriesPerRequest: null,
+    // failFast (a web request's connection): a command fails after 2 reconnects (about a second
+    // with Redis down) instead of waiting for Redis, so the page says why rather than hanging.
+    maxRetriesPerRequest: opts.failFast ? 2 : null,
     connectionName: name,
     // Commands issued in the same tick go out in one write.
     enableAutoPipelining: opts.autoPipelining ?? false,

@@ -23,12 +23,12 @@ export interface State extends Stores {
 export function openState(
   cfg: Config,
   name: string,
-  hooks: { metrics?: Metrics; vfs?: VfsObserver; redis?: Redis } = {},
+  hooks: { metrics?: Metrics; vfs?: VfsObserver; redis?: Redis; failFast?: boolean } = {},
 ): State {
   // No auto-pipelining: each batch it makes is an ioredis Pipeline, which copies every defined
   // script onto itself; that cost 12-15 % of a service's CPU at zero model latency (bench).
   const redis = hooks.redis ?? createRedis(cfg.redisUrl, `deepq:${name}`);
-  const bull = createRedis(cfg.redisUrl, `deepq:${name}:bull`, { scripts: false });
+  const bull = createRedis(cfg.redisUrl, `deepq:${name}:bull`, { scripts: false, failFast: hooks.failFast });
   const stores = openStores(cfg, redis, hooks.vfs);
   const metrics = hooks.metrics;
   const onStatus = metrics ? countedStatus(metrics) : undefined;

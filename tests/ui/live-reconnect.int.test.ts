@@ -112,6 +112,14 @@ test('a browser that reconnects while Redis is down is answered, waits, and foll
   });
   await until(() => redis.client.status !== 'ready', 'Redis down');
   ui = await startUi(env, { port: ui.port, alive: true });
+  // Pages asked meanwhile are answered soon, saying why, not held until Redis is back.
+  const pages = ['/', `/goals/${goalId}`, '/queues-overview'].map(async (path) => {
+    const res = await fetch(`${ui.url}${path}`, { signal: AbortSignal.timeout(5000) });
+    assert.equal(res.status, 503, path);
+    assert.match(await res.text(), /is Redis reachable\?/, path);
+  });
+  await Promise.all(pages);
+  assert.equal(redisBack, false, 'answered only once Redis was back');
   await page.locator('#live-state[data-state="waiting"]').waitFor({ timeout: 8000 });
   assert.equal(redisBack, false, 'the stream opened while Redis was down');
   assert.equal(await page.locator('#live-state').textContent(), 'waiting for Redis…');
