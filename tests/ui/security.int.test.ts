@@ -144,11 +144,29 @@ test('signing out ends the session: a copy of its cookie no longer signs in, the
   await page.click('form.login button');
   await page.waitForURL(`${ui.url}/`);
   const cookie = (await leaving.cookies()).find((c) => c.name === 'deepq_ui_session')!.value;
-  const withCopy = () => fetch(`${ui.url}/goals/${goalId}`, { headers: { cookie: `deepq_ui_session=${cookie}` } });
+  const headers = { cookie: `deepq_ui_session=${cookie}` };
+  const withCopy = () => fetch(`${ui.url}/goals/${goalId}`, { headers });
   assert.equal((await withCopy()).status, 200, 'the copy works while signed in');
+  // A page open in another tab, its live stream open.
+  const stream = await fetch(`${ui.url}/goals/${goalId}/events`, { headers, signal: AbortSignal.timeout(15_000) });
+  assert.equal(stream.status, 200);
   await page.click('form[action="/logout"] button');
   await page.waitForURL(`${ui.url}/login`);
   assert.equal((await withCopy()).status, 401, 'the copy after signing out');
+  // The open stream ends within a re-read (2 s), not when the goal does.
+  const started = Date.now();
+  await stream.text();
+  assert.ok(Date.now() - started < 10_000, 'the stream went on after the sign-out');
+  // A form sent from that tab: the sign-in form, saying the action was not done, back to its page.
+  const form = await fetch(`${ui.url}/goals/${goalId}/cancel`, {
+    method: 'POST',
+    headers: { ...headers, accept: 'text/html', 'content-type': 'application/x-www-form-urlencoded' },
+    body: '_csrf=x',
+  });
+  assert.equal(form.status, 401);
+  const html = await form.text();
+  assert.match(html, /Your session has ended: sign in again, then repeat what you did \(it was not done\)/);
+  assert.match(html, new RegExp(`name="next" value="/goals/${goalId}"`));
   const other = await signedIn.newPage();
   assert.equal((await other.goto(`${ui.url}/goals/${goalId}`))!.status(), 200, 'another session');
   await Promise.all([other.close(), leaving.close()]);

@@ -16,6 +16,7 @@ import { attachPlans } from '../model/cycle-plans.ts';
 import { goalSnapshot } from '../model/goal-snapshot.ts';
 import { type CycleView, GoalTimeline } from '../model/goal-timeline.ts';
 import { eventOf } from '../model/timeline-entry.ts';
+import { sessionCheck } from '../security/auth.ts';
 import { compareStreamIds, normalizeStreamId, type StreamEntry } from '../stream-hub.ts';
 
 const KEEPALIVE_MS = 15_000;
@@ -50,6 +51,8 @@ interface Feed {
   /** When the last snapshot went out, and the timer of one owed since (entries came sooner). */
   snapshotAt?: number;
   owed?: NodeJS.Timeout;
+  /** Whether the browser's session still holds (signed in with a cookie): checked at each re-read. */
+  stillSignedIn?: () => Promise<boolean>;
 }
 
 export function registerGoalEventsRoute(app: Hono<UiEnv>, ctx: UiContext): void {
@@ -63,7 +66,8 @@ export function registerGoalEventsRoute(app: Hono<UiEnv>, ctx: UiContext): void 
     const after = normalizeStreamId(c.req.header('last-event-id') ?? c.req.query('after'));
     // Proxies (nginx) must not buffer the stream.
     c.header('x-accel-buffering', 'no');
-    return streamSSE(c, (stream) => follow({ ctx, goalId, after, stream }, known === undefined));
+    const stillSignedIn = sessionCheck(c, ctx.sessions);
+    return streamSSE(c, (stream) => follow({ ctx, goalId, after, stream, stillSignedIn }, known === undefined));
   });
 }
 
@@ -160,6 +164,8 @@ async function relay(f: Feed, batches: AsyncQueue<StreamEntry[]>): Promise<void>
     // The timer's re-read: a changed goal is sent; a goal swept meanwhile ends the stream.
     if (!batch.length) {
       f.refreshQueued = false;
+      // Signed out (or past its 12 hours) since: the stream ends, and the browser's reconnect gets a 401.
+      if (f.stillSignedIn && !(await f.stillSignedIn().catch(() => true))) return;
       // An owed snapshot goes out whatever changed (artifacts change no goal field); else only a change.
       const read = await sendGoal(f, !f.owed).catch(() => null);
       if (read === false) return;

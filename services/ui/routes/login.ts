@@ -20,7 +20,11 @@ export function safeNext(next: unknown): string {
 /** The 401 answer to a browser that asked for a page without the token. */
 export function loginRequired(c: Context<UiEnv>, ctx: UiContext): Response | Promise<Response> {
   const url = new URL(c.req.url);
-  return c.html(loginPage(chromeOf(c, ctx), safeNext(url.pathname + url.search)), 401);
+  if (c.req.method === 'GET') return c.html(loginPage(chromeOf(c, ctx), safeNext(url.pathname + url.search)), 401);
+  // A form sent once the session had ended: back to the page it came from, once signed in.
+  const page = /^\/goals\/[^/]+/.exec(url.pathname)?.[0] ?? '/';
+  const error = 'Your session has ended: sign in again, then repeat what you did (it was not done).';
+  return c.html(loginPage(chromeOf(c, ctx), safeNext(page), error), 401);
 }
 
 export function registerLoginRoutes(app: Hono<UiEnv>, ctx: UiContext): void {

@@ -66,6 +66,16 @@ function bearerOf(c: Context): string | undefined {
   return (auth && /^Bearer\s+(.+)$/i.exec(auth)?.[1]?.trim()) || undefined;
 }
 
+/**
+ * For a request signed in by its session cookie: whether that session still holds (a live stream
+ * checks it as it goes: a sign-out, or the 12 hours past, ends it). Undefined otherwise.
+ */
+export function sessionCheck(c: Context, sessions: UiSessions | undefined): (() => Promise<boolean>) | undefined {
+  if (!sessions || bearerOf(c)) return undefined;
+  const cookie = getCookie(c, SESSION_COOKIE);
+  return () => sessions.valid(cookie);
+}
+
 export async function presentsToken(c: Context, sessions: UiSessions): Promise<boolean> {
   const bearer = bearerOf(c);
   if (bearer) return safeEqual(bearer, sessions.token);
@@ -94,7 +104,8 @@ export function requireToken(
       if (right) return next();
     } else if (await presentsToken(c, sessions)) return next();
     c.header('www-authenticate', 'Bearer realm="deepq"');
-    const wantsPage = c.req.method === 'GET' && (c.req.header('accept') ?? '').includes('text/html');
-    return wantsPage ? loginPage(c) : c.text('unauthorized: DEEPQ_UI_TOKEN required\n', 401);
+    // A browser's page, or its form sent after the session ended: the sign-in form, not a bare status.
+    const fromBrowser = ['GET', 'POST'].includes(c.req.method) && (c.req.header('accept') ?? '').includes('text/html');
+    return fromBrowser ? loginPage(c) : c.text('unauthorized: DEEPQ_UI_TOKEN required\n', 401);
   };
 }
