@@ -218,6 +218,21 @@ test("a cycle's subtask attempt, duration and tokens; usage rows whose counts ar
   await page.close();
 });
 
+test('on a 375-pixel screen no page scrolls sideways: wide tables scroll inside their cards', async () => {
+  const id = await storedGoal(`A narrow screen ${'with a long word: '.repeat(3)}${'x'.repeat(300)}`);
+  const role = 'research-specialist';
+  const task = { role, instruction: `Look ${'y'.repeat(400)}`, expected_artifact: 'notes.md', read_files: [] };
+  await client.lifecycle.beginPlanning(id);
+  await client.lifecycle.dispatch(id, 1, { subtasks: [task] }, { threadId: threadIdFor(id, 'planner', 'aaaa1111') });
+  const page = await browser.newPage({ viewport: { width: 375, height: 800 } });
+  for (const path of ['/', `/goals/${id}`, '/queues-overview']) {
+    await page.goto(`${ui.url}${path}`);
+    const width = await page.evaluate<number>('document.documentElement.scrollWidth');
+    assert.ok(width <= 375, `${path}: the page is ${width} px wide`);
+  }
+  await page.close();
+});
+
 test('the queues page: depth per queue and state, and a failed job in recent failures', async () => {
   // Two goals waiting for a planner (none runs here); one subtask job that fails for good.
   for (const g of ['Waiting one', 'Waiting two']) await client.enqueue({ goal: g });
