@@ -60,6 +60,7 @@ test('a goal swept while watched ends its stream', async () => {
   await feed.waitFor(/event: goal/, 'the goal');
   await client.redis.del(client.goals.keys.goal(goalId), client.goals.keys.events(goalId));
   await feed.ended('the swept goal');
+  assert.match(feed.text(), /event: gone\n/, 'the page is told the goal is gone');
   const again = await fetch(`${ui.url}/goals/${goalId}/events`);
   assert.equal(again.status, 404);
 });

@@ -118,6 +118,13 @@ test('the enqueue form: "pause for review" ticked makes a goal with review on', 
   const plain = await enqueue('Unreviewed goal', false);
   assert.equal((await client.get(plain)).review, false);
   assert.equal(await page.locator('dt:text-is("review") + dd').textContent(), 'no');
+  // Seconds need not be whole, as with --max-seconds (the browser refused 2.5 before sending it).
+  await page.goto(`${ui.url}/`);
+  await page.fill('form.enqueue textarea[name=goal]', 'A goal of two and a half seconds');
+  await page.fill('form.enqueue input[name=maxSeconds]', '2.5');
+  await page.click('form.enqueue button');
+  await page.waitForURL(/\/goals\/[a-z0-9]{6,32}$/);
+  assert.equal((await client.get(page.url().split('/').pop()!)).budgets.maxSeconds, 2.5);
   assert.deepEqual(problems, []);
   await page.close();
 });
@@ -230,6 +237,19 @@ test('on a 375-pixel screen no page scrolls sideways: wide tables scroll inside 
     const width = await page.evaluate<number>('document.documentElement.scrollWidth');
     assert.ok(width <= 375, `${path}: the page is ${width} px wide`);
   }
+  await page.close();
+});
+
+test('a goal swept while its page is open: the page says it is gone, and offers no action', async () => {
+  const id = await storedGoal('A goal swept while watched', true);
+  const page = await browser.newPage();
+  await page.goto(`${ui.url}/goals/${id}`);
+  await page.locator('#live-state[data-state="live"]').waitFor();
+  assert.ok((await page.locator('main form button:enabled').count()) > 0, 'an action to offer first');
+  await client.redis.del(client.goals.keys.goal(id), client.goals.keys.events(id));
+  await page.locator('#live-state[data-state="gone"]').waitFor({ timeout: 10_000 });
+  assert.match((await text(page, '#live-state'))!, /no longer exists/);
+  assert.equal(await page.locator('main form button:enabled').count(), 0);
   await page.close();
 });
 
@@ -431,6 +451,11 @@ test("a 404 quotes what the address asked for, cut short: crafted words never re
   const body = await missing.text();
   assert.match(body, new RegExp(`has no artifact &quot;${bait.slice(0, 40).replace(/[.?]/g, '\\$&')}`));
   assert.ok(!body.includes(bait), 'cut at 80 characters');
+  // A cycle links its expected artifacts before they are written: the page says why it is missing.
+  assert.match(
+    body,
+    /&quot; \(not yet: a subtask that writes it may still run; or it was evicted or never written\)\./,
+  );
   const nowhere = await fetch(`${ui.url}/no/such/${'y'.repeat(100)}`);
   assert.equal(nowhere.status, 404);
   assert.match(await nowhere.text(), /Nothing at &quot;\/no\/such\/y{71}…&quot;\./);

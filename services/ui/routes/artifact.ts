@@ -18,7 +18,9 @@ async function find(c: Context<UiEnv>, ctx: UiContext): Promise<OpenArtifact | R
   const back = isGoalId(goalId) ? path`/goals/${goalId}` : '/';
   // What the address asked for is quoted, cut and never a goal id it is not: a link crafted to
   // put words on the page ("your session expired: …") must not read as the inspector's own.
-  const asked = isGoalId(goalId) ? `Goal ${goalId} has no artifact ${quoted(name)}.` : 'No such goal.';
+  // A cycle's expected artifact is linked before its subtask has written it.
+  const why = ' (not yet: a subtask that writes it may still run; or it was evicted or never written)';
+  const asked = isGoalId(goalId) ? `Goal ${goalId} has no artifact ${quoted(name)}${why}.` : 'No such goal.';
   return c.html(errorPage(chromeOf(c, ctx), 'No such artifact', asked, back), 404);
 }
 

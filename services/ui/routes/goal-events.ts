@@ -120,7 +120,7 @@ async function follow(f: Feed, waitingForRedis: boolean): Promise<void> {
     unsubscribe = await subscribe(f, batches);
     ctx.metrics.streamReaders.set(ctx.hub.openFeeds);
     // A goal swept meanwhile: the stream ends, and the browser's reconnect gets a 404.
-    if (batches.isClosed || !(await ctx.client.goals.get(f.goalId))) return;
+    if (batches.isClosed || !(await ctx.client.goals.get(f.goalId))) return void (await goneFor(f));
     // Its state goes out after what the browser missed (queued by now): a finished goal's state
     // ahead of its last entries made the page stop before them.
     batches.push([]);
@@ -221,10 +221,16 @@ async function sendGoalSoon(f: Feed, batches: AsyncQueue<StreamEntry[]>): Promis
   return true;
 }
 
+/** The goal was swept or expired: the page says so, and stops (its reconnect would get a 404). */
+async function goneFor(f: Feed): Promise<false> {
+  await f.stream.writeSSE({ event: 'gone', data: '{}' }).catch(() => {});
+  return false;
+}
+
 /** Sends the goal's state (only if it changed, with `onlyIfChanged`); false when the goal is gone. */
 async function sendGoal(f: Feed, onlyIfChanged = false): Promise<boolean> {
   const goal = await f.ctx.client.goals.get(f.goalId);
-  if (!goal) return false;
+  if (!goal) return goneFor(f);
   const state = JSON.stringify([goal.status, goal.updatedAt, goal.tokens]);
   if (onlyIfChanged && state === f.sentState) return true;
   f.sentState = state;

@@ -433,6 +433,13 @@ function follow() {
     if (data.line) appendActivity(data.line);
     root.dataset.lastEventId = m.lastEventId;
   });
+  // Swept after its retention, or expired: nothing to follow, and no action can reach it.
+  stream.addEventListener('gone', () => {
+    stream.close();
+    root.dataset.terminal = 'true';
+    for (const button of document.querySelectorAll('main form button')) button.disabled = true;
+    live('gone', 'this goal no longer exists (swept or expired): reload for the list');
+  });
   stream.addEventListener('goal', (m) => {
     heard();
     const g = JSON.parse(m.data);

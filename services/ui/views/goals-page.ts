@@ -65,8 +65,11 @@ function onBudgetSelect(value: string | undefined): Html {
 }
 
 function enqueueForm(chrome: Chrome, f: EnqueueForm): Html {
-  const num = (name: string, label: string, value: string | undefined) =>
-    html`<label>${label}<input type="number" name="${name}" min="1" step="1" value="${value ?? ''}" /></label>`;
+  // Tokens and cycles are whole; seconds need not be (the CLI's --max-seconds 2.5 is).
+  const num = (name: string, label: string, value: string | undefined, step = '1') =>
+    html`<label>${label}<input type="number" name="${name}" min="${step === '1' ? '1' : '0'}" step="${step}" value="${
+      value ?? ''
+    }" /></label>`;
   return html`<form method="post" action="/goals" class="enqueue" id="enqueue" enctype="multipart/form-data">
     ${csrfField(chrome)}
     <input type="hidden" name="key" value="${formValue(f.key ?? `ui-${randomUUID()}`)}" />
@@ -74,7 +77,7 @@ function enqueueForm(chrome: Chrome, f: EnqueueForm): Html {
     <label>Goal<textarea name="goal" rows="3" required maxlength="102400">${formValue(f.goal ?? '')}</textarea></label>
     <div class="row">
       ${num('maxTokens', 'max tokens', f.maxTokens)} ${num('maxSteps', 'max cycles', f.maxSteps)}
-      ${num('maxSeconds', 'max seconds', f.maxSeconds)} ${onBudgetSelect(f.onBudget)}
+      ${num('maxSeconds', 'max seconds', f.maxSeconds, 'any')} ${onBudgetSelect(f.onBudget)}
       <label class="check"><input type="checkbox" name="review" value="1" ${f.review ? 'checked' : ''} />
         pause for review after every reflection</label>
     </div>
