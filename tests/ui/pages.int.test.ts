@@ -344,7 +344,7 @@ test("the ui process's /metrics count its requests and live streams; /healthz an
   const m = await metrics();
   assert.equal(sample(m, ...served), before + 3);
   assert.ok(sample(m, 'deepq_ui_request_duration_seconds_count', { route: '/queues-overview' }) >= 3);
-  assert.equal(sample(m, 'deepq_ui_actions_total', { action: 'enqueue', outcome: 'ok' }), 5, "the form's five goals");
+  assert.equal(sample(m, 'deepq_ui_actions_total', { action: 'enqueue', outcome: 'ok' }), 6, "the form's six goals");
   assert.equal(
     sample(m, 'deepq_ui_actions_total', { action: 'enqueue', outcome: 'repeated' }),
     1,
