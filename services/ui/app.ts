@@ -71,10 +71,9 @@ export function createApp(ctx: UiContext): Hono<UiEnv> {
     }
     ctx.log.error({ err: { message: err.message, stack: err.stack }, path: c.req.path }, 'request failed');
     // The message may come from Redis or the filesystem: the page says what to do, not what broke.
-    const message = REDIS_AWAY;
     // Redis away: try again later (503), where anything else is the inspector's fault (500).
-    const redisAway = ctx.client.redis.status !== 'ready';
-    return c.html(errorPage(chromeOf(c, ctx), 'Something went wrong', message), redisAway ? 503 : 500);
+    const status = ctx.client.redis.status === 'ready' ? 500 : 503;
+    return c.html(errorPage(chromeOf(c, ctx), 'Something went wrong', REDIS_AWAY), status);
   });
   return app;
 }

@@ -5,11 +5,15 @@
 // cannot reorder text, and right-to-left writing uses them.)
 export const BIDI_CONTROLS = /[\u202a-\u202e\u2066-\u2069]/g;
 
-/** `\u202e` style, as JSON writes an escape. */
-const bidiEscape = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
+/** `\u200b`, a character beyond the BMP as its two surrogates (`\udb40\udc41`): JSON's escapes. */
+function jsonEscape(c: string): string {
+  let out = '';
+  for (let i = 0; i < c.length; i++) out += `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`;
+  return out;
+}
 
 export function showBidiControls(text: string): string {
-  return text.replace(BIDI_CONTROLS, bidiEscape);
+  return text.replace(BIDI_CONTROLS, jsonEscape);
 }
 
 // Characters that draw nothing, or a line break where none shows: in a tool call a human approves,
@@ -17,13 +21,6 @@ export function showBidiControls(text: string): string {
 // sees. Soft hyphen, zero-width space/joiners, LRM/RLM, line and paragraph separators, word joiner
 // and invisible operators, BOM, tags. Only where a human decides: elsewhere a ZWJ joins an emoji.
 const HIDDEN = /[\u00ad\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\u{e0000}-\u{e007f}]/gu;
-
-/** `\u200b`, a character beyond the BMP as its two surrogates (`\udb40\udc41`): JSON's escapes. */
-function jsonEscape(c: string): string {
-  let out = '';
-  for (let i = 0; i < c.length; i++) out += `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`;
-  return out;
-}
 
 /**
  * Text a human decides on (an approval's input): the bidi controls and every invisible character
@@ -41,5 +38,5 @@ const RAW_IN_JSON = /[\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
  * escapes: the same JSON value, safe to print (C0 controls JSON escapes itself).
  */
 export function escapeRawInJson(json: string): string {
-  return json.replace(RAW_IN_JSON, bidiEscape);
+  return json.replace(RAW_IN_JSON, jsonEscape);
 }

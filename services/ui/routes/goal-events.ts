@@ -120,7 +120,8 @@ async function follow(f: Feed, waitingForRedis: boolean): Promise<void> {
     unsubscribe = await subscribe(f, batches);
     ctx.metrics.streamReaders.set(ctx.hub.openFeeds);
     // A goal swept meanwhile: the stream ends, and the browser's reconnect gets a 404.
-    if (batches.isClosed || !(await ctx.client.goals.get(f.goalId))) return void (await goneFor(f));
+    if (batches.isClosed) return;
+    if (!(await ctx.client.goals.get(f.goalId))) return void (await goneFor(f));
     // Its state goes out after what the browser missed (queued by now): a finished goal's state
     // ahead of its last entries made the page stop before them.
     batches.push([]);
