@@ -100,6 +100,9 @@ function postEarly(url: string, headers: Record<string, string>, fileBytes: numb
     req.on('error', (err) => {
       if (!answered) reject(err);
     });
+    // The server answers and closes before the body is all sent: the rest of the write fails
+    // (EPIPE) on the socket, after the request has let go of it. Expected here, not a failure.
+    req.on('socket', (socket) => socket.on('error', () => {}));
     req.end(body);
   });
 }
