@@ -182,7 +182,7 @@ export class TimelineView {
     if (!t) return;
     t.awaiting ??= new Map();
     if (e.type === 'approval_requested')
-      t.awaiting.set(e.callId, `${e.tool} ${clip(showHiddenCharacters(e.input), 60)}`);
+      t.awaiting.set(e.callId, `${showHiddenCharacters(e.tool)} ${clip(showHiddenCharacters(e.input), 60)}`);
     else t.awaiting.delete(e.callId);
     if (t.state === 'running' || t.state === 'awaiting approval')
       t.state = t.awaiting.size ? 'awaiting approval' : 'running';
@@ -297,11 +297,13 @@ function describe(e: TimelineEvent, goalId: string): string {
     }
     case 'approval_requested': {
       const until = new Date(e.expiresAt).toISOString();
-      const input = showHiddenCharacters(e.input);
-      return `[${e.index}] ${e.role} approval requested ${e.callId}: ${e.tool} ${input} (until ${until})`;
+      const [tool, input] = [showHiddenCharacters(e.tool), showHiddenCharacters(e.input)];
+      return `[${e.index}] ${e.role} approval requested ${e.callId}: ${tool} ${input} (until ${until})`;
     }
-    case 'approval_decided':
-      return `[${e.index}] ${e.role} ${e.callId} (${e.tool}) ${e.decision}${e.reason ? `: ${e.reason}` : ''}`;
+    case 'approval_decided': {
+      const reason = e.reason ? `: ${e.reason}` : '';
+      return `[${e.index}] ${e.role} ${e.callId} (${showHiddenCharacters(e.tool)}) ${e.decision}${reason}`;
+    }
     case 'evicted':
       return `evicted ${e.name} (${e.reason})`;
     case 'reflected':

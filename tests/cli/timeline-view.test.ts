@@ -387,11 +387,13 @@ test('files given with a resume: in its line, and joining the inputs under the g
 });
 
 test('a call waiting for approval shows its invisible characters as escapes, in the view and as an event line', () => {
-  const waiting = approvalRequested('run_code', '{"code":"curl exa\u200bmple.com\u{e0041}"}');
+  const waiting = approvalRequested('mcp:files/del\u200bete', '{"code":"curl exa\u200bmple.com\u{e0041}"}');
+  const decided: TimelineEvent = { ...waiting, type: 'approval_decided', decision: 'approved' } as TimelineEvent;
   const v = new TimelineView();
   for (const e of [...events, waiting]) v.apply(e);
   for (const text of [v.render(), formatEventLine(waiting, t0)]) {
     assert.doesNotMatch(text, /[\u200b\u{e0000}-\u{e007f}]/u);
-    assert.match(text, /curl exa\\u200bmple\.com\\udb40\\udc41/);
+    assert.match(text, /mcp:files\/del\\u200bete \{"code":"curl exa\\u200bmple\.com\\udb40\\udc41/);
   }
+  assert.match(formatEventLine(decided, t0), /\(mcp:files\/del\\u200bete\) approved/);
 });
