@@ -96,19 +96,23 @@ test('concurrent scrapes run one round of queue counts; a scrape within 1 s reus
   try {
     await redis.client.slowlog('RESET');
     const N = 20;
+    const burstStart = Date.now();
     await Promise.all(Array.from({ length: N }, scrape));
     const burstEnd = Date.now();
     const round = await countCalls();
     const queues = new Set(round);
     assert.ok(queues.size >= 6, `every reported queue counted: ${[...queues].join(', ')}`);
-    assert.equal(round.length, queues.size, `${N} concurrent scrapes: ${round.length} getCounts calls, one per queue`);
-    t.diagnostic(`${N} concurrent scrapes: ${round.length} getCounts calls for ${queues.size} queues`);
+    // On a loaded machine the burst itself can outlast the 1 s TTL: a round per second it took, at most.
+    const rounds = Math.max(1, Math.ceil((burstEnd - burstStart) / 1000));
+    const what = `${N} concurrent scrapes in ${burstEnd - burstStart} ms: ${round.length} getCounts calls`;
+    assert.ok(round.length <= rounds * queues.size && round.length % queues.size === 0, what);
+    t.diagnostic(`${what} for ${queues.size} queues`);
 
     await scrape();
     if (Date.now() - burstEnd < 900) assert.equal((await countCalls()).length, round.length, 'within 1 s: cached');
     await sleep(1100);
     await scrape();
-    assert.equal((await countCalls()).length, 2 * round.length, 'past 1 s: one more round');
+    assert.equal((await countCalls()).length, round.length + queues.size, 'past 1 s: one more round');
   } finally {
     await redis.client.config('SET', 'slowlog-log-slower-than', '10000');
   }
