@@ -39,11 +39,12 @@ export async function runDemo(goalText: string, out: Out = (s) => process.stdout
       await sup?.stop(cfg.drainTimeoutMs + 5000);
       await priv?.stop();
     })());
-  const started: { goalId?: string } = {};
+  const started: { goalId?: string; cancelling?: Promise<void> } = {};
   const offSignals = stopOnSignals(async () => {
     // In a Redis that outlives the demo (REDIS_URL, the local one), a goal left running would be
     // taken up by the next services started on it: a stopped demo's goal ends cancelled.
-    if (started.goalId) await cancelOnStop(client, started.goalId);
+    if (started.goalId) started.cancelling = cancelOnStop(client, started.goalId);
+    await started.cancelling;
     await stopAll();
   });
   try {
@@ -57,6 +58,9 @@ export async function runDemo(goalText: string, out: Out = (s) => process.stdout
     return await runGoal(client, goalText, out, (goalId) => (started.goalId = goalId));
   } finally {
     offSignals();
+    // The timeline ends as soon as the cancel lands; the cancel then removes the goal's waiting
+    // jobs, which needs the connection a stop would close under it.
+    await started.cancelling;
     await stopAll();
   }
 }

@@ -62,8 +62,9 @@ export interface PrivateRedis {
   dir: string;
   proc: ChildProcess;
   stop(): Promise<void>;
-  /** Stops and starts the server on the same port and data dir (AOF restart test). */
-  restart(downMs?: number): Promise<void>;
+  /** Stops and starts the server on the same port and data dir (AOF restart test), after `down`:
+   *  that many ms, or once that promise settles. */
+  restart(down?: number | Promise<unknown>): Promise<void>;
 }
 
 /** TCP sockets in LISTEN state on this machine, port → socket inodes (Linux /proc/net/tcp and
@@ -190,9 +191,9 @@ export async function startPrivateRedis(opts: PrivateRedisOptions = {}): Promise
       await kill(handle.proc);
       rmSync(dir, { recursive: true, force: true });
     },
-    async restart(downMs = 500) {
+    async restart(down = 500) {
       await kill(handle.proc);
-      await new Promise((r) => setTimeout(r, downMs));
+      await (typeof down === 'number' ? new Promise((r) => setTimeout(r, down)) : down.catch(() => {}));
       handle.proc = await launch(port);
     },
   };

@@ -62,6 +62,8 @@ export async function startUi(cfg: Config, opts: UiOptions): Promise<RunningUi> 
   checkBindPolicy(opts.host, opts.token);
   const secrets = [...secretsOf(cfg), ...(opts.token ? [opts.token] : [])];
   const log = createLogger(cfg.logLevel, { service: 'ui' }, secrets);
+  // A misspelt DEEPQ_* variable is named, as every other command names it.
+  if (cfg.envNotice) log.warn(cfg.envNotice);
   const metrics = new UiMetrics();
   // Before the client's queues are made: a goal enqueued from the page starts its trace here.
   await startTracing('ui', log, process.env, secrets);

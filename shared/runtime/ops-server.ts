@@ -83,13 +83,19 @@ export async function startOpsServer(opts: OpsServerOptions): Promise<{ server: 
     }
   });
   await new Promise<void>((resolve, reject) => {
-    server.once('error', (err: NodeJS.ErrnoException) =>
-      reject(err.code === 'EADDRINUSE' ? portTaken(opts.port, host) : err),
-    );
+    server.once('error', (err: NodeJS.ErrnoException) => reject(listenError(err, opts.port, host)));
     server.listen(opts.port, host, () => resolve());
   });
   const addr = server.address();
   return { server, port: typeof addr === 'object' && addr ? addr.port : opts.port, host };
+}
+
+/** What retrying cannot mend is a config error (exit 78), naming the setting to change. */
+function listenError(err: NodeJS.ErrnoException, port: number, host: string): Error {
+  if (err.code === 'EADDRINUSE') return portTaken(port, host);
+  const why = { ENOTFOUND: 'no such host', EADDRNOTAVAIL: 'not an address of this machine' }[err.code ?? ''];
+  if (why) return new ConfigError(`METRICS_HOST ${JSON.stringify(host)}: cannot listen there (${why})`);
+  return err;
 }
 
 /** A config error (exit 78): restarting into a port another process holds cannot help. */

@@ -180,6 +180,15 @@ test('Ctrl-C on a demo using a Redis that outlives it cancels its goal: no later
   process.kill(-demo.pid!, 'SIGINT');
   assert.equal(await exited, 130, out());
   assert.match(out(), new RegExp(`goal ${goalId} cancelled`));
+  // The cancel ran to its end (the demo's stop closed its connection under it once).
+  assert.doesNotMatch(out(), /was not cancelled/);
+  const waiting = await redis.client.keys(`${prefix}:*:wait`);
+  const left = await Promise.all(waiting.map((k) => redis.client.llen(k)));
+  assert.deepEqual(
+    left.filter((n) => n > 0),
+    [],
+    `jobs left waiting in ${waiting.join(', ')}`,
+  );
   const g = await redis.client.hgetall(`${prefix}:goal:${goalId}`);
   assert.equal(g.status, 'cancelled', out());
   assert.equal(g.reason, 'cancelled by user');

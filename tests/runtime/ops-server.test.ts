@@ -72,3 +72,21 @@ test('a failed refresh is not cached, and a hung one does not hang the scrape', 
     assert.equal(calls, 3, 'still one refresh in flight');
   });
 });
+
+test('a METRICS_HOST it cannot listen on is a config error naming it, not a raw getaddrinfo error', async () => {
+  const cases: [string, RegExp][] = [
+    ['not a host', /METRICS_HOST "not a host": cannot listen there \(no such host\)/],
+    // TEST-NET-1: an address no machine here has.
+    ['192.0.2.1', /METRICS_HOST "192\.0\.2\.1": cannot listen there \(not an address of this machine\)/],
+  ];
+  for (const [host, message] of cases) {
+    await assert.rejects(
+      startOpsServer({ port: 0, host, registry: new Registry(), ready: async () => ({ ok: true, checks: {} }) }),
+      (err: Error) => {
+        assert.equal(err.name, 'ConfigError');
+        assert.match(err.message, message);
+        return true;
+      },
+    );
+  }
+});

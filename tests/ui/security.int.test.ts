@@ -342,10 +342,12 @@ test('the inspector refuses to listen off loopback without a token, or with a sh
   assert.match(short.stderr, /DEEPQ_UI_TOKEN is 5 characters/);
 });
 
-test('a port another process holds stops the inspector with exit 78, naming --port', async () => {
+test('a port in use stops the inspector: exit 78 naming --port (a misspelt variable named)', async () => {
   const port = new URL(ui.url).port;
-  const r = await runCli(['ui', '--port', port], env);
+  const r = await runCli(['ui', '--port', port], { ...env, DEEPQ_MAX_TOKEN: '5' });
   assert.equal(r.code, 78, r.stdout + r.stderr);
+  // A misspelt variable is named first, as by every other command.
+  assert.match(r.stdout, /ignoring DEEPQ_MAX_TOKEN \(did you mean DEEPQ_MAX_TOKENS\?\)/);
   assert.match(r.stderr, new RegExp(`port ${port} on 127\\.0\\.0\\.1 is in use .*: pick another with --port`));
   assert.doesNotMatch(r.stderr, /EADDRINUSE|\n\s+at /);
 });
