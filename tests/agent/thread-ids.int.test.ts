@@ -110,10 +110,12 @@ test(
 
     // Unknown or malformed thread ids: a clear error, no stack trace.
     for (const bad of [`goal-${goalId}--critic-00000000`, 'not-a-thread']) {
-      const r = await runCli(['transcript', bad], fleet.env);
+      const r = await runCli(['transcript', bad], { ...fleet.env, DEEPQ_MAX_TOKEN: '5' });
       assert.equal(r.code, 1);
       assert.match(r.stderr, /no transcript for thread id/);
       assert.doesNotMatch(r.stderr, /\n\s+at /);
+      // Through the CLI's shared connection, as every one-shot command (its lost-Redis guard too).
+      assert.match(r.stderr, /ignoring DEEPQ_MAX_TOKEN \(did you mean DEEPQ_MAX_TOKENS\?\)/);
     }
 
     // Never fed to another agent: no request carries a thread id, planner and reflector get a
