@@ -35,13 +35,16 @@ export type OnBudget = (typeof ON_BUDGET)[number];
 export const MAX_BUDGET_SECONDS = 315_360_000;
 
 /** A goal's limits; each is optional. Set per goal, with defaults from the config. */
-export const BudgetsSchema = z.object({
-  maxTokens: z.number().int().positive().optional(),
-  maxSteps: z.number().int().positive().optional(),
-  maxSeconds: z.number().positive().max(MAX_BUDGET_SECONDS, `at most ${MAX_BUDGET_SECONDS} (ten years)`).optional(),
-  /** At a limit: end the goal `budget_exceeded` (the default) or pause it for a human. */
-  onBudget: z.enum(ON_BUDGET).optional(),
-});
+export const BudgetsSchema = z
+  .object({
+    maxTokens: z.number().int().positive().optional(),
+    maxSteps: z.number().int().positive().optional(),
+    maxSeconds: z.number().positive().max(MAX_BUDGET_SECONDS, `at most ${MAX_BUDGET_SECONDS} (ten years)`).optional(),
+    /** At a limit: end the goal `budget_exceeded` (the default) or pause it for a human. */
+    onBudget: z.enum(ON_BUDGET).optional(),
+  })
+  // A misspelt limit (maxToken) is refused, not dropped: dropped, the goal ran without the limit.
+  .strict();
 export type Budgets = z.infer<typeof BudgetsSchema>;
 
 /** What is left of a goal's token and time budgets at `now` (each when set), as its planner and reflector are told. */

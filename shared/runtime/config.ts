@@ -29,6 +29,7 @@ const PriceSchema = z
     cacheReadPerMTok: z.number().nonnegative().optional(),
     cacheWritePerMTok: z.number().nonnegative().optional(),
   })
+  .strict()
   .transform((p) => ({
     ...p,
     cacheReadPerMTok: p.cacheReadPerMTok ?? p.inputPerMTok,
@@ -135,6 +136,7 @@ export const ConfigSchema = z
         HIGH: z.string().min(1).default('claude-sonnet-5-5'),
         LOW: z.string().min(1).default('claude-haiku-5-5'),
       })
+      .strict()
       .prefault({}),
     /** Model endpoints beyond the predefined `anthropic`; models name them as `<provider>:<id>`. */
     providers: ProvidersSchema,
@@ -168,6 +170,7 @@ export const ConfigSchema = z
         cycles: z.number().int().min(0).max(PROGRESS_KEPT).default(3),
         action: z.enum(['escalate', 'fail']).default('escalate'),
       })
+      .strict()
       .prefault({}),
     subtaskAttempts: z.number().int().min(1).max(20).default(3),
     budgets: BudgetsSchema.default({}),
@@ -196,6 +199,7 @@ export const ConfigSchema = z
         tombstoneSteps: z.number().int().min(1).default(1),
         toolResultMaxChars: z.number().int().positive().default(50_000),
       })
+      .strict()
       .prefault({}),
     retentionSeconds: z.number().int().positive().default(86_400),
     sweepIntervalSeconds: z.number().int().positive().default(60),
@@ -257,6 +261,7 @@ export const ConfigSchema = z
         /** How long a role queue keeps its rate limit switched on after its last 429 (queue-rate-limit.ts). */
         rateLimitHoldSeconds: z.number().int().positive().default(60),
       })
+      .strict()
       .prefault({}),
     metricsPort: z.number().int().min(0).max(65535).default(0),
     /** The ops server's bind address: loopback unless set (compose and k8s set 0.0.0.0). */

@@ -119,6 +119,28 @@ test('a config file with wrong types names each bad field', () => {
   assert.throws(() => loadConfig({ DEEPQ_CONFIG: join(dir, 'missing.json') }), /cannot read config file/);
 });
 
+test('a misspelt key in budgets, models, stall, vfs, modelRetry or a price is refused, naming it', () => {
+  // Dropped in silence before: `maxToken` made a goal with no token budget at all.
+  const typos: [Record<string, unknown>, RegExp][] = [
+    [{ budgets: { maxToken: 5 } }, /budgets: Unrecognized key: "maxToken"/],
+    [{ models: { HIHG: 'claude-x' } }, /models: Unrecognized key: "HIHG"/],
+    [{ stall: { cycle: 2 } }, /stall: Unrecognized key: "cycle"/],
+    [{ vfs: { maxArtifactByte: 10 } }, /vfs: Unrecognized key: "maxArtifactByte"/],
+    [{ modelRetry: { maxRetry: 1 } }, /modelRetry: Unrecognized key: "maxRetry"/],
+    [
+      { prices: { m: { inputPerMTok: 1, outputPerMTok: 2, cachedRead: 1 } } },
+      /prices\.m: Unrecognized key: "cachedRead"/,
+    ],
+  ];
+  for (const [cfg, message] of typos) {
+    assert.throws(
+      () => loadConfig({ DEEPQ_CONFIG: file('typo.json', JSON.stringify(cfg)) }),
+      (e: Error) => e instanceof ConfigError && message.test(e.message),
+      JSON.stringify(cfg),
+    );
+  }
+});
+
 test("a misspelt key in a role, the planner's or the reflector's section is refused, naming it", () => {
   // `approvals` for `approval`: dropped in silence, the gated tool ran without asking anyone.
   const typo = { roles: [{ name: 'code-writer', approvals: ['list_files'] }] };
