@@ -557,7 +557,24 @@ export function raisedBudgets(g: GoalRecord, raise: RaisedBudgets, now = Date.no
   // Wall-clock time spent waiting for a human is nobody's work: seconds are given from now.
   const elapsed = (now - g.createdAt) / 1000;
   const maxSeconds = raise.maxSeconds === undefined ? undefined : Math.ceil(elapsed + raise.maxSeconds);
+  refuseLowered(g.budgets, { ...raise, maxSeconds }, elapsed);
   return { ...g.budgets, ...stripUndefined({ maxTokens: raise.maxTokens, maxSteps: raise.maxSteps, maxSeconds }) };
+}
+
+/** A resume raises budgets (a missing zero would end the goal early): one below the goal's own is refused. */
+function refuseLowered(budgets: Budgets, raised: RaisedBudgets, elapsed: number): void {
+  const below = (field: keyof RaisedBudgets) =>
+    raised[field] !== undefined && budgets[field] !== undefined && raised[field] < budgets[field];
+  if (below('maxTokens'))
+    throw new ValidationError(`--max-tokens ${raised.maxTokens} is below the goal's budget of ${budgets.maxTokens}`);
+  if (below('maxSteps'))
+    throw new ValidationError(
+      `--max-steps ${raised.maxSteps} is below the goal's budget of ${budgets.maxSteps} cycles`,
+    );
+  if (below('maxSeconds')) {
+    const left = Math.max(0, budgets.maxSeconds! - elapsed).toFixed(0);
+    throw new ValidationError(`--max-seconds gives the goal less time than its budget leaves it (${left} s)`);
+  }
 }
 
 /**

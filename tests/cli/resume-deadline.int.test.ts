@@ -15,7 +15,7 @@ const redis = useRedis();
 test('resume --max-seconds replaces the pending deadline job with one at the new limit', async () => {
   await redis.ready;
   const env = testEnv(redis.url);
-  const enq = await runCli(['enqueue', 'a goal', '--max-seconds', '3600', '--on-budget', 'pause'], env);
+  const enq = await runCli(['enqueue', 'a goal', '--max-seconds', '2', '--on-budget', 'pause'], env);
   assert.equal(enq.code, 0, enq.stderr);
   const goalId = enq.stdout.trim();
   const state = openState(loadConfig(env), 'test');
@@ -29,7 +29,8 @@ test('resume --max-seconds replaces the pending deadline job with one at the new
     const limitOf = async () => g.createdAt + (await state.goals.get(goalId))!.budgets.maxSeconds! * 1000;
     const after = async () => (await firesAt()) - (await limitOf());
     assert.ok((await after()) >= 0 && (await after()) < 1000, `fires ${await after()} ms after the limit`);
-    // Paused at its time budget (no services run here), then resumed with 30 more seconds.
+    // Paused at its time budget once past it (no services run here), then resumed with 30 more seconds.
+    await new Promise((r) => setTimeout(r, Math.max(0, g.createdAt + 2100 - Date.now())));
     const hit = { kind: 'seconds' as const, reason: 'time budget exceeded (stand-in)' };
     assert.ok(await state.lifecycle.pauseForBudget(goalId, hit, 1));
     const resumed = await runCli(['resume', goalId, '--max-seconds', '30'], env);

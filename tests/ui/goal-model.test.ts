@@ -42,6 +42,23 @@ test('a raise of more than ten years is refused wherever it comes from, as the C
   assert.throws(() => raisedBudgets(g, fromForm), /--max-seconds 315360001 is more than ten years \(315360000\)/);
 });
 
+test("a resume raises budgets: a value below the goal's own is refused (a missing zero ended goals early)", () => {
+  const createdAt = Date.now() - 20_000;
+  const budgets = { maxTokens: 100_000, maxSteps: 50, maxSeconds: 3000 };
+  const g = { step: 1, createdAt, budgets, tokens: { total: 500 } } as unknown as GoalRecord;
+  assert.throws(() => raisedBudgets(g, { maxTokens: 3000 }), /--max-tokens 3000 is below the goal's budget of 100000/);
+  assert.throws(() => raisedBudgets(g, { maxSteps: 3 }), /--max-steps 3 is below the goal's budget of 50 cycles/);
+  assert.throws(
+    () => raisedBudgets(g, { maxSeconds: 10 }),
+    /--max-seconds gives the goal less time than its budget leaves it \(2980 s\)/,
+  );
+  assert.deepEqual(raisedBudgets(g, { maxTokens: 200_000, maxSteps: 60, maxSeconds: 3000 }, createdAt + 20_000), {
+    maxTokens: 200_000,
+    maxSteps: 60,
+    maxSeconds: 3020,
+  });
+});
+
 const at = 1_000_000;
 const ref = { role: 'research-specialist', threadId: 'goal-tl0000000001--research-specialist-0000abcd' };
 
