@@ -9,9 +9,14 @@ import { int } from '../args.ts';
 import { type ChildSpec, CONFIG_ERROR_EXIT, planChildren, type Supervisor, supervise } from '../supervisor.ts';
 import { print } from './output.ts';
 
+/** The config's bound on concurrency, for the flag too. */
+const MAX_CONCURRENCY = 1000;
+/** `deepq up` is one machine: each replica is a Node process per role (about 100 MB each). */
+const MAX_REPLICAS = 64;
+
 const concurrency = () =>
   new Option('--concurrency <n>', 'jobs this process runs at once (default: config concurrency, 8)').argParser(
-    int('--concurrency'),
+    int('--concurrency', 1, MAX_CONCURRENCY),
   );
 
 export function registerServiceCommands(program: Command): void {
@@ -70,7 +75,12 @@ function registerUp(program: Command): void {
       'first metrics port; each child takes the next one (default: METRICS_PORT, else 9464)',
       int('--metrics-port-base', 0),
     )
-    .option('--replicas <n>', 'worker processes per role', int('--replicas'), 1)
+    .option(
+      '--replicas <n>',
+      `worker processes per role (at most ${MAX_REPLICAS})`,
+      int('--replicas', 1, MAX_REPLICAS),
+      1,
+    )
     .action(async (o) => up(o.metricsPortBase, o.replicas));
 }
 

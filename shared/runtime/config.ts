@@ -104,6 +104,8 @@ function checkRedisUrl(value: string, ctx: z.RefinementCtx): void {
     ctx.addIssue({ code: 'custom', message: 'is not a valid URL (percent-encode # % / @ in the password)' });
     return;
   }
+  // ioredis would take an empty host for localhost: the URL given names no Redis.
+  if (!url.hostname) ctx.addIssue({ code: 'custom', message: 'has no host (redis://HOST:PORT)' });
   if (!/^\/?(\d{1,5})?$/.test(url.pathname))
     ctx.addIssue({ code: 'custom', message: `the path ${JSON.stringify(url.pathname)} must be a database number` });
 }

@@ -167,6 +167,9 @@ test('unknown commands and flags name the offender and print usage, not a stack'
     // Hex is not a number anyone means (Number() read `0x10` as 16); a port has an upper bound.
     [['enqueue', 'a goal', '--max-steps', '0x10'], /--max-steps must be an integer/],
     [['ui', '--port', '70000'], /--port must be at most 65535/],
+    // The config's bound, and one machine's: a typo must not start 99999999 jobs or 30,000 processes.
+    [['planner', '--concurrency', '1001'], /--concurrency must be at most 1000/],
+    [['up', '--replicas', '65'], /--replicas must be at most 64/],
     [
       ['artifacts', 'abcdef123456', '--out', ''],
       /argument '' is invalid\. --out needs a directory \(got an empty string\)/,

@@ -86,6 +86,9 @@ test('env overrides the file, and a bad env value names the variable', () => {
     /REDIS_URL\): is not a valid URL \(percent-enc/,
   );
   assert.equal(loadConfig({ REDIS_URL: 'rediss://u:p%23q@h:6380/3' }).redisUrl, 'rediss://u:p%23q@h:6380/3');
+  // No host: ioredis went to localhost:6379, a Redis nobody named.
+  for (const REDIS_URL of ['redis://', 'redis:///5', 'rediss://'])
+    assert.throws(() => loadConfig({ REDIS_URL }), /redisUrl \(REDIS_URL\): has no host \(redis:\/\/HOST:PORT\)/);
   // A timeout past what a Node timer holds would fire after 1 ms: every model call a timeout.
   assert.throws(
     () => loadConfig({ DEEPQ_MODEL_TIMEOUT_MS: '3000000000' }),
