@@ -160,8 +160,8 @@ function stopNow(sup: Supervisor, cfg: Config): void {
   for (const [, c] of draining) c.kill('SIGKILL');
 }
 
-/** An address to reach the children's ops servers at: METRICS_HOST, or loopback for a wildcard. */
-function reachableHost(bind: string): string {
+/** An address to reach an ops server at: METRICS_HOST, or loopback for a wildcard. */
+export function reachableHost(bind: string): string {
   if (bind === '0.0.0.0' || bind === '::') return '127.0.0.1';
   return bind.includes(':') ? `[${bind}]` : bind;
 }

@@ -14,8 +14,9 @@ import type { GoalClient } from '../../cli/goal-client.ts';
 import { freePort } from '../../cli/private-redis.ts';
 import { newGoalId } from '../../shared/goal/ids.ts';
 import { threadIdFor } from '../../shared/goal/keys.ts';
-import { runCli } from '../../testing/fleet.ts';
+import { runCli, startProcess, stopProcess } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
+import { until } from '../../testing/until.ts';
 import { recordMisbehaviour, type UiProc, useInspector } from './harness.ts';
 
 const HOSTILE =
@@ -350,6 +351,19 @@ test('a port in use stops the inspector: exit 78 naming --port (a misspelt varia
   assert.match(r.stdout, /ignoring DEEPQ_MAX_TOKEN \(did you mean DEEPQ_MAX_TOKENS\?\)/);
   assert.match(r.stderr, new RegExp(`port ${port} on 127\\.0\\.0\\.1 is in use .*: pick another with --port`));
   assert.doesNotMatch(r.stderr, /EADDRINUSE|\n\s+at /);
+});
+
+test('bound to every address, the inspector gives a metrics link that opens (loopback, not 0.0.0.0)', async () => {
+  const svc = startProcess('ui-everywhere', ['ui', '--port', '0'], { ...env, METRICS_HOST: '0.0.0.0' });
+  try {
+    const line = /deepq ui: metrics (\S+)/;
+    await until(() => line.test(svc.output()), 30_000, 'the metrics line');
+    const link = line.exec(svc.output())![1]!;
+    assert.match(link, /^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
+    assert.equal((await fetch(link)).status, 200);
+  } finally {
+    await stopProcess(svc);
+  }
 });
 
 test('one log line per request, never with the token or a session', async () => {
