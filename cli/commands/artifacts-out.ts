@@ -91,9 +91,10 @@ async function kindOf(path: string, follow = false): Promise<Kind> {
 /** What in an existing DIR the export would clobber in a way it must not; one line each. */
 export async function conflictsInDir(out: string, placements: Placement[]): Promise<string[]> {
   const root = resolve(out);
-  const rootKind = await kindOf(root, true);
+  const rootKind = await kindOf(root, true).catch((err: NodeJS.ErrnoException) => err);
+  if (rootKind instanceof Error) return [`${out} cannot be used: ${unusableWhy(rootKind)}`];
   if (rootKind === 'file') return [`${out} exists and is not a directory`];
-  if (rootKind === 'absent') return [];
+  if (rootKind === 'absent') return fileAncestor(out, root);
   const realRoot = await realpath(root);
   const kinds = new Map<string, Kind>();
   const kind = async (rel: string) => {
@@ -114,6 +115,23 @@ export async function conflictsInDir(out: string, placements: Placement[]): Prom
     if (problem) problems.push(problem);
   }
   return problems;
+}
+
+const UNUSABLE: Record<string, string> = {
+  ELOOP: 'a symbolic link that loops',
+  EACCES: 'permission denied',
+  ENAMETOOLONG: 'its name is too long',
+};
+const unusableWhy = (err: NodeJS.ErrnoException) => UNUSABLE[err.code ?? ''] ?? err.code ?? err.message;
+
+/** A new DIR under a file (`--out notes.txt/sub`) cannot be made: the file is named. */
+async function fileAncestor(out: string, root: string): Promise<string[]> {
+  for (let d = dirname(root); d !== dirname(d); d = dirname(d)) {
+    const kind = await kindOf(d, true).catch(() => 'unknown');
+    if (kind === 'absent') continue;
+    return kind === 'file' ? [`${d} is a file, not a directory: ${out} cannot be made in it`] : [];
+  }
+  return [];
 }
 
 /**

@@ -100,6 +100,15 @@ test('an existing file or directory of the wrong kind in DIR is refused, and DIR
   writeFileSync(file, 'x');
   assertRefused(await runCli(['artifacts', goalId, '--out', file], t.env), /plain exists and is not a directory/);
   assert.equal(readFileSync(file, 'utf8'), 'x');
+  // A new DIR under that file, and a DIR that is a link to itself: named, not a raw ENOTDIR or ELOOP.
+  const under = await runCli(['artifacts', goalId, '--out', join(file, 'sub')], t.env);
+  assertRefused(under, /plain is a file, not a directory: .*plain\/sub cannot be made in it/);
+  const loop = join(scratch(), 'loop');
+  symlinkSync(loop, loop);
+  assertRefused(
+    await runCli(['artifacts', goalId, '--out', loop], t.env),
+    /loop cannot be used: a symbolic link that loops/,
+  );
 });
 
 test('a symbolic link to a directory inside DIR is refused, naming it, and nothing is written', {
@@ -179,7 +188,7 @@ test('a DIR whose parent cannot be made (/proc/nope/x) fails quickly, naming tha
   writeFileSync(join(parent, 'file'), 'x');
   const r2 = await runCli(['artifacts', goalId, '--out', join(parent, 'file', 'a', 'out')], t.env, 15_000);
   assert.equal(r2.code, 1, r2.stdout + r2.stderr);
-  assert.ok(r2.stderr.includes(`could not create the directory ${join(parent, 'file', 'a')} for `), r2.stderr);
+  assert.ok(r2.stderr.includes(`${join(parent, 'file')} is a file, not a directory`), r2.stderr);
   assert.deepEqual(tree(parent), { file: 'x' });
 });
 
