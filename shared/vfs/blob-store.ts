@@ -10,6 +10,7 @@ import { randomBytes } from 'node:crypto';
 import type { Dirent, ReadStream } from 'node:fs';
 import { chmod, lstat, mkdir, open, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
+import { ConfigError } from '../errors.ts';
 import { GOAL_ID_PATTERN, isGoalId } from '../goal/ids.ts';
 
 export interface BlobStore {
@@ -56,8 +57,18 @@ async function mkdirPrivate(dir: string): Promise<void> {
 export class DirBlobStore implements BlobStore {
   readonly root: string;
   private rootReady: Promise<void> | undefined;
-  constructor(dir: string, prefix: string) {
+  constructor(
+    private readonly dir: string,
+    prefix: string,
+  ) {
     this.root = resolve(dir, prefix);
+  }
+
+  /** A file where the store's folders go is the setting's fault: named, exit 78, not a raw ENOTDIR. */
+  private notADirectory(err: unknown): unknown {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'ENOTDIR' && code !== 'EEXIST') return err;
+    return new ConfigError(`DEEPQ_BLOB_DIR ${this.dir}: a file is in the way of its folder ${this.root}`);
   }
 
   private path(ref: string): string {
@@ -81,7 +92,7 @@ export class DirBlobStore implements BlobStore {
       await chmod(this.root, DIR_MODE);
     })().catch((err: unknown) => {
       this.rootReady = undefined;
-      throw err;
+      throw this.notADirectory(err);
     });
     return this.rootReady;
   }
@@ -159,7 +170,7 @@ export class DirBlobStore implements BlobStore {
       return (await readFile(join(this.root, OWNER_FILE), 'utf8')).trim();
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
-      throw err;
+      throw this.notADirectory(err);
     }
   }
 

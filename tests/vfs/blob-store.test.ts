@@ -70,6 +70,20 @@ test('an existing root with loose permissions is tightened to 0700', async () =>
   }
 });
 
+test('a file where the blob dir or its prefix folder goes is a config error naming DEEPQ_BLOB_DIR', async () => {
+  const file = join(base, `case${n++}-a-file`);
+  writeFileSync(file, 'not a directory');
+  const named = (err: Error) => err.name === 'ConfigError' && err.message.startsWith(`DEEPQ_BLOB_DIR ${file}: a file`);
+  const under = new DirBlobStore(file, 'deepq');
+  await assert.rejects(under.put(GOAL, 'x'), named);
+  await assert.rejects(under.owner(), named);
+  // The prefix's folder a file: the same.
+  const dir = freshDir();
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'deepq'), 'not a directory');
+  await assert.rejects(new DirBlobStore(dir, 'deepq').put(GOAL, 'x'), (err: Error) => err.name === 'ConfigError');
+});
+
 test('listGoals lists only directories whose names are goal ids', async () => {
   const dir = freshDir();
   const store = new DirBlobStore(dir, 'deepq');
