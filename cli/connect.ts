@@ -12,6 +12,8 @@ import { safeLine } from './terminal.ts';
 
 /** How long a CLI command waits for its first Redis connection before saying so. */
 const CONNECT_TIMEOUT_MS = 10_000;
+/** After this long without a connection the wait is said, not kept silent for the whole timeout. */
+const WAIT_NOTICE_MS = 2000;
 const TLS_REFUSED = /certificate|self[- ]signed|ERR_TLS|CERT_|UNABLE_TO_VERIFY|altnames/i;
 
 /**
@@ -30,10 +32,18 @@ export async function connected(redis: Redis, url: string, timeoutMs = CONNECT_T
       const fail = () =>
         reject(new Error(`cannot connect to Redis at ${redactUrl(url)}${last ? `: ${last}${connectHint(last)}` : ''}`));
       const t = setTimeout(() => {
+        clearTimeout(notice);
         last = `no connection within ${timeoutMs / 1000} s${last ? ` (${last})` : ''}`;
         fail();
       }, timeoutMs);
       t.unref();
+      const notice = setTimeout(() => {
+        const why = last ? ` (${safeLine(last)})` : '';
+        process.stderr.write(
+          `deepq: waiting for Redis at ${redactUrl(url)}${why}; giving up after ${timeoutMs / 1000} s\n`,
+        );
+      }, WAIT_NOTICE_MS);
+      notice.unref();
       onError = (err: Error) => {
         last = err.message;
         // A refused connection may be a Redis still starting; a wrong password or an
@@ -41,12 +51,14 @@ export async function connected(redis: Redis, url: string, timeoutMs = CONNECT_T
         const what = `${err.message} ${(err as NodeJS.ErrnoException).code ?? ''}`;
         if ([TLS_REFUSED, WRONG_PASSWORD, WRONG_DATABASE].some((permanent) => permanent.test(what))) {
           clearTimeout(t);
+          clearTimeout(notice);
           fail();
         }
       };
       redis.on('error', onError);
       redis.once('ready', () => {
         clearTimeout(t);
+        clearTimeout(notice);
         resolve();
       });
     });

@@ -83,6 +83,11 @@ test('with an unreachable REDIS_URL the demo says so, exits 1 and starts no serv
   const r = await runCli(['demo'], env, 40_000);
   assert.equal(r.code, 1, r.stdout + r.stderr);
   assert.match(r.stderr, /deepq: error: cannot connect to Redis at redis:\/\/127\.0\.0\.1:\d+/);
+  // The wait is said while it lasts, not 10 s of silence.
+  assert.match(
+    r.stderr,
+    /^deepq: waiting for Redis at redis:\/\/127\.0\.0\.1:\d+ \(.*ECONNREFUSED.*\); giving up after 10 s$/m,
+  );
   assert.deepEqual(processesWithPrefix(prefix), [], 'processes of the demo are still running');
 });
 
