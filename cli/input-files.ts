@@ -19,26 +19,30 @@ export function readInputFiles(paths: string[], maxBytes: number, cwd = process.
   const names = new Map<string, string>();
   return paths.map((path) => {
     const refuse = (why: string) => new ValidationError(`--file ${JSON.stringify(path)}: ${why}`);
+    // What the path is comes first: `--file .` is a folder, whatever its name would be.
+    const size = regularFileSize(resolve(cwd, path), refuse);
     const name = inputName(path, cwd);
     const problem = artifactNameProblem(name);
     if (problem) throw refuse(`${problem} (rename or copy the file)`);
     const other = names.get(name);
     if (other !== undefined) throw refuse(`named ${name}, as --file ${JSON.stringify(other)} is`);
     names.set(name, path);
-    return { name, content: readText(resolve(cwd, path), maxBytes, refuse) };
+    return { name, content: readText(resolve(cwd, path), size, maxBytes, refuse) };
   });
 }
 
-function readText(path: string, maxBytes: number, refuse: (why: string) => Error): string {
-  let size: number;
+function regularFileSize(path: string, refuse: (why: string) => Error): number {
   try {
     const st = statSync(path);
     if (!st.isFile()) throw refuse(st.isDirectory() ? 'is a folder: name its files' : 'is not a regular file');
-    size = st.size;
+    return st.size;
   } catch (err) {
     if (err instanceof ValidationError) throw err;
     throw refuse(`cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
   }
+}
+
+function readText(path: string, size: number, maxBytes: number, refuse: (why: string) => Error): string {
   const tooBig = inputSizeProblem(size, maxBytes);
   if (tooBig) throw refuse(tooBig);
   const read = inputText(readFileSync(path));
