@@ -2,6 +2,7 @@
 // from any machine with the Redis URL. Tool names and inputs come from models: every line goes
 // through print (control characters escaped), JSON through printJson.
 import type { Command } from 'commander';
+import { ValidationError } from '../../shared/errors.ts';
 import type { ApprovalRecord } from '../../shared/goal/approvals.ts';
 import type { GoalRecord } from '../../shared/goal/store.ts';
 import { showHiddenCharacters } from '../../shared/runtime/bidi.ts';
@@ -27,6 +28,9 @@ export function registerApprovalCommands(program: Command): void {
     .argument('<callId>', 'the ap-… id shown by status, watch and approvals')
     .option('--reason <text>', 'why: the model reads it')
     .action(async (goalId: string, callId: string, o) => {
+      // As `resume --note ""`: an empty reason tells the model nothing, where --reason promises why.
+      if (o.reason !== undefined && !o.reason.trim())
+        throw new ValidationError('--reason is empty: say why for the model, or leave --reason out');
       const r = await (await client()).decide(goalId, callId, 'rejected', o.reason);
       print(`rejected ${callId} (${r.record.tool}) of goal ${goalId}; ${afterDecision(r)}`);
     });

@@ -430,7 +430,11 @@ function parseEnvValue(name: string, raw: string, kind: 'string' | 'int' | 'numb
 /** The YAML parser, loaded only when a YAML file is read: every command and service start pays for it otherwise. */
 function parseYaml(text: string): unknown {
   const yaml = createRequire(import.meta.url)('yaml') as typeof import('yaml');
-  return yaml.parse(text);
+  const doc = yaml.parseDocument(text);
+  // A warning (an unknown tag such as !!js/function) would load the value as something else.
+  const problem = doc.errors[0] ?? doc.warnings[0];
+  if (problem) throw problem;
+  return doc.toJS();
 }
 
 function readConfigFile(path: string): Record<string, unknown> {

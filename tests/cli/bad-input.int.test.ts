@@ -230,6 +230,8 @@ test('unknown goal ids for status, watch, artifacts, cancel, resume and transcri
     /no transcript for thread id goal-abcdef123456--critic-0a1b2c3d/,
   ]);
   runs.push([['transcript', 'not a thread id'], /no transcript for thread id not a thread id/]);
+  // As `resume --note ""`: an empty reason tells the model nothing.
+  runs.push([['reject', 'abcdef123456', 'ap-1', '--reason', ' '], /--reason is empty: say why for the model/]);
   // A word that reads as a goal id: no such goal, and what a thread id would look like.
   runs.push([
     ['transcript', 'nosuchthread'],

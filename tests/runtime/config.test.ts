@@ -119,6 +119,11 @@ test('a config file with wrong types names each bad field', () => {
   );
   assert.throws(() => loadConfig({ DEEPQ_CONFIG: file('typo.json', '{"maxDepht": 3}') }), /maxDepht/);
   assert.throws(() => loadConfig({ DEEPQ_CONFIG: file('broken.json', '{') }), /not valid JSON/);
+  // A tag YAML does not know loaded as a plain string, with only a warning: refused.
+  assert.throws(
+    () => loadConfig({ DEEPQ_CONFIG: file('tag.yaml', 'concurrency: !!js/function "x"\n') }),
+    /not valid YAML: Unresolved tag: tag:yaml\.org,2002:js\/function/,
+  );
   assert.throws(() => loadConfig({ DEEPQ_CONFIG: join(dir, 'missing.json') }), /cannot read config file/);
 });
 
