@@ -56,16 +56,16 @@ async function call(
 }
 
 test('a long answer that keeps streaming outlasts the idle timeout; the same answer sent whole does not', async () => {
-  const streamed = await call(say(LONG, { stream: { chunk: 40, delayMs: 25 } }), 400, { maxCallMs: 10_000 });
+  const streamed = await call(say(LONG, { stream: { chunk: 20, delayMs: 25 } }), 1000, { maxCallMs: 20_000 });
   assert.equal(streamed.err, undefined, String(streamed.err));
-  assert.ok(streamed.ms > 1000, `it streamed for ${Math.round(streamed.ms)} ms`);
+  assert.ok(streamed.ms > 2000, `it streamed for ${Math.round(streamed.ms)} ms`);
   assert.deepEqual(streamed.res!.content, [{ type: 'text', text: LONG }]);
   assert.equal(streamed.res!.stop_reason, 'end_turn');
   const slowWhole = async () => {
-    await new Promise((r) => setTimeout(r, 1500));
+    await new Promise((r) => setTimeout(r, 3000));
     return say(LONG);
   };
-  const whole = await call(slowWhole, 400, { stream: false });
+  const whole = await call(slowWhole, 1000, { stream: false });
   assert.ok(whole.err instanceof ModelCallError && whole.err.kind === 'timeout', String(whole.err));
 });
 
