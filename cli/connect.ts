@@ -32,7 +32,7 @@ export async function connected(redis: Redis, url: string, timeoutMs = CONNECT_T
       const fail = () =>
         reject(new Error(`cannot connect to Redis at ${redactUrl(url)}${last ? `: ${last}${connectHint(last)}` : ''}`));
       const t = setTimeout(() => {
-        clearTimeout(notice);
+        stopTimers();
         last = `no connection within ${timeoutMs / 1000} s${last ? ` (${last})` : ''}`;
         fail();
       }, timeoutMs);
@@ -44,21 +44,23 @@ export async function connected(redis: Redis, url: string, timeoutMs = CONNECT_T
         );
       }, WAIT_NOTICE_MS);
       notice.unref();
+      const stopTimers = () => {
+        clearTimeout(t);
+        clearTimeout(notice);
+      };
       onError = (err: Error) => {
         last = err.message;
         // A refused connection may be a Redis still starting; a wrong password or an
         // untrusted certificate will not get better by waiting.
         const what = `${err.message} ${(err as NodeJS.ErrnoException).code ?? ''}`;
         if ([TLS_REFUSED, WRONG_PASSWORD, WRONG_DATABASE].some((permanent) => permanent.test(what))) {
-          clearTimeout(t);
-          clearTimeout(notice);
+          stopTimers();
           fail();
         }
       };
       redis.on('error', onError);
       redis.once('ready', () => {
-        clearTimeout(t);
-        clearTimeout(notice);
+        stopTimers();
         resolve();
       });
     });

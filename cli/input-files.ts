@@ -20,14 +20,15 @@ export function readInputFiles(paths: string[], maxBytes: number, cwd = process.
   return paths.map((path) => {
     const refuse = (why: string) => new ValidationError(`--file ${JSON.stringify(path)}: ${why}`);
     // What the path is comes first: `--file .` is a folder, whatever its name would be.
-    const size = regularFileSize(resolve(cwd, path), refuse);
+    const full = resolve(cwd, path);
+    const size = regularFileSize(full, refuse);
     const name = inputName(path, cwd);
     const problem = artifactNameProblem(name);
     if (problem) throw refuse(`${problem} (rename or copy the file)`);
     const other = names.get(name);
     if (other !== undefined) throw refuse(`named ${name}, as --file ${JSON.stringify(other)} is`);
     names.set(name, path);
-    return { name, content: readText(resolve(cwd, path), size, maxBytes, refuse) };
+    return { name, content: readText(full, size, maxBytes, refuse) };
   });
 }
 
