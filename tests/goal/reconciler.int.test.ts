@@ -104,20 +104,26 @@ test('jobs parked at a budget wake when the resume that raised it died before wa
     const goalId = await c.enqueue({ goal: 'Paused at its deadline', budgets: { maxSeconds: 2, onBudget: 'pause' } });
     let g = await c.waitFor(goalId, { timeoutMs: 30_000 });
     assert.equal(g.status, 'awaiting_human');
-    // Every job of the goal parked (delayed), none still parking: one that reads the goal after
-    // the resume lands wakes itself, and the goal would finish without the reconciler.
+    // Every job of the goal parked (delayed), none still parking or yet to start: one that reads
+    // the goal after the resume lands wakes itself, and the goal would finish without the reconciler.
     const parkedAll = async () => {
       const parked = Object.entries(await redis.client.hgetall(c.goals.keys.parked(goalId)));
       const states = await Promise.all(parked.map(async ([id, q]) => (await c.queues.get(q).getJob(id))?.getState()));
-      const active = await Promise.all(c.queues.allNames().map((q) => c.queues.get(q).getActiveCount()));
-      return parked.length > 0 && states.every((st) => st === 'delayed') && active.every((n) => n === 0);
+      const running = await Promise.all(
+        c.queues.allNames().map(async (q) => await c.queues.get(q).getJobs(['active', 'waiting', 'prioritized'])),
+      );
+      const unparked = running.flat().filter((j) => j.data.goalId === goalId);
+      return parked.length > 0 && states.every((st) => st === 'delayed') && unparked.length === 0;
     };
-    await until(parkedAll, 20_000, 'every job parked');
     // A job that just parked reads its goal once more after the move (a resume landing then is
     // one it wakes for itself): on a loaded machine that read can come well after the move, so
     // the state must hold a while, or the resume below races it and no reconciler is needed.
-    await new Promise((r) => setTimeout(r, 1500));
-    assert.ok(await parkedAll(), 'every job still parked');
+    const parkedAndSettled = async () => {
+      if (!(await parkedAll())) return false;
+      await new Promise((r) => setTimeout(r, 1500));
+      return parkedAll();
+    };
+    await until(parkedAndSettled, 30_000, 'every job parked for 1.5 s');
     // What `deepq resume --max-seconds 60` does first; it dies before waking the parked jobs.
     const budgets = raisedBudgets(g, { maxSeconds: 60 });
     const resume = { step: g.step, to: g.pausedFrom!, budgets, raised: { maxSeconds: 60 } };
