@@ -3,6 +3,7 @@
 // runs, so that `deepq --help` stays fast.
 import { type Command, Option } from 'commander';
 import { ValidationError } from '../../shared/errors.ts';
+import { reachableUrl } from '../../shared/runtime/addresses.ts';
 import type { Config } from '../../shared/runtime/config.ts';
 import { catchStartSignals } from '../../shared/runtime/start-signals.ts';
 import { int } from '../args.ts';
@@ -139,9 +140,10 @@ function childSpecs(cfg: Config, portBase: number | undefined, replicas: number)
   const last = specs[specs.length - 1]!.port;
   if (last > 65535)
     throw new ValidationError(`--metrics-port-base ${metricsPortBase}: its children need ports up to ${last}`);
-  const host = reachableHost(cfg.metricsHost);
   const shown = (port: number) =>
-    port === 0 ? "a free port (its log's 'started' line gives it as metricsPort)" : `http://${host}:${port}/metrics`;
+    port === 0
+      ? "a free port (its log's 'started' line gives it as metricsPort)"
+      : reachableUrl(cfg.metricsHost, port, '/metrics');
   for (const s of specs) print(`deepq up: ${s.name.padEnd(28)} metrics ${shown(s.port)}`);
   return specs;
 }
@@ -158,10 +160,4 @@ function stopNow(sup: Supervisor, cfg: Config): void {
   const names = draining.map(([name]) => name).join(', ');
   print(`deepq up: stopping now: ${names}; their running jobs run again once found stalled (within ${within} s)`);
   for (const [, c] of draining) c.kill('SIGKILL');
-}
-
-/** An address to reach an ops server at: METRICS_HOST, or loopback for a wildcard. */
-export function reachableHost(bind: string): string {
-  if (bind === '0.0.0.0' || bind === '::') return '127.0.0.1';
-  return bind.includes(':') ? `[${bind}]` : bind;
 }

@@ -1,10 +1,10 @@
 // `deepq ui`: the web inspector (services/ui/). Loopback unless --host says otherwise; off
 // loopback it refuses to start without DEEPQ_UI_TOKEN.
 import type { Command } from 'commander';
+import { reachableUrl } from '../../shared/runtime/addresses.ts';
 import { int } from '../args.ts';
 import { safeLine } from '../terminal.ts';
 import { print } from './output.ts';
-import { reachableHost } from './services.ts';
 
 export function registerUiCommand(program: Command): void {
   program
@@ -28,6 +28,6 @@ export function registerUiCommand(program: Command): void {
       const token = process.env.DEEPQ_UI_TOKEN || undefined;
       const ui = await main(cfg, { host: o.host, port: o.port, token });
       print(`deepq ui: open ${ui.url}${token ? ' (sign in with DEEPQ_UI_TOKEN)' : ''}`);
-      print(`deepq ui: metrics http://${reachableHost(cfg.metricsHost)}:${ui.metricsPort}/metrics`);
+      print(`deepq ui: metrics ${reachableUrl(cfg.metricsHost, ui.metricsPort, '/metrics')}`);
     });
 }

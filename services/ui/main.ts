@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import type { Logger } from 'pino';
 import { GoalClient } from '../../cli/goal-client.ts';
-import { ConfigError } from '../../shared/errors.ts';
+import { portInUse, reachableUrl } from '../../shared/runtime/addresses.ts';
 import type { Config } from '../../shared/runtime/config.ts';
 import { createLogger } from '../../shared/runtime/logger.ts';
 import { startOpsServer } from '../../shared/runtime/ops-server.ts';
@@ -47,15 +47,8 @@ function listen(ctx: UiContext, opts: UiOptions): Promise<Server> {
   });
 }
 
-/** A config error (exit 78), as for a metrics port: another process holds this one. */
-function portTaken(opts: UiOptions): ConfigError {
-  const where = `port ${opts.port} on ${opts.host} is in use (another deepq ui, or another server, on this machine?)`;
-  return new ConfigError(`${where}: pick another with --port`);
-}
-
-function openUrl(host: string, port: number): string {
-  const shown = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
-  return `http://${shown.includes(':') ? `[${shown}]` : shown}:${port}/`;
+function portTaken(opts: UiOptions) {
+  return portInUse('port', opts.port, opts.host, 'another deepq ui, or another server', 'pick another with --port');
 }
 
 export async function startUi(cfg: Config, opts: UiOptions): Promise<RunningUi> {
@@ -101,7 +94,7 @@ export async function startUi(cfg: Config, opts: UiOptions): Promise<RunningUi> 
     },
   });
   const port = (server.address() as AddressInfo).port;
-  const url = openUrl(opts.host, port);
+  const url = reachableUrl(opts.host, port);
   log.info({ host: opts.host, port, metricsPort: ops.port, auth: opts.token ? 'token' : 'none' }, 'ui started');
   let stopped: Promise<void> | undefined;
   const stop = () => {

@@ -3,6 +3,7 @@
 import { createServer, type Server } from 'node:http';
 import type { Registry } from 'prom-client';
 import { ConfigError } from '../errors.ts';
+import { portInUse } from './addresses.ts';
 
 export interface OpsServerOptions {
   port: number;
@@ -92,14 +93,11 @@ export async function startOpsServer(opts: OpsServerOptions): Promise<{ server: 
 
 /** What retrying cannot mend is a config error (exit 78), naming the setting to change. */
 function listenError(err: NodeJS.ErrnoException, port: number, host: string): Error {
-  if (err.code === 'EADDRINUSE') return portTaken(port, host);
+  if (err.code === 'EADDRINUSE') {
+    const fix = 'pick another with METRICS_PORT, or with --metrics-port-base for deepq up';
+    return portInUse('metrics port', port, host, 'another deepq up, or a service', fix);
+  }
   const why = { ENOTFOUND: 'no such host', EADDRNOTAVAIL: 'not an address of this machine' }[err.code ?? ''];
   if (why) return new ConfigError(`METRICS_HOST ${JSON.stringify(host)}: cannot listen there (${why})`);
   return err;
-}
-
-/** A config error (exit 78): restarting into a port another process holds cannot help. */
-function portTaken(port: number, host: string): ConfigError {
-  const where = `metrics port ${port} on ${host} is in use (another deepq up, or a service, on this machine?)`;
-  return new ConfigError(`${where}: pick another with METRICS_PORT, or with --metrics-port-base for deepq up`);
 }
