@@ -93,6 +93,20 @@ test('names that could leave DIR are skipped, never placed', () => {
   assert.equal(plan.skipped.length, 4);
 });
 
+test('a stored name with a hidden folder (report/.git/config) is skipped: git would obey that config', () => {
+  // Names stored before the rule refused them: the export must not write them either.
+  const plan = planExport(['report/README.md', 'report/.git/config', 'report/.git/HEAD', 'a/.env']);
+  assert.deepEqual(
+    plan.placements.map((p) => p.name),
+    ['report/README.md'],
+  );
+  assert.deepEqual(
+    plan.skipped.map((s) => s.name),
+    ['report/.git/config', 'report/.git/HEAD', 'a/.env'],
+  );
+  assert.match(plan.skipped[0]!.problem, /hidden path segment \(".git"\)/);
+});
+
 test('displayWidth counts terminal columns: wide CJK and emoji two, combining marks and joiners none', () => {
   assert.equal(displayWidth('abc'), 3);
   assert.equal(displayWidth('日本語'), 6);

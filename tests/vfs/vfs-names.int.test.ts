@@ -77,6 +77,11 @@ test('a name must start with a letter, digit or underscore (no hidden or option-
   for (const name of ['.env', '-rf', '.hidden/file']) await refused(name, /characters outside/);
 });
 
+test('no part of a name may be hidden: report/.git/config would be git config where it is exported', async () => {
+  for (const name of ['report/.git/config', 'a/.env', 'src/.github/workflows/ci.yml', 'x/.gitignore'])
+    await refused(name, /hidden path segment/);
+});
+
 test('an empty name is refused', async () => {
   await refused('', /empty/);
 });
