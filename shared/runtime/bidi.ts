@@ -1,8 +1,8 @@
 // Bidirectional overrides and isolates (U+202A–U+202E, U+2066–U+2069) reorder the text after them
 // as it is drawn: model-written input shown to a human who must approve it could read as another
-// command than the one that runs ("Trojan Source"). Where a human reads model text to decide, or
-// on a terminal, they are shown as visible escapes. (The weak marks LRM, RLM and ALM stay: they
-// cannot reorder text, and right-to-left writing uses them.)
+// command than the one that runs ("Trojan Source"). Where a human reads model text, or on a
+// terminal, they are shown as visible escapes. The marks LRM, RLM and ALM stay there (right-to-left
+// writing uses them) but not where a human decides: see HIDDEN.
 export const BIDI_CONTROLS = /[\u202a-\u202e\u2066-\u2069]/g;
 
 /** `\u200b`, a character beyond the BMP as its two surrogates (`\udb40\udc41`): JSON's escapes. */
@@ -17,10 +17,12 @@ export function showBidiControls(text: string): string {
 }
 
 // Characters that draw nothing, or a line break where none shows: in a tool call a human approves,
-// `exa\u200bmple.com` reads as example.com and tag characters (U+E0000–U+E007F) carry text no one
-// sees. Soft hyphen, zero-width space/joiners, LRM/RLM, line and paragraph separators, word joiner
-// and invisible operators, BOM, tags. Only where a human decides: elsewhere a ZWJ joins an emoji.
-const HIDDEN = /[\u00ad\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\u{e0000}-\u{e007f}]/gu;
+// `exa\u200bmple.com` reads as example.com, tag characters (U+E0000–U+E007F) carry text no one sees,
+// and between two right-to-left marks (RLM, or ALM U+061C) `cat > f` is drawn `cat < f`. Every
+// default-ignorable code point (Unicode's own list: soft hyphen, zero-width characters, the bidi
+// marks and controls, fillers, variation selectors, tags) and the line and paragraph separators.
+// Only where a human decides: elsewhere a ZWJ joins an emoji.
+const HIDDEN = /[\p{Default_Ignorable_Code_Point}\u2028\u2029]/gu;
 
 /**
  * Text a human decides on (an approval's input): the bidi controls and every invisible character

@@ -23,6 +23,8 @@ const ROLE = 'code-writer';
 /** A write whose harmless start fills the 300-char preview; what it really does comes after. */
 const TOOL_INPUT = {
   name: 'x.py',
+  // Between two Arabic letter marks (invisible, right to left) the ">" is drawn as "<": a read.
+  shell: 'cat \u061c>\u061c /etc/app/config.yml',
   note: 'a harmless comment. '.repeat(20),
   // A right-to-left override would draw what follows it reversed ("Trojan Source").
   content: '<img src=x onerror="window.pwned=1"> import os; os.system("rm -rf /srv/data") \u202e# harmless',
@@ -92,6 +94,8 @@ test('pending tool calls are decisions on the goal page: approve, reject with a 
   assert.match(shown, /\\u202e# harmless/, 'the override is shown as an escape');
   assert.doesNotMatch(shown, /[\u200b\u{e0000}-\u{e007f}]/u, 'an invisible character reached the page');
   assert.match(shown, /exa\\u200bmple\.com\/\\udb40\\udc41\\udb40\\udc42/, 'shown as JSON escapes');
+  assert.doesNotMatch(shown, /\u061c/, 'a right-to-left mark reached the page');
+  assert.match(shown, /cat \\u061c>\\u061c \/etc/, 'the marks are shown as escapes, the > as it runs');
   assert.equal(
     await page.locator('#cycle-1 tr.subtask[data-index="0"]').getAttribute('data-state'),
     'awaiting_approval',
