@@ -4,6 +4,7 @@
 
 import { constants as osConstants } from 'node:os';
 import { join } from 'node:path';
+import { ConfigError } from '../shared/errors.ts';
 import type { GoalRecord } from '../shared/goal/store.ts';
 import type { Config } from '../shared/runtime/config.ts';
 import { loadConfig } from '../shared/runtime/config.ts';
@@ -24,7 +25,9 @@ const INSTALL_REDIS =
 export async function runDemo(goalText: string, out: Out = (s) => process.stdout.write(`${s}\n`)): Promise<number> {
   // A goal text enqueue would refuse is refused before any Redis or service starts.
   parseOrThrow(GoalRequestSchema, { goal: goalText }, 'goal request');
-  const redis = await demoRedis(out);
+  // A setting the services would refuse is refused before a private Redis starts (and is left).
+  loadConfig(process.env);
+  const redis = await demoRedis(out, demoRedisPort());
   if (!redis) return 1;
   const { env, priv } = redis;
   const cfg: Config = loadConfig({ ...process.env, ...env });
@@ -114,14 +117,26 @@ async function runGoal(client: GoalClient, goalText: string, out: Out, onEnqueue
   return g.status === 'done' ? 0 : 1;
 }
 
+/** The local port the demo looks at before starting its own Redis: DEEPQ_DEMO_REDIS_PORT, else 6379. */
+function demoRedisPort(): number {
+  const raw = process.env.DEEPQ_DEMO_REDIS_PORT;
+  if (raw === undefined || raw === '') return 6379;
+  const port = Number(raw);
+  if (!/^[0-9]+$/.test(raw) || port < 1 || port > 65535)
+    throw new ConfigError(`invalid environment variable DEEPQ_DEMO_REDIS_PORT=${JSON.stringify(raw)}: a port, 1-65535`);
+  return port;
+}
+
 /**
- * The Redis the demo uses: REDIS_URL, else the local port if it answers, else a private
- * redis-server (its URL in `env`). Undefined, having said why, when there is none to be had.
+ * The Redis the demo uses: REDIS_URL, else the Redis on the local port if one answers, else a
+ * private redis-server (its URL in `env`). Undefined, having said why, when there is none to be had.
  */
-async function demoRedis(out: Out): Promise<{ env: NodeJS.ProcessEnv; priv?: PrivateRedis } | undefined> {
-  // The local port the demo looks at before starting its own Redis (tests point it elsewhere).
-  const localPort = Number(process.env.DEEPQ_DEMO_REDIS_PORT ?? 6379);
-  if (process.env.REDIS_URL || (await portAnswers(localPort))) return { env: {} };
+async function demoRedis(
+  out: Out,
+  localPort: number,
+): Promise<{ env: NodeJS.ProcessEnv; priv?: PrivateRedis } | undefined> {
+  if (process.env.REDIS_URL) return { env: {} };
+  if (await portAnswers(localPort)) return { env: { REDIS_URL: `redis://127.0.0.1:${localPort}` } };
   if (!hasRedisServer()) {
     out(`deepq demo: no Redis answers on 127.0.0.1:${localPort} and no redis-server is on PATH.`);
     out(INSTALL_REDIS);

@@ -32,7 +32,7 @@ export class UiMetrics {
   });
   readonly actions = new Counter({
     name: 'deepq_ui_actions_total',
-    help: 'Actions taken from the inspector (enqueue, cancel, resume), by outcome',
+    help: 'Actions taken from the inspector (enqueue, cancel, resume, end, approve, reject), by outcome',
     labelNames: ['action', 'outcome'],
     registers: [this.base.registry],
   });

@@ -15,9 +15,10 @@ const redis = useRedis();
 
 test('the demo ends with a done goal and prints its plan, outcomes and artifacts', async () => {
   await redis.ready;
+  // No REDIS_URL: the Redis answering on the local port (DEEPQ_DEMO_REDIS_PORT) is the one used.
   const env = {
     PATH: process.env.PATH,
-    REDIS_URL: redis.url,
+    DEEPQ_DEMO_REDIS_PORT: String(redis.server.port),
     DEEPQ_PREFIX: 'demo',
     DEEPQ_BLOB_DIR: tempDir('demo-'),
   };
@@ -30,6 +31,8 @@ test('the demo ends with a done goal and prints its plan, outcomes and artifacts
   assert.match(r.stdout, /status: done/);
   for (const name of ['research.md', 'solution.py', 'critique.json'])
     assert.match(r.stdout, new RegExp(`=== ${name.replace('.', '\\.')} \\[done`));
+  assert.doesNotMatch(r.stdout, /started a private redis-server/);
+  assert.ok((await redis.client.keys('demo:*')).length > 0, 'the goal is not in the Redis on that port');
   // The demo's services are gone: nothing is left consuming the queues.
   const workers = await redis.client.client('LIST');
   assert.doesNotMatch(String(workers), /name=deepq:(planner|reflector|worker)/);
@@ -50,6 +53,15 @@ test('with no Redis to use, the demo starts a private redis-server and removes i
   assert.ok(port > 0, r.stdout);
   assert.match(r.stdout, /status: done/);
   assert.equal(await portAnswers(port), false, 'the private redis-server is still running');
+});
+
+test('a DEEPQ_DEMO_REDIS_PORT that is no port is refused (exit 78) before any Redis starts', async () => {
+  for (const bad of ['abc', '0', '65536', '63 79']) {
+    const r = await runCli(['demo'], { PATH: process.env.PATH, DEEPQ_DEMO_REDIS_PORT: bad }, 30_000);
+    assert.equal(r.code, 78, r.stdout + r.stderr);
+    assert.match(r.stderr, new RegExp(`DEEPQ_DEMO_REDIS_PORT="${bad}": a port, 1-65535`));
+    assert.doesNotMatch(r.stdout, /started a private redis-server/);
+  }
 });
 
 test('with no Redis and no redis-server on PATH, the demo says how to get one and exits 1', async () => {
