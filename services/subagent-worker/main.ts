@@ -13,6 +13,7 @@ import { subagentQueueName } from '../../shared/runtime/queues.ts';
 import { createRuntime } from '../../shared/runtime/runtime.ts';
 import { type RunningService, startService, stopOnSignals } from '../../shared/runtime/service.ts';
 import { startTracing } from '../../shared/runtime/tracing.ts';
+import { DirBlobStore } from '../../shared/vfs/blob-store.ts';
 import { recordSubtaskFailure } from './final-failure.ts';
 import { processSubagentJob } from './subagent-job.ts';
 
@@ -26,6 +27,9 @@ export async function main(cfg: Config, opts: { role: string; concurrency: numbe
   const mcpServers = resolveRoleServers(role, cfg.mcpServers);
   // Fail closed: a role that runs code starts only where its sandbox works (or says it has none).
   const sandbox = usesSandbox(role) ? await probeSandbox(role.name, role.sandbox) : {};
+  // Its artifacts over the spill threshold go there: a folder it cannot make stops it now (exit 78),
+  // not at its first large artifact.
+  await new DirBlobStore(cfg.vfs.blobDir, cfg.prefix).ready();
   const rt = createRuntime(cfg, `worker-${role.name}`);
   // Before any queue or worker is made: BullMQ takes its telemetry when they are built.
   await startTracing(`worker-${role.name}`, rt.logger, process.env, rt.secrets);

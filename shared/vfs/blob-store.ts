@@ -14,6 +14,8 @@ import { ConfigError } from '../errors.ts';
 import { GOAL_ID_PATTERN, isGoalId } from '../goal/ids.ts';
 
 export interface BlobStore {
+  /** The store can be written: made if missing, or failing with the setting to change (a ConfigError). */
+  ready(): Promise<void>;
   put(goalId: string, content: string): Promise<string>;
   get(ref: string): Promise<string>;
   delete(ref: string): Promise<void>;
@@ -64,11 +66,18 @@ export class DirBlobStore implements BlobStore {
     this.root = resolve(dir, prefix);
   }
 
-  /** A file where the store's folders go is the setting's fault: named, exit 78, not a raw ENOTDIR. */
+  /** A file where the store's folders go, or folders it may not make: the setting's fault (exit 78). */
   private notADirectory(err: unknown): unknown {
     const code = (err as NodeJS.ErrnoException).code;
-    if (code !== 'ENOTDIR' && code !== 'EEXIST') return err;
-    return new ConfigError(`DEEPQ_BLOB_DIR ${this.dir}: a file is in the way of its folder ${this.root}`);
+    if (code === 'ENOTDIR' || code === 'EEXIST')
+      return new ConfigError(`DEEPQ_BLOB_DIR ${this.dir}: a file is in the way of its folder ${this.root}`);
+    if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS')
+      return new ConfigError(`DEEPQ_BLOB_DIR ${this.dir}: cannot make or own its folder ${this.root} (${code})`);
+    return err;
+  }
+
+  ready(): Promise<void> {
+    return this.ensureRoot();
   }
 
   private path(ref: string): string {
