@@ -127,16 +127,20 @@ test('writes outside the work dir fail, and nothing lands on the host', async ()
   }
 });
 
-test("the keeper's status line cannot be forged: the run's real end is reported, its late file read", async () => {
+test("the keeper's status line is out of reach: the run's real end is reported, its late file read", async () => {
   const goalId = await t.newGoal();
-  // The keeper (pid 1) shares the program's uid: pidfd_getfd takes its status fd, and the program
-  // writes a false `exit 0` there and goes on. The worker must wait for the real end to read files.
+  // The keeper (pid 1) shares the program's uid. pidfd_getfd took its status fd (refused now by
+  // the seccomp filter); /proc/1/fd/4 cannot open it (a socket). A false `exit 0` written there
+  // would still wait for the sandbox to be still (keeper.ts); here it cannot even be written.
   const code =
     'import ctypes, os, time\nlibc = ctypes.CDLL(None, use_errno=True)\n' +
-    'fd = libc.syscall(438, os.pidfd_open(1), 4, 0)\nos.write(fd, b"exit 0\\n")\nprint("forged", flush=True)\n' +
+    'print("pidfd_getfd", libc.syscall(438, os.pidfd_open(1), 4, 0), ctypes.get_errno(), flush=True)\n' +
+    'try:\n    os.open("/proc/1/fd/4", os.O_WRONLY)\n    print("opened", flush=True)\n' +
+    'except OSError as e:\n    print("open refused", e.errno, flush=True)\n' +
     'time.sleep(1)\nopen("late.txt", "w").write("late\\n")\nraise SystemExit(3)\n';
   const out = await runCode(goalId).run(py(code, { save: ['late.txt'] }));
-  assert.match(out, /^forged$/m, "the line reached the keeper's status fd (else this proves nothing)");
+  assert.match(out, /^pidfd_getfd -1 1$/m, out);
+  assert.match(out, /^open refused \d+$/m, out);
   assert.match(out, /^exit 3\n/);
   assert.match(out, /late\.txt \(5 bytes, created\)/);
   assert.equal(await t.rt.vfs.read(goalId, 'late.txt'), 'late\n');
@@ -235,6 +239,20 @@ test('SysV shared memory, message queues and semaphores are refused: memory no l
   const out = await runCode(goalId).run(py(code));
   for (const call of ['shmget', 'msgget', 'semget']) assert.match(out, new RegExp(`^${call} -1 1$`, 'm'), out);
   assert.match(out, /^pid \d+$/m, 'other calls still work');
+});
+
+test('ptrace and the calls that reach into another process are refused: the keeper is off limits', async () => {
+  const goalId = await t.newGoal();
+  // PTRACE_ATTACH to pid 1 (the keeper, the same uid) took it over in a review's exploit.
+  const code =
+    'import ctypes, platform\nlibc = ctypes.CDLL(None, use_errno=True)\n' +
+    'nr = {"x86_64": (101, 310, 311, 438), "aarch64": (117, 270, 271, 438)}[platform.machine()]\n' +
+    'for name, n, args in zip(("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd"), nr, ' +
+    '((16, 1, 0, 0), (1, 0, 0, 0, 0, 0), (1, 0, 0, 0, 0, 0), (0, 0, 0))):\n' +
+    '    print(name, libc.syscall(n, *args), ctypes.get_errno())\n';
+  const out = await runCode(goalId).run(py(code));
+  for (const call of ['ptrace', 'process_vm_readv', 'process_vm_writev', 'pidfd_getfd'])
+    assert.match(out, new RegExp(`^${call} -1 1$`, 'm'), out);
 });
 
 /** Python's last lines in the files-limit tests: reached only by a run that was not killed. */

@@ -5,7 +5,7 @@ import type { ChildProcess } from 'node:child_process';
 import { readFile, readlink } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { INFO_FD, SANDBOX_WORK, STATUS_FD } from './command.ts';
-import { listPids, procStat, signalQuietly } from './process-tree.ts';
+import { isAlive, listPids, procStat, signalQuietly } from './process-tree.ts';
 
 /** Bytes of a status or info line kept while its end has not come: the keeper's are short. */
 const LINE_MAX = 4096;
@@ -147,14 +147,14 @@ async function still(pid: number): Promise<boolean> {
 }
 
 /**
- * Whether a process other than a zombie has `pid` as its parent. Every live process of the
- * sandbox has a live parent or the keeper (pid 1 there: orphans go to it), so none with the
- * keeper as parent means none at all.
+ * Whether a live process (isAlive: a zombie leader with running threads is one) has `pid` as its
+ * parent. Every live process of the sandbox has a live parent or the keeper (pid 1 there: orphans
+ * go to it), so none with the keeper as parent means none at all.
  */
-async function hasLiveChild(pid: number): Promise<boolean> {
+export async function hasLiveChild(pid: number): Promise<boolean> {
   // Without CONFIG_PROC_CHILDREN, every process is looked at.
   const children = await readFile(`/proc/${pid}/task/${pid}/children`, 'utf8').catch(() => null);
   const pids = children === null ? await listPids() : children.split(' ').filter(Boolean).map(Number);
-  const stats = await Promise.all(pids.map(procStat));
-  return stats.some((s) => s?.ppid === pid && s.state !== 'Z' && s.state !== 'X');
+  const live = await Promise.all(pids.map(async (p) => (await procStat(p))?.ppid === pid && (await isAlive(p))));
+  return live.some(Boolean);
 }

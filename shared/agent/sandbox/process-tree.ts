@@ -31,6 +31,23 @@ export async function procStat(pid: number): Promise<{ state: string; ppid: numb
   return { state, ppid: Number(ppid) };
 }
 
+/**
+ * Whether a process runs: not a zombie, or a zombie whose leader exited alone (`syscall(SYS_exit)`)
+ * while its other threads run on. Its stat says Z all the same: a sandboxed program made itself
+ * look gone that way, and the worker read its work dir while it still swapped folders for links.
+ */
+export async function isAlive(pid: number): Promise<boolean> {
+  const stat = await procStat(pid);
+  if (!stat || stat.state === 'X') return false;
+  if (stat.state !== 'Z') return true;
+  const tasks = await readdir(`/proc/${pid}/task`).catch(() => [] as string[]);
+  const states = await Promise.all(tasks.map((t) => readFile(`/proc/${pid}/task/${t}/stat`, 'utf8').catch(() => '')));
+  return states.some((s) => {
+    const state = s.slice(s.lastIndexOf(')') + 2).split(' ')[0];
+    return state !== undefined && state !== '' && state !== 'Z' && state !== 'X';
+  });
+}
+
 /** A signal to a process (or, with a negative pid, its group), where it may be gone already. */
 export function signalQuietly(pid: number, sig: NodeJS.Signals | 0): boolean {
   try {

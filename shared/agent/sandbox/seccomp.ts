@@ -3,6 +3,9 @@
 // unbounded defaults (12 segments of 64 MiB held 768 MiB of host memory under a 128 MiB limit).
 // bubblewrap installs this seccomp filter (`--seccomp FD`): shmget, msgget and semget fail with
 // EPERM, as do foreign-ABI calls (x32, 32-bit) through which the same calls would pass unseen.
+// So do ptrace, process_vm_readv/writev and pidfd_getfd: the program shares the keeper's uid, and
+// a review's exploit took the keeper over with them (made it exec `sleep` and wrote its `exit`
+// line) to have the worker read the work dir while the program still ran (keeper.ts).
 // Classic BPF over `struct seccomp_data` (nr at offset 0, arch at 4).
 
 const LD_W_ABS = 0x20;
@@ -13,10 +16,11 @@ const RET_ALLOW = 0x7fff0000;
 const RET_EPERM = 0x00050000 | 1;
 const X32_SYSCALL_BIT = 0x40000000;
 
-/** Per host architecture: its audit arch, and shmget, msgget, semget's numbers. */
+/** Per host architecture: its audit arch, and the numbers of shmget, msgget, semget, ptrace,
+ *  process_vm_readv, process_vm_writev and pidfd_getfd. */
 const ARCHES: Partial<Record<NodeJS.Architecture, { audit: number; calls: number[] }>> = {
-  x64: { audit: 0xc000003e, calls: [29, 68, 64] },
-  arm64: { audit: 0xc00000b7, calls: [194, 186, 190] },
+  x64: { audit: 0xc000003e, calls: [29, 68, 64, 101, 310, 311, 438] },
+  arm64: { audit: 0xc00000b7, calls: [194, 186, 190, 117, 270, 271, 438] },
 };
 
 type Insn = [code: number, jt: number, jf: number, k: number];
