@@ -1,7 +1,7 @@
 // The inspector's HTTP app. In order: a log line per request, HEAD answered without a body, a
 // loopback Host when there is no token (DNS rebinding), security headers, the CSRF cookie, a cap
 // on request bodies, the token (when set), the CSRF check on state-changing requests, the pages.
-import { type Context, Hono } from 'hono';
+import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { HTTPException } from 'hono/http-exception';
 import { GOAL_MAX_BYTES } from '../../cli/goal-request.ts';
@@ -34,6 +34,8 @@ import { quoted } from './views/html.ts';
 const MAX_BODY_BYTES = 3 * GOAL_MAX_BYTES + 16 * 1024;
 /** The enqueue and resume forms: their fields, and the files they send (multipart: sent as they are). */
 const UPLOAD_BODY_BYTES = MAX_BODY_BYTES + UPLOAD_MAX_BYTES;
+/** The sign-in form (its token, CSRF field and `next`), the one body read without the token. */
+const LOGIN_BODY_BYTES = 8 * 1024;
 /** The paths whose forms carry files: only they take a larger body. */
 const UPLOAD_PATHS = /^\/goals(\/[^/]+\/resume)?$/;
 
@@ -43,17 +45,16 @@ export function createApp(ctx: UiContext): Hono<UiEnv> {
   const app = new Hono<UiEnv>();
   app.use(requestLog(ctx.log, ctx.metrics));
   app.use(headWithoutBody());
-  app.use(loopbackHostOnly(ctx.token));
+  // First: the host check's refusal carries them too.
   app.use(securityHeaders());
+  app.use(loopbackHostOnly(ctx.token));
   app.use(csrfCookie());
-  const formLimit = bodyLimit({ maxSize: MAX_BODY_BYTES, onError: (c) => tooLarge(c, ctx, MAX_BODY_BYTES) });
-  const uploadLimit = bodyLimit({ maxSize: UPLOAD_BODY_BYTES, onError: (c) => tooLarge(c, ctx, UPLOAD_BODY_BYTES) });
-  app.use((c, next) => (c.req.method === 'POST' && UPLOAD_PATHS.test(c.req.path) ? uploadLimit : formLimit)(c, next));
   app.use(redisGate(ctx.client.redis, (c) => c.html(errorPage(chromeOf(c, ctx), 'Redis is away', REDIS_AWAY), 503)));
-  app.use(
-    requireToken(ctx.sessions, ctx.signIn, (c) => loginRequired(c, ctx)),
-    csrfCheck(),
-  );
+  // The token before any body is read: a chunked body is held whole while it is measured, and 50
+  // open 16 MiB uploads without the token held 0.9 GB. The sign-in form alone is small.
+  app.use(requireToken(ctx.sessions, ctx.signIn, (c) => loginRequired(c, ctx)));
+  app.use(bodyLimits(ctx));
+  app.use(csrfCheck());
   registerStaticRoutes(app);
   registerLoginRoutes(app, ctx);
   registerGoalsRoutes(app, ctx);
@@ -78,9 +79,21 @@ export function createApp(ctx: UiContext): Hono<UiEnv> {
   return app;
 }
 
+/** Per path: files on the enqueue and resume forms, a goal's text elsewhere, a token at /login. */
+function bodyLimits(ctx: UiContext): MiddlewareHandler<UiEnv> {
+  const limit = (maxSize: number) => bodyLimit({ maxSize, onError: (c) => tooLarge(c, ctx, maxSize) });
+  const [login, form, upload] = [limit(LOGIN_BODY_BYTES), limit(MAX_BODY_BYTES), limit(UPLOAD_BODY_BYTES)];
+  return (c, next) => {
+    if (c.req.path === '/login') return login(c, next);
+    return (c.req.method === 'POST' && UPLOAD_PATHS.test(c.req.path) ? upload : form)(c, next);
+  };
+}
+
 /** Over the body limit: a page that says what the limit is, not a bare status. */
 function tooLarge(c: Context<UiEnv>, ctx: UiContext, limit: number): Response | Promise<Response> {
   const files = limit > MAX_BODY_BYTES ? ` and its files at most ${UPLOAD_MAX_BYTES / 1024 / 1024} MiB in all` : '';
-  const message = `The request is over ${Math.round(limit / 1024)} KiB: a goal's text is at most 100 KB${files}.`;
+  const what =
+    limit === LOGIN_BODY_BYTES ? 'the sign-in form holds a token' : `a goal's text is at most 100 KB${files}`;
+  const message = `The request is over ${Math.round(limit / 1024)} KiB: ${what}.`;
   return c.html(errorPage(chromeOf(c, ctx), 'Request too large', message), 413);
 }

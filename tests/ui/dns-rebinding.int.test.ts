@@ -33,6 +33,10 @@ test('a page served as evil.example can neither read the inspector nor act throu
   const evil = `http://evil.example:${ui.port}`;
   const res = await page.goto(`${evil}/goals/${goalId}`);
   assert.equal(res?.status(), 403);
+  // The refusal carries the security headers every other answer does.
+  const headers = res!.headers();
+  assert.equal(headers['x-content-type-options'], 'nosniff');
+  assert.match(headers['content-security-policy'] ?? '', /default-src 'none'|script-src 'self'/);
   const body = await page.content();
   assert.doesNotMatch(body, new RegExp(GOAL_TEXT));
   assert.match(body, /DEEPQ_UI_TOKEN/);
@@ -51,6 +55,8 @@ test('the loopback names the user types still reach it: 127.0.0.1 and localhost'
   for (const host of ['127.0.0.1', 'localhost']) {
     const res = await page.goto(`http://${host}:${ui.port}/goals/${goalId}`);
     assert.equal(res?.status(), 200, host);
+    const css = await page.request.get(`http://${host}:${ui.port}/static/ui.css`);
+    assert.equal(css.headers()['cache-control'], 'private, max-age=300', 'no shared cache keeps its CSRF cookie');
     assert.match(await page.content(), new RegExp(GOAL_TEXT), host);
   }
   await page.close();

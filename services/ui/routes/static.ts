@@ -19,8 +19,9 @@ export function registerStaticRoutes(app: Hono<UiEnv>): void {
     const body = served.get(file);
     if (body === undefined) return c.text('not found\n', 404);
     c.header('content-type', FILES[file]!);
-    // Short: a new deploy's script reaches open tabs on their next load.
-    c.header('cache-control', 'public, max-age=300');
+    // Short: a new deploy's script reaches open tabs on their next load. Private: the answer may
+    // set the CSRF cookie, which no shared cache may hand to the next visitor.
+    c.header('cache-control', 'private, max-age=300');
     return c.body(body);
   });
   app.get('/favicon.ico', (c) => c.body(null, 204));
