@@ -52,6 +52,30 @@ test('a tool the SDK refuses is left out, named in a warning; the server and its
   assert.deepEqual(ok.content, [{ type: 'text', text: 'Echo: hi' }]);
 });
 
+test('a tool whose input schema is too deep or too big is left out: it would break every call', async (t) => {
+  web ??= await startEverythingHttp(await freePort());
+  // 50,000 levels overflowed the stack of every model request of the role; 2.9 MB overran any context.
+  const deep = `{"type":"object","properties":{"a":${'{"items":'.repeat(50_000)}{}${'}'.repeat(50_000)}}}`;
+  const big = `{"type":"object","properties":{"a":{"type":"string","description":"${'x'.repeat(200_000)}"}}}`;
+  const tools = `{"name":"deep","inputSchema":${deep}},{"name":"big","inputSchema":${big}},`;
+  const { logger, lines } = captureLogger('debug');
+  const conn = httpConnection(await testProxy(web.port, { answer: withToolFirst(tools) }), logger);
+  t.after(() => conn.close());
+  await conn.waitFor(() => conn.state === 'up', Date.now() + 15_000);
+  const names = (conn.tools ?? []).map((x) => x.name);
+  assert.ok(names.includes('echo') && !names.includes('deep') && !names.includes('big'), names.join(', '));
+  const warned = lines.filter((l) => /lists an invalid tool/.test(String(l.msg)));
+  assert.deepEqual(
+    warned.map((l) => [l.tool, l.problem]),
+    [
+      ['deep', 'its input schema nests deeper than 64 levels'],
+      ['big', `its input schema is ${JSON.stringify(JSON.parse(big)).length} characters of JSON (at most 65536)`],
+    ],
+  );
+  // What goes to the model for the server's tools still serialises.
+  assert.ok(JSON.stringify(conn.tools).length < 1_000_000);
+});
+
 /** A tool whose input schema has alternatives at its top: one of two fields is required. */
 const ALTERNATIVES = '{"anyOf":[{"required":["id"]},{"required":["email"]}]}';
 const UNION_TOOL =

@@ -18,7 +18,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import { cutChars } from '../tools/paging.ts';
 import { cappedFetch } from './capped-fetch.ts';
-import { modelInputSchema } from './input-schema.ts';
+import { inputSchemaProblem, modelInputSchema } from './input-schema.ts';
 import type { McpMetrics } from './metrics.ts';
 import type { ResolvedServer } from './resolve.ts';
 import { closeServer, newServerMark, SERVER_MARK_ENV, type ServerProcesses } from './server-processes.ts';
@@ -263,13 +263,16 @@ export class McpConnection {
     return `${cutChars(description, MAX_TOOL_DESCRIPTION_CHARS - 1)}…`;
   }
 
-  /** A listed tool as the SDK's schema reads it, or null (logged) when it does not pass. */
+  /** A listed tool as the SDK's schema reads it, or null (logged): refused by that schema, or unfit to send. */
   private checkedTool(raw: unknown) {
     const parsed = ToolSchema.safeParse(raw);
-    if (parsed.success) return parsed.data;
+    const issue = parsed.error?.issues[0];
+    const why = parsed.success
+      ? inputSchemaProblem(parsed.data.inputSchema)
+      : `${issue?.path.join('.') || 'tool'}: ${issue?.message ?? 'invalid'}`;
+    if (parsed.success && why === null) return parsed.data;
     const name = typeof (raw as { name?: unknown })?.name === 'string' ? (raw as { name: string }).name : '?';
-    const issue = parsed.error.issues[0];
-    const problem = this.opts.scrub(`${issue?.path.join('.') || 'tool'}: ${issue?.message ?? 'invalid'}`).slice(0, 300);
+    const problem = this.opts.scrub(why ?? 'invalid').slice(0, 300);
     const fields = { mcpServer: this.name, tool: this.opts.scrub(name).slice(0, 100), problem };
     this.opts.log.warn(fields, `MCP server "${this.name}" lists an invalid tool: left out`);
     return null;

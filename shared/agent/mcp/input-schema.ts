@@ -37,3 +37,25 @@ export function modelInputSchema(schema: Record<string, unknown>, description?: 
     moved,
   };
 }
+
+/** Deeper than this, or longer as JSON, an input schema is no tool's: it would break every call. */
+export const MAX_INPUT_SCHEMA_DEPTH = 64;
+export const MAX_INPUT_SCHEMA_CHARS = 64 * 1024;
+
+/**
+ * Why a listed input schema cannot go to the model, or null. 50,000 levels deep, it overflowed
+ * the stack of every request of the role (JSON.stringify); 2.9 MB, every request was past any
+ * context window. Measured without recursion, so the check cannot overflow itself.
+ */
+export function inputSchemaProblem(schema: unknown): string | null {
+  const stack: [unknown, number][] = [[schema, 1]];
+  while (stack.length) {
+    const [node, depth] = stack.pop()!;
+    if (depth > MAX_INPUT_SCHEMA_DEPTH) return `its input schema nests deeper than ${MAX_INPUT_SCHEMA_DEPTH} levels`;
+    if (node && typeof node === 'object') for (const v of Object.values(node)) stack.push([v, depth + 1]);
+  }
+  const chars = JSON.stringify(schema).length;
+  if (chars > MAX_INPUT_SCHEMA_CHARS)
+    return `its input schema is ${chars} characters of JSON (at most ${MAX_INPUT_SCHEMA_CHARS})`;
+  return null;
+}

@@ -1,10 +1,12 @@
 // The MCP client manager of one worker process: a connection to each MCP server its role
 // uses, the role's selection of their tools as deepq Tools (`mcp__<server>__<tool>`), the
 // readiness checks (`mcp:<server>`) and the shutdown. See README "Tools and MCP".
+
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { McpServerConfig } from '../../runtime/config.ts';
 import { scrubSecrets } from '../../runtime/logger.ts';
+import { cutChars } from '../tools/paging.ts';
 import type { Tool, ToolScope } from '../tools.ts';
 import { type ConnectionOptions, McpCallError, McpConnection, type McpToolInfo } from './connection.ts';
 import { toolResultOrThrow } from './content.ts';
@@ -210,7 +212,8 @@ export class McpManager {
     return this.refresh().map((e) => ({
       def: {
         name: e.name,
-        description: e.tool.description || e.tool.title || `Tool "${e.tool.name}" of MCP server "${e.conn.name}".`,
+        description:
+          e.tool.description || e.tool.title || `Tool "${cutChars(e.tool.name, 100)}" of MCP server "${e.conn.name}".`,
         input_schema: e.tool.inputSchema,
       },
       label: e.label,
