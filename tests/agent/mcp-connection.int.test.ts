@@ -136,3 +136,25 @@ test(
     await until(() => !alive(second), 5000, 'the attempt in progress stopped on close');
   },
 );
+
+test('a server that ignores EOF and SIGTERM is stopped within the close, behind sh -c too', linuxOnly, async () => {
+  // The SDK's own close takes 4 s on such a server; a worker's stop gives the close 5 s and exits.
+  const file = blockingServer();
+  writeFileSync(
+    file,
+    `${readFileSync(file, 'utf8')}\nprocess.on('SIGTERM', () => {});\nsetInterval(() => {}, 1000);\n`,
+  );
+  const argv = [process.execPath, file];
+  const script = `exec 3<&0; "${process.execPath}" "${file}" <&3 & wait`;
+  for (const server of [stdioServer(process.execPath, [file], 10_000), stdioServer('sh', ['-c', script], 10_000)]) {
+    const { conn } = connect(server, 50);
+    await conn.waitFor(() => conn.state === 'up', Date.now() + 10_000);
+    assert.equal(firstText(await conn.call('hello', {})), 'hello!');
+    const [pid] = running(argv);
+    assert.ok(pid, 'the server runs');
+    const started = Date.now();
+    await conn.close();
+    assert.ok(Date.now() - started < 4000, `the close took ${Date.now() - started} ms`);
+    await until(() => !alive(pid), 1000, `server ${pid} stopped`);
+  }
+});

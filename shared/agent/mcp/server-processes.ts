@@ -33,14 +33,16 @@ async function markedWith(mark: string): Promise<number[]> {
 /**
  * Closes the client, then stops every process of its server found before the close (its
  * descendants and the ones its mark finds): SIGTERM, then SIGKILL a second later, each only while
- * it still runs what it ran (a pid can be reused once it is gone).
+ * it still runs what it ran (a pid can be reused once it is gone). The SDK's close is given a
+ * second: on a server that ignores EOF and SIGTERM it takes 4 s, and a worker's stop (5 s for
+ * the whole close) exited before the SIGKILL, leaving the server running.
  */
 export async function closeServer(close: () => Promise<void>, server: ServerProcesses | null): Promise<void> {
   const pids = server
     ? new Set([...(server.pid ? await descendantsOf(server.pid) : []), ...(await markedWith(server.mark))])
     : new Set<number>();
   const tree = await Promise.all([...pids].map(async (p) => [p, await cmdline(p)] as const));
-  await close().catch(() => {});
+  await Promise.race([close().catch(() => {}), new Promise((r) => setTimeout(r, 1000).unref())]);
   if (!tree.length) return;
   const signal = async (sig: NodeJS.Signals) => {
     for (const [p, cmd] of tree) if (cmd && (await cmdline(p)) === cmd) signalQuietly(p, sig);
