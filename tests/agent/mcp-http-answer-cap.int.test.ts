@@ -113,3 +113,33 @@ test('a cancelled call stops downloading its answer', async (t) => {
   const ok = await conn.call('echo', { message: 'hi' });
   assert.deepEqual(ok.content, [{ type: 'text', text: 'Echo: hi' }]);
 });
+
+test('an endless event on the notification stream (GET) is given up at the cap; calls go on', async (t) => {
+  web ??= await startEverythingHttp(await freePort());
+  const stats: Padding = { sent: 0, closedEarly: false };
+  let floods = 0;
+  // The first GET stream gets one line that never ends (800 MB grew the worker's heap with it).
+  const flooding: ProxyAnswer = (req, up, res) => {
+    if (req.method !== 'GET' || floods++ > 0) return passThrough(req, up, res);
+    up.resume();
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.on('close', () => (stats.closedEarly = !res.writableFinished));
+    void (async () => {
+      res.write('data: ');
+      const chunk = 'x'.repeat(1024 * 1024);
+      for (let i = 0; i < INFLATED / chunk.length && !res.destroyed; i++) {
+        stats.sent += chunk.length;
+        if (!res.write(chunk)) await new Promise((r) => res.once('drain', r).once('close', r));
+      }
+      res.end();
+    })();
+  };
+  const { logger } = captureLogger('debug');
+  const conn = httpConnection(await testProxy(web.port, { answer: flooding }), logger);
+  t.after(() => conn.close());
+  await conn.waitFor(() => conn.state === 'up', Date.now() + 15_000);
+  await until(() => stats.closedEarly, 15_000, 'the notification stream given up');
+  assert.ok(stats.sent < INFLATED / 2, `${stats.sent} bytes sent before the stream was given up`);
+  const ok = await conn.call('echo', { message: 'hi' });
+  assert.deepEqual(ok.content, [{ type: 'text', text: 'Echo: hi' }]);
+});

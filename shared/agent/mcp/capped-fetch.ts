@@ -32,8 +32,8 @@ export function cappedFetch(maxBytes = MAX_ANSWER_BYTES, base: FetchLike = fetch
   // The requests whose answers may be downloading, by JSON-RPC id, oldest first.
   const downloading = new Map<RequestId, AbortController>();
   return async (url, init) => {
-    // The long-lived GET stream carries the server's notifications, not answers: not capped.
-    if (init?.method !== 'POST') return base(url, init);
+    // The long-lived GET stream carries the server's notifications: each of its events is capped.
+    if (init?.method !== 'POST') return cappedEvents(await base(url, init), maxBytes);
     const messages = messagesOf(init.body);
     for (const m of messages) {
       const id = m.method === 'notifications/cancelled' ? m.params?.requestId : undefined;
@@ -70,4 +70,33 @@ export function cappedFetch(maxBytes = MAX_ANSWER_BYTES, base: FetchLike = fetch
     );
     return new Response(counted, { status: res.status, statusText: res.statusText, headers: res.headers });
   };
+}
+
+/**
+ * The GET stream with each server-sent event (up to its blank line) at most `maxBytes`: a server
+ * that streamed one endless line there grew the worker's heap with it (800 MB sent, 833 MB of
+ * heap). Past the cap the stream fails, and the SDK opens it again.
+ */
+function cappedEvents(res: Response, maxBytes: number): Response {
+  if (!res.body) return res;
+  let since = 0;
+  let afterNewline = false;
+  const counted = res.body.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, ctl) {
+        let boundary = -1;
+        for (let i = 0; i < chunk.length; i++) {
+          const b = chunk[i];
+          if (b === 0x0a) {
+            if (afterNewline) boundary = i;
+            afterNewline = true;
+          } else if (b !== 0x0d) afterNewline = false;
+        }
+        since = boundary >= 0 ? chunk.length - 1 - boundary : since + chunk.length;
+        if (since <= maxBytes) ctl.enqueue(chunk);
+        else ctl.error(new Error(`an event on the server's notification stream is over ${maxBytes} bytes: given up`));
+      },
+    }),
+  );
+  return new Response(counted, { status: res.status, statusText: res.statusText, headers: res.headers });
 }
