@@ -72,6 +72,10 @@ const STDERR_TAIL = 10;
 /** A stderr line kept (and held while it has no end yet) up to this many characters. */
 const STDERR_LINE_CHARS = 500;
 const MAX_TOOL_PAGES = 100;
+/** Tools kept of one server's listing: 30,000 (a cursor that never ended) held 300 MB. */
+export const MAX_LISTED_TOOLS = 2000;
+/** Between two listings the server asked for (tools/list_changed): a flood relisted 900 times a second. */
+const RELIST_GAP_MS = 1000;
 /**
  * A tool description the model is sent, at most (characters): it rides in every request of the
  * role, and a server with 3 KB descriptions over thousands of tools filled each one past any context.
@@ -251,9 +255,16 @@ export class McpConnection {
         });
       }
       cursor = res.nextCursor;
-      if (!cursor) break;
+      if (!cursor) return out;
+      if (out.length >= MAX_LISTED_TOOLS) break;
     }
-    return out;
+    const kept = out.slice(0, MAX_LISTED_TOOLS);
+    const fields = { mcpServer: this.name, tools: kept.length };
+    this.opts.log.warn(
+      fields,
+      `MCP server "${this.name}" lists more tools than are read: the first ${kept.length} kept`,
+    );
+    return kept;
   }
 
   private cutDescription(tool: string, description: string | undefined): string | undefined {
@@ -304,7 +315,7 @@ export class McpConnection {
         this.refreshing = undefined;
         if (this.refreshAgain) {
           this.refreshAgain = false;
-          this.refreshTools(this.gen);
+          setTimeout(() => this.refreshTools(this.gen), RELIST_GAP_MS).unref();
         }
       });
   }

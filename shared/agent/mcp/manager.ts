@@ -143,7 +143,8 @@ export class McpManager {
     const warnMissing = (names: string[], what: string) => {
       const missing = names.filter((t) => !offered.has(t));
       if (!missing.length) return;
-      const fields = { mcpServer: conn.name, missing, offered: [...offered].slice(0, 50) };
+      const cut = (names: string[]) => names.slice(0, 50).map((n) => cutChars(n, 100));
+      const fields = { mcpServer: conn.name, missing: cut(missing), offered: cut([...offered]) };
       this.opts.log.warn(fields, `MCP server "${conn.name}" does not offer ${what}: ${missing.join(', ')}`);
     };
     if (sel) warnMissing(sel.named, "the role's tool(s)");
