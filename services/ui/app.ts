@@ -4,6 +4,7 @@
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { HTTPException } from 'hono/http-exception';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { GOAL_MAX_BYTES } from '../../cli/goal-request.ts';
 import { chromeOf } from './chrome.ts';
 import type { UiContext, UiEnv } from './context.ts';
@@ -69,6 +70,11 @@ export function createApp(ctx: UiContext): Hono<UiEnv> {
     if (err instanceof HTTPException && err.status === 400) {
       ctx.log.warn({ path: c.req.path, err: err.message }, 'request refused');
       return c.html(errorPage(chromeOf(c, ctx), 'Bad request', err.message), 400);
+    }
+    // The client left while its body came (a closed tab mid-upload): its fault, not the inspector's.
+    if ((err as NodeJS.ErrnoException).code === 'ECONNRESET') {
+      ctx.log.info({ path: c.req.path }, 'client went away before its request was read');
+      return c.body(null, 499 as ContentfulStatusCode);
     }
     ctx.log.error({ err: { message: err.message, stack: err.stack }, path: c.req.path }, 'request failed');
     // The message may come from Redis or the filesystem: the page says what to do, not what broke.

@@ -304,6 +304,16 @@ test('without the token an upload is refused before its body is read; a sign-in 
     setTimeout(() => reject(new Error('no answer while the body was still coming')), 10_000).unref();
   });
   assert.equal(status, 401);
+  // A signed-in client that leaves mid-upload is logged as gone (499), not as the inspector's 500.
+  const leaving = request(`${ui.url}/goals`, {
+    method: 'POST',
+    headers: { 'transfer-encoding': 'chunked', authorization: `Bearer ${TOKEN}` },
+  });
+  leaving.on('error', () => {});
+  leaving.write('goal=x');
+  setTimeout(() => leaving.destroy(), 300);
+  await until(() => /client went away before its request was read/.test(ui.svc.output()), 10_000, 'the leaving logged');
+  assert.doesNotMatch(ui.svc.output(), /request failed/);
   const body = new URLSearchParams({ token: 'x'.repeat(9000) });
   const login = await fetch(`${ui.url}/login`, { method: 'POST', body });
   assert.equal(login.status, 413);
