@@ -206,14 +206,17 @@ async function askModel(
 /**
  * An `end` when nothing was made (no subtask of the cycle finished, no artifact is done) would
  * report a goal `done` with no result: a human decides instead (`resume --end` still ends it).
+ * A subtask stopped at its token cap having written nothing made nothing, and the user's own
+ * input files are not a result: either let a goal end `done` with nothing of its own.
  */
 export function endWithoutWork(
   reflection: Reflection,
-  outcomes: Pick<SubtaskOutcome, 'status'>[],
-  index: Pick<FileEntry, 'status'>[],
+  outcomes: Pick<SubtaskOutcome, 'status' | 'bytes'>[],
+  index: Pick<FileEntry, 'status' | 'input'>[],
 ): Reflection {
   if (reflection.decision !== 'end') return reflection;
-  if (outcomes.some((o) => o.status !== 'failed') || index.some((e) => e.status === 'done')) return reflection;
+  const finished = outcomes.some((o) => o.status === 'done' || (o.status === 'partial' && (o.bytes ?? 0) > 0));
+  if (finished || index.some((e) => e.status === 'done' && !e.input)) return reflection;
   const wanted = reflection.reason.slice(0, 1500);
   const nothing = 'no subtask finished and no artifact is done';
   const reason = `${nothing}: a human must decide (the reflector would end: ${wanted})`;
