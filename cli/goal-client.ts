@@ -15,7 +15,7 @@ import { type CostEstimate, estimateCost, formatCost, knownCostUsd } from '../sh
 import type { TimelineEvent } from '../shared/goal/events.ts';
 import { GoalIdSchema, newGoalId, newOperationId } from '../shared/goal/ids.ts';
 import type { GoalLifecycle } from '../shared/goal/lifecycle.ts';
-import { isPausedForBudget, promoteParked } from '../shared/goal/parking.ts';
+import { isPausedForBudget, parkedQueue, promoteParked } from '../shared/goal/parking.ts';
 import { MAX_SUBTASKS } from '../shared/goal/plan.ts';
 import { currentCycle, isTerminal } from '../shared/goal/status.ts';
 import { type GoalRecord, totalTokens } from '../shared/goal/store.ts';
@@ -279,7 +279,8 @@ export class GoalClient extends GoalReader {
     }
     // Parked jobs by the goal's own list: a plan job of a resumed goal may have either id.
     const parked = await this.redis.hgetall(this.goals.keys.parked(goalId));
-    for (const [id, queue] of Object.entries(parked)) if (!paused.has(id)) removals.push(this.removeJob(queue, id));
+    for (const [id, entry] of Object.entries(parked))
+      if (!paused.has(id)) removals.push(this.removeJob(parkedQueue(entry), id));
     for (let s = Math.max(1, step - 1); s <= step + 1; s++) {
       // The reflector queues a resumed goal's next cycles under the plain id; its resume, the -r<n> one.
       removals.push(this.removeJob(PLAN_QUEUE, planJobId(goalId, s)));

@@ -6,9 +6,11 @@
 // promotes every parked job, which carries on where it stopped (a subtask from its saved
 // messages). The delay is a backstop only: past the awaiting retention the goal is ended, and
 // a job that wakes then finds it terminal and stops.
+import { randomBytes } from 'node:crypto';
 import { DelayedError, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Queues } from '../runtime/queues.ts';
+import { runScript } from '../runtime/scripts.ts';
 import { promotePaused } from './approvals.ts';
 import type { GoalRecord, GoalStore } from './store.ts';
 
@@ -46,7 +48,7 @@ export async function parkForBudget(
   const k = s.goals.keys;
   await s.redis
     .multi()
-    .hset(key, String(job.id), job.queueName)
+    .hset(key, String(job.id), parkedEntry(job.queueName))
     .expire(key, ttl)
     .expire(k.checkpoints(goalId), ttl)
     .expire(k.approvals(goalId), ttl)
@@ -66,13 +68,27 @@ export async function parkIfPausedForBudget(s: ParkingState, job: Job, token: st
   if (goal && isPausedForBudget(goal)) await parkForBudget(s, job, token, goalId);
 }
 
+/**
+ * A parked hash entry: the job's queue and an id of this parking. A woken job that parks again
+ * writes a new one, so the wake that read the old one cannot take the new one off the list
+ * (it did: the job then stayed delayed past a second resume, its goal running for 30 days).
+ */
+function parkedEntry(queue: string): string {
+  return `${queue} ${randomBytes(6).toString('hex')}`;
+}
+
+/** The queue of a parked entry (an entry written before the park id is the queue alone). */
+export function parkedQueue(entry: string): string {
+  return entry.split(' ')[0]!;
+}
+
 /** Wakes every job parked on the goal (after its budget was raised); returns how many were delayed. */
 export async function promoteParked(s: Pick<ParkingState, 'redis' | 'goals' | 'queues'>, goalId: string) {
   const key = s.goals.keys.parked(goalId);
   let promoted = 0;
-  for (const [jobId, queue] of Object.entries(await s.redis.hgetall(key))) {
-    if (await promotePaused(s.queues, { queue, jobId })) promoted++;
-    await s.redis.hdel(key, jobId);
+  for (const [jobId, entry] of Object.entries(await s.redis.hgetall(key))) {
+    if (await promotePaused(s.queues, { queue: parkedQueue(entry), jobId })) promoted++;
+    await runScript(s.redis, 'parkedRelease', [key], [jobId, entry]);
   }
   return promoted;
 }

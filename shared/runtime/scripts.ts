@@ -22,6 +22,7 @@ const SCRIPTS = {
   checkpointSave: { keys: 1, dir: GOAL_LUA },
   checkpointRead: { keys: 1, dir: GOAL_LUA },
   checkpointClear: { keys: 1, dir: GOAL_LUA },
+  parkedRelease: { keys: 1, dir: GOAL_LUA },
   vfsWrite: { keys: 10, dir: VFS_LUA },
   vfsEvict: { keys: 4, dir: VFS_LUA },
   transcriptSave: { keys: 4, dir: AGENT_LUA },

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { raisedBudgets } from '../../cli/goal-client.ts';
 import { newGoalId } from '../../shared/goal/ids.ts';
+import { parkedQueue } from '../../shared/goal/parking.ts';
 import { type Fleet, metricSum, runCli, startFleet } from '../../testing/fleet.ts';
 import { useRedis } from '../../testing/redis.ts';
 import { until } from '../../testing/until.ts';
@@ -108,7 +109,9 @@ test('jobs parked at a budget wake when the resume that raised it died before wa
     // the goal after the resume lands wakes itself, and the goal would finish without the reconciler.
     const parkedAll = async () => {
       const parked = Object.entries(await redis.client.hgetall(c.goals.keys.parked(goalId)));
-      const states = await Promise.all(parked.map(async ([id, q]) => (await c.queues.get(q).getJob(id))?.getState()));
+      const states = await Promise.all(
+        parked.map(async ([id, entry]) => (await c.queues.get(parkedQueue(entry)).getJob(id))?.getState()),
+      );
       const running = await Promise.all(
         c.queues.allNames().map(async (q) => await c.queues.get(q).getJobs(['active', 'waiting', 'prioritized'])),
       );
