@@ -277,6 +277,20 @@ test('grep searches spilled artifacts, and never deleted or evicted ones', async
   assert.equal(await grep!.run({ pattern: 'needle' }), '[1 match in 1 file(s)]\nbig.log:20001: the needle');
 });
 
+test('delete_file refuses the subtask artifact: a failed revision that deleted it lost the done one', async () => {
+  const goalId = await goalWith({ 'notes.md': 'the done version\n', 'scratch.md': 'x' });
+  const scope = { goalId, step: STEP, role: 'code-writer', threadId: `goal-${goalId}--code-writer-1`, writer: 'job-1' };
+  const tools = Object.fromEntries(
+    createVfsTools(t.rt.vfs, { ...scope, artifact: 'notes.md' }, [...TOOL_NAMES]).map((x) => [x.def.name, x]),
+  );
+  await assert.rejects(
+    tools.delete_file!.run({ name: 'notes.md' }),
+    /notes\.md is the artifact this subtask must write/,
+  );
+  assert.equal(await t.rt.vfs.read(goalId, 'notes.md'), 'the done version\n');
+  assert.equal(await tools.delete_file!.run({ name: 'scratch.md' }), 'deleted scratch.md');
+});
+
 // ---- list_files --------------------------------------------------------------------------
 
 test('list_files lists the index; a glob keeps the names it matches', async () => {

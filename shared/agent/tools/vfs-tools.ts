@@ -340,6 +340,10 @@ function deleteFile(vfs: VirtualFs) {
     input: DeleteInput,
     async run({ name }, ctx) {
       vfs.check(name, '');
+      // Its own artifact is what the subtask must leave: deleted in a revision that then failed,
+      // the done version was lost for good (the failure restores it only from a working copy).
+      if (name === ctx.artifact)
+        throw new Error(`${name} is the artifact this subtask must write: write its content instead of deleting it`);
       const e = await vfs.stat(ctx.goalId, name);
       if (!live(e)) return noSuchFile(vfs, ctx.goalId, name);
       await vfs.delete(ctx.goalId, name, toolWriteMeta(ctx, name, e)).catch((err) => conflict(err, name, 'deleted'));
