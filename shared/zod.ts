@@ -33,10 +33,10 @@ export function parseOrThrow<T>(schema: z.ZodType<T>, value: unknown, what: stri
   return r.data;
 }
 
-/** Extract the JSON value from model text (bare JSON or one fenced ```json block). */
+/** Extract the JSON value from model text (bare JSON or one fenced block: ```json, ```JSON, ```jsonc, ```). */
 export function extractJson(text: string): unknown {
   const trimmed = text.trim();
-  const fenced = /^```(?:json)?\s*\n([\s\S]*?)\n```$/.exec(trimmed);
+  const fenced = /^```[\w-]*[ \t]*\n([\s\S]*?)\n```$/.exec(trimmed);
   const body = fenced ? fenced[1]! : trimmed;
   try {
     // A `\ud83d` escape alone would be half an emoji in every string the answer hands on.

@@ -132,6 +132,9 @@ test('every job payload is validated, naming the bad field', () => {
 test('model JSON may be bare or in one fenced block; anything else is named invalid JSON', () => {
   assert.deepEqual(extractJson('{"a":1}'), { a: 1 });
   assert.deepEqual(extractJson('```json\n{"a":1}\n```'), { a: 1 });
+  // Whatever the fence's tag (models write JSON, jsonc, or none): it was refused as "Unexpected token".
+  for (const tag of ['JSON', 'jsonc', '', 'Json '])
+    assert.deepEqual(extractJson(`\`\`\`${tag}\n{"a":1}\n\`\`\``), { a: 1 });
   assert.throws(() => extractJson('Here is the plan: {"a":1}'), /not valid JSON/);
 });
 
