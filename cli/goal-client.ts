@@ -111,7 +111,7 @@ export class GoalClient extends GoalReader {
     for (const until = Date.now() + 2 * LEASE_MS; ; ) {
       const res = await withLease(this.redis, lease, fn);
       if (!(res && typeof res === 'object' && 'skipped' in res)) return res as T;
-      if (Date.now() > until) throw new Error('another submission of this key has held it for a minute: try again');
+      if (Date.now() > until) throw new Error('another submission has held this for a minute: try again');
       await new Promise((r) => setTimeout(r, 50));
     }
   }
@@ -315,7 +315,12 @@ export class GoalClient extends GoalReader {
   resume(goalId: string, req: ResumeRequest = {}): Promise<{ status: string; action: string }> {
     // In the goal's trace: the next cycle's plan job (or the woken parked jobs) hang below it.
     const attrs = { 'deepq.goal.id': goalId };
-    return inGoalTrace(goalId, 'deepq resume', attrs, () => this.resumeGoal(goalId, req));
+    // With files, one resume at a time: the files go in before the move that may refuse, and a
+    // refused resume's files became the current ones under the winner's re-plan. The goal is read
+    // again inside, so the later resume is refused before it stores anything.
+    const resume = () => this.resumeGoal(goalId, req);
+    const run = req.files?.length ? () => this.oneAtATime(this.goals.keys.resumeSubmission(goalId), resume) : resume;
+    return inGoalTrace(goalId, 'deepq resume', attrs, run);
   }
 
   private async resumeGoal(goalId: string, { note, raise = {}, files = [], pause }: ResumeRequest) {

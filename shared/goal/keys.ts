@@ -78,6 +78,10 @@ export class Keys {
   keySubmission(goalId: string): string {
     return `${this.prefix}:key-submission:${goalId}`;
   }
+  /** Held by a resume with files under way (shared/runtime/lease.ts): one at a time per goal. */
+  resumeSubmission(goalId: string): string {
+    return `${this.prefix}:resume-submission:${goalId}`;
+  }
   /** Sorted set of goal ids by creation time (for `deepq goals` and the sweep). */
   goalsIndex(): string {
     return `${this.prefix}:goals`;
