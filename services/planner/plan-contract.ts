@@ -60,6 +60,8 @@ export function planRuleIssues(
       );
     const name = JSON.stringify(t.expected_artifact);
     if (seen.has(t.expected_artifact)) issue(['expected_artifact'], `duplicate artifact name ${name}`);
+    const clash = folderClash(t.expected_artifact, [...seen, ...files]);
+    if (clash) issue(['expected_artifact'], clash);
     seen.add(t.expected_artifact);
     if (inputs.has(t.expected_artifact))
       issue(
@@ -77,6 +79,23 @@ export function planRuleIssues(
     });
   });
   return issues;
+}
+
+/**
+ * A name that is another's folder (`report` beside `report/summary.md`): no export can write
+ * both (a file cannot be a folder), so `deepq artifacts --out` would refuse the whole goal.
+ */
+function folderClash(name: string, others: Iterable<string>): string | null {
+  for (const other of others) {
+    const [folder, file] = other.startsWith(`${name}/`)
+      ? [name, other]
+      : name.startsWith(`${other}/`)
+        ? [other, name]
+        : [];
+    if (folder !== undefined)
+      return `${JSON.stringify(folder)} cannot be both a file and the folder of ${JSON.stringify(file)}: rename one`;
+  }
+  return null;
 }
 
 /** The plan schema with the context's rules, for callers that want one zod schema. */

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { GoalRequestSchema } from '../../cli/goal-request.ts';
-import { planSchemaFor } from '../../services/planner/plan-contract.ts';
+import { planRuleIssues, planSchemaFor } from '../../services/planner/plan-contract.ts';
 import { ValidationError } from '../../shared/errors.ts';
 import { ReflectionSchema } from '../../shared/goal/plan.ts';
 import {
@@ -33,6 +33,18 @@ test('a plan in the seed shape with 1-5 subtasks, known roles, unique names and 
   assert.deepEqual(parsed.subtasks[1]!.read_files, ['spec.md']);
 });
 
+test('a planned name may be neither the folder of an existing file nor a file where one has its folder', () => {
+  const against = (name: string) =>
+    planRuleIssues({ subtasks: [task({ expected_artifact: name })] }, roles, ['docs/a.md', 'b.md']);
+  assert.match(against('docs')[0]?.message ?? '', /"docs" cannot be both a file and the folder of "docs\/a\.md"/);
+  assert.match(
+    against('b.md/c.md')[0]?.message ?? '',
+    /"b\.md" cannot be both a file and the folder of "b\.md\/c\.md"/,
+  );
+  assert.deepEqual(against('docs2/a.md'), []);
+  assert.deepEqual(against('doc'), []);
+});
+
 test('read_files defaults to an empty list', () => {
   const { read_files: _omit, ...bare } = task();
   assert.deepEqual(planSchemaFor(roles, []).parse({ subtasks: [bare] }).subtasks[0]!.read_files, []);
@@ -46,6 +58,11 @@ test('plans that break a rule fail with a message naming the rule', () => {
     [{ subtasks: [task(), task()] }, /subtasks\.1\.expected_artifact: duplicate artifact name "c\.json"/],
     [{ subtasks: [task({ read_files: ['missing.md'] })] }, /read_files names "missing\.md", which does not exist/],
     [{ subtasks: [task({ instruction: '' })] }, /instruction is empty/],
+    // A file and a folder of one name: no export can write both.
+    [
+      { subtasks: [task({ expected_artifact: 'report' }), task({ expected_artifact: 'report/summary.md' })] },
+      /subtasks\.1\.expected_artifact: "report" cannot be both a file and the folder of "report\/summary\.md"/,
+    ],
     [{ subtasks: [task({ expected_artifact: '../x' })] }, /contains "\.\."/],
     [{ tasks: [task()] }, /subtasks/],
   ];
