@@ -11,3 +11,22 @@ export function cutText(text: string, max: number): string {
 /** A JSON reviver or replacer: each string well-formed. */
 export const wellFormedStrings = (_key: string, value: unknown) =>
   typeof value === 'string' ? value.toWellFormed() : value;
+
+/**
+ * Every string in a parsed JSON value made well-formed, in place, without recursion: a reviver
+ * (JSON.parse's internal walk is recursive) overflowed the stack on a value 5,000 levels deep.
+ */
+export function wellFormedDeep(value: unknown): unknown {
+  if (typeof value === 'string') return value.toWellFormed();
+  for (const stack = [value]; stack.length; ) {
+    const node = stack.pop();
+    if (!node || typeof node !== 'object') continue;
+    const obj = node as Record<string, unknown>;
+    for (const k of Object.keys(obj)) {
+      const v = obj[k];
+      if (typeof v === 'string') obj[k] = v.toWellFormed();
+      else if (v && typeof v === 'object') stack.push(v);
+    }
+  }
+  return value;
+}

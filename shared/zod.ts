@@ -1,7 +1,7 @@
 // Small zod helpers every boundary uses: one way to name bad fields, one way to parse.
 import { z } from 'zod';
 import { ValidationError } from './errors.ts';
-import { wellFormedStrings } from './text.ts';
+import { wellFormedDeep } from './text.ts';
 
 /**
  * Issues shown at most: a model's answer of 5,000 empty items made 5,000 issues, a ~1 MB
@@ -40,7 +40,8 @@ export function extractJson(text: string): unknown {
   const body = fenced ? fenced[1]! : trimmed;
   try {
     // A `\ud83d` escape alone would be half an emoji in every string the answer hands on.
-    return JSON.parse(body.toWellFormed(), body.includes('\\u') ? wellFormedStrings : undefined);
+    const value: unknown = JSON.parse(body.toWellFormed());
+    return body.includes('\\u') ? wellFormedDeep(value) : value;
   } catch (err) {
     // V8 quotes the bad token as one UTF-16 unit: half of an emoji that starts the answer.
     throw new ValidationError(`output is not valid JSON: ${(err as Error).message.toWellFormed()}`);

@@ -155,6 +155,14 @@ test('model JSON may be bare or in one fenced block; anything else is named inva
   assert.throws(() => extractJson('Here is the plan: {"a":1}'), /not valid JSON/);
 });
 
+test('model JSON nested thousands deep with an escape in it parses (the reviver overflowed the stack)', () => {
+  const deep = `${'{"x":'.repeat(5000)}"\\ud83d"${'}'.repeat(5000)}`;
+  let v = extractJson(`{"subtasks":[],"extra":${deep}}`) as Record<string, unknown>;
+  v = v.extra as Record<string, unknown>;
+  for (let i = 0; i < 4999; i++) v = v.x as Record<string, unknown>;
+  assert.equal(v.x, '\uFFFD');
+});
+
 test('model JSON hands on no half of an emoji: an escaped lone surrogate, or one quoted by the parse error', () => {
   assert.deepEqual(extractJson('{"instruction":"look \\ud83d here","ok":"\\ud83d\\udd0d"}'), {
     instruction: 'look \uFFFD here',
