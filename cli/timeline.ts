@@ -44,6 +44,8 @@ export class TimelineView {
   finishedReason?: string;
   /** Subtasks parked at a budget pause, with the state each had. */
   private readonly parkedFrom = new Map<SubtaskView, string>();
+  /** The cycle whose budget pause is open (park), until a resume (unpark). */
+  private budgetPausedAt: number | undefined;
 
   /** `goalId` goes into the hints that name a command to run (`deepq resume <goalId> …`). */
   constructor(private readonly goalId = '<goalId>') {}
@@ -112,6 +114,7 @@ export class TimelineView {
 
   /** A goal paused at a budget: its queued and running jobs park until a resume raises it. */
   private park(step: number): void {
+    this.budgetPausedAt = step;
     for (const t of this.cycle(step).subtasks.values()) {
       if (t.state !== 'queued' && t.state !== 'running') continue;
       this.parkedFrom.set(t, t.state);
@@ -120,6 +123,7 @@ export class TimelineView {
   }
 
   private unpark(): void {
+    this.budgetPausedAt = undefined;
     for (const [t, state] of this.parkedFrom) if (t.state === 'parked') t.state = state;
     this.parkedFrom.clear();
   }
@@ -186,6 +190,11 @@ export class TimelineView {
     else t.awaiting.delete(e.callId);
     if (t.state === 'running' || t.state === 'awaiting approval')
       t.state = t.awaiting.size ? 'awaiting approval' : 'running';
+    // Decided while its goal waits at a budget: the job parks at its next model call.
+    if (t.state === 'running' && this.budgetPausedAt === e.step) {
+      this.parkedFrom.set(t, 'running');
+      t.state = 'parked';
+    }
   }
 
   render(): string {

@@ -163,6 +163,25 @@ test('a budget pause parks the running subtasks until the resume; its hint names
   assert.match(v.render(), /\[1\] code-writer\s+solution\.py\s+running/);
 });
 
+test('a call approved while the goal waits at its budget shows the subtask parked, then running once raised', () => {
+  const v = new TimelineView('f4b4845f60e5');
+  const waiting = approvalRequested('write_file', '{"name":"x"}');
+  const paused: TimelineEvent = {
+    type: 'paused',
+    at: t0 + 600,
+    step: 1,
+    pausedFor: 'budget',
+    reason: 'r',
+    budget: 'seconds',
+  };
+  for (const e of [...events, waiting, paused]) v.apply(e);
+  assert.match(v.render(), /\[1\] code-writer\s+solution\.py\s+awaiting approval/);
+  v.apply({ ...waiting, type: 'approval_decided', at: t0 + 650, decision: 'approved' } as TimelineEvent);
+  assert.match(v.render(), /\[1\] code-writer\s+solution\.py\s+parked/);
+  v.apply({ type: 'resumed', at: t0 + 700, step: 1, action: 'raise budget', budgets: { maxSeconds: 60 } });
+  assert.match(v.render(), /\[1\] code-writer\s+solution\.py\s+running/);
+});
+
 test("a resume's note shows in its line, on one line and cut at 120 characters", () => {
   const resumed = (note: string): TimelineEvent => ({
     type: 'resumed',

@@ -206,3 +206,19 @@ test("a subtask's start after its run was lost is marked restarted until its nex
   t.apply({ type: 'subtask_started', at, ...sub, attempt: 2 });
   assert.deepEqual(seen(), [[2, false]]);
 });
+
+test('a call approved while the goal waits at its budget leaves the subtask parked until the raise', () => {
+  const t = new GoalTimeline();
+  const call = { step: 1, index: 0, ...ref, callId: 'ap-1', tool: 'write_file' };
+  for (const e of [
+    { type: 'dispatched', at, step: 1, subtasks: [{ index: 0, role: ref.role, artifact: 'a.md' }] },
+    { type: 'subtask_started', at, step: 1, index: 0, artifact: 'a.md', ...ref, attempt: 1 },
+    { type: 'approval_requested', at, ...call, input: '{}', expiresAt: at + 60_000 },
+    { type: 'paused', at, step: 1, pausedFor: 'budget', budget: 'seconds', reason: 'time budget exceeded' },
+    { type: 'approval_decided', at, ...call, decision: 'approved' },
+  ] as TimelineEvent[])
+    t.apply(e);
+  assert.equal(t.get(1)!.subtasks[0]!.state, 'parked');
+  t.apply({ type: 'resumed', at, step: 1, action: 'raise budget', budgets: { maxSeconds: 60 } } as TimelineEvent);
+  assert.equal(t.get(1)!.subtasks[0]!.state, 'running');
+});

@@ -279,6 +279,8 @@ export class GoalTimeline {
     s.awaiting = [...waiting];
     if (s.state === 'running' || s.state === 'awaiting_approval')
       s.state = waiting.size ? 'awaiting_approval' : 'running';
+    // Decided while its goal waits at a budget: the job parks at its next model call.
+    if (this.openPause === e.step && this.cycle(e.step).paused?.pausedFor === 'budget') this.park(s);
   }
 
   private applyToolCall(e: EventOf<'tool_called'>): void {
