@@ -2,6 +2,7 @@
 // The services check model output against these (services/planner/plan-contract.ts,
 // services/reflector/decision-contract.ts); the goal hash and the subtask jobs carry them.
 import { z } from 'zod';
+import { cutText } from '../text.ts';
 import { ArtifactNameSchema } from '../vfs/artifact-name.ts';
 
 export const MAX_SUBTASKS = 5;
@@ -26,10 +27,13 @@ export const PlanSchema = z.object({
 export type Plan = z.infer<typeof PlanSchema>;
 
 export const DECISIONS = ['continue', 'replan', 'end', 'escalate'] as const;
+/** A reflection's reason, at most (characters): it is stored, shown and sent to the next plan. */
+const REASON_MAX_CHARS = 2000;
 export type Decision = (typeof DECISIONS)[number];
 export const ReflectionSchema = z.object({
   decision: z.enum(DECISIONS),
-  reason: z.string().max(2000),
+  // Cut, not refused: a long reason refused a right decision (an `end`), and two in a row failed the goal.
+  reason: z.string().transform((r) => (r.length > REASON_MAX_CHARS ? cutText(r, REASON_MAX_CHARS - 1) : r)),
   /** Done artifacts the next plan may rewrite (each becomes a new version; the old one stays in history). */
   revise: z.array(ArtifactNameSchema).max(MAX_SUBTASKS).optional(),
 });

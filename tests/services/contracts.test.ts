@@ -80,6 +80,10 @@ test('the reflection is a decision from the four and a reason', () => {
     assert.equal(ReflectionSchema.parse({ decision, reason: 'r' }).decision, decision);
   assert.throws(() => parseOrThrow(ReflectionSchema, { decision: 'stop', reason: 'r' }, 'reflection'), /decision/);
   assert.throws(() => parseOrThrow(ReflectionSchema, { decision: 'end' }, 'reflection'), /reason/);
+  // A long reason is cut, not refused: refused, a right `end` was retried, and twice failed the goal.
+  const long = ReflectionSchema.parse({ decision: 'end', reason: 'r'.repeat(5000) });
+  assert.equal(long.decision, 'end');
+  assert.equal(long.reason, `${'r'.repeat(1999)}…`);
 });
 
 test('SubagentResult follows the seed: notes at most 200 chars, status one of three', () => {
