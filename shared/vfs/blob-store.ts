@@ -14,8 +14,6 @@ import { ConfigError } from '../errors.ts';
 import { GOAL_ID_PATTERN, isGoalId } from '../goal/ids.ts';
 
 export interface BlobStore {
-  /** The store can be written: made if missing, or failing with the setting to change (a ConfigError). */
-  ready(): Promise<void>;
   put(goalId: string, content: string): Promise<string>;
   get(ref: string): Promise<string>;
   delete(ref: string): Promise<void>;
@@ -76,6 +74,7 @@ export class DirBlobStore implements BlobStore {
     return err;
   }
 
+  /** The store can be written: made if missing, or failing with the setting to change (a ConfigError). */
   ready(): Promise<void> {
     return this.ensureRoot();
   }

@@ -156,7 +156,6 @@ test('a reader whose blob is deleted under it by an overwrite reads the new vers
   let gets = 0;
   const base = t.rt.vfs.blobs;
   const slow: BlobStore = {
-    ready: () => base.ready(),
     put: (g, c) => base.put(g, c),
     get: async (ref) => {
       if (gets++ === 0) await gate;

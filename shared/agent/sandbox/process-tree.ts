@@ -23,8 +23,13 @@ export async function listPids(): Promise<number[]> {
 }
 
 /** A process's state letter (R, S, T stopped, Z, ...) and parent pid, from /proc; null once it is gone. */
-export async function procStat(pid: number): Promise<{ state: string; ppid: number } | null> {
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+export function procStat(pid: number): Promise<{ state: string; ppid: number } | null> {
+  return statAt(`/proc/${pid}/stat`);
+}
+
+/** A process's or one of its threads' (`/proc/<pid>/task/<tid>/stat`) state and parent pid. */
+async function statAt(path: string): Promise<{ state: string; ppid: number } | null> {
+  const stat = await readFile(path, 'utf8').catch(() => '');
   if (!stat) return null;
   // comm may hold spaces and parentheses: the fields start after the last ')'.
   const [state = '', ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
@@ -41,11 +46,8 @@ export async function isAlive(pid: number): Promise<boolean> {
   if (!stat || stat.state === 'X') return false;
   if (stat.state !== 'Z') return true;
   const tasks = await readdir(`/proc/${pid}/task`).catch(() => [] as string[]);
-  const states = await Promise.all(tasks.map((t) => readFile(`/proc/${pid}/task/${t}/stat`, 'utf8').catch(() => '')));
-  return states.some((s) => {
-    const state = s.slice(s.lastIndexOf(')') + 2).split(' ')[0];
-    return state !== undefined && state !== '' && state !== 'Z' && state !== 'X';
-  });
+  const stats = await Promise.all(tasks.map((t) => statAt(`/proc/${pid}/task/${t}/stat`)));
+  return stats.some((s) => s !== null && s.state !== 'Z' && s.state !== 'X');
 }
 
 /** A signal to a process (or, with a negative pid, its group), where it may be gone already. */
